@@ -1,0 +1,1 @@
+//! Criterion benches of the hot paths (see benches/).

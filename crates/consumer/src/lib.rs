@@ -1,0 +1,1 @@
+//! consumer (in progress).

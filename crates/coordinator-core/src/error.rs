@@ -1,0 +1,386 @@
+//! The core's one error enum, its stable codes, and the storage error that stores return.
+//!
+//! Codes are part of the public contract: they are logged, sent over wires and matched on by
+//! callers. A code is never renamed, and a retired code is never reused.
+
+use std::fmt;
+
+use crate::types::{Generation, GroupState, TopicPartition};
+
+/// What a caller should do after an error, the way openraft splits API errors from fatal ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// The request was fenced by a newer generation or a rebalance: refresh the assignment
+    /// (`Coordinator::assignment`) and retry with the current generation.
+    Fenced,
+    /// The coordinator no longer knows this member (it left or its session expired): join again.
+    Rejoin,
+    /// The request itself is wrong (bad argument, unknown topic or group, a partition the
+    /// member does not own, no common assignment strategy): fix it; retrying unchanged fails again.
+    InvalidRequest,
+    /// The infrastructure failed (storage, a broken assignor). Nothing was changed; report it,
+    /// and retry only once the cause is dealt with.
+    Fatal,
+}
+
+/// Every error the coordinator returns.
+///
+/// Each variant has a stable [`code`](Error::code) and, where Kafka has one,
+/// [Kafka's numeric error code](Error::kafka_code). A rejected call changes nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The request's generation is not the group's current one.
+    #[error(
+        "illegal generation for group `{group}`: the request carries generation {requested}, \
+         the group is at generation {current}; refresh the assignment and retry"
+    )]
+    IllegalGeneration {
+        /// The group id.
+        group: String,
+        /// The generation the caller sent.
+        requested: Generation,
+        /// The group's current generation.
+        current: Generation,
+    },
+
+    /// The group is not `Stable`: it is rebalancing, or it is `Empty` after its last member left.
+    #[error("group `{group}` is {state}, not Stable: refresh the assignment and retry")]
+    RebalanceInProgress {
+        /// The group id.
+        group: String,
+        /// The state the group was in.
+        state: GroupState,
+    },
+
+    /// The group exists but this member is not in it.
+    #[error(
+        "member `{member}` is not in group `{group}`: it left or its session expired; join again"
+    )]
+    UnknownMember {
+        /// The group id.
+        group: String,
+        /// The member id.
+        member: String,
+    },
+
+    /// A commit named partitions that the member does not own in the current generation.
+    #[error(
+        "member `{member}` of group `{group}` does not own {} in generation {generation}",
+        DisplayList(partitions)
+    )]
+    NotPartitionOwner {
+        /// The group id.
+        group: String,
+        /// The member id.
+        member: String,
+        /// The group's (and the request's) generation.
+        generation: Generation,
+        /// The requested partitions the member does not own, sorted.
+        partitions: Vec<TopicPartition>,
+    },
+
+    /// No group with this id exists.
+    #[error("group `{group}` does not exist")]
+    GroupIdNotFound {
+        /// The group id.
+        group: String,
+    },
+
+    /// An argument is malformed: an empty id, a negative offset, a bad setting.
+    #[error("invalid {what}: {reason}")]
+    InvalidArgument {
+        /// Which argument (`group id`, `member id`, `offset`, …).
+        what: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
+
+    /// A subscription names topics that do not exist.
+    #[error("unknown topics: {}", topics.join(", "))]
+    UnknownTopic {
+        /// The unknown topic names, sorted and de-duplicated.
+        topics: Vec<String>,
+    },
+
+    /// A joining member supports no assignment strategy that every other member supports.
+    #[error(
+        "member `{member}` cannot join group `{group}`: none of its assignment strategies \
+         [{}] is supported by every current member (they share [{}])",
+        offered.join(", "),
+        shared.join(", ")
+    )]
+    InconsistentGroupProtocol {
+        /// The group id.
+        group: String,
+        /// The joining member.
+        member: String,
+        /// The strategies the joining member offered, in its order of preference.
+        offered: Vec<String>,
+        /// The strategies every current member supports, sorted.
+        shared: Vec<String>,
+    },
+
+    /// The assignor returned an error or an assignment that breaks its contract.
+    #[error("assignor `{assignor}` failed: {reason}")]
+    AssignorFailed {
+        /// The assignor's name.
+        assignor: String,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// The offset store failed. Nothing was committed.
+    #[error(transparent)]
+    Storage(StorageError),
+}
+
+impl Error {
+    /// Every code [`Error::code`] can return, in declaration order. Stable: codes are only added.
+    pub const CODES: &'static [&'static str] = &[
+        "ILLEGAL_GENERATION",
+        "REBALANCE_IN_PROGRESS",
+        "UNKNOWN_MEMBER",
+        "NOT_PARTITION_OWNER",
+        "GROUP_ID_NOT_FOUND",
+        "INVALID_ARGUMENT",
+        "UNKNOWN_TOPIC",
+        "INCONSISTENT_GROUP_PROTOCOL",
+        "ASSIGNOR_FAILED",
+        "STORAGE_ERROR",
+    ];
+
+    /// The stable code of this error, e.g. `ILLEGAL_GENERATION`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::IllegalGeneration { .. } => "ILLEGAL_GENERATION",
+            Error::RebalanceInProgress { .. } => "REBALANCE_IN_PROGRESS",
+            Error::UnknownMember { .. } => "UNKNOWN_MEMBER",
+            Error::NotPartitionOwner { .. } => "NOT_PARTITION_OWNER",
+            Error::GroupIdNotFound { .. } => "GROUP_ID_NOT_FOUND",
+            Error::InvalidArgument { .. } => "INVALID_ARGUMENT",
+            Error::UnknownTopic { .. } => "UNKNOWN_TOPIC",
+            Error::InconsistentGroupProtocol { .. } => "INCONSISTENT_GROUP_PROTOCOL",
+            Error::AssignorFailed { .. } => "ASSIGNOR_FAILED",
+            Error::Storage(e) => e.code(),
+        }
+    }
+
+    /// Kafka's numeric error code for this error, where Kafka has one.
+    ///
+    /// `ILLEGAL_GENERATION` 22, `UNKNOWN_MEMBER_ID` 25, `REBALANCE_IN_PROGRESS` 27,
+    /// `GROUP_ID_NOT_FOUND` 69, `UNKNOWN_TOPIC_OR_PARTITION` 3, `INCONSISTENT_GROUP_PROTOCOL` 23,
+    /// `KAFKA_STORAGE_ERROR` 56. Ownership, argument and assignor errors have no Kafka code.
+    pub fn kafka_code(&self) -> Option<i16> {
+        match self {
+            Error::IllegalGeneration { .. } => Some(22),
+            Error::UnknownMember { .. } => Some(25),
+            Error::RebalanceInProgress { .. } => Some(27),
+            Error::GroupIdNotFound { .. } => Some(69),
+            Error::UnknownTopic { .. } => Some(3),
+            Error::InconsistentGroupProtocol { .. } => Some(23),
+            Error::Storage(e) => e.kafka_code(),
+            Error::NotPartitionOwner { .. }
+            | Error::InvalidArgument { .. }
+            | Error::AssignorFailed { .. } => None,
+        }
+    }
+
+    /// What the caller should do next.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Error::IllegalGeneration { .. } | Error::RebalanceInProgress { .. } => {
+                ErrorClass::Fenced
+            }
+            Error::UnknownMember { .. } => ErrorClass::Rejoin,
+            Error::NotPartitionOwner { .. }
+            | Error::GroupIdNotFound { .. }
+            | Error::InvalidArgument { .. }
+            | Error::UnknownTopic { .. }
+            | Error::InconsistentGroupProtocol { .. } => ErrorClass::InvalidRequest,
+            Error::Storage(e) if e.kind() == StorageErrorKind::InvalidOffset => {
+                ErrorClass::InvalidRequest
+            }
+            Error::AssignorFailed { .. } | Error::Storage(_) => ErrorClass::Fatal,
+        }
+    }
+
+    /// True when the request was fenced and will succeed after a refresh.
+    pub fn is_fenced(&self) -> bool {
+        self.class() == ErrorClass::Fenced
+    }
+
+    pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            what,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<StorageError> for Error {
+    fn from(e: StorageError) -> Self {
+        Error::Storage(e)
+    }
+}
+
+/// What kind of failure a [`StorageError`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StorageErrorKind {
+    /// An I/O operation failed (create, write, fsync, rename, read).
+    Io,
+    /// Stored data could not be understood: malformed, wrong types, missing keys, negative
+    /// offsets, an unknown format version.
+    Corrupt,
+    /// The caller asked to store an invalid offset (a negative one). Code `INVALID_ARGUMENT`.
+    InvalidOffset,
+    /// Any other failure of a store implementation.
+    Other,
+}
+
+impl fmt::Display for StorageErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StorageErrorKind::Io => "I/O",
+            StorageErrorKind::Corrupt => "corrupt data",
+            StorageErrorKind::InvalidOffset => "invalid offset",
+            StorageErrorKind::Other => "store",
+        })
+    }
+}
+
+/// The error an [`OffsetStore`](crate::OffsetStore) returns. It says what failed, in a message
+/// that names the file or resource involved, and keeps the underlying cause as its `source()`.
+#[derive(Debug, thiserror::Error)]
+#[error("offset store {kind} error: {message}")]
+pub struct StorageError {
+    kind: StorageErrorKind,
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl StorageError {
+    /// A storage error of the given kind. The message should name the file or resource.
+    pub fn new(kind: StorageErrorKind, message: impl Into<String>) -> Self {
+        StorageError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Attaches the underlying cause.
+    #[must_use]
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// A refused negative offset.
+    pub fn invalid_offset(group: &str, tp: &TopicPartition, offset: i64) -> Self {
+        StorageError::new(
+            StorageErrorKind::InvalidOffset,
+            format!("group `{group}`, partition {tp}: offset {offset} is negative"),
+        )
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> StorageErrorKind {
+        self.kind
+    }
+
+    /// The message, without the kind prefix.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// `INVALID_ARGUMENT` for a refused offset, `STORAGE_ERROR` otherwise.
+    pub fn code(&self) -> &'static str {
+        match self.kind {
+            StorageErrorKind::InvalidOffset => "INVALID_ARGUMENT",
+            _ => "STORAGE_ERROR",
+        }
+    }
+
+    /// Kafka's `KAFKA_STORAGE_ERROR` (56) for storage failures; none for a refused offset.
+    pub fn kafka_code(&self) -> Option<i16> {
+        match self.kind {
+            StorageErrorKind::InvalidOffset => None,
+            _ => Some(56),
+        }
+    }
+}
+
+/// Displays a list of partitions as `orders-0, orders-2`.
+struct DisplayList<'a>(&'a [TopicPartition]);
+
+impl fmt::Display for DisplayList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, tp) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            fmt::Display::fmt(tp, f)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_listed_and_unique() {
+        let mut codes = Error::CODES.to_vec();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), Error::CODES.len());
+    }
+
+    #[test]
+    fn not_owner_message_names_member_and_partitions() {
+        let e = Error::NotPartitionOwner {
+            group: "g".into(),
+            member: "m1".into(),
+            generation: Generation::new(3),
+            partitions: vec![
+                TopicPartition::new("orders", 1),
+                TopicPartition::new("orders", 3),
+            ],
+        };
+        assert_eq!(
+            e.to_string(),
+            "member `m1` of group `g` does not own orders-1, orders-3 in generation 3"
+        );
+        assert_eq!(e.code(), "NOT_PARTITION_OWNER");
+        assert_eq!(e.kafka_code(), None);
+        assert_eq!(e.class(), ErrorClass::InvalidRequest);
+    }
+
+    #[test]
+    fn illegal_generation_carries_both_numbers() {
+        let e = Error::IllegalGeneration {
+            group: "g".into(),
+            requested: Generation::new(1),
+            current: Generation::new(2),
+        };
+        assert!(e.to_string().contains("generation 1"));
+        assert!(e.to_string().contains("generation 2"));
+        assert_eq!(e.kafka_code(), Some(22));
+        assert!(e.is_fenced());
+    }
+
+    #[test]
+    fn storage_codes_depend_on_kind() {
+        let io: Error = StorageError::new(StorageErrorKind::Io, "fsync /x failed").into();
+        assert_eq!(io.code(), "STORAGE_ERROR");
+        assert_eq!(io.kafka_code(), Some(56));
+        assert_eq!(io.class(), ErrorClass::Fatal);
+        let neg: Error = StorageError::invalid_offset("g", &TopicPartition::new("t", 0), -1).into();
+        assert_eq!(neg.code(), "INVALID_ARGUMENT");
+        assert_eq!(neg.class(), ErrorClass::InvalidRequest);
+    }
+}

@@ -1,0 +1,138 @@
+//! Test kits for adapters of the core's ports.
+//!
+//! [`offset_store_conformance`] is the contract of the [`OffsetStore`] port as executable
+//! checks; every store adapter runs it (the way openraft's stores run its `testing::Suite`).
+//! It panics with a message naming the broken rule, so it belongs in tests only.
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::error::StorageErrorKind;
+use crate::offset_store::OffsetStore;
+use crate::types::{OffsetMap, TopicPartition};
+
+fn tp(topic: &str, partition: u32) -> TopicPartition {
+    TopicPartition::new(topic, partition)
+}
+
+fn offsets(entries: &[(&str, u32, i64)]) -> OffsetMap {
+    entries.iter().map(|&(t, p, o)| (tp(t, p), o)).collect()
+}
+
+/// Runs every rule of the `OffsetStore` contract against fresh stores from `make_store`
+/// (called once per rule; each call must return an empty store).
+pub async fn offset_store_conformance<F>(mut make_store: F)
+where
+    F: FnMut() -> Arc<dyn OffsetStore>,
+{
+    empty_store_reads_nothing(make_store()).await;
+    commit_then_read_back(make_store()).await;
+    commits_merge_and_overwrite(make_store()).await;
+    groups_are_isolated(make_store()).await;
+    negative_offset_changes_nothing(make_store()).await;
+    commit_many_is_all_or_nothing(make_store()).await;
+    empty_commit_is_a_no_op(make_store()).await;
+    extreme_values_round_trip(make_store()).await;
+}
+
+async fn empty_store_reads_nothing(store: Arc<dyn OffsetStore>) {
+    assert_eq!(store.committed("g", &tp("t", 0)).await.unwrap(), None);
+    assert!(store.list("g").await.unwrap().is_empty());
+}
+
+async fn commit_then_read_back(store: Arc<dyn OffsetStore>) {
+    let o = offsets(&[("orders", 1, 10), ("orders", 0, 5), ("audit", 3, 0)]);
+    store.commit("g", &o).await.unwrap();
+    assert_eq!(
+        store.committed("g", &tp("orders", 0)).await.unwrap(),
+        Some(5)
+    );
+    assert_eq!(
+        store.committed("g", &tp("audit", 3)).await.unwrap(),
+        Some(0)
+    );
+    assert_eq!(store.committed("g", &tp("orders", 2)).await.unwrap(), None);
+    let listed: Vec<_> = store.list("g").await.unwrap().into_iter().collect();
+    assert_eq!(
+        listed,
+        vec![
+            (tp("audit", 3), 0),
+            (tp("orders", 0), 5),
+            (tp("orders", 1), 10)
+        ],
+        "list returns every committed offset, sorted by topic then partition"
+    );
+}
+
+async fn commits_merge_and_overwrite(store: Arc<dyn OffsetStore>) {
+    store.commit("g", &offsets(&[("t", 0, 5)])).await.unwrap();
+    store.commit("g", &offsets(&[("t", 1, 7)])).await.unwrap();
+    store.commit("g", &offsets(&[("t", 0, 9)])).await.unwrap();
+    assert_eq!(
+        store.list("g").await.unwrap(),
+        offsets(&[("t", 0, 9), ("t", 1, 7)]),
+        "a commit overwrites the partitions it names and keeps the others"
+    );
+    // Offsets may move backwards (a seek): the store keeps what it is told.
+    store.commit("g", &offsets(&[("t", 0, 2)])).await.unwrap();
+    assert_eq!(store.committed("g", &tp("t", 0)).await.unwrap(), Some(2));
+}
+
+async fn groups_are_isolated(store: Arc<dyn OffsetStore>) {
+    store.commit("a", &offsets(&[("t", 0, 1)])).await.unwrap();
+    store.commit("b", &offsets(&[("t", 0, 2)])).await.unwrap();
+    assert_eq!(store.committed("a", &tp("t", 0)).await.unwrap(), Some(1));
+    assert_eq!(store.committed("b", &tp("t", 0)).await.unwrap(), Some(2));
+    assert!(store.list("c").await.unwrap().is_empty());
+}
+
+async fn negative_offset_changes_nothing(store: Arc<dyn OffsetStore>) {
+    store.commit("g", &offsets(&[("t", 0, 3)])).await.unwrap();
+    let err = store
+        .commit("g", &offsets(&[("t", 0, 4), ("t", 1, -1)]))
+        .await
+        .expect_err("a negative offset must be refused");
+    assert_eq!(err.kind(), StorageErrorKind::InvalidOffset);
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    assert_eq!(
+        store.list("g").await.unwrap(),
+        offsets(&[("t", 0, 3)]),
+        "a refused commit writes nothing, not even its valid entries"
+    );
+}
+
+async fn commit_many_is_all_or_nothing(store: Arc<dyn OffsetStore>) {
+    let mut many = BTreeMap::new();
+    many.insert("a".to_string(), offsets(&[("t", 0, 1)]));
+    many.insert("b".to_string(), offsets(&[("t", 0, 2), ("u", 1, 3)]));
+    store.commit_many(&many).await.unwrap();
+    assert_eq!(store.committed("a", &tp("t", 0)).await.unwrap(), Some(1));
+    assert_eq!(store.committed("b", &tp("u", 1)).await.unwrap(), Some(3));
+
+    let mut bad = BTreeMap::new();
+    bad.insert("a".to_string(), offsets(&[("t", 0, 100)]));
+    bad.insert("z".to_string(), offsets(&[("t", 0, -5)]));
+    let err = store.commit_many(&bad).await.expect_err("negative offset");
+    assert_eq!(err.kind(), StorageErrorKind::InvalidOffset);
+    assert_eq!(
+        store.committed("a", &tp("t", 0)).await.unwrap(),
+        Some(1),
+        "commit_many is all or nothing"
+    );
+    assert!(store.list("z").await.unwrap().is_empty());
+    store.commit_many(&BTreeMap::new()).await.unwrap();
+}
+
+async fn empty_commit_is_a_no_op(store: Arc<dyn OffsetStore>) {
+    store.commit("g", &OffsetMap::new()).await.unwrap();
+    assert!(store.list("g").await.unwrap().is_empty());
+}
+
+async fn extreme_values_round_trip(store: Arc<dyn OffsetStore>) {
+    let group = "grp \"quoted\" \\ ünïcødé ☃";
+    let o = offsets(&[("t.with-dots_and-dashes", u32::MAX, i64::MAX), ("t", 0, 0)]);
+    store.commit(group, &o).await.unwrap();
+    assert_eq!(store.list(group).await.unwrap(), o);
+}

@@ -1,0 +1,162 @@
+//! Vocabulary shared by every crate: topic partitions, generations, group states, offsets.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// A partition of a topic: `(topic name, partition number)`.
+///
+/// Ordered by topic, then partition, as SPEC.md's vocabulary requires. The topic name is an
+/// `Arc<str>`, so cloning a `TopicPartition` never copies the name.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TopicPartition {
+    topic: Arc<str>,
+    partition: u32,
+}
+
+impl TopicPartition {
+    /// A topic partition. Any string is accepted here; whether the topic exists is checked by
+    /// whoever receives it.
+    pub fn new(topic: impl Into<Arc<str>>, partition: u32) -> Self {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+
+    /// The topic name.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The shared topic name, for callers that keep many partitions of one topic.
+    pub fn topic_arc(&self) -> &Arc<str> {
+        &self.topic
+    }
+
+    /// The partition number.
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+}
+
+impl fmt::Display for TopicPartition {
+    /// Kafka's `topic-partition` spelling, e.g. `orders-0`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+impl fmt::Debug for TopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// A group's committed offsets: partition → the *next* offset to read.
+///
+/// Offsets are `i64`, as in Kafka's protocol; a committed offset is never negative (the
+/// coordinator and every store reject negative values with `INVALID_ARGUMENT`).
+pub type OffsetMap = BTreeMap<TopicPartition, i64>;
+
+/// A group's generation: the authority token of one complete assignment.
+///
+/// Starts at 0 when the group is created and grows by exactly one per rebalance. A request
+/// carrying another generation than the group's is fenced with `ILLEGAL_GENERATION`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Generation(u32);
+
+impl Generation {
+    /// The generation of a group that has never rebalanced.
+    pub const INITIAL: Generation = Generation(0);
+
+    /// A generation with the given number.
+    pub const fn new(value: u32) -> Self {
+        Generation(value)
+    }
+
+    /// The generation number.
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+
+    /// The generation after this one. Saturates at `u32::MAX` (four billion rebalances).
+    #[must_use]
+    pub const fn next(self) -> Self {
+        Generation(self.0.saturating_add(1))
+    }
+}
+
+impl fmt::Display for Generation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Debug for Generation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Generation({})", self.0)
+    }
+}
+
+impl From<u32> for Generation {
+    fn from(value: u32) -> Self {
+        Generation(value)
+    }
+}
+
+/// The state of a consumer group.
+///
+/// The rebalance runs synchronously under the group's lock, so `PreparingRebalance` is never
+/// observed from outside: it exists, as in the chapter, to name the contract that assignment
+/// reads and commits are accepted only in `Stable`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GroupState {
+    /// The group has no members (all left or expired). Commits are refused.
+    Empty,
+    /// A rebalance is being computed.
+    PreparingRebalance,
+    /// Every member has an assignment of the current generation.
+    Stable,
+}
+
+impl GroupState {
+    /// Kafka's name of the state (`Empty`, `PreparingRebalance`, `Stable`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::Stable => "Stable",
+        }
+    }
+}
+
+impl fmt::Display for GroupState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_partitions_order_by_topic_then_partition() {
+        let mut tps = [
+            TopicPartition::new("b", 0),
+            TopicPartition::new("a", 10),
+            TopicPartition::new("a", 2),
+        ];
+        tps.sort();
+        let shown: Vec<String> = tps.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["a-2", "a-10", "b-0"]);
+    }
+
+    #[test]
+    fn generation_starts_at_zero_and_counts_up() {
+        assert_eq!(Generation::INITIAL.get(), 0);
+        assert_eq!(Generation::INITIAL.next().next(), Generation::new(2));
+        assert_eq!(Generation::new(u32::MAX).next(), Generation::new(u32::MAX));
+    }
+}

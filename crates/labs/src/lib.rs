@@ -1,0 +1,1 @@
+//! labs (in progress).

@@ -1,0 +1,1 @@
+//! offset-store (in progress).
