@@ -1,1 +1,126 @@
-//! consumer (in progress).
+//! # consumer
+//!
+//! The consumer client of the consumer-groups chapter. It is where the chapter's lessons
+//! become visible: a local fetch **position** that is not committed progress, a local
+//! **assignment** that goes stale until refreshed, and **commits** that the coordinator
+//! fences by generation.
+//!
+//! ## Where it sits
+//!
+//! ```text
+//!   labs (cluster facade, binaries) ──► consumer ──► coordinator-core ◄── assignor, offset-store
+//!                                          │
+//!                                          └── RecordSource port ◄── MemoryLog (here), or a
+//!                                                                     network/file log
+//! ```
+//!
+//! The consumer talks to the group through an `Arc<`[`Coordinator`](coordinator_core::Coordinator)`>`
+//! and reads records through the [`RecordSource`] port, so a network or file-backed log can
+//! replace the in-memory [`MemoryLog`] without touching the consumer. It depends on no
+//! adapter crate: which assignor and offset store the coordinator uses is the composition
+//! root's business (the `labs` crate's cluster facade).
+//!
+//! ## Rules (SPEC.md, "Consumer")
+//!
+//! - [`Consumer::subscribe`] joins the group and stores the generation and assignment;
+//!   [`Consumer::assign`] picks partitions by hand. The two exclude each other.
+//! - The local assignment changes only through `subscribe`, `refresh_assignment` or `assign`
+//!   (no push, no revoke barrier); positions of partitions no longer owned are dropped.
+//! - [`Consumer::poll`] starts a partition at its committed offset, else per
+//!   [`AutoOffsetReset`]; an out-of-range position is reset per policy and fetched once more
+//!   (`error` propagates `OFFSET_OUT_OF_RANGE`). Successive polls rotate over partitions so
+//!   none starves.
+//! - [`Consumer::commit`] publishes every position: through the coordinator under the stored
+//!   generation when subscribed, straight to the store (unfenced) when assigned by hand.
+//!
+//! ## Example
+//!
+//! A stale consumer is fenced until it refreshes. (Hidden lines build a coordinator over
+//! small stand-in adapters; the `labs` crate's cluster facade wires the real ones.)
+//!
+//! ```
+//! use std::sync::Arc;
+//! use consumer::{AutoOffsetReset, Consumer, ConsumerConfig, MemoryLog};
+//! use coordinator_core::{Coordinator, TopicPartition};
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let log = Arc::new(MemoryLog::new());
+//! log.create_topic("orders", 2)?;
+//! for i in 0..3 {
+//!     log.append(&TopicPartition::new("orders", 0), format!("order {i}"))?;
+//! }
+//! # struct RoundRobin;
+//! # impl coordinator_core::Assignor for RoundRobin {
+//! #     fn name(&self) -> &str { "rr" }
+//! #     fn assign(&self, input: &coordinator_core::AssignmentInput<'_>)
+//! #         -> Result<coordinator_core::Assignment, coordinator_core::AssignError> {
+//! #         let mut out = coordinator_core::Assignment::new(input);
+//! #         let n = input.member_count() as u32;
+//! #         for (i, o) in out.topic_owners_mut(0).iter_mut().enumerate() { *o = i as u32 % n; }
+//! #         Ok(out)
+//! #     }
+//! # }
+//! # #[derive(Default)]
+//! # struct Store(std::sync::Mutex<coordinator_core::OffsetMap>);
+//! # #[async_trait::async_trait]
+//! # impl coordinator_core::OffsetStore for Store {
+//! #     async fn committed(&self, _: &str, tp: &TopicPartition)
+//! #         -> Result<Option<i64>, coordinator_core::StorageError> {
+//! #         Ok(self.0.lock().unwrap().get(tp).copied())
+//! #     }
+//! #     async fn commit(&self, _: &str, o: &coordinator_core::OffsetMap)
+//! #         -> Result<(), coordinator_core::StorageError> {
+//! #         self.0.lock().unwrap().extend(o.clone()); Ok(())
+//! #     }
+//! #     async fn commit_many(&self, _: &std::collections::BTreeMap<String, coordinator_core::OffsetMap>)
+//! #         -> Result<(), coordinator_core::StorageError> { unimplemented!() }
+//! #     async fn list(&self, _: &str)
+//! #         -> Result<coordinator_core::OffsetMap, coordinator_core::StorageError> {
+//! #         Ok(self.0.lock().unwrap().clone())
+//! #     }
+//! # }
+//! # let coordinator = Arc::new(
+//! #     Coordinator::builder(Arc::new(Store::default()), log.clone(), Arc::new(RoundRobin))
+//! #         .build()?,
+//! # );
+//! let config = |member: &str| {
+//!     ConsumerConfig::new("workers", member).auto_offset_reset(AutoOffsetReset::Earliest)
+//! };
+//! let mut first = Consumer::new(config("member-1"), coordinator.clone(), log.clone())?;
+//! first.subscribe(&["orders"]).await?;
+//! assert_eq!(first.poll(10).await?.len(), 3);
+//! assert_eq!(first.position(&TopicPartition::new("orders", 0))?, 3);
+//!
+//! // A second member joins: a new generation. `first` still believes it owns both partitions.
+//! let mut second = Consumer::new(config("member-2"), coordinator.clone(), log.clone())?;
+//! second.subscribe(&["orders"]).await?;
+//! assert_eq!(first.assignment().len(), 2);
+//! let stale = first.commit().await.unwrap_err();
+//! assert_eq!(stale.code(), "ILLEGAL_GENERATION");
+//!
+//! // After a refresh it owns orders-0 only, and its commit lands.
+//! first.refresh_assignment().await?;
+//! assert_eq!(first.assignment(), [TopicPartition::new("orders", 0)]);
+//! first.commit().await?;
+//! assert_eq!(second.committed(&TopicPartition::new("orders", 0)).await?, Some(3));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod consumer;
+mod error;
+mod memory_log;
+mod record;
+mod reset;
+mod source;
+
+pub use consumer::{Consumer, ConsumerConfig};
+pub use error::{ConsumerError, LogError, OutOfRange};
+pub use memory_log::{validate_topic_name, MemoryLog, MAX_TOPIC_NAME_LEN};
+pub use record::{Bytes, Header, NewRecord, Record};
+pub use reset::AutoOffsetReset;
+pub use source::RecordSource;
+
+#[cfg(test)]
+mod test_support;

@@ -1,0 +1,132 @@
+//! Small hand-written fakes for the unit tests, so this crate's tests depend on the core only.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use coordinator_core::{
+    validate_offsets, AssignError, Assignment, AssignmentInput, Assignor, Coordinator, ManualClock,
+    OffsetMap, OffsetStore, StorageError, TopicIndex, TopicPartition,
+};
+
+use crate::{AutoOffsetReset, Consumer, ConsumerConfig, MemoryLog};
+
+/// Round robin with one cursor shared across topics (SPEC.md's rule, in a few lines).
+#[derive(Debug)]
+pub(crate) struct RoundRobin;
+
+impl Assignor for RoundRobin {
+    fn name(&self) -> &str {
+        "test-roundrobin"
+    }
+
+    fn assign(&self, input: &AssignmentInput<'_>) -> Result<Assignment, AssignError> {
+        let mut out = Assignment::new(input);
+        let mut cursor = 0usize;
+        for t in 0..input.topics().len() as TopicIndex {
+            let eligible: Vec<u32> = (0..input.member_count() as u32)
+                .filter(|&m| input.is_subscribed(m, t))
+                .collect();
+            if eligible.is_empty() {
+                continue;
+            }
+            for owner in out.topic_owners_mut(t) {
+                *owner = eligible[cursor % eligible.len()];
+                cursor += 1;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A map behind a mutex.
+#[derive(Debug, Default)]
+pub(crate) struct MapStore(Mutex<BTreeMap<String, OffsetMap>>);
+
+#[async_trait]
+impl OffsetStore for MapStore {
+    async fn committed(
+        &self,
+        group: &str,
+        tp: &TopicPartition,
+    ) -> Result<Option<i64>, StorageError> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap()
+            .get(group)
+            .and_then(|m| m.get(tp))
+            .copied())
+    }
+
+    async fn commit(&self, group: &str, offsets: &OffsetMap) -> Result<(), StorageError> {
+        validate_offsets(group, offsets)?;
+        let mut map = self.0.lock().unwrap();
+        map.entry(group.to_string())
+            .or_default()
+            .extend(offsets.clone());
+        Ok(())
+    }
+
+    async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
+        for (group, offsets) in commits {
+            validate_offsets(group, offsets)?;
+        }
+        for (group, offsets) in commits {
+            self.commit(group, offsets).await?;
+        }
+        Ok(())
+    }
+
+    async fn list(&self, group: &str) -> Result<OffsetMap, StorageError> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap()
+            .get(group)
+            .cloned()
+            .unwrap_or_default())
+    }
+}
+
+/// A coordinator, a log with topic `t` of `partitions` partitions, and the clock both read.
+pub(crate) struct Fixture {
+    pub(crate) coordinator: Arc<Coordinator>,
+    pub(crate) log: Arc<MemoryLog>,
+}
+
+impl Fixture {
+    pub(crate) fn new(partitions: u32) -> Self {
+        Fixture::with_store(partitions, Arc::new(MapStore::default()))
+    }
+
+    pub(crate) fn with_store(partitions: u32, store: Arc<dyn OffsetStore>) -> Self {
+        let clock = ManualClock::new();
+        let log = Arc::new(MemoryLog::with_clock(Arc::new(clock.clone())));
+        log.create_topic("t", partitions).unwrap();
+        let coordinator = Coordinator::builder(store, log.clone(), Arc::new(RoundRobin))
+            .clock(Arc::new(clock))
+            .build()
+            .unwrap();
+        Fixture {
+            coordinator: Arc::new(coordinator),
+            log,
+        }
+    }
+
+    pub(crate) fn consumer(&self, member: &str, reset: AutoOffsetReset) -> Consumer {
+        let config = ConsumerConfig::new("g", member).auto_offset_reset(reset);
+        Consumer::new(config, self.coordinator.clone(), self.log.clone()).unwrap()
+    }
+
+    /// Appends `n` records to partition `p` of `t`.
+    pub(crate) fn fill(&self, p: u32, n: usize) {
+        for i in 0..n {
+            self.log.append(&tp(p), format!("{p}:{i}")).unwrap();
+        }
+    }
+}
+
+pub(crate) fn tp(p: u32) -> TopicPartition {
+    TopicPartition::new("t", p)
+}
