@@ -1,1 +1,67 @@
-//! offset-store (in progress).
+//! # offset-store
+//!
+//! Adapters of coordinator-core's [`OffsetStore`](coordinator_core::OffsetStore) port:
+//!
+//! - [`JsonFileStore`]: every group's committed offsets in one JSON file, written with the
+//!   temp-file, fsync, rename, directory-fsync protocol of SPEC.md, so a crash at any point
+//!   leaves the old file or the new one and an acknowledged commit is never lost;
+//! - [`MemoryStore`]: offsets in memory, sharded per group, with failure switches for tests.
+//!
+//! ## Where it sits
+//!
+//! An outer layer of the hexagon. It depends on `coordinator-core` for the port, its error
+//! type and its validation, and nothing depends on it but the binaries that wire a
+//! coordinator together (`labs`) and tests:
+//!
+//! ```text
+//!   labs ──► consumer ──► coordinator-core ◄── offset-store (this crate)
+//!                                          ◄── assignor
+//! ```
+//!
+//! The JSON store reaches the disk only through the [`fs::Fs`] seam; [`testing::SimFs`] is a
+//! simulated file system behind the same seam that cuts power after any operation and fails
+//! operations with `EIO` or `ENOSPC`, for crash and fault-injection tests.
+//!
+//! ## Example
+//!
+//! ```
+//! use coordinator_core::{OffsetMap, OffsetStore, TopicPartition};
+//! use offset_store::JsonFileStore;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # tokio::runtime::Builder::new_multi_thread().build()?.block_on(async {
+//! let path = dir.path().join("offsets.json");
+//! let store = JsonFileStore::open(&path)?; // no file yet: an empty store
+//!
+//! let offsets: OffsetMap = [(TopicPartition::new("orders", 0), 42)].into();
+//! store.commit("workers", &offsets).await?;
+//! assert_eq!(
+//!     std::fs::read_to_string(&path)?,
+//!     r#"{"groups":{"workers":[{"offset":42,"partition":0,"topic":"orders"}]},"version":1}"#
+//! );
+//!
+//! // Reopening reads back what was committed.
+//! let reopened = JsonFileStore::open(&path)?;
+//! let orders_0 = TopicPartition::new("orders", 0);
+//! assert_eq!(reopened.committed("workers", &orders_0).await?, Some(42));
+//!
+//! // A damaged file is an error that names it, never an empty store.
+//! std::fs::write(&path, "{\"groups\":")?;
+//! let err = JsonFileStore::open(&path).unwrap_err();
+//! assert_eq!(err.code(), "STORAGE_ERROR");
+//! assert!(err.to_string().contains("offsets.json"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })
+//! # }
+//! ```
+
+#![forbid(unsafe_code)]
+
+pub mod fs;
+mod json;
+mod memory;
+pub mod testing;
+
+pub use json::JsonFileStore;
+pub use memory::MemoryStore;

@@ -1,0 +1,339 @@
+//! [`MemoryStore`]: committed offsets in memory, sharded per group, with failure switches.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use async_trait::async_trait;
+use coordinator_core::{
+    validate_offsets, OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicPartition,
+};
+
+/// One group's offsets behind its own lock.
+type Shard = Arc<Mutex<OffsetMap>>;
+
+/// An in-memory [`OffsetStore`]: nothing survives the process. For tests, benches and
+/// deployments that keep offsets elsewhere.
+///
+/// Each group has its own mutex, found through a map that is write-locked only when a group
+/// is seen for the first time, so commits to different groups do not contend. The locks are
+/// `std::sync` ones, held for a map update and never across an `.await`: a commit never
+/// yields while holding them, so an async mutex would buy nothing and cost more.
+///
+/// # Failure switches
+///
+/// Like raft-rs's `MemStorage`, the store can be told to fail, so tests can check what a
+/// caller does when storage breaks: [`set_failing`](Self::set_failing) and
+/// [`fail_next_commits`](Self::fail_next_commits) make commits return an
+/// [`Io`](StorageErrorKind::Io) error, and [`set_reads_failing`](Self::set_reads_failing)
+/// does the same for reads. A failed call changes nothing. Offsets are validated first: a
+/// negative offset is refused as [`InvalidOffset`](StorageErrorKind::InvalidOffset) even
+/// while the store is failing.
+///
+/// ```
+/// # use coordinator_core::{OffsetMap, OffsetStore, StorageErrorKind, TopicPartition};
+/// # use offset_store::MemoryStore;
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// let offsets: OffsetMap = [(TopicPartition::new("orders", 0), 7)].into();
+/// store.fail_next_commits(1);
+/// let err = store.commit("workers", &offsets).await.unwrap_err();
+/// assert_eq!(err.kind(), StorageErrorKind::Io);
+/// assert!(store.list("workers").await.unwrap().is_empty());
+/// store.commit("workers", &offsets).await.unwrap();
+/// assert_eq!(store.list("workers").await.unwrap(), offsets);
+/// # });
+/// ```
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    groups: RwLock<HashMap<String, Shard>>,
+    failing: AtomicBool,
+    fail_next: AtomicU64,
+    reads_failing: AtomicBool,
+}
+
+impl MemoryStore {
+    /// An empty store that does not fail.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// While `true`, every commit (`commit` and `commit_many`) fails with an
+    /// [`Io`](StorageErrorKind::Io) error and changes nothing.
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// The next `n` commits fail with an [`Io`](StorageErrorKind::Io) error and change
+    /// nothing; later ones succeed. Replaces any count still pending.
+    pub fn fail_next_commits(&self, n: u64) {
+        self.fail_next.store(n, Ordering::SeqCst);
+    }
+
+    /// While `true`, `committed` and `list` fail with an [`Io`](StorageErrorKind::Io) error.
+    pub fn set_reads_failing(&self, failing: bool) {
+        self.reads_failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// Every group's committed offsets, as a copy taken at one instant: a `commit_many`
+    /// is in it wholly or not at all.
+    pub fn snapshot(&self) -> BTreeMap<String, OffsetMap> {
+        let shards: BTreeMap<String, Shard> = self
+            .read_groups()
+            .iter()
+            .map(|(group, shard)| (group.clone(), Arc::clone(shard)))
+            .collect();
+        // Locked in group-id order, like `commit_many`, and all held while copying.
+        let guards: Vec<(&String, MutexGuard<'_, OffsetMap>)> = shards
+            .iter()
+            .map(|(group, shard)| (group, lock(shard)))
+            .collect();
+        guards
+            .iter()
+            .filter(|(_, offsets)| !offsets.is_empty())
+            .map(|(group, offsets)| ((*group).clone(), (**offsets).clone()))
+            .collect()
+    }
+
+    fn read_groups(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Shard>> {
+        // The map is only ever inserted into, and an insert cannot leave it half-done for a
+        // later reader, so a poisoned lock still guards a whole map.
+        self.groups.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn existing_shard(&self, group: &str) -> Option<Shard> {
+        self.read_groups().get(group).cloned()
+    }
+
+    fn shard(&self, group: &str) -> Shard {
+        if let Some(shard) = self.existing_shard(group) {
+            return shard;
+        }
+        let mut groups = self.groups.write().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(groups.entry(group.to_owned()).or_default())
+    }
+
+    fn injected_commit_failure(&self) -> Result<(), StorageError> {
+        let fail = self.failing.load(Ordering::SeqCst)
+            || self
+                .fail_next
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+        if fail {
+            Err(injected("commit"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn injected_read_failure(&self) -> Result<(), StorageError> {
+        if self.reads_failing.load(Ordering::SeqCst) {
+            Err(injected("read"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn injected(what: &str) -> StorageError {
+    StorageError::new(
+        StorageErrorKind::Io,
+        format!("in-memory offset store: injected {what} failure"),
+    )
+}
+
+/// Shard updates cannot be left half-done by a panic (an insert either happened or did not),
+/// so a poisoned shard is still consistent.
+fn lock(shard: &Mutex<OffsetMap>) -> MutexGuard<'_, OffsetMap> {
+    shard.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn merge(into: &mut OffsetMap, offsets: &OffsetMap) {
+    into.extend(offsets.iter().map(|(tp, &o)| (tp.clone(), o)));
+}
+
+#[async_trait]
+impl OffsetStore for MemoryStore {
+    async fn committed(
+        &self,
+        group: &str,
+        tp: &TopicPartition,
+    ) -> Result<Option<i64>, StorageError> {
+        self.injected_read_failure()?;
+        Ok(self
+            .existing_shard(group)
+            .and_then(|shard| lock(&shard).get(tp).copied()))
+    }
+
+    async fn commit(&self, group: &str, offsets: &OffsetMap) -> Result<(), StorageError> {
+        validate_offsets(group, offsets)?;
+        self.injected_commit_failure()?;
+        if !offsets.is_empty() {
+            merge(&mut lock(&self.shard(group)), offsets);
+        }
+        Ok(())
+    }
+
+    async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
+        for (group, offsets) in commits {
+            validate_offsets(group, offsets)?;
+        }
+        self.injected_commit_failure()?;
+        let shards: Vec<(Shard, &OffsetMap)> = commits
+            .iter()
+            .filter(|(_, offsets)| !offsets.is_empty())
+            .map(|(group, offsets)| (self.shard(group), offsets))
+            .collect();
+        // Every shard is locked before any is written, so no reader sees some groups of this
+        // commit and not others. Locks are taken in group-id order (the map's order), the one
+        // order every commit_many uses, so two of them cannot deadlock; `commit` holds one lock
+        // at a time.
+        let mut guards: Vec<(MutexGuard<'_, OffsetMap>, &OffsetMap)> = shards
+            .iter()
+            .map(|(shard, offsets)| (lock(shard), *offsets))
+            .collect();
+        for (guard, offsets) in &mut guards {
+            merge(guard, offsets);
+        }
+        Ok(())
+    }
+
+    async fn list(&self, group: &str) -> Result<OffsetMap, StorageError> {
+        self.injected_read_failure()?;
+        Ok(self
+            .existing_shard(group)
+            .map(|shard| lock(&shard).clone())
+            .unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use coordinator_core::testing::offset_store_conformance;
+
+    fn offsets(entries: &[(&str, u32, i64)]) -> OffsetMap {
+        entries
+            .iter()
+            .map(|&(t, p, o)| (TopicPartition::new(t, p), o))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn passes_the_port_conformance_suite() {
+        offset_store_conformance(|| Arc::new(MemoryStore::new()) as Arc<dyn OffsetStore>).await;
+    }
+
+    #[tokio::test]
+    async fn fail_next_counts_down_then_recovers() {
+        let store = MemoryStore::new();
+        store.fail_next_commits(2);
+        let o = offsets(&[("t", 0, 1)]);
+        for _ in 0..2 {
+            let err = store.commit("g", &o).await.unwrap_err();
+            assert_eq!(err.kind(), StorageErrorKind::Io);
+            assert_eq!(err.code(), "STORAGE_ERROR");
+        }
+        assert!(store.snapshot().is_empty());
+        store.commit("g", &o).await.unwrap();
+        assert_eq!(store.list("g").await.unwrap(), o);
+    }
+
+    #[tokio::test]
+    async fn failing_switch_covers_commit_many_and_clears() {
+        let store = MemoryStore::new();
+        store.commit("a", &offsets(&[("t", 0, 1)])).await.unwrap();
+        let before = store.snapshot();
+        store.set_failing(true);
+        let many = BTreeMap::from([
+            ("a".to_string(), offsets(&[("t", 0, 9)])),
+            ("b".to_string(), offsets(&[("t", 0, 9)])),
+        ]);
+        assert!(store.commit_many(&many).await.is_err());
+        assert!(store.commit("a", &offsets(&[("t", 1, 1)])).await.is_err());
+        assert_eq!(store.snapshot(), before);
+        store.set_failing(false);
+        store.commit_many(&many).await.unwrap();
+        assert_eq!(
+            store
+                .committed("b", &TopicPartition::new("t", 0))
+                .await
+                .unwrap(),
+            Some(9)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_negative_offset_is_refused_before_an_injected_failure_is_spent() {
+        let store = MemoryStore::new();
+        store.fail_next_commits(1);
+        let err = store
+            .commit("g", &offsets(&[("t", 0, -1)]))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), StorageErrorKind::InvalidOffset);
+        let err = store
+            .commit("g", &offsets(&[("t", 0, 1)]))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.kind(),
+            StorageErrorKind::Io,
+            "the injected failure was still pending"
+        );
+    }
+
+    #[tokio::test]
+    async fn reads_can_fail_without_losing_data() {
+        let store = MemoryStore::new();
+        let o = offsets(&[("t", 0, 4)]);
+        store.commit("g", &o).await.unwrap();
+        store.set_reads_failing(true);
+        assert!(store.list("g").await.is_err());
+        assert!(store
+            .committed("g", &TopicPartition::new("t", 0))
+            .await
+            .is_err());
+        store.set_reads_failing(false);
+        assert_eq!(store.list("g").await.unwrap(), o);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_commit_many_is_atomic_to_readers() {
+        // Writers move groups `a` and `b` together to the same value; a reader that locks
+        // both shards in between must never see them differ.
+        let store = Arc::new(MemoryStore::new());
+        let tp = TopicPartition::new("t", 0);
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let store = Arc::clone(&store);
+                let tp = tp.clone();
+                tokio::spawn(async move {
+                    for i in 0..500 {
+                        let o: OffsetMap = [(tp.clone(), w * 1000 + i)].into();
+                        let many = BTreeMap::from([("a".into(), o.clone()), ("b".into(), o)]);
+                        store.commit_many(&many).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        let reader = {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                for _ in 0..2000 {
+                    let snap = store.snapshot();
+                    assert_eq!(snap.get("a"), snap.get("b"), "a torn commit_many was seen");
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        for w in writers {
+            w.await.unwrap();
+        }
+        reader.await.unwrap();
+        let snap = store.snapshot();
+        assert_eq!(snap["a"], snap["b"]);
+    }
+}

@@ -1,0 +1,535 @@
+//! Test kits: [`SimFs`], a simulated file system that loses power and fails on request.
+//!
+//! It is to [`JsonFileStore`](crate::JsonFileStore) what LevelDB's fault-injection
+//! environment is to LevelDB: the store runs unchanged on top of it
+//! ([`JsonFileStore::open_with_fs`](crate::JsonFileStore::open_with_fs)), while a test
+//!
+//! - cuts power after any single operation ([`SimFs::cut_power_after`]) and then looks at
+//!   what a restart would find ([`SimFs::restart`]) under one of the [`CrashMode`]s;
+//! - fails the Nth call of an operation with `EIO` or `ENOSPC` ([`SimFs::fail_nth`]), or
+//!   every call until told otherwise ([`SimFs::set_failing`]);
+//! - runs a hook before each operation ([`SimFs::set_hook`]), for instance to park a commit
+//!   in the middle of its fsync.
+//!
+//! The model of durability is the one the store's protocol relies on: a file's data is
+//! durable once fsynced, and a directory entry (a creation or a rename) once its directory is
+//! fsynced. Everything else may or may not survive a power cut; each crash mode picks one
+//! such outcome.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::fs::Fs;
+
+/// One operation of the [`Fs`] seam.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FsOp {
+    /// [`Fs::read`].
+    Read,
+    /// [`Fs::create_temp`].
+    CreateTemp,
+    /// [`Fs::write_all`].
+    WriteAll,
+    /// [`Fs::fsync`].
+    Fsync,
+    /// [`Fs::rename`].
+    Rename,
+    /// [`Fs::fsync_dir`].
+    FsyncDir,
+    /// [`Fs::remove_file`].
+    RemoveFile,
+}
+
+impl FsOp {
+    /// Every operation, in the order a commit first uses them (`Read` is used by `open`,
+    /// `RemoveFile` only to clean up after a failure).
+    pub const ALL: [FsOp; 7] = [
+        FsOp::Read,
+        FsOp::CreateTemp,
+        FsOp::WriteAll,
+        FsOp::Fsync,
+        FsOp::Rename,
+        FsOp::FsyncDir,
+        FsOp::RemoveFile,
+    ];
+}
+
+/// An error a [`SimFs`] operation can be made to fail with. A failing
+/// [`write_all`](Fs::write_all) has written the first half of its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// `EIO`: the device reported an I/O error.
+    Eio,
+    /// `ENOSPC`: no space left on the device.
+    Enospc,
+}
+
+impl Fault {
+    /// The `io::Error` the operation returns (Linux error numbers).
+    pub fn to_io_error(self) -> io::Error {
+        match self {
+            Fault::Eio => io::Error::from_raw_os_error(5),
+            Fault::Enospc => io::Error::from_raw_os_error(28),
+        }
+    }
+}
+
+/// What survives a power cut, for [`SimFs::restart`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CrashMode {
+    /// Directory entries survive as they are; each file's data reverts to what its last
+    /// fsync made durable (a file never fsynced is empty).
+    DropUnsyncedData,
+    /// Each directory's entries revert to its last fsync (files created since are gone,
+    /// renames since are undone); file data survives as written.
+    DropUnsyncedNames,
+    /// Both at once: the strictest outcome.
+    DropBoth,
+}
+
+impl CrashMode {
+    /// Every mode.
+    pub const ALL: [CrashMode; 3] = [
+        CrashMode::DropUnsyncedData,
+        CrashMode::DropUnsyncedNames,
+        CrashMode::DropBoth,
+    ];
+}
+
+/// A hook run before each operation (outside the file system's lock, so it may block).
+pub type Hook = Arc<dyn Fn(FsOp) + Send + Sync>;
+
+/// A crash-consistent, fault-injecting, in-memory [`Fs`]. Cloning gives another handle to
+/// the same file system.
+#[derive(Clone, Default)]
+pub struct SimFs {
+    state: Arc<Mutex<State>>,
+}
+
+/// An open file of a [`SimFs`].
+#[derive(Debug)]
+pub struct SimFile {
+    inode: usize,
+}
+
+#[derive(Default)]
+struct State {
+    inodes: Vec<Inode>,
+    /// Directory entries as a reader sees them now.
+    live: BTreeMap<PathBuf, usize>,
+    /// Directory entries as of each directory's last fsync.
+    durable: BTreeMap<PathBuf, usize>,
+    ops: u64,
+    power_off_at: Option<u64>,
+    powered_off: bool,
+    faults: Vec<Armed>,
+    hook: Option<Hook>,
+}
+
+#[derive(Default)]
+struct Inode {
+    data: Vec<u8>,
+    synced: Vec<u8>,
+}
+
+struct Armed {
+    op: FsOp,
+    /// Calls of `op` still to let through before failing; `None`: fail every call.
+    calls_before: Option<u64>,
+    fault: Fault,
+}
+
+impl SimFs {
+    /// An empty file system that does not fail.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Puts a file at `path` with `bytes`, already durable (data and name).
+    pub fn put_file(&self, path: impl AsRef<Path>, bytes: impl Into<Vec<u8>>) {
+        let bytes = bytes.into();
+        let mut st = self.lock();
+        let inode = st.new_inode();
+        st.inodes[inode] = Inode {
+            synced: bytes.clone(),
+            data: bytes,
+        };
+        let path = path.as_ref().to_path_buf();
+        st.live.insert(path.clone(), inode);
+        st.durable.insert(path, inode);
+    }
+
+    /// The current content of `path` as a reader sees it, if the file exists.
+    pub fn file(&self, path: impl AsRef<Path>) -> Option<Vec<u8>> {
+        let st = self.lock();
+        st.live
+            .get(path.as_ref())
+            .map(|&inode| st.inodes[inode].data.clone())
+    }
+
+    /// Every file that exists now.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.lock().live.keys().cloned().collect()
+    }
+
+    /// How many operations have been attempted so far.
+    pub fn ops(&self) -> u64 {
+        self.lock().ops
+    }
+
+    /// Cuts power once `n` more operations have been attempted: every later operation fails
+    /// without effect, as if the process had died. `0` cuts it now.
+    pub fn cut_power_after(&self, n: u64) {
+        let mut st = self.lock();
+        let at = st.ops.saturating_add(n);
+        st.power_off_at = Some(at);
+        st.powered_off = n == 0;
+    }
+
+    /// The `n`th call of `op` from now (`1` is the next one) fails with `fault`, once.
+    pub fn fail_nth(&self, op: FsOp, n: u64, fault: Fault) {
+        self.lock().faults.push(Armed {
+            op,
+            calls_before: Some(n.saturating_sub(1)),
+            fault,
+        });
+    }
+
+    /// Every call of `op` fails with `fault` until [`clear_faults`](Self::clear_faults).
+    pub fn set_failing(&self, op: FsOp, fault: Fault) {
+        self.lock().faults.push(Armed {
+            op,
+            calls_before: None,
+            fault,
+        });
+    }
+
+    /// Disarms every pending fault.
+    pub fn clear_faults(&self) {
+        self.lock().faults.clear();
+    }
+
+    /// Runs `hook` before every operation, or no hook with `None`.
+    pub fn set_hook(&self, hook: Option<Hook>) {
+        self.lock().hook = hook;
+    }
+
+    /// What a restart after losing power now would find, under `mode`: a new, independent
+    /// file system whose content is all durable, with no faults and power on.
+    pub fn restart(&self, mode: CrashMode) -> SimFs {
+        let st = self.lock();
+        let names = match mode {
+            CrashMode::DropUnsyncedData => &st.live,
+            CrashMode::DropUnsyncedNames | CrashMode::DropBoth => &st.durable,
+        };
+        let after = SimFs::new();
+        for (path, &inode) in names {
+            let inode = &st.inodes[inode];
+            let data = match mode {
+                CrashMode::DropUnsyncedNames => &inode.data,
+                CrashMode::DropUnsyncedData | CrashMode::DropBoth => &inode.synced,
+            };
+            after.put_file(path, data.clone());
+        }
+        after
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No operation panics halfway through a change of the state.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs the hook, then checks power and faults: the operation may go ahead with the
+    /// returned guard, or is refused.
+    fn begin(&self, op: FsOp) -> Result<MutexGuard<'_, State>, Refusal<'_>> {
+        let hook = self.lock().hook.clone();
+        if let Some(hook) = hook {
+            hook(op);
+        }
+        let mut st = self.lock();
+        if st.powered_off {
+            return Err(Refusal::PowerCut);
+        }
+        st.ops += 1;
+        if st.power_off_at == Some(st.ops) {
+            st.powered_off = true;
+        }
+        match st.take_fault(op) {
+            Some(fault) => Err(Refusal::Fault(st, fault)),
+            None => Ok(st),
+        }
+    }
+}
+
+/// Why an operation did not go ahead.
+enum Refusal<'a> {
+    /// Power is off: nothing happens any more.
+    PowerCut,
+    /// An injected fault, with the state for an operation that fails halfway.
+    Fault(MutexGuard<'a, State>, Fault),
+}
+
+impl Refusal<'_> {
+    fn into_error(self) -> io::Error {
+        match self {
+            Refusal::PowerCut => power_cut(),
+            Refusal::Fault(_, fault) => fault.to_io_error(),
+        }
+    }
+}
+
+fn power_cut() -> io::Error {
+    io::Error::other("simulated power cut: the file system is gone")
+}
+
+fn not_found(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("no such file: {}", path.display()),
+    )
+}
+
+fn parent(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+impl State {
+    fn new_inode(&mut self) -> usize {
+        self.inodes.push(Inode::default());
+        self.inodes.len() - 1
+    }
+
+    fn take_fault(&mut self, op: FsOp) -> Option<Fault> {
+        let mut hit = None;
+        self.faults.retain_mut(|armed| {
+            if armed.op != op || hit.is_some() {
+                return true;
+            }
+            match &mut armed.calls_before {
+                None => {
+                    hit = Some(armed.fault);
+                    true
+                }
+                Some(0) => {
+                    hit = Some(armed.fault);
+                    false
+                }
+                Some(n) => {
+                    *n -= 1;
+                    true
+                }
+            }
+        });
+        hit
+    }
+}
+
+impl Fs for SimFs {
+    type File = SimFile;
+
+    fn read(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        let st = self.begin(FsOp::Read).map_err(Refusal::into_error)?;
+        Ok(st
+            .live
+            .get(path)
+            .map(|&inode| st.inodes[inode].data.clone()))
+    }
+
+    fn create_temp(&self, path: &Path) -> io::Result<SimFile> {
+        let mut st = self.begin(FsOp::CreateTemp).map_err(Refusal::into_error)?;
+        // O_TRUNC keeps the inode: what an earlier fsync made durable stays durable.
+        let inode = match st.live.get(path) {
+            Some(&inode) => inode,
+            None => {
+                let inode = st.new_inode();
+                st.live.insert(path.to_path_buf(), inode);
+                inode
+            }
+        };
+        st.inodes[inode].data.clear();
+        Ok(SimFile { inode })
+    }
+
+    fn write_all(&self, file: &mut SimFile, data: &[u8]) -> io::Result<()> {
+        match self.begin(FsOp::WriteAll) {
+            Ok(mut st) => {
+                st.inodes[file.inode].data.extend_from_slice(data);
+                Ok(())
+            }
+            Err(Refusal::Fault(mut st, fault)) => {
+                // A failing write may have written part of its data, as a real one may.
+                let half = &data[..data.len() / 2];
+                st.inodes[file.inode].data.extend_from_slice(half);
+                Err(fault.to_io_error())
+            }
+            Err(refusal @ Refusal::PowerCut) => Err(refusal.into_error()),
+        }
+    }
+
+    fn fsync(&self, file: &mut SimFile) -> io::Result<()> {
+        let mut st = self.begin(FsOp::Fsync).map_err(Refusal::into_error)?;
+        let inode = &mut st.inodes[file.inode];
+        inode.synced = inode.data.clone();
+        Ok(())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut st = self.begin(FsOp::Rename).map_err(Refusal::into_error)?;
+        let inode = st.live.remove(from).ok_or_else(|| not_found(from))?;
+        st.live.insert(to.to_path_buf(), inode);
+        Ok(())
+    }
+
+    fn fsync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut st = self.begin(FsOp::FsyncDir).map_err(Refusal::into_error)?;
+        let st = &mut *st;
+        st.durable.retain(|path, _| parent(path) != dir);
+        let entries = st.live.iter().filter(|(path, _)| parent(path) == dir);
+        let entries: Vec<(PathBuf, usize)> = entries.map(|(p, &i)| (p.clone(), i)).collect();
+        st.durable.extend(entries);
+        Ok(())
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.begin(FsOp::RemoveFile).map_err(Refusal::into_error)?;
+        st.live
+            .remove(path)
+            .map(|_| ())
+            .ok_or_else(|| not_found(path))
+    }
+}
+
+impl fmt::Debug for SimFs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.lock();
+        f.debug_struct("SimFs")
+            .field("files", &st.live.keys().collect::<Vec<_>>())
+            .field("ops", &st.ops)
+            .field("powered_off", &st.powered_off)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const DIR: &str = "/d";
+
+    fn write_file(fs: &SimFs, name: &str, data: &[u8], sync: bool) -> io::Result<()> {
+        let mut f = fs.create_temp(&Path::new(DIR).join(name))?;
+        fs.write_all(&mut f, data)?;
+        if sync {
+            fs.fsync(&mut f)?;
+        }
+        Ok(())
+    }
+
+    fn content(fs: &SimFs, name: &str) -> Option<Vec<u8>> {
+        fs.file(Path::new(DIR).join(name))
+    }
+
+    #[test]
+    fn crash_modes_keep_exactly_what_was_made_durable() -> io::Result<()> {
+        let fs = SimFs::new();
+        fs.put_file("/d/f", "old");
+        write_file(&fs, "f.tmp", b"new", true)?;
+        fs.rename(Path::new("/d/f.tmp"), Path::new("/d/f"))?;
+        write_file(&fs, "unsynced", b"data", false)?;
+
+        // The rename was never made durable by a directory fsync.
+        let names = fs.restart(CrashMode::DropUnsyncedNames);
+        assert_eq!(content(&names, "f").as_deref(), Some(&b"old"[..]));
+        assert_eq!(content(&names, "unsynced"), None);
+        let data = fs.restart(CrashMode::DropUnsyncedData);
+        assert_eq!(content(&data, "f").as_deref(), Some(&b"new"[..]));
+        assert_eq!(content(&data, "unsynced").as_deref(), Some(&b""[..]));
+        assert_eq!(
+            content(&fs.restart(CrashMode::DropBoth), "f").as_deref(),
+            Some(&b"old"[..])
+        );
+
+        fs.fsync_dir(Path::new(DIR))?;
+        for mode in CrashMode::ALL {
+            let after = fs.restart(mode);
+            assert_eq!(
+                content(&after, "f").as_deref(),
+                Some(&b"new"[..]),
+                "{mode:?}"
+            );
+            assert_eq!(content(&after, "f.tmp"), None, "{mode:?}");
+        }
+        assert_eq!(
+            content(&fs.restart(CrashMode::DropBoth), "unsynced").as_deref(),
+            Some(&b""[..])
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn fsync_dir_covers_only_its_own_directory() -> io::Result<()> {
+        let fs = SimFs::new();
+        write_file(&fs, "a", b"1", true)?;
+        let mut other = fs.create_temp(Path::new("/e/b"))?;
+        fs.fsync(&mut other)?;
+        fs.fsync_dir(Path::new(DIR))?;
+        let after = fs.restart(CrashMode::DropBoth);
+        assert_eq!(after.paths(), vec![PathBuf::from("/d/a")]);
+        Ok(())
+    }
+
+    #[test]
+    fn nth_call_fails_once_and_a_failed_write_is_partial() -> io::Result<()> {
+        let fs = SimFs::new();
+        fs.fail_nth(FsOp::WriteAll, 2, Fault::Enospc);
+        let mut f = fs.create_temp(Path::new("/d/x"))?;
+        fs.write_all(&mut f, b"ab")?;
+        let err = fs.write_all(&mut f, b"cdef").unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(28));
+        fs.write_all(&mut f, b"gh")?;
+        assert_eq!(content(&fs, "x").as_deref(), Some(&b"abcdgh"[..]));
+
+        fs.set_failing(FsOp::Fsync, Fault::Eio);
+        for _ in 0..3 {
+            assert_eq!(fs.fsync(&mut f).unwrap_err().raw_os_error(), Some(5));
+        }
+        fs.clear_faults();
+        fs.fsync(&mut f)?;
+        Ok(())
+    }
+
+    #[test]
+    fn after_a_power_cut_nothing_changes() -> io::Result<()> {
+        let fs = SimFs::new();
+        fs.cut_power_after(2);
+        let mut f = fs.create_temp(Path::new("/d/x"))?;
+        fs.write_all(&mut f, b"ab")?;
+        assert!(fs.write_all(&mut f, b"cd").is_err());
+        assert!(fs.fsync(&mut f).is_err());
+        assert!(fs.read(Path::new("/d/x")).is_err());
+        assert_eq!(fs.ops(), 2);
+        assert_eq!(content(&fs, "x").as_deref(), Some(&b"ab"[..]));
+        let after = fs.restart(CrashMode::DropUnsyncedData);
+        assert_eq!(after.read(Path::new("/d/x"))?.as_deref(), Some(&b""[..]));
+        Ok(())
+    }
+
+    #[test]
+    fn missing_files_are_reported() {
+        let fs = SimFs::new();
+        assert_eq!(fs.read(Path::new("/d/none")).unwrap(), None);
+        let err = fs
+            .rename(Path::new("/d/none"), Path::new("/d/x"))
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        assert!(fs.remove_file(Path::new("/d/none")).is_err());
+    }
+}
