@@ -890,6 +890,107 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_failed_store_write_commits_nothing_and_keeps_positions() {
+        let store = Arc::new(offset_store::MemoryStore::new());
+        let f = Fixture::with_store(1, store.clone());
+        f.fill(0, 3);
+        let mut c = f.consumer("m", Earliest);
+        c.subscribe(&["t"]).await.unwrap();
+        c.poll(2).await.unwrap();
+        store.set_failing(true);
+        let err = c.commit().await.unwrap_err();
+        assert_eq!(err.code(), "STORAGE_ERROR");
+        assert_eq!(err.kafka_code(), Some(56));
+        store.set_failing(false);
+        assert_eq!(c.committed(&tp(0)).await.unwrap(), None);
+        assert_eq!(c.position(&tp(0)).unwrap(), 2);
+        c.commit().await.unwrap();
+        assert_eq!(c.committed(&tp(0)).await.unwrap(), Some(2));
+    }
+
+    /// A source in front of the log that counts fetches and can refuse every one as out of
+    /// range, to check how often the consumer fetches (and that any source will do).
+    struct CountingSource {
+        log: Arc<crate::MemoryLog>,
+        fetches: std::sync::atomic::AtomicUsize,
+        always_out_of_range: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl RecordSource for CountingSource {
+        async fn partition_count(&self, topic: &str) -> Result<Option<u32>, LogError> {
+            self.log.partition_count(topic).await
+        }
+        async fn log_start_offset(&self, tp: &TopicPartition) -> Result<i64, LogError> {
+            self.log.log_start_offset(tp).await
+        }
+        async fn visible_end(&self, tp: &TopicPartition) -> Result<i64, LogError> {
+            self.log.visible_end(tp).await
+        }
+        async fn fetch(
+            &self,
+            tp: &TopicPartition,
+            from: i64,
+            max: usize,
+        ) -> Result<Vec<Record>, LogError> {
+            self.fetches
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if self.always_out_of_range {
+                return Err(LogError::OffsetOutOfRange(OutOfRange {
+                    partition: tp.clone(),
+                    offset: from,
+                    log_start: 0,
+                    visible_end: 0,
+                }));
+            }
+            self.log.fetch(tp, from, max).await
+        }
+    }
+
+    async fn fetches_for_one_poll(
+        policy: AutoOffsetReset,
+        always_out_of_range: bool,
+    ) -> (usize, Result<Vec<Record>, ConsumerError>) {
+        let f = Fixture::new(1);
+        f.fill(0, 5);
+        let source = Arc::new(CountingSource {
+            log: f.log.clone(),
+            fetches: Default::default(),
+            always_out_of_range,
+        });
+        let config = ConsumerConfig::new("g", "m").auto_offset_reset(policy);
+        let mut c = Consumer::new(config, f.coordinator.clone(), source.clone()).unwrap();
+        c.assign(&[tp(0)]).await.unwrap();
+        c.seek(&tp(0), 99).unwrap();
+        let result = c.poll(10).await;
+        (
+            source.fetches.load(std::sync::atomic::Ordering::Relaxed),
+            result,
+        )
+    }
+
+    #[tokio::test]
+    async fn an_out_of_range_fetch_is_retried_exactly_once() {
+        let (fetches, result) = fetches_for_one_poll(Earliest, false).await;
+        assert_eq!(
+            (fetches, result.unwrap().len()),
+            (2, 5),
+            "reset, then one retry"
+        );
+        let (fetches, result) = fetches_for_one_poll(AutoOffsetReset::Error, false).await;
+        assert_eq!(fetches, 1, "policy error: no retry");
+        assert_eq!(result.unwrap_err().code(), "OFFSET_OUT_OF_RANGE");
+        for policy in [Earliest, Latest] {
+            let (fetches, result) = fetches_for_one_poll(policy, true).await;
+            assert_eq!(
+                fetches, 2,
+                "{policy}: the retry's failure is not retried again"
+            );
+            assert_eq!(result.unwrap_err().code(), "OFFSET_OUT_OF_RANGE");
+        }
+    }
+
+    #[tokio::test]
     async fn close_leaves_the_group_and_refuses_later_calls() {
         let f = Fixture::new(2);
         let mut a = f.consumer("a", Earliest);

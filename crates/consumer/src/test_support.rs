@@ -1,13 +1,13 @@
-//! Small hand-written fakes for the unit tests, so this crate's tests depend on the core only.
+//! The unit tests' fixture: a coordinator over the in-memory offset store, a tiny round-robin
+//! assignor, and a [`MemoryLog`] that is also the coordinator's topic metadata.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use coordinator_core::{
-    validate_offsets, AssignError, Assignment, AssignmentInput, Assignor, Coordinator, ManualClock,
-    OffsetMap, OffsetStore, StorageError, TopicIndex, TopicPartition,
+    AssignError, Assignment, AssignmentInput, Assignor, Coordinator, ManualClock, OffsetStore,
+    TopicIndex, TopicPartition,
 };
+use offset_store::MemoryStore;
 
 use crate::{AutoOffsetReset, Consumer, ConsumerConfig, MemoryLog};
 
@@ -39,56 +39,6 @@ impl Assignor for RoundRobin {
     }
 }
 
-/// A map behind a mutex.
-#[derive(Debug, Default)]
-pub(crate) struct MapStore(Mutex<BTreeMap<String, OffsetMap>>);
-
-#[async_trait]
-impl OffsetStore for MapStore {
-    async fn committed(
-        &self,
-        group: &str,
-        tp: &TopicPartition,
-    ) -> Result<Option<i64>, StorageError> {
-        Ok(self
-            .0
-            .lock()
-            .unwrap()
-            .get(group)
-            .and_then(|m| m.get(tp))
-            .copied())
-    }
-
-    async fn commit(&self, group: &str, offsets: &OffsetMap) -> Result<(), StorageError> {
-        validate_offsets(group, offsets)?;
-        let mut map = self.0.lock().unwrap();
-        map.entry(group.to_string())
-            .or_default()
-            .extend(offsets.clone());
-        Ok(())
-    }
-
-    async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
-        for (group, offsets) in commits {
-            validate_offsets(group, offsets)?;
-        }
-        for (group, offsets) in commits {
-            self.commit(group, offsets).await?;
-        }
-        Ok(())
-    }
-
-    async fn list(&self, group: &str) -> Result<OffsetMap, StorageError> {
-        Ok(self
-            .0
-            .lock()
-            .unwrap()
-            .get(group)
-            .cloned()
-            .unwrap_or_default())
-    }
-}
-
 /// A coordinator, a log with topic `t` of `partitions` partitions, and the clock both read.
 pub(crate) struct Fixture {
     pub(crate) coordinator: Arc<Coordinator>,
@@ -97,7 +47,7 @@ pub(crate) struct Fixture {
 
 impl Fixture {
     pub(crate) fn new(partitions: u32) -> Self {
-        Fixture::with_store(partitions, Arc::new(MapStore::default()))
+        Fixture::with_store(partitions, Arc::new(MemoryStore::new()))
     }
 
     pub(crate) fn with_store(partitions: u32, store: Arc<dyn OffsetStore>) -> Self {
