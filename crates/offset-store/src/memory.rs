@@ -212,18 +212,12 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use coordinator_core::testing::offset_store_conformance;
 
     fn offsets(entries: &[(&str, u32, i64)]) -> OffsetMap {
         entries
             .iter()
             .map(|&(t, p, o)| (TopicPartition::new(t, p), o))
             .collect()
-    }
-
-    #[tokio::test]
-    async fn passes_the_port_conformance_suite() {
-        offset_store_conformance(|| Arc::new(MemoryStore::new()) as Arc<dyn OffsetStore>).await;
     }
 
     #[tokio::test]

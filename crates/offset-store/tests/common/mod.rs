@@ -1,0 +1,272 @@
+//! Shared kit of the integration tests: a seeded generator, replayable seed loops, random
+//! offset maps and a reference encoding built with serde_json.
+//!
+//! Counts scale with `OFFSET_STORE_SCALE` (a multiplier, default 1). A failure names its
+//! seed; `OFFSET_STORE_SEED=<seed>` replays exactly that case.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+use coordinator_core::{OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicPartition};
+
+/// Every group's offsets, as the stores' `snapshot()` returns them.
+pub type Groups = BTreeMap<String, OffsetMap>;
+
+/// SplitMix64: tiny, fast, and good enough to drive test generators.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    pub fn index(&mut self, len: usize) -> usize {
+        self.below(len as u64) as usize
+    }
+
+    /// True with probability `percent`/100.
+    pub fn percent(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.index(items.len())]
+    }
+}
+
+/// The multiplier of every count, from `OFFSET_STORE_SCALE`.
+pub fn scale() -> u64 {
+    std::env::var("OFFSET_STORE_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Runs `case` for `count × scale()` seeds derived from `base`, or only for the seed in
+/// `OFFSET_STORE_SEED`. A failing case (an `Err` or a panic) fails the test with its seed.
+/// Returns how many cases ran.
+pub fn for_each_seed(
+    base: u64,
+    count: u64,
+    mut case: impl FnMut(u64) -> Result<(), String>,
+) -> u64 {
+    let seeds: Vec<u64> = match std::env::var("OFFSET_STORE_SEED") {
+        Ok(s) => vec![s.parse().expect("OFFSET_STORE_SEED is a number")],
+        Err(_) => (0..count * scale()).map(|i| base.wrapping_add(i)).collect(),
+    };
+    for &seed in &seeds {
+        let outcome = catch_unwind(AssertUnwindSafe(|| case(seed)));
+        let failure = match outcome {
+            Ok(Ok(())) => continue,
+            Ok(Err(message)) => message,
+            Err(panic) => panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panicked".into()),
+        };
+        panic!("case with seed {seed} failed: {failure}\nreplay it with OFFSET_STORE_SEED={seed}");
+    }
+    seeds.len() as u64
+}
+
+/// `Err(message)` unless `cond`.
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+));
+        }
+    };
+}
+
+pub fn tp(topic: &str, partition: u32) -> TopicPartition {
+    TopicPartition::new(topic, partition)
+}
+
+/// Characters that exercise every escaping rule of JSON strings and UTF-8 widths.
+const PALETTE: &[char] = &[
+    'a', 'b', 'z', 'A', '0', '9', '-', '_', '.', ' ', '"', '\\', '/', '\n', '\r', '\t', '\u{0}',
+    '\u{8}', '\u{c}', '\u{1f}', '\u{7f}', 'é', 'ß', '☃', '中', '𝄞', '\u{2028}', '\u{feff}',
+];
+
+/// A random string of up to `max_len` characters; mostly plain, sometimes hostile.
+pub fn random_string(rng: &mut Rng, max_len: usize) -> String {
+    let len = rng.index(max_len + 1);
+    if rng.percent(60) {
+        (0..len)
+            .map(|_| char::from(b'a' + rng.below(6) as u8))
+            .collect()
+    } else {
+        (0..len).map(|_| *rng.pick(PALETTE)).collect()
+    }
+}
+
+const GROUPS: &[&str] = &[
+    "workers",
+    "billing",
+    "a",
+    "b",
+    "",
+    "grp \"q\" \\ ☃",
+    "g\n\u{1}",
+];
+const TOPICS: &[&str] = &[
+    "orders",
+    "payments",
+    "audit",
+    "t.with-dots_and-dashes",
+    "é\"\\",
+];
+
+/// A group id: mostly from a small pool (so commits collide), sometimes random.
+pub fn random_group(rng: &mut Rng) -> String {
+    if rng.percent(80) {
+        rng.pick(GROUPS).to_string()
+    } else {
+        random_string(rng, 8)
+    }
+}
+
+/// An offset, biased towards the edges.
+pub fn random_offset(rng: &mut Rng) -> i64 {
+    match rng.below(8) {
+        0 => 0,
+        1 => i64::MAX,
+        2 => i64::MAX - rng.below(1000) as i64,
+        3 => (rng.next_u64() >> 1) as i64,
+        _ => rng.below(100_000) as i64,
+    }
+}
+
+/// A partition number, biased towards the edges.
+pub fn random_partition(rng: &mut Rng) -> u32 {
+    match rng.below(8) {
+        0 => 0,
+        1 => u32::MAX,
+        2 => rng.next_u64() as u32,
+        _ => rng.below(16) as u32,
+    }
+}
+
+/// Up to `max_entries` random, valid offsets.
+pub fn random_offsets(rng: &mut Rng, max_entries: usize) -> OffsetMap {
+    let n = rng.index(max_entries + 1);
+    (0..n)
+        .map(|_| {
+            let topic = if rng.percent(85) {
+                rng.pick(TOPICS).to_string()
+            } else {
+                random_string(rng, 6)
+            };
+            (
+                TopicPartition::new(topic, random_partition(rng)),
+                random_offset(rng),
+            )
+        })
+        .collect()
+}
+
+/// Up to `max_groups` groups of random offsets (empty groups left out, as stores do).
+pub fn random_groups(rng: &mut Rng, max_groups: usize, max_entries: usize) -> Groups {
+    let n = rng.index(max_groups + 1);
+    (0..n)
+        .map(|_| (random_group(rng), random_offsets(rng, max_entries)))
+        .filter(|(_, offsets)| !offsets.is_empty())
+        .collect()
+}
+
+/// `groups` with `commit` merged in: what a store must hold after the commit succeeds.
+pub fn merged(groups: &Groups, commit: &Groups) -> Groups {
+    let mut out = groups.clone();
+    for (group, offsets) in commit {
+        if !offsets.is_empty() {
+            let stored = out.entry(group.clone()).or_default();
+            stored.extend(offsets.iter().map(|(tp, &o)| (tp.clone(), o)));
+        }
+    }
+    out
+}
+
+/// The file SPEC.md describes for `groups`, built with serde_json's own writer: compact,
+/// keys sorted, groups sorted by id, entries by (topic, partition).
+pub fn reference_encoding(groups: &Groups) -> Vec<u8> {
+    let mut json_groups = serde_json::Map::new();
+    for (group, offsets) in groups {
+        let entries: Vec<serde_json::Value> = offsets
+            .iter()
+            .map(|(tp, &offset)| {
+                serde_json::json!({
+                    "offset": offset,
+                    "partition": tp.partition(),
+                    "topic": tp.topic(),
+                })
+            })
+            .collect();
+        json_groups.insert(group.clone(), entries.into());
+    }
+    let file = serde_json::json!({ "groups": json_groups, "version": 1 });
+    serde_json::to_vec(&file).expect("a Value always serialises")
+}
+
+/// A current-thread runtime: tests stay deterministic and spawn_blocking still runs the
+/// store's file work on the blocking pool.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Commits `commit` through `commit` when it names one group, `commit_many` otherwise, so
+/// histories exercise both entry points.
+pub fn commit(
+    rt: &tokio::runtime::Runtime,
+    store: &dyn OffsetStore,
+    commit: &Groups,
+) -> Result<(), StorageError> {
+    rt.block_on(async {
+        match commit.iter().next() {
+            Some((group, offsets)) if commit.len() == 1 => store.commit(group, offsets).await,
+            _ => store.commit_many(commit).await,
+        }
+    })
+}
+
+/// `Ok` if `err` is a `kind` error whose message names `path`.
+pub fn check_error(err: &StorageError, kind: StorageErrorKind, path: &Path) -> Result<(), String> {
+    ensure!(err.kind() == kind, "expected a {kind:?} error, got {err}");
+    ensure!(
+        err.message().contains(&path.display().to_string()),
+        "the error does not name {}: {err}",
+        path.display()
+    );
+    ensure!(
+        err.code() == "STORAGE_ERROR",
+        "code {} for {err}",
+        err.code()
+    );
+    Ok(())
+}
