@@ -25,7 +25,7 @@ fn floor_write(dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .truncate(true)
         .open(&tmp)?;
     file.write_all(bytes)?;
-    file.sync_data()?;
+    file.sync_all()?; // as the fsync_floor bench does
     drop(file);
     std::fs::rename(&tmp, &target)?;
     File::open(dir)?.sync_all()
