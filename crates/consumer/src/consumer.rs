@@ -224,7 +224,11 @@ impl Consumer {
     ///
     /// Errors: `ILLEGAL_STATE` for a subscribed or closed consumer;
     /// `UNKNOWN_TOPIC_OR_PARTITION` naming every partition that does not exist.
-    pub async fn assign(&mut self, partitions: &[TopicPartition]) -> Result<(), ConsumerError> {
+    pub async fn assign<I>(&mut self, partitions: I) -> Result<(), ConsumerError>
+    where
+        I: IntoIterator<Item = TopicPartition>,
+    {
+        let partitions: Vec<TopicPartition> = partitions.into_iter().collect();
         self.ensure_open("assign")?;
         if matches!(self.mode, Mode::Subscribed { .. }) {
             return Err(ConsumerError::illegal_state(
@@ -234,7 +238,7 @@ impl Consumer {
         }
         let mut unknown = Vec::new();
         let mut counts: BTreeMap<&str, Option<u32>> = BTreeMap::new();
-        for tp in partitions {
+        for tp in &partitions {
             let count = match counts.get(tp.topic()) {
                 Some(count) => *count,
                 None => {
@@ -255,7 +259,7 @@ impl Consumer {
             });
         }
         self.mode = Mode::Manual;
-        self.set_assignment(partitions.to_vec());
+        self.set_assignment(partitions);
         debug!(group = %self.config.group_id, member = %self.config.member_id, partitions = ?self.assignment, "assigned");
         Ok(())
     }
@@ -558,10 +562,10 @@ mod tests {
     async fn assign_sorts_dedups_and_names_every_unknown_partition() {
         let f = Fixture::new(2);
         let mut c = f.consumer("m", Earliest);
-        c.assign(&[tp(1), tp(0), tp(1)]).await.unwrap();
+        c.assign([tp(1), tp(0), tp(1)]).await.unwrap();
         assert_eq!(c.assignment(), [tp(0), tp(1)]);
         let bad = [tp(5), TopicPartition::new("nope", 0), tp(0), tp(2)];
-        let err = c.assign(&bad).await.unwrap_err();
+        let err = c.assign(bad.clone()).await.unwrap_err();
         assert_eq!(err.code(), "UNKNOWN_TOPIC_OR_PARTITION");
         assert_eq!(err.kafka_code(), Some(3));
         assert_eq!(
@@ -579,10 +583,10 @@ mod tests {
     async fn reassigning_drops_positions_of_partitions_no_longer_assigned() {
         let f = Fixture::new(2);
         let mut c = f.consumer("m", Earliest);
-        c.assign(&[tp(0), tp(1)]).await.unwrap();
+        c.assign([tp(0), tp(1)]).await.unwrap();
         c.seek(&tp(0), 3).unwrap();
         c.seek(&tp(1), 4).unwrap();
-        c.assign(&[tp(1)]).await.unwrap();
+        c.assign([tp(1)]).await.unwrap();
         assert_eq!(c.positions(), [(tp(1), 4)].into());
         assert_eq!(c.position(&tp(0)).unwrap_err().code(), "NOT_ASSIGNED");
     }
@@ -591,7 +595,7 @@ mod tests {
     async fn assign_and_subscribe_exclude_each_other() {
         let f = Fixture::new(2);
         let mut manual = f.consumer("m1", Earliest);
-        manual.assign(&[tp(0)]).await.unwrap();
+        manual.assign([tp(0)]).await.unwrap();
         let err = manual.subscribe(&["t"]).await.unwrap_err();
         assert_eq!(err.code(), "ILLEGAL_STATE");
         assert!(err.to_string().starts_with("cannot subscribe"), "{err}");
@@ -599,7 +603,7 @@ mod tests {
 
         let mut subscribed = f.consumer("m2", Earliest);
         subscribed.subscribe(&["t"]).await.unwrap();
-        let err = subscribed.assign(&[tp(0)]).await.unwrap_err();
+        let err = subscribed.assign([tp(0)]).await.unwrap_err();
         assert_eq!(err.code(), "ILLEGAL_STATE");
         assert_eq!(subscribed.assignment(), [tp(0), tp(1)]);
     }
@@ -614,7 +618,7 @@ mod tests {
             "ILLEGAL_STATE"
         );
         assert_eq!(idle.commit().await.unwrap_err().code(), "ILLEGAL_STATE");
-        idle.assign(&[tp(0)]).await.unwrap();
+        idle.assign([tp(0)]).await.unwrap();
         assert_eq!(idle.heartbeat().await.unwrap_err().code(), "ILLEGAL_STATE");
         assert_eq!(idle.generation(), None);
     }
@@ -679,7 +683,7 @@ mod tests {
             .await
             .unwrap();
         let mut earliest = f.consumer("e", Earliest);
-        earliest.assign(&[tp(0), tp(1)]).await.unwrap();
+        earliest.assign([tp(0), tp(1)]).await.unwrap();
         let got = offsets(&earliest.poll(100).await.unwrap());
         assert_eq!(
             got,
@@ -688,7 +692,7 @@ mod tests {
         assert_eq!(earliest.position(&tp(0)).unwrap(), 5);
 
         let mut latest = f.consumer("l", Latest);
-        latest.assign(&[tp(2)]).await.unwrap();
+        latest.assign([tp(2)]).await.unwrap();
         assert!(latest.poll(100).await.unwrap().is_empty());
         assert_eq!(
             latest.position(&tp(2)).unwrap(),
@@ -705,7 +709,7 @@ mod tests {
         f.fill(0, 3);
         f.fill(1, 3);
         let mut c = f.consumer("m", AutoOffsetReset::Error);
-        c.assign(&[tp(0), tp(1)]).await.unwrap();
+        c.assign([tp(0), tp(1)]).await.unwrap();
         c.seek(&tp(0), 1).unwrap();
         let err = c.poll(10).await.unwrap_err();
         assert!(
@@ -733,7 +737,7 @@ mod tests {
             (Latest, 11, None, 10),
         ] {
             let mut c = f.consumer("m", policy);
-            c.assign(&[tp(0)]).await.unwrap();
+            c.assign([tp(0)]).await.unwrap();
             c.seek(&tp(0), seek_to).unwrap();
             let records = c.poll(100).await.unwrap();
             assert_eq!(
@@ -751,7 +755,7 @@ mod tests {
         f.fill(0, 10);
         f.log.advance_log_start(&tp(0), 4).unwrap();
         let mut c = f.consumer("m", AutoOffsetReset::Error);
-        c.assign(&[tp(0)]).await.unwrap();
+        c.assign([tp(0)]).await.unwrap();
         for bad in [2, 11] {
             c.seek(&tp(0), bad).unwrap();
             let err = c.poll(100).await.unwrap_err();
@@ -774,10 +778,10 @@ mod tests {
             .unwrap();
         f.log.advance_log_start(&tp(0), 6).unwrap();
         let mut c = f.consumer("m", Earliest);
-        c.assign(&[tp(0)]).await.unwrap();
+        c.assign([tp(0)]).await.unwrap();
         assert_eq!(c.poll(1).await.unwrap()[0].offset, 6);
         let mut strict = f.consumer("s", AutoOffsetReset::Error);
-        strict.assign(&[tp(0)]).await.unwrap();
+        strict.assign([tp(0)]).await.unwrap();
         assert_eq!(
             strict.poll(1).await.unwrap_err().code(),
             "OFFSET_OUT_OF_RANGE"
@@ -791,7 +795,7 @@ mod tests {
         f.fill(0, 5);
         f.log.set_high_watermark(&tp(0), Some(3)).unwrap();
         let mut latest = f.consumer("l", Latest);
-        latest.assign(&[tp(0)]).await.unwrap();
+        latest.assign([tp(0)]).await.unwrap();
         assert!(latest.poll(10).await.unwrap().is_empty());
         assert_eq!(
             latest.position(&tp(0)).unwrap(),
@@ -799,7 +803,7 @@ mod tests {
             "latest is the visible end"
         );
         let mut earliest = f.consumer("e", Earliest);
-        earliest.assign(&[tp(0)]).await.unwrap();
+        earliest.assign([tp(0)]).await.unwrap();
         assert_eq!(
             offsets(&earliest.poll(10).await.unwrap()),
             [(0, 0), (0, 1), (0, 2)]
@@ -813,7 +817,7 @@ mod tests {
         f.fill(0, 3);
         f.fill(2, 3);
         let mut c = f.consumer("m", Earliest);
-        c.assign(&[tp(0), tp(1), tp(2)]).await.unwrap();
+        c.assign([tp(0), tp(1), tp(2)]).await.unwrap();
         let mut served = Vec::new();
         for _ in 0..4 {
             served.extend(offsets(&c.poll(1).await.unwrap()));
@@ -828,7 +832,7 @@ mod tests {
         f.fill(0, 2);
         let mut c = f.consumer("m", Earliest);
         assert!(c.poll(5).await.unwrap().is_empty());
-        c.assign(&[tp(0)]).await.unwrap();
+        c.assign([tp(0)]).await.unwrap();
         assert!(c.poll(0).await.unwrap().is_empty());
         assert_eq!(c.position(&tp(0)).unwrap_err().code(), "NO_POSITION");
     }
@@ -838,7 +842,7 @@ mod tests {
         let f = Fixture::new(2);
         f.fill(0, 4);
         let mut c = f.consumer("m", Earliest);
-        c.assign(&[tp(0)]).await.unwrap();
+        c.assign([tp(0)]).await.unwrap();
         assert_eq!(c.position(&tp(1)).unwrap_err().code(), "NOT_ASSIGNED");
         assert_eq!(c.seek(&tp(1), 0).unwrap_err().code(), "NOT_ASSIGNED");
         assert_eq!(c.lag(&tp(1)).await.unwrap_err().code(), "NOT_ASSIGNED");
@@ -867,7 +871,7 @@ mod tests {
         let f = Fixture::with_store(2, Arc::new(store));
         f.fill(0, 2);
         let mut c = f.consumer("m", Earliest);
-        c.assign(&[tp(0), tp(1)]).await.unwrap();
+        c.assign([tp(0), tp(1)]).await.unwrap();
         c.poll(10).await.unwrap();
         let committed = c.commit().await.unwrap();
         assert_eq!(committed, [(tp(0), 2), (tp(1), 0)].into());
@@ -960,7 +964,7 @@ mod tests {
         });
         let config = ConsumerConfig::new("g", "m").auto_offset_reset(policy);
         let mut c = Consumer::new(config, f.coordinator.clone(), source.clone()).unwrap();
-        c.assign(&[tp(0)]).await.unwrap();
+        c.assign([tp(0)]).await.unwrap();
         c.seek(&tp(0), 99).unwrap();
         let result = c.poll(10).await;
         (
@@ -1014,10 +1018,7 @@ mod tests {
             b.subscribe(&["t"]).await.unwrap_err().code(),
             "ILLEGAL_STATE"
         );
-        assert_eq!(
-            b.assign(&[tp(0)]).await.unwrap_err().code(),
-            "ILLEGAL_STATE"
-        );
+        assert_eq!(b.assign([tp(0)]).await.unwrap_err().code(), "ILLEGAL_STATE");
         assert_eq!(b.heartbeat().await.unwrap_err().code(), "ILLEGAL_STATE");
         assert_eq!(
             b.committed(&tp(0)).await.unwrap_err().code(),
@@ -1032,7 +1033,7 @@ mod tests {
         member.subscribe(&["t"]).await.unwrap();
         let before = f.coordinator.describe("g").await.unwrap().generation;
         let mut manual = f.consumer("a", Earliest);
-        manual.assign(&[tp(0)]).await.unwrap();
+        manual.assign([tp(0)]).await.unwrap();
         manual.close().await.unwrap();
         assert_eq!(
             f.coordinator.describe("g").await.unwrap().generation,

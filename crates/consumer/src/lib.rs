@@ -35,8 +35,9 @@
 //!
 //! ## Example
 //!
-//! A stale consumer is fenced until it refreshes. (Hidden lines build a coordinator over
-//! small stand-in adapters; the `labs` crate's cluster facade wires the real ones.)
+//! A stale consumer is fenced until it refreshes. (A hidden line builds the coordinator over
+//! the in-memory offset store and the round-robin assignor; in applications the `labs`
+//! crate's cluster facade does that wiring.)
 //!
 //! ```
 //! use std::sync::Arc;
@@ -48,39 +49,13 @@
 //! for i in 0..3 {
 //!     log.append(&TopicPartition::new("orders", 0), format!("order {i}"))?;
 //! }
-//! # struct RoundRobin;
-//! # impl coordinator_core::Assignor for RoundRobin {
-//! #     fn name(&self) -> &str { "rr" }
-//! #     fn assign(&self, input: &coordinator_core::AssignmentInput<'_>)
-//! #         -> Result<coordinator_core::Assignment, coordinator_core::AssignError> {
-//! #         let mut out = coordinator_core::Assignment::new(input);
-//! #         let n = input.member_count() as u32;
-//! #         for (i, o) in out.topic_owners_mut(0).iter_mut().enumerate() { *o = i as u32 % n; }
-//! #         Ok(out)
-//! #     }
-//! # }
-//! # #[derive(Default)]
-//! # struct Store(std::sync::Mutex<coordinator_core::OffsetMap>);
-//! # #[async_trait::async_trait]
-//! # impl coordinator_core::OffsetStore for Store {
-//! #     async fn committed(&self, _: &str, tp: &TopicPartition)
-//! #         -> Result<Option<i64>, coordinator_core::StorageError> {
-//! #         Ok(self.0.lock().unwrap().get(tp).copied())
-//! #     }
-//! #     async fn commit(&self, _: &str, o: &coordinator_core::OffsetMap)
-//! #         -> Result<(), coordinator_core::StorageError> {
-//! #         self.0.lock().unwrap().extend(o.clone()); Ok(())
-//! #     }
-//! #     async fn commit_many(&self, _: &std::collections::BTreeMap<String, coordinator_core::OffsetMap>)
-//! #         -> Result<(), coordinator_core::StorageError> { unimplemented!() }
-//! #     async fn list(&self, _: &str)
-//! #         -> Result<coordinator_core::OffsetMap, coordinator_core::StorageError> {
-//! #         Ok(self.0.lock().unwrap().clone())
-//! #     }
-//! # }
 //! # let coordinator = Arc::new(
-//! #     Coordinator::builder(Arc::new(Store::default()), log.clone(), Arc::new(RoundRobin))
-//! #         .build()?,
+//! #     Coordinator::builder(
+//! #         Arc::new(offset_store::MemoryStore::new()),
+//! #         log.clone(),
+//! #         Arc::new(assignor::MiniKafkaRoundRobinAssignor),
+//! #     )
+//! #     .build()?,
 //! # );
 //! let config = |member: &str| {
 //!     ConsumerConfig::new("workers", member).auto_offset_reset(AutoOffsetReset::Earliest)

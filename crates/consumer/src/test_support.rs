@@ -1,45 +1,15 @@
-//! The unit tests' fixture: a coordinator over the in-memory offset store, a tiny round-robin
-//! assignor, and a [`MemoryLog`] that is also the coordinator's topic metadata.
+//! The unit tests' fixture: a coordinator over the in-memory offset store and the default
+//! round-robin assignor, and a [`MemoryLog`] that is also the coordinator's topic metadata.
 
 use std::sync::Arc;
 
-use coordinator_core::{
-    AssignError, Assignment, AssignmentInput, Assignor, Coordinator, ManualClock, OffsetStore,
-    TopicIndex, TopicPartition,
-};
+use assignor::MiniKafkaRoundRobinAssignor;
+use coordinator_core::{Coordinator, ManualClock, OffsetStore, TopicPartition};
 use offset_store::MemoryStore;
 
 use crate::{AutoOffsetReset, Consumer, ConsumerConfig, MemoryLog};
 
-/// Round robin with one cursor shared across topics (SPEC.md's rule, in a few lines).
-#[derive(Debug)]
-pub(crate) struct RoundRobin;
-
-impl Assignor for RoundRobin {
-    fn name(&self) -> &str {
-        "test-roundrobin"
-    }
-
-    fn assign(&self, input: &AssignmentInput<'_>) -> Result<Assignment, AssignError> {
-        let mut out = Assignment::new(input);
-        let mut cursor = 0usize;
-        for t in 0..input.topics().len() as TopicIndex {
-            let eligible: Vec<u32> = (0..input.member_count() as u32)
-                .filter(|&m| input.is_subscribed(m, t))
-                .collect();
-            if eligible.is_empty() {
-                continue;
-            }
-            for owner in out.topic_owners_mut(t) {
-                *owner = eligible[cursor % eligible.len()];
-                cursor += 1;
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// A coordinator, a log with topic `t` of `partitions` partitions, and the clock both read.
+/// A coordinator and a log with topic `t` of `partitions` partitions, sharing a manual clock.
 pub(crate) struct Fixture {
     pub(crate) coordinator: Arc<Coordinator>,
     pub(crate) log: Arc<MemoryLog>,
@@ -54,10 +24,11 @@ impl Fixture {
         let clock = ManualClock::new();
         let log = Arc::new(MemoryLog::with_clock(Arc::new(clock.clone())));
         log.create_topic("t", partitions).unwrap();
-        let coordinator = Coordinator::builder(store, log.clone(), Arc::new(RoundRobin))
-            .clock(Arc::new(clock))
-            .build()
-            .unwrap();
+        let coordinator =
+            Coordinator::builder(store, log.clone(), Arc::new(MiniKafkaRoundRobinAssignor))
+                .clock(Arc::new(clock))
+                .build()
+                .unwrap();
         Fixture {
             coordinator: Arc::new(coordinator),
             log,
