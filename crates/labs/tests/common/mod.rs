@@ -1,0 +1,85 @@
+//! What the facade tests share: a cluster over a fresh temporary directory and a manual clock.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use consumer::{AutoOffsetReset, Consumer, Record};
+use coordinator_core::{ManualClock, TopicPartition};
+use labs::Cluster;
+use tempfile::TempDir;
+
+pub(crate) const SESSION_TIMEOUT_MS: u64 = 100;
+
+/// A cluster with a manual clock and a 100 ms session. Keep the `TempDir` alive as long as
+/// the cluster.
+pub(crate) struct TestCluster {
+    pub(crate) dir: TempDir,
+    pub(crate) clock: ManualClock,
+    pub(crate) cluster: Cluster,
+}
+
+impl TestCluster {
+    pub(crate) fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let cluster = open(&dir, &clock);
+        TestCluster {
+            dir,
+            clock,
+            cluster,
+        }
+    }
+
+    /// Closes the cluster and opens a new one over the same directory.
+    pub(crate) fn reopen(self) -> Self {
+        let TestCluster {
+            dir,
+            clock,
+            cluster,
+        } = self;
+        drop(cluster);
+        let cluster = open(&dir, &clock);
+        TestCluster {
+            dir,
+            clock,
+            cluster,
+        }
+    }
+
+    /// Creates `topic` with `partitions` partitions holding `per_partition` records each.
+    pub(crate) fn topic(&self, topic: &str, partitions: u32, per_partition: usize) {
+        self.cluster.create_topic(topic, partitions).unwrap();
+        for p in 0..partitions {
+            for i in 0..per_partition {
+                self.cluster
+                    .append(topic, p, format!("{topic}-{p} #{i}"))
+                    .unwrap();
+            }
+        }
+    }
+
+    pub(crate) fn consumer(&self, reset: AutoOffsetReset) -> Consumer {
+        self.cluster.consumer("workers", reset).unwrap()
+    }
+}
+
+fn open(dir: &TempDir, clock: &ManualClock) -> Cluster {
+    Cluster::builder()
+        .clock(clock.clone())
+        .session_timeout_ms(SESSION_TIMEOUT_MS)
+        .open(dir.path())
+        .unwrap()
+}
+
+pub(crate) fn tp(topic: &str, partition: u32) -> TopicPartition {
+    TopicPartition::new(topic, partition)
+}
+
+/// `(partition, offset)` of each record.
+pub(crate) fn at(records: &[Record]) -> Vec<(u32, i64)> {
+    records.iter().map(|r| (r.partition, r.offset)).collect()
+}
+
+/// The offsets of the records.
+pub(crate) fn offsets(records: &[Record]) -> Vec<i64> {
+    records.iter().map(|r| r.offset).collect()
+}
