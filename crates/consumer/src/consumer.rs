@@ -333,7 +333,8 @@ impl Consumer {
     /// A position outside the log is reset per policy and fetched once more (policy `error`:
     /// the error propagates). `max_records = 0` returns nothing.
     ///
-    /// If the call fails, no position moves, so no record is skipped.
+    /// If the call fails, no position moves, so no record is skipped. (SPEC.md's "negative
+    /// `max_records` is invalid" cannot arise: the count is a `usize`.)
     ///
     /// Errors: `ILLEGAL_STATE` after close; `OFFSET_OUT_OF_RANGE`; the log's and the offset
     /// store's errors.
@@ -545,6 +546,18 @@ mod tests {
 
     fn offsets(records: &[Record]) -> Vec<(u32, i64)> {
         records.iter().map(|r| (r.partition, r.offset)).collect()
+    }
+
+    /// The futures of a consumer can move between threads (`tokio::spawn`).
+    #[test]
+    fn consumer_futures_are_send() {
+        fn send<T: Send>(_: &T) {}
+        let f = Fixture::new(1);
+        let mut c = f.consumer("m", Earliest);
+        send(&c.poll(1));
+        send(&c.subscribe(&["t"]));
+        send(&c.commit());
+        send(&c);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The chapter's labs, one module each. Every lab is an `async fn run(dir, narrator)` that
-//! opens a [`Cluster`](crate::Cluster) over `dir`, narrates what it does, and fails with a
-//! [`LabError`](crate::LabError) when the system behaves otherwise than the chapter says. The
+//! opens a [`Cluster`] over `dir`, narrates what it does, and fails with a
+//! [`LabError`] when the system behaves otherwise than the chapter says. The
 //! binaries in `src/bin/` only hand them to [`run_lab`](crate::run_lab).
 
 use std::path::Path;
