@@ -500,3 +500,37 @@ fn sticky_on_a_larger_mixed_group() {
     // every member subscribed to something gets something here
     assert!(counts(&out, input.member_count()).iter().all(|&c| c > 0));
 }
+
+/// The same group, but the previous generation gave every partition to a few members:
+/// the balancing passes must move most of them, some more than once.
+#[test]
+fn sticky_rebalances_a_skewed_previous_assignment() {
+    let topics = 12usize;
+    let subscribes = |m: usize, t: usize| (t + m) % topics < 1 + m % topics;
+    let mut b = AssignmentRequest::builder();
+    for t in 0..topics {
+        b = b.topic(format!("topic-{t:02}"), 40 + 7 * t as u32);
+    }
+    for m in 0..150usize {
+        let subs = (0..topics)
+            .filter(|&t| subscribes(m, t))
+            .map(|t| format!("topic-{t:02}"));
+        b = b.member(format!("member-{m:03}"), subs);
+    }
+    for t in 0..topics {
+        // the first subscriber (by id) of each topic owned all of it
+        let owner = (0..150).find(|&m| subscribes(m, t)).unwrap();
+        for p in 0..40 + 7 * t as u32 {
+            b = b.owned(&format!("member-{owner:03}"), format!("topic-{t:02}"), p);
+        }
+    }
+    let request = b.build().unwrap();
+    let input = request.input();
+    let out = StickyAssignor.assign(&input).unwrap();
+    check_coverage(&input, &out, |_| false).unwrap();
+    check_kafka_balance(&input, &out).unwrap();
+    let coop = CooperativeStickyAssignor.assign(&input).unwrap();
+    for (&c, &s) in coop.owners().iter().zip(out.owners()) {
+        assert!(c == s || c == Assignment::UNASSIGNED);
+    }
+}

@@ -65,9 +65,9 @@ use crate::names::STICKY;
 ///
 /// Where Kafka's result depends on the iteration order of a `HashMap` (which members get the
 /// ⌈P/C⌉ slots when more members already hold that many than there are slots), members are
-/// taken in id order here. Kafka's javadoc shows `C0: [t0p0, t1p1, t3p0, t2p0]` for the
-/// second step: that was its pre-2.8 algorithm; the current one, like this type, gives the
-/// equally balanced and equally sticky result above.
+/// taken in id order here. Kafka's javadoc, written for its original (KIP-54) algorithm,
+/// shows `C0: [t0p0, t1p1, t3p0, t2p0]` for the second step; its current constrained
+/// algorithm, like this type, gives the equally balanced and equally sticky result above.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StickyAssignor;
 
