@@ -201,7 +201,7 @@ fn run(seeds: std::ops::Range<u64>, multi_thread: bool) -> Outcome {
 
 #[test]
 fn stale_commits_never_land_multi_threaded() {
-    let n = env_count("STRESS_SCHEDULES", 500);
+    let n = env_count("STRESS_SCHEDULES", 1000);
     let total = run(0..n, true);
     // The test means something only if both outcomes happened.
     assert!(total.landed > 0 && total.fenced > 0, "{total:?}");
@@ -210,7 +210,7 @@ fn stale_commits_never_land_multi_threaded() {
 
 #[test]
 fn stale_commits_never_land_current_thread_replayable() {
-    let n = env_count("STRESS_SCHEDULES", 500);
+    let n = env_count("STRESS_SCHEDULES", 1000);
     let total = run(1_000_000..1_000_000 + n, false);
     assert!(total.landed > 0 && total.fenced > 0, "{total:?}");
     eprintln!("{n} current-thread schedules: {total:?}");
