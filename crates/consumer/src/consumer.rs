@@ -21,6 +21,9 @@ pub struct ConsumerConfig {
     pub member_id: String,
     /// Where a partition without a position starts (default [`AutoOffsetReset::Latest`]).
     pub auto_offset_reset: AutoOffsetReset,
+    /// The assignment strategies this consumer supports, most preferred first (Kafka's
+    /// `partition.assignment.strategy`). Empty: the coordinator's default strategy alone.
+    pub assignment_strategies: Vec<String>,
 }
 
 impl ConsumerConfig {
@@ -30,7 +33,20 @@ impl ConsumerConfig {
             group_id: group_id.into(),
             member_id: member_id.into(),
             auto_offset_reset: AutoOffsetReset::default(),
+            assignment_strategies: Vec::new(),
         }
+    }
+
+    /// Sets the strategies this consumer supports, most preferred first. The group uses one
+    /// that every member supports (see `Coordinator::join_with_strategies`).
+    #[must_use]
+    pub fn assignment_strategies<I, S>(mut self, strategies: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.assignment_strategies = strategies.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Sets the reset policy.
@@ -278,10 +294,15 @@ impl Consumer {
                 "the consumer has a manual assignment; subscribe and assign exclude each other",
             ));
         }
-        let joined = self
-            .coordinator
-            .join(&self.config.group_id, &self.config.member_id, topics)
-            .await?;
+        let (group, member) = (&self.config.group_id, &self.config.member_id);
+        let joined = if self.config.assignment_strategies.is_empty() {
+            self.coordinator.join(group, member, topics).await?
+        } else {
+            let strategies = &self.config.assignment_strategies;
+            self.coordinator
+                .join_with_strategies(group, member, topics, strategies)
+                .await?
+        };
         let mut names: Vec<String> = topics.iter().map(|t| t.as_ref().to_string()).collect();
         names.sort_unstable();
         names.dedup();

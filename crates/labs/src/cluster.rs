@@ -65,14 +65,22 @@ impl ClusterBuilder {
         })?;
         let store = JsonFileStore::open(data_dir.join(OFFSETS_FILE))?;
         let log = Arc::new(MemoryLog::with_clock(self.clock.clone()));
-        let coordinator = Coordinator::builder(
+        // The chapter's round-robin is the default; Kafka's strategies are registered after
+        // it so consumers can negotiate them.
+        let mut builder = Coordinator::builder(
             Arc::new(store),
             log.clone(),
             Arc::new(assignor::MiniKafkaRoundRobinAssignor),
-        )
-        .clock(self.clock.clone())
-        .session_timeout_ms(self.session_timeout_ms)
-        .build()?;
+        );
+        for strategy in assignor::all() {
+            if strategy.name() != assignor::names::DEFAULT {
+                builder = builder.assignor(strategy);
+            }
+        }
+        let coordinator = builder
+            .clock(self.clock.clone())
+            .session_timeout_ms(self.session_timeout_ms)
+            .build()?;
         Ok(Cluster {
             coordinator: Arc::new(coordinator),
             log,
@@ -188,12 +196,24 @@ impl Cluster {
         group: &str,
         auto_offset_reset: AutoOffsetReset,
     ) -> Result<Consumer, ClusterError> {
+        self.consumer_with(group, |config| config.auto_offset_reset(auto_offset_reset))
+    }
+
+    /// A consumer for `group` with the next member id, configured by `configure` (for
+    /// example to list assignment strategies). The member id set by the facade wins.
+    pub fn consumer_with(
+        &self,
+        group: &str,
+        configure: impl FnOnce(ConsumerConfig) -> ConsumerConfig,
+    ) -> Result<Consumer, ClusterError> {
         let mut next = self
             .next_member
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let config = ConsumerConfig::new(group, format!("member-{}", *next))
-            .auto_offset_reset(auto_offset_reset);
+        let member = format!("member-{}", *next);
+        let mut config = configure(ConsumerConfig::new(group, member.clone()));
+        config.member_id = member;
+        config.group_id = group.to_string();
         let consumer = Consumer::new(config, self.coordinator.clone(), self.log.clone())?;
         *next += 1;
         Ok(consumer)

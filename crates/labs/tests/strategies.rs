@@ -1,0 +1,142 @@
+//! Kafka's strategies behind the coordinator, end to end: consumers negotiate a strategy per
+//! group, the previous generation reaches the sticky strategies, and cooperative-sticky's
+//! withheld partitions belong to nobody.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::TestCluster;
+use consumer::{AutoOffsetReset, Consumer};
+use coordinator_core::{GroupDescription, TopicPartition};
+
+fn with(t: &TestCluster, strategies: &[&str]) -> Consumer {
+    let list: Vec<String> = strategies.iter().map(|s| s.to_string()).collect();
+    t.cluster
+        .consumer_with("g", |c| {
+            c.auto_offset_reset(AutoOffsetReset::Earliest)
+                .assignment_strategies(list)
+        })
+        .unwrap()
+}
+
+async fn describe(t: &TestCluster) -> GroupDescription {
+    t.cluster.coordinator().describe("g").await.unwrap()
+}
+
+fn owned(d: &GroupDescription, member: &str) -> BTreeSet<TopicPartition> {
+    d.members
+        .iter()
+        .find(|m| m.member == member)
+        .map(|m| m.partitions.iter().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn consumers_negotiate_the_strategy_most_of_them_prefer() {
+    let t = TestCluster::new();
+    t.topic("orders", 6, 0);
+    let mut a = with(&t, &["range", "roundrobin"]);
+    let mut b = with(&t, &["roundrobin", "range"]);
+    let mut c = with(&t, &["roundrobin", "range", "sticky"]);
+    a.subscribe(&["orders"]).await.unwrap();
+    assert_eq!(describe(&t).await.strategy.as_deref(), Some("range"));
+    b.subscribe(&["orders"]).await.unwrap();
+    // One vote each: the tie goes to the strategy registered first (range before roundrobin).
+    assert_eq!(describe(&t).await.strategy.as_deref(), Some("range"));
+    c.subscribe(&["orders"]).await.unwrap();
+    assert_eq!(describe(&t).await.strategy.as_deref(), Some("roundrobin"));
+    // A consumer with only the default strategy shares nothing with this group.
+    let mut plain = t.cluster.consumer("g", AutoOffsetReset::Earliest).unwrap();
+    let err = plain.subscribe(&["orders"]).await.unwrap_err();
+    assert_eq!(err.code(), "INCONSISTENT_GROUP_PROTOCOL");
+    assert_eq!(err.kafka_code(), Some(23));
+    assert_eq!(
+        describe(&t).await.members.len(),
+        3,
+        "the refused join changed nothing"
+    );
+    // When c leaves, the vote ties again and the group goes back to range.
+    c.close().await.unwrap();
+    assert_eq!(describe(&t).await.strategy.as_deref(), Some("range"));
+}
+
+#[tokio::test]
+async fn range_through_the_coordinator_gives_contiguous_blocks() {
+    let t = TestCluster::new();
+    t.topic("orders", 5, 0);
+    let mut a = with(&t, &["range"]);
+    let mut b = with(&t, &["range"]);
+    a.subscribe(&["orders"]).await.unwrap();
+    b.subscribe(&["orders"]).await.unwrap();
+    a.refresh_assignment().await.unwrap();
+    let parts =
+        |c: &Consumer| -> Vec<u32> { c.assignment().iter().map(|tp| tp.partition()).collect() };
+    assert_eq!(parts(&a), [0, 1, 2]);
+    assert_eq!(parts(&b), [3, 4]);
+}
+
+#[tokio::test]
+async fn sticky_keeps_partitions_across_rebalances_of_the_coordinator() {
+    let t = TestCluster::new();
+    t.topic("orders", 12, 0);
+    let mut consumers: Vec<Consumer> = (0..4).map(|_| with(&t, &["sticky"])).collect();
+    for c in &mut consumers {
+        c.subscribe(&["orders"]).await.unwrap();
+    }
+    let before = describe(&t).await;
+    for m in &before.members {
+        assert_eq!(m.partitions.len(), 3, "{before:?}");
+    }
+    // member-2 leaves: everyone else keeps all three of theirs and takes one of its.
+    consumers.remove(1).close().await.unwrap();
+    let after = describe(&t).await;
+    for m in ["member-1", "member-3", "member-4"] {
+        let kept = owned(&before, m);
+        let now = owned(&after, m);
+        assert!(
+            kept.is_subset(&now),
+            "{m} lost partitions: {kept:?} → {now:?}"
+        );
+        assert_eq!(now.len(), 4);
+    }
+    // A newcomer takes partitions, and the others give up only what balance needs.
+    let mut late = with(&t, &["sticky"]);
+    late.subscribe(&["orders"]).await.unwrap();
+    let last = describe(&t).await;
+    let moved: usize = ["member-1", "member-3", "member-4"]
+        .iter()
+        .map(|m| owned(&after, m).difference(&owned(&last, m)).count())
+        .sum();
+    assert_eq!(moved, 3, "exactly the newcomer's share moved: {last:?}");
+}
+
+#[tokio::test]
+async fn cooperative_sticky_withholds_moving_partitions_for_one_generation() {
+    let t = TestCluster::new();
+    t.topic("orders", 4, 1);
+    let mut a = with(&t, &["cooperative-sticky"]);
+    a.subscribe(&["orders"]).await.unwrap();
+    assert_eq!(a.assignment().len(), 4);
+    let mut b = with(&t, &["cooperative-sticky"]);
+    b.subscribe(&["orders"]).await.unwrap();
+    // Two partitions would pass from a to b: this generation gives them to nobody.
+    let d = describe(&t).await;
+    assert_eq!(owned(&d, "member-1").len(), 2);
+    assert!(owned(&d, "member-2").is_empty(), "{d:?}");
+    let withheld: Vec<TopicPartition> = (0..4)
+        .map(|p| TopicPartition::new("orders", p))
+        .filter(|tp| !owned(&d, "member-1").contains(tp))
+        .collect();
+    // a's stale commit of them is fenced by generation, and after refresh they are not a's.
+    a.poll(10).await.unwrap();
+    assert_eq!(a.commit().await.unwrap_err().code(), "ILLEGAL_GENERATION");
+    a.refresh_assignment().await.unwrap();
+    assert!(withheld.iter().all(|tp| !a.assignment().contains(tp)));
+    // The next rebalance (here: b re-joins, as KIP-429's follow-up) hands them to b.
+    b.subscribe(&["orders"]).await.unwrap();
+    let d = describe(&t).await;
+    assert_eq!(owned(&d, "member-2"), withheld.into_iter().collect());
+}
