@@ -1,0 +1,296 @@
+//! Every row of docs/errors.md, provoked through the public API: the code, Kafka's code and
+//! the class the catalogue promises are the ones the crates return, and no crate returns a
+//! code the catalogue does not list.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use common::TestCluster;
+use consumer::{AutoOffsetReset, ConsumerError, LogError};
+use coordinator_core::{
+    AssignError, Assignment, AssignmentInput, Assignor, Coordinator, Error, ErrorClass, OffsetMap,
+    TopicPartition,
+};
+use labs::Cluster;
+
+const CATALOGUE: &str = include_str!("../../../docs/errors.md");
+
+/// (kafka code, class) per code, from the "Library errors" table.
+fn library_rows() -> BTreeMap<String, (Option<i16>, String)> {
+    section_rows("## Library errors")
+        .into_iter()
+        .map(|cells| {
+            let kafka = cells[1].parse().ok();
+            (cells[0].clone(), (kafka, cells[2].clone()))
+        })
+        .collect()
+}
+
+fn section_rows(heading: &str) -> Vec<Vec<String>> {
+    let section = CATALOGUE.split(heading).nth(1).expect("section");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().trim_matches('`').to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// What an error looked like when provoked.
+#[derive(Debug)]
+struct Seen {
+    code: &'static str,
+    kafka: Option<i16>,
+    class: ErrorClass,
+}
+
+fn core(e: Error) -> Seen {
+    Seen {
+        code: e.code(),
+        kafka: e.kafka_code(),
+        class: e.class(),
+    }
+}
+
+fn consumer(e: ConsumerError) -> Seen {
+    Seen {
+        code: e.code(),
+        kafka: e.kafka_code(),
+        class: e.class(),
+    }
+}
+
+fn log(e: LogError) -> Seen {
+    Seen {
+        code: e.code(),
+        kafka: e.kafka_code(),
+        class: e.class(),
+    }
+}
+
+struct Refuses;
+
+impl Assignor for Refuses {
+    fn name(&self) -> &str {
+        "refuses"
+    }
+    fn assign(&self, _: &AssignmentInput<'_>) -> Result<Assignment, AssignError> {
+        Err(AssignError::new("refused"))
+    }
+}
+
+async fn provoke_all() -> Vec<Seen> {
+    let t = TestCluster::new();
+    t.topic("orders", 2, 5);
+    let c = t.cluster.coordinator().clone();
+    let mut seen = Vec::new();
+
+    // ILLEGAL_GENERATION: a stale consumer commits.
+    let mut first = t.consumer(AutoOffsetReset::Earliest);
+    first.subscribe(&["orders"]).await.unwrap();
+    first.poll(10).await.unwrap();
+    let mut second = t.consumer(AutoOffsetReset::Earliest);
+    second.subscribe(&["orders"]).await.unwrap();
+    seen.push(consumer(first.commit().await.unwrap_err()));
+    let generation = second.generation().unwrap();
+    // UNKNOWN_MEMBER, NOT_PARTITION_OWNER
+    seen.push(core(
+        c.commit("workers", "ghost", generation, &OffsetMap::new())
+            .await
+            .unwrap_err(),
+    ));
+    let theirs: OffsetMap = second
+        .assignment()
+        .iter()
+        .map(|tp| (tp.clone(), 1))
+        .collect();
+    seen.push(core(
+        c.commit("workers", "member-1", generation, &theirs)
+            .await
+            .unwrap_err(),
+    ));
+    // REBALANCE_IN_PROGRESS: the group is Empty after everyone left.
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+    let now = c.describe("workers").await.unwrap().generation;
+    seen.push(core(
+        c.commit("workers", "member-2", now, &OffsetMap::new())
+            .await
+            .unwrap_err(),
+    ));
+    // GROUP_ID_NOT_FOUND, INVALID_ARGUMENT, UNKNOWN_TOPIC
+    seen.push(core(c.state("nobody").await.unwrap_err()));
+    seen.push(core(c.join("", "m", &["orders"]).await.unwrap_err()));
+    let mut lost = t.consumer(AutoOffsetReset::Earliest);
+    seen.push(consumer(lost.subscribe(&["ghost"]).await.unwrap_err()));
+    // INCONSISTENT_GROUP_PROTOCOL
+    let mut ranged = t
+        .cluster
+        .consumer_with("picky", |cfg| cfg.assignment_strategies(["range"]))
+        .unwrap();
+    ranged.subscribe(&["orders"]).await.unwrap();
+    let mut plain = t
+        .cluster
+        .consumer("picky", AutoOffsetReset::Earliest)
+        .unwrap();
+    seen.push(consumer(plain.subscribe(&["orders"]).await.unwrap_err()));
+    // ASSIGNOR_FAILED
+    let topics: BTreeMap<String, u32> = [("orders".to_string(), 1)].into();
+    let refusing = Coordinator::builder(
+        Arc::new(offset_store::MemoryStore::new()),
+        Arc::new(topics),
+        Arc::new(Refuses),
+    )
+    .build()
+    .unwrap();
+    seen.push(core(
+        refusing.join("g", "m", &["orders"]).await.unwrap_err(),
+    ));
+    // STORAGE_ERROR: a corrupt offsets file is refused, never read as empty.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("offsets.json"),
+        b"{\"version\":1,\"groups\":",
+    )
+    .unwrap();
+    let err = Cluster::open(dir.path()).expect_err("corrupt file refused");
+    seen.push(Seen {
+        code: err.code(),
+        kafka: err.kafka_code(),
+        class: ErrorClass::Fatal,
+    });
+    // ILLEGAL_STATE, UNKNOWN_TOPIC_OR_PARTITION, NOT_ASSIGNED, NO_POSITION, OFFSET_OUT_OF_RANGE
+    let mut idle = t.consumer(AutoOffsetReset::Error);
+    seen.push(consumer(idle.heartbeat().await.unwrap_err()));
+    seen.push(consumer(
+        idle.assign([TopicPartition::new("orders", 9)])
+            .await
+            .unwrap_err(),
+    ));
+    let orders0 = TopicPartition::new("orders", 0);
+    seen.push(consumer(idle.position(&orders0).unwrap_err()));
+    idle.assign([orders0.clone()]).await.unwrap();
+    seen.push(consumer(idle.position(&orders0).unwrap_err()));
+    seen.push(consumer(idle.poll(1).await.unwrap_err()));
+    // INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS
+    let log_ = t.cluster.log();
+    seen.push(log(log_.create_topic("..", 1).unwrap_err()));
+    seen.push(log(log_.create_topic("orders", 1).unwrap_err()));
+    seen.push(log(log_.create_topic("empty", 0).unwrap_err()));
+    seen
+}
+
+#[tokio::test]
+async fn every_library_error_in_the_catalogue_is_what_the_crates_return() {
+    let rows = library_rows();
+    assert!(rows.len() >= 18, "table not parsed: {rows:?}");
+    let seen = provoke_all().await;
+    let mut covered = BTreeSet::new();
+    for s in &seen {
+        let (kafka, class) = rows
+            .get(s.code)
+            .unwrap_or_else(|| panic!("{} is returned but not in docs/errors.md", s.code));
+        assert_eq!(&s.kafka, kafka, "Kafka code of {}", s.code);
+        assert_eq!(&format!("{:?}", s.class), class, "class of {}", s.code);
+        covered.insert(s.code.to_string());
+    }
+    let listed: BTreeSet<String> = rows.keys().cloned().collect();
+    assert_eq!(covered, listed, "every catalogue row is provoked");
+    // And no crate has a code the catalogue misses.
+    for code in Error::CODES
+        .iter()
+        .chain(ConsumerError::CODES)
+        .chain(LogError::CODES)
+    {
+        assert!(
+            rows.contains_key(*code),
+            "{code} is missing from docs/errors.md"
+        );
+    }
+}
+
+fn assign_tool(args: &[&str], stdin: Stdio, input: &[u8], stdout: Stdio) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_assign"))
+        .args(args)
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(mut pipe) = child.stdin.take() {
+        pipe.write_all(input).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    err.trim_start_matches("error[")
+        .split(']')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn every_assign_tool_error_in_the_catalogue_is_provoked() {
+    let listed: BTreeSet<String> = section_rows("## The `assign` tool")
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    let valid = br#"{"topics":{"t":1},"members":{"a":{"topics":["t"]}}}"#;
+    let mut seen = BTreeSet::new();
+    seen.insert(assign_tool(
+        &["--bogus"],
+        Stdio::piped(),
+        b"",
+        Stdio::null(),
+    ));
+    let dir = std::fs::File::open(".").unwrap(); // reading a directory fails
+    seen.insert(assign_tool(&[], Stdio::from(dir), b"", Stdio::null()));
+    seen.insert(assign_tool(&[], Stdio::piped(), b"{", Stdio::null()));
+    seen.insert(assign_tool(
+        &[],
+        Stdio::piped(),
+        br#"{"strategy":"nope","topics":{},"members":{}}"#,
+        Stdio::null(),
+    ));
+    seen.insert(assign_tool(
+        &[],
+        Stdio::piped(),
+        br#"{"topics":{},"members":{"a":{"topics":["t"]}}}"#,
+        Stdio::null(),
+    ));
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    seen.insert(assign_tool(&[], Stdio::piped(), valid, Stdio::from(full)));
+    assert_eq!(seen, listed);
+}
+
+#[test]
+fn a_lab_that_cannot_make_its_directory_reports_io_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rebalance"))
+        .env("TMPDIR", "/nonexistent/catalogue-test")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("rebalance lab failed [IO_ERROR]:"), "{err}");
+    let listed: Vec<String> = section_rows("## The lab binaries")
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert!(listed.contains(&"IO_ERROR".to_string()));
+}
