@@ -221,7 +221,10 @@ pub enum LogError {
     },
 
     /// A partition count that is not positive.
-    #[error("invalid partition count {partitions} for topic `{topic}`: it must be at least 1")]
+    #[error(
+        "invalid partition count {partitions} for topic `{topic}`: it must be between 1 and {}",
+        coordinator_core::MAX_PARTITIONS_PER_TOPIC
+    )]
     InvalidPartitions {
         /// The topic name.
         topic: String,

@@ -169,10 +169,11 @@ impl MemoryLog {
     ///
     /// Errors: `INVALID_TOPIC_EXCEPTION` (Kafka's name rules, see [`validate_topic_name`], or
     /// a name colliding with an existing one once `.` is read as `_`), `INVALID_PARTITIONS`
-    /// (zero), `TOPIC_ALREADY_EXISTS`. Nothing changes on error.
+    /// (zero, or more than [`coordinator_core::MAX_PARTITIONS_PER_TOPIC`]),
+    /// `TOPIC_ALREADY_EXISTS`. Nothing changes on error.
     pub fn create_topic(&self, name: &str, partitions: u32) -> Result<(), LogError> {
         validate_topic_name(name)?;
-        if partitions == 0 {
+        if partitions == 0 || partitions > coordinator_core::MAX_PARTITIONS_PER_TOPIC {
             return Err(LogError::InvalidPartitions {
                 topic: name.to_string(),
                 partitions,

@@ -12,6 +12,14 @@ use std::sync::Arc;
 
 use crate::types::TopicPartition;
 
+/// The most partitions one topic may have here (2^20 = 1,048,576). Kafka sets no hard limit,
+/// but every partition costs memory in each assignment; the cap keeps a hostile or mistaken
+/// partition count (say `u32::MAX`) an error instead of an out-of-memory abort.
+pub const MAX_PARTITIONS_PER_TOPIC: u32 = 1 << 20;
+
+/// The most partitions one [`AssignmentRequest`] may hold over all its topics (2^24).
+pub const MAX_TOTAL_PARTITIONS: usize = 1 << 24;
+
 /// Position of a topic in [`AssignmentInput::topics`].
 pub type TopicIndex = u32;
 /// Position of a member in the input's member list (sorted by member id).
@@ -465,10 +473,26 @@ impl AssignmentRequestBuilder {
     }
 
     /// Validates and sorts everything. Refuses duplicate declarations, subscriptions to
-    /// undeclared topics, owned partitions that do not exist and partitions owned twice.
+    /// undeclared topics, owned partitions that do not exist, partitions owned twice, and
+    /// more partitions than [`MAX_PARTITIONS_PER_TOPIC`] / [`MAX_TOTAL_PARTITIONS`].
     pub fn build(self) -> Result<AssignmentRequest, AssignError> {
         if let Some(first) = self.errors.into_iter().next() {
             return Err(AssignError::new(first));
+        }
+        let mut total = 0usize;
+        for (name, &partitions) in &self.topics {
+            if partitions > MAX_PARTITIONS_PER_TOPIC {
+                return Err(AssignError::new(format!(
+                    "topic `{name}` has {partitions} partitions, more than the \
+                     {MAX_PARTITIONS_PER_TOPIC} supported"
+                )));
+            }
+            total += partitions as usize;
+        }
+        if total > MAX_TOTAL_PARTITIONS {
+            return Err(AssignError::new(format!(
+                "{total} partitions in all, more than the {MAX_TOTAL_PARTITIONS} supported"
+            )));
         }
         let topics: Vec<TopicSpec> = self
             .topics

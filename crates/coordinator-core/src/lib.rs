@@ -132,7 +132,8 @@ mod types;
 
 pub use assign::{
     AssignError, Assignment, AssignmentInput, AssignmentRequest, AssignmentRequestBuilder,
-    Assignor, MemberIndex, PartitionRef, TopicIndex, TopicSpec,
+    Assignor, MemberIndex, PartitionRef, TopicIndex, TopicSpec, MAX_PARTITIONS_PER_TOPIC,
+    MAX_TOTAL_PARTITIONS,
 };
 pub use clock::{Clock, ClockWentBackwards, ManualClock, MonotonicClock};
 pub use coordinator::{

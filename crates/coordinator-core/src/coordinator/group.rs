@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::assign::{
     AssignError, Assignment, AssignmentInput, Assignor, PartitionRef, TopicIndex, TopicSpec,
+    MAX_PARTITIONS_PER_TOPIC,
 };
 use crate::error::Error;
 use crate::metadata::TopicMetadata;
@@ -323,7 +324,12 @@ impl Group {
         let s = &mut self.scratch;
         s.topics.clear();
         for name in self.topic_refs.keys() {
-            if let Some(partitions) = metadata.partition_count(name) {
+            // A topic grown past the cap since its subscribers joined is left unassigned
+            // rather than allowed to exhaust memory.
+            if let Some(partitions) = metadata
+                .partition_count(name)
+                .filter(|&n| n <= MAX_PARTITIONS_PER_TOPIC)
+            {
                 s.topics.push(TopicSpec {
                     name: name.clone(),
                     partitions,

@@ -10,7 +10,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use tokio::sync::RwLock as GroupLock;
 use tracing::{debug, info, warn};
 
-use crate::assign::Assignor;
+use crate::assign::{Assignor, MAX_PARTITIONS_PER_TOPIC};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::Error;
 use crate::metadata::TopicMetadata;
@@ -262,7 +262,8 @@ impl Coordinator {
     /// returns the new generation and this member's partitions.
     ///
     /// Errors, in check order: `INVALID_ARGUMENT` (empty group or member id, no strategy, an
-    /// unregistered strategy), `UNKNOWN_TOPIC` (naming every unknown topic, sorted),
+    /// unregistered strategy, a topic with more than [`MAX_PARTITIONS_PER_TOPIC`]
+    /// partitions), `UNKNOWN_TOPIC` (naming every unknown topic, sorted),
     /// `INCONSISTENT_GROUP_PROTOCOL` (no strategy shared with every other member),
     /// `ASSIGNOR_FAILED`. Nothing changes on error.
     pub async fn join_with_strategies<S: AsRef<str>, T: AsRef<str>>(
@@ -314,10 +315,18 @@ impl Coordinator {
         let mut unknown: Vec<String> = Vec::new();
         for t in topics {
             let t = t.as_ref();
-            if self.metadata.partition_count(t).is_none() {
-                unknown.push(t.to_string());
-            } else {
-                subs.push(Arc::from(t));
+            match self.metadata.partition_count(t) {
+                None => unknown.push(t.to_string()),
+                Some(n) if n > MAX_PARTITIONS_PER_TOPIC => {
+                    return Err(Error::invalid(
+                        "subscription",
+                        format!(
+                            "topic `{t}` has {n} partitions, more than the \
+                             {MAX_PARTITIONS_PER_TOPIC} the coordinator supports"
+                        ),
+                    ))
+                }
+                Some(_) => subs.push(Arc::from(t)),
             }
         }
         if !unknown.is_empty() {
