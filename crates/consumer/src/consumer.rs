@@ -373,7 +373,7 @@ impl Consumer {
         let mut moved: Vec<(usize, i64)> = Vec::new();
         let mut last_served = None;
         for step in 0..n {
-            let remaining = max_records - records.len();
+            let remaining = max_records.saturating_sub(records.len());
             if remaining == 0 {
                 break;
             }
@@ -408,7 +408,7 @@ impl Consumer {
             None => self.initial_position(tp).await?,
         };
         match self.source.fetch(tp, from, max).await {
-            Ok(records) => Ok((from, records)),
+            Ok(records) => Ok((from, checked(tp, from, max, records)?)),
             Err(LogError::OffsetOutOfRange(OutOfRange {
                 log_start,
                 visible_end,
@@ -420,7 +420,7 @@ impl Consumer {
                 };
                 info!(group = %self.config.group_id, member = %self.config.member_id, partition = %tp, from, to = reset, policy = %self.config.auto_offset_reset, "position out of range; resetting");
                 let records = self.source.fetch(tp, reset, max).await?;
-                Ok((reset, records))
+                Ok((reset, checked(tp, reset, max, records)?))
             }
             Err(e) => Err(e.into()),
         }
@@ -556,6 +556,41 @@ impl Consumer {
         info!(group = %self.config.group_id, member = %self.config.member_id, "consumer closed");
         Ok(())
     }
+}
+
+/// Holds a record source to its contract (see [`RecordSource`]): at most `max` records of
+/// `tp`, consecutive from `from`. A source that breaks it is refused as a storage failure
+/// rather than trusted with the consumer's position.
+fn checked(
+    tp: &TopicPartition,
+    from: i64,
+    max: usize,
+    records: Vec<Record>,
+) -> Result<Vec<Record>, ConsumerError> {
+    let broken = |what: String| {
+        Err(ConsumerError::Log(LogError::Storage {
+            message: format!(
+                "the record source broke its contract fetching {tp} from {from}: {what}"
+            ),
+            source: None,
+        }))
+    };
+    if records.len() > max {
+        return broken(format!(
+            "{} records returned, at most {max} asked for",
+            records.len()
+        ));
+    }
+    for (i, r) in records.iter().enumerate() {
+        let expected = from.saturating_add(i as i64);
+        if *r.topic != *tp.topic() || r.partition != tp.partition() || r.offset != expected {
+            return broken(format!(
+                "record {i} is {}-{} at offset {}, expected offset {expected}",
+                r.topic, r.partition, r.offset
+            ));
+        }
+    }
+    Ok(records)
 }
 
 #[cfg(test)]
@@ -915,7 +950,11 @@ mod tests {
     async fn a_fenced_commit_never_reaches_the_store() {
         let mut store = MockOffsetStore::new();
         store.expect_committed().returning(|_, _| Ok(None));
-        store.expect_commit().times(1).returning(|_, _| Ok(()));
+        store.expect_commit().never();
+        store
+            .expect_commit_fenced()
+            .times(1)
+            .returning(|_, _, _| Ok(()));
         let f = Fixture::with_store(2, Arc::new(store));
         f.fill(0, 1);
         let mut a = f.consumer("a", Earliest);
@@ -947,11 +986,16 @@ mod tests {
     }
 
     /// A source in front of the log that counts fetches and can refuse every one as out of
-    /// range, to check how often the consumer fetches (and that any source will do).
+    /// range, to check how often the consumer fetches (and that any source will do) — or
+    /// break the port's contract, returning `extra` records too many or starting `skip`
+    /// records late.
+    #[derive(Default)]
     struct CountingSource {
         log: Arc<crate::MemoryLog>,
         fetches: std::sync::atomic::AtomicUsize,
         always_out_of_range: bool,
+        extra: usize,
+        skip: i64,
     }
 
     #[async_trait::async_trait]
@@ -981,7 +1025,7 @@ mod tests {
                     visible_end: 0,
                 }));
             }
-            self.log.fetch(tp, from, max).await
+            self.log.fetch(tp, from + self.skip, max + self.extra).await
         }
     }
 
@@ -993,8 +1037,8 @@ mod tests {
         f.fill(0, 5);
         let source = Arc::new(CountingSource {
             log: f.log.clone(),
-            fetches: Default::default(),
             always_out_of_range,
+            ..CountingSource::default()
         });
         let config = ConsumerConfig::new("g", "m").auto_offset_reset(policy);
         let mut c = Consumer::new(config, f.coordinator.clone(), source.clone()).unwrap();
@@ -1025,6 +1069,32 @@ mod tests {
                 "{policy}: the retry's failure is not retried again"
             );
             assert_eq!(result.unwrap_err().code(), "OFFSET_OUT_OF_RANGE");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_source_breaking_its_contract_is_refused_and_moves_nothing() {
+        for (extra, skip) in [(3, 0), (0, 1)] {
+            let f = Fixture::new(1);
+            f.fill(0, 10);
+            let source = Arc::new(CountingSource {
+                log: f.log.clone(),
+                extra,
+                skip,
+                ..CountingSource::default()
+            });
+            let config = ConsumerConfig::new("g", "m").auto_offset_reset(Earliest);
+            let mut c = Consumer::new(config, f.coordinator.clone(), source).unwrap();
+            c.assign([tp(0)]).await.unwrap();
+            c.seek(&tp(0), 2).unwrap();
+            let err = c.poll(2).await.unwrap_err();
+            assert_eq!(
+                err.code(),
+                "STORAGE_ERROR",
+                "extra {extra}, skip {skip}: {err}"
+            );
+            assert!(err.to_string().contains("broke its contract"), "{err}");
+            assert_eq!(c.position(&tp(0)).unwrap(), 2, "the position did not move");
         }
     }
 

@@ -8,8 +8,9 @@ use coordinator_core::{ErrorClass, TopicPartition};
 /// Every error a [`Consumer`](crate::Consumer) returns.
 ///
 /// Grouped by what the caller does next (see [`ConsumerError::class`]): a coordinator error
-/// that is *fenced* (`ILLEGAL_GENERATION`, `REBALANCE_IN_PROGRESS`) asks for
-/// `refresh_assignment()` and a retry; a wrong call (`ILLEGAL_STATE`, `INVALID_ARGUMENT`,
+/// that is *fenced* (`ILLEGAL_GENERATION`) asks for `refresh_assignment()` and a retry; one
+/// that asks to *rejoin* (`UNKNOWN_MEMBER`, `REBALANCE_IN_PROGRESS`) for `subscribe` again; a
+/// wrong call (`ILLEGAL_STATE`, `INVALID_ARGUMENT`,
 /// `NOT_ASSIGNED`, …) must be fixed; a storage failure is fatal. A refused call changes
 /// nothing in the consumer.
 #[derive(Debug, thiserror::Error)]

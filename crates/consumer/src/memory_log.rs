@@ -36,18 +36,19 @@ pub fn validate_topic_name(name: &str) -> Result<(), LogError> {
     if name == "." || name == ".." {
         return invalid("`.` and `..` are not allowed as topic names".into());
     }
-    if name.len() > MAX_TOPIC_NAME_LEN {
-        return invalid(format!(
-            "it is {} characters long; the limit is {MAX_TOPIC_NAME_LEN}",
-            name.chars().count()
-        ));
-    }
+    // Characters first: the allowed ones are ASCII, so afterwards bytes and characters agree.
     if let Some(bad) = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
     {
         return invalid(format!(
             "character {bad:?} is not allowed; use ASCII letters, digits, `.`, `_` and `-`"
+        ));
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return invalid(format!(
+            "it is {} characters long; the limit is {MAX_TOPIC_NAME_LEN}",
+            name.len()
         ));
     }
     Ok(())

@@ -10,10 +10,12 @@ use crate::types::{Generation, GroupState, TopicPartition};
 /// What a caller should do after an error, the way openraft splits API errors from fatal ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorClass {
-    /// The request was fenced by a newer generation or a rebalance: refresh the assignment
+    /// The request was fenced by a newer generation: refresh the assignment
     /// (`Coordinator::assignment`) and retry with the current generation.
     Fenced,
-    /// The coordinator no longer knows this member (it left or its session expired): join again.
+    /// The member must join again: the coordinator no longer knows it (it left or its session
+    /// expired), or the group is not stable (here: `Empty`), as Kafka's consumers rejoin on
+    /// `REBALANCE_IN_PROGRESS`.
     Rejoin,
     /// The request itself is wrong (bad argument, unknown topic or group, a partition the
     /// member does not own, no common assignment strategy): fix it; retrying unchanged fails again.
@@ -45,7 +47,7 @@ pub enum Error {
     },
 
     /// The group is not `Stable`: it is rebalancing, or it is `Empty` after its last member left.
-    #[error("group `{group}` is {state}, not Stable: refresh the assignment and retry")]
+    #[error("group `{group}` is {state}, not Stable: join the group again")]
     RebalanceInProgress {
         /// The group id.
         group: String,
@@ -189,10 +191,8 @@ impl Error {
     /// What the caller should do next.
     pub fn class(&self) -> ErrorClass {
         match self {
-            Error::IllegalGeneration { .. } | Error::RebalanceInProgress { .. } => {
-                ErrorClass::Fenced
-            }
-            Error::UnknownMember { .. } => ErrorClass::Rejoin,
+            Error::IllegalGeneration { .. } => ErrorClass::Fenced,
+            Error::RebalanceInProgress { .. } | Error::UnknownMember { .. } => ErrorClass::Rejoin,
             Error::NotPartitionOwner { .. }
             | Error::GroupIdNotFound { .. }
             | Error::InvalidArgument { .. }
@@ -205,7 +205,8 @@ impl Error {
         }
     }
 
-    /// True when the request was fenced and will succeed after a refresh.
+    /// True when the request was fenced by a newer generation and will succeed after a
+    /// refresh.
     pub fn is_fenced(&self) -> bool {
         self.class() == ErrorClass::Fenced
     }

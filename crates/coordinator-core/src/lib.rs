@@ -7,8 +7,10 @@
 //! ## Where it sits
 //!
 //! This is the inner layer of a hexagonal design. It contains no networking, file-system or
-//! timer code and does not read the operating system's clock: time comes from the [`Clock`]
-//! port, persistence from the [`OffsetStore`] port, partition ownership from the [`Assignor`]
+//! timer code, spawns nothing, and the coordinator never reads the operating system's clock
+//! itself: time comes from the [`Clock`] port (the crate ships two small clocks, the
+//! [`ManualClock`] for tests and the [`MonotonicClock`] adapter over `std::time::Instant`, the
+//! builder's default), persistence from the [`OffsetStore`] port, partition ownership from the [`Assignor`]
 //! port and topic sizes from the [`TopicMetadata`] port. Adapters live in other crates and
 //! depend on this one, never the reverse:
 //!
@@ -127,6 +129,7 @@ mod coordinator;
 mod error;
 mod metadata;
 mod offset_store;
+#[cfg(feature = "testing")]
 pub mod testing;
 mod types;
 
@@ -142,7 +145,7 @@ pub use coordinator::{
 };
 pub use error::{Error, ErrorClass, StorageError, StorageErrorKind};
 pub use metadata::TopicMetadata;
-pub use offset_store::{validate_offsets, OffsetStore};
+pub use offset_store::{validate_offsets, CommitFence, OffsetStore};
 pub use types::{Generation, GroupState, OffsetMap, TopicPartition};
 
 /// mockall mocks of the ports, for tests in this and other crates (feature `mocks`).

@@ -1,6 +1,8 @@
 //! The `OffsetStore` port: where committed offsets live.
 
+use std::any::Any;
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -24,8 +26,14 @@ use crate::types::{OffsetMap, TopicPartition};
 ///   others.
 /// - **Negative offsets are refused** with a [`StorageError`] of kind
 ///   [`InvalidOffset`](crate::StorageErrorKind::InvalidOffset), and nothing is written.
-/// - The coordinator calls `commit` while holding the group's lock, so a commit must not call
-///   back into the coordinator.
+/// - **Fenced commits outlive nothing**: [`commit_fenced`](OffsetStore::commit_fenced) keeps
+///   its [`CommitFence`] alive until the commit has taken effect or has been abandoned for
+///   good — including when the future is dropped while work it started goes on elsewhere (a
+///   blocking thread, a network request). The default implementation holds the fence for as
+///   long as the `commit` future runs, which is enough for a store whose `commit` does all its
+///   work while polled.
+/// - The coordinator calls `commit_fenced` while holding the group's lock, so a commit must
+///   not call back into the coordinator.
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
 #[async_trait]
 pub trait OffsetStore: Send + Sync {
@@ -38,6 +46,20 @@ pub trait OffsetStore: Send + Sync {
 
     /// Merges `offsets` into `group`'s committed offsets.
     async fn commit(&self, group: &str, offsets: &OffsetMap) -> Result<(), StorageError>;
+
+    /// [`commit`](OffsetStore::commit) on behalf of the coordinator, which passed its fencing
+    /// checks and proves it with `fence`: while the fence lives, the group cannot rebalance.
+    /// Keep it until the write can no longer take effect (see the trait docs).
+    async fn commit_fenced(
+        &self,
+        group: &str,
+        offsets: &OffsetMap,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        let result = self.commit(group, offsets).await;
+        drop(fence);
+        result
+    }
 
     /// Merges the offsets of several groups at once: all of them land, or none does.
     async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError>;
@@ -60,6 +82,15 @@ impl<S: OffsetStore + ?Sized> OffsetStore for Arc<S> {
         (**self).commit(group, offsets).await
     }
 
+    async fn commit_fenced(
+        &self,
+        group: &str,
+        offsets: &OffsetMap,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        (**self).commit_fenced(group, offsets, fence).await
+    }
+
     async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
         (**self).commit_many(commits).await
     }
@@ -75,5 +106,37 @@ pub fn validate_offsets(group: &str, offsets: &OffsetMap) -> Result<(), StorageE
     match offsets.iter().find(|(_, &o)| o < 0) {
         Some((tp, &o)) => Err(StorageError::invalid_offset(group, tp, o)),
         None => Ok(()),
+    }
+}
+
+/// Proof that a commit passed the coordinator's fencing checks: it holds the group's lock
+/// (shared), so no rebalance of the group can complete while it lives.
+///
+/// A store that hands a commit's work to another thread or task moves the fence along with
+/// it, so that a caller who drops the commit future (a timeout, `select!`, an aborted task)
+/// cannot let a write checked against generation G land after the group moved to G+1.
+pub struct CommitFence {
+    _held: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl CommitFence {
+    /// A fence that holds nothing: for commits that are not fenced (direct commits, tests).
+    pub fn none() -> Self {
+        CommitFence { _held: None }
+    }
+
+    /// A fence holding `value` (a lock guard) until it is dropped.
+    pub fn holding<T: Send + Sync + 'static>(value: T) -> Self {
+        CommitFence {
+            _held: Some(Box::new(value)),
+        }
+    }
+}
+
+impl fmt::Debug for CommitFence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CommitFence")
+            .field("holds", &self._held.is_some())
+            .finish()
     }
 }

@@ -64,23 +64,25 @@ pub type OffsetMap = BTreeMap<TopicPartition, i64>;
 /// Starts at 0 when the group is created and grows by exactly one per rebalance. A request
 /// carrying another generation than the group's is fenced with `ILLEGAL_GENERATION`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Generation(u32);
+pub struct Generation(u64);
 
 impl Generation {
     /// The generation of a group that has never rebalanced.
     pub const INITIAL: Generation = Generation(0);
 
     /// A generation with the given number.
-    pub const fn new(value: u32) -> Self {
+    pub const fn new(value: u64) -> Self {
         Generation(value)
     }
 
     /// The generation number.
-    pub const fn get(self) -> u32 {
+    pub const fn get(self) -> u64 {
         self.0
     }
 
-    /// The generation after this one. Saturates at `u32::MAX` (four billion rebalances).
+    /// The generation after this one. A `u64` so that numbers never repeat in practice (Kafka's
+    /// is an `i32`; a thousand rebalances a second would take 585 million years to exhaust
+    /// this); at `u64::MAX` it saturates.
     #[must_use]
     pub const fn next(self) -> Self {
         Generation(self.0.saturating_add(1))
@@ -99,8 +101,8 @@ impl fmt::Debug for Generation {
     }
 }
 
-impl From<u32> for Generation {
-    fn from(value: u32) -> Self {
+impl From<u64> for Generation {
+    fn from(value: u64) -> Self {
         Generation(value)
     }
 }
@@ -157,6 +159,6 @@ mod tests {
     fn generation_starts_at_zero_and_counts_up() {
         assert_eq!(Generation::INITIAL.get(), 0);
         assert_eq!(Generation::INITIAL.next().next(), Generation::new(2));
-        assert_eq!(Generation::new(u32::MAX).next(), Generation::new(u32::MAX));
+        assert_eq!(Generation::new(u64::MAX).next(), Generation::new(u64::MAX));
     }
 }

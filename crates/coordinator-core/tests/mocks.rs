@@ -23,6 +23,7 @@ fn orders_metadata() -> Arc<Topics> {
 async fn fenced_commits_never_reach_the_store() {
     let mut store = MockOffsetStore::new();
     store.expect_commit().never();
+    store.expect_commit_fenced().never();
     store.expect_commit_many().never();
     let c = Coordinator::builder(
         Arc::new(store),
@@ -68,10 +69,10 @@ async fn fenced_commits_never_reach_the_store() {
 async fn an_accepted_commit_calls_the_store_once_with_the_request() {
     let mut store = MockOffsetStore::new();
     store
-        .expect_commit()
-        .withf(|group, offsets| group == "g" && *offsets == offsets_of(&[("orders", 2, 7)]))
+        .expect_commit_fenced()
+        .withf(|group, offsets, _fence| group == "g" && *offsets == offsets_of(&[("orders", 2, 7)]))
         .times(1)
-        .returning(|_, _| Ok(()));
+        .returning(|_, _, _| Ok(()));
     let c = Coordinator::builder(
         Arc::new(store),
         orders_metadata(),
@@ -92,7 +93,7 @@ fn offsets_of(entries: &[(&str, u32, i64)]) -> coordinator_core::OffsetMap {
 #[tokio::test]
 async fn a_store_failure_surfaces_as_storage_error_and_leaves_the_group_unchanged() {
     let mut store = MockOffsetStore::new();
-    store.expect_commit().times(1).returning(|_, _| {
+    store.expect_commit_fenced().times(1).returning(|_, _, _| {
         Err(StorageError::new(
             StorageErrorKind::Io,
             "fsync of /data/offsets.json.tmp failed",

@@ -111,7 +111,7 @@ async fn schedule(seed: u64) -> Outcome {
             for _ in 0..12 {
                 let view = c.assignment("g", "anchor").await.unwrap();
                 maybe_yield(&mut rng).await;
-                let tag = i64::from(view.generation.get());
+                let tag = i64::try_from(view.generation.get()).unwrap();
                 let offsets: OffsetMap =
                     view.partitions.iter().map(|tp| (tp.clone(), tag)).collect();
                 match c.commit("g", "anchor", view.generation, &offsets).await {
@@ -169,14 +169,14 @@ async fn schedule(seed: u64) -> Outcome {
     assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
     let d = coordinator.describe("g").await.unwrap();
     assert_eq!(
-        u64::from(d.generation.get()),
+        d.generation.get(),
         u64::from(assignor.calls.load(Ordering::SeqCst)),
         "seed {seed}: one assignor call per rebalance"
     );
     Outcome {
         landed: store.landed.load(Ordering::SeqCst),
         fenced: fenced.load(Ordering::SeqCst),
-        rebalances: u64::from(d.generation.get()),
+        rebalances: d.generation.get(),
     }
 }
 

@@ -8,25 +8,9 @@
 
 mod common;
 
-use common::TestCluster;
+use common::{Rng, TestCluster};
 use consumer::AutoOffsetReset;
 use coordinator_core::{Generation, OffsetMap, TopicPartition};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn text(rng: &mut Rng) -> String {
     match rng.below(9) {
@@ -84,9 +68,9 @@ async fn hostile_arguments_get_documented_errors_never_panics() {
     let coordinator = t.cluster.coordinator().clone();
     let mut consumers = Vec::new();
     for seed in 0..calls {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut rng = Rng::new(seed);
         let (g, m) = (text(&mut rng), text(&mut rng));
-        let generation = Generation::new(rng.below(4) as u32);
+        let generation = Generation::new(rng.below(4));
         let offsets: OffsetMap = (0..rng.below(3))
             .map(|_| (tp(&mut rng), number(&mut rng)))
             .collect();

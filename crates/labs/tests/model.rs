@@ -24,6 +24,9 @@ use coordinator_core::{
 use offset_store::testing::SimFs;
 use offset_store::JsonFileStore;
 
+mod common;
+use common::Rng;
+
 const SESSION_MS: u64 = 100;
 const TOPICS: [(&str, u32); 3] = [("audit", 3), ("orders", 4), ("payments", 2)];
 const GROUPS: [&str; 3] = ["g1", "g2", "g3"];
@@ -66,30 +69,6 @@ enum Op {
     },
     Expire,
     Reopen,
-}
-
-struct Rng(u64);
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03 | 1)
-    }
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
 }
 
 fn gen_op(rng: &mut Rng) -> Op {
@@ -163,7 +142,7 @@ fn gen_ops(seed: u64) -> Vec<Op> {
 
 #[derive(Clone, Debug, Default)]
 struct MGroup {
-    generation: u32,
+    generation: u64,
     members: BTreeMap<&'static str, (BTreeSet<&'static str>, u64)>,
     assignment: BTreeMap<&'static str, Vec<TopicPartition>>,
 }
@@ -214,8 +193,8 @@ struct Model {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Outcome {
     Code(&'static str),
-    Joined(u32, Vec<TopicPartition>),
-    Left(Option<u32>),
+    Joined(u64, Vec<TopicPartition>),
+    Left(Option<u64>),
     Ok,
     Expired(Vec<(String, String)>),
 }
@@ -225,12 +204,12 @@ fn invalid_ids(g: &str, m: &str) -> bool {
 }
 
 impl Model {
-    fn gen_of(&self, g: &str, delta: i64) -> u32 {
+    fn gen_of(&self, g: &str, delta: i64) -> u64 {
         let current = self.groups.get(g).map_or(0, |x| x.generation);
-        (i64::from(current) + delta).max(0) as u32
+        (current as i64 + delta).max(0) as u64
     }
 
-    fn apply(&mut self, op: &Op, resolved: &OffsetMap, generation: u32) -> Outcome {
+    fn apply(&mut self, op: &Op, resolved: &OffsetMap, generation: u64) -> Outcome {
         use Outcome::*;
         match op {
             Op::Join { g, m, topics } => {
@@ -447,7 +426,7 @@ impl System {
         }
     }
 
-    async fn apply(&self, op: &Op, resolved: &OffsetMap, generation: u32) -> Outcome {
+    async fn apply(&self, op: &Op, resolved: &OffsetMap, generation: u64) -> Outcome {
         let c = &self.coordinator;
         let code = |e: Error| Outcome::Code(e.code());
         match op {
@@ -623,7 +602,7 @@ async fn run_ops(ops: &[Op], real_disk: bool) -> Result<Tally, Failure> {
             _ => 0,
         };
         let resolved = model.resolve(op);
-        let before: BTreeMap<&str, u32> = model
+        let before: BTreeMap<&str, u64> = model
             .groups
             .iter()
             .map(|(g, x)| (*g, x.generation))

@@ -326,10 +326,17 @@ impl Group {
         for name in self.topic_refs.keys() {
             // A topic grown past the cap since its subscribers joined is left unassigned
             // rather than allowed to exhaust memory.
-            if let Some(partitions) = metadata
-                .partition_count(name)
-                .filter(|&n| n <= MAX_PARTITIONS_PER_TOPIC)
-            {
+            let count = metadata.partition_count(name);
+            if let Some(n) = count.filter(|&n| n > MAX_PARTITIONS_PER_TOPIC) {
+                tracing::warn!(
+                    group = &*self.id,
+                    topic = &**name,
+                    partitions = n,
+                    limit = MAX_PARTITIONS_PER_TOPIC,
+                    "topic has more partitions than the coordinator supports; left unassigned"
+                );
+            }
+            if let Some(partitions) = count.filter(|&n| n <= MAX_PARTITIONS_PER_TOPIC) {
                 s.topics.push(TopicSpec {
                     name: name.clone(),
                     partitions,

@@ -7,14 +7,14 @@ use std::fmt;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use tokio::sync::RwLock as GroupLock;
+use tokio::sync::{OwnedRwLockReadGuard, RwLock as GroupLock};
 use tracing::{debug, info, warn};
 
 use crate::assign::{Assignor, MAX_PARTITIONS_PER_TOPIC};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::Error;
 use crate::metadata::TopicMetadata;
-use crate::offset_store::OffsetStore;
+use crate::offset_store::{CommitFence, OffsetStore};
 use crate::types::{Generation, GroupState, OffsetMap, TopicPartition};
 
 use group::{Group, MemberEntry, Undo, NO_SLOT};
@@ -243,6 +243,18 @@ impl Coordinator {
             .clone()
     }
 
+    /// The group's lock, shared, if the group exists. The guard is owned so that a commit can
+    /// hand it to the store as its [`CommitFence`].
+    async fn read_existing(&self, group_id: &str) -> Result<OwnedRwLockReadGuard<Group>, Error> {
+        let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
+        let group = cell.read_owned().await;
+        if group.exists() {
+            Ok(group)
+        } else {
+            Err(not_found(group_id))
+        }
+    }
+
     /// Joins `member` to `group` with the default strategy; see
     /// [`join_with_strategies`](Self::join_with_strategies).
     pub async fn join<S: AsRef<str>>(
@@ -454,11 +466,7 @@ impl Coordinator {
     ) -> Result<(), Error> {
         require("group id", group_id)?;
         require("member id", member)?;
-        let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
-        let group = cell.read().await;
-        if !group.exists() {
-            return Err(not_found(group_id));
-        }
+        let group = self.read_existing(group_id).await?;
         check_generation(&group, generation)?;
         let index = group
             .find(member)
@@ -485,10 +493,18 @@ impl Coordinator {
         cells.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut expired = Vec::new();
         for (id, cell) in cells {
+            // Look first under the shared lock, which commits in flight also hold: a group
+            // with nobody to expire is never blocked behind a slow store write.
+            let due = |group: &Group| -> Vec<usize> {
+                (0..group.ids.len())
+                    .filter(|&i| now > group.members[i].deadline())
+                    .collect()
+            };
+            if due(&*cell.read().await).is_empty() {
+                continue;
+            }
             let mut group = cell.write().await;
-            let gone: Vec<usize> = (0..group.ids.len())
-                .filter(|&i| now > group.members[i].deadline())
-                .collect();
+            let gone = due(&group);
             if gone.is_empty() {
                 continue;
             }
@@ -522,11 +538,7 @@ impl Coordinator {
     ) -> Result<MemberAssignment, Error> {
         require("group id", group_id)?;
         require("member id", member)?;
-        let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
-        let group = cell.read().await;
-        if !group.exists() {
-            return Err(not_found(group_id));
-        }
+        let group = self.read_existing(group_id).await?;
         let index = group
             .find(member)
             .ok_or_else(|| unknown_member(group_id, member))?;
@@ -545,11 +557,7 @@ impl Coordinator {
     /// The group's generation, state, strategy and members.
     pub async fn describe(&self, group_id: &str) -> Result<GroupDescription, Error> {
         require("group id", group_id)?;
-        let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
-        let group = cell.read().await;
-        if !group.exists() {
-            return Err(not_found(group_id));
-        }
+        let group = self.read_existing(group_id).await?;
         let members = group
             .ids
             .iter()
@@ -602,9 +610,11 @@ impl Coordinator {
     /// `NOT_PARTITION_OWNER`, naming the partitions it does not own), no negative offset (else
     /// `INVALID_ARGUMENT`). Only then is the store written; a rejected commit writes nothing.
     ///
-    /// The group's lock is held (shared) across the store write, so a rebalance of this group
-    /// waits for commits already past their checks: no commit checked against generation G
-    /// reaches the store after the group has moved to G+1.
+    /// The group's lock is held (shared) across the store write — and handed to the store as a
+    /// [`CommitFence`], so it stays held even if this future is dropped while the store's
+    /// write goes on — so a rebalance of this group waits for commits already past their
+    /// checks: no commit checked against generation G reaches the store after the group has
+    /// moved to G+1.
     pub async fn commit(
         &self,
         group_id: &str,
@@ -630,11 +640,7 @@ impl Coordinator {
     ) -> Result<(), Error> {
         require("group id", group_id)?;
         require("member id", member)?;
-        let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
-        let group = cell.read().await;
-        if !group.exists() {
-            return Err(not_found(group_id));
-        }
+        let group = self.read_existing(group_id).await?;
         check_stable(&group)?;
         check_generation(&group, generation)?;
         let index = group
@@ -653,17 +659,14 @@ impl Coordinator {
                     .collect(),
             });
         }
-        if let Some((tp, offset)) = offsets.iter().find(|(_, &o)| o < 0) {
-            return Err(Error::invalid(
-                "offset",
-                format!("{tp}: offset {offset} is negative"),
-            ));
-        }
-        if offsets.is_empty() {
+        if !check_offsets(offsets)? {
             return Ok(());
         }
-        // Holding `group` (a read guard) across this await is the fencing guarantee.
-        self.store.commit(group_id, offsets).await?;
+        // The fence holds the group's read guard until the store is done with this write,
+        // even if this future is dropped first: that is the fencing guarantee.
+        self.store
+            .commit_fenced(group_id, offsets, CommitFence::holding(group))
+            .await?;
         Ok(())
     }
 
@@ -671,16 +674,9 @@ impl Coordinator {
     /// checks: the path of a consumer with a manual assignment (SPEC.md: direct commits).
     pub async fn commit_direct(&self, group_id: &str, offsets: &OffsetMap) -> Result<(), Error> {
         require("group id", group_id)?;
-        if let Some((tp, offset)) = offsets.iter().find(|(_, &o)| o < 0) {
-            return Err(Error::invalid(
-                "offset",
-                format!("{tp}: offset {offset} is negative"),
-            ));
+        if check_offsets(offsets)? {
+            self.store.commit(group_id, offsets).await?;
         }
-        if offsets.is_empty() {
-            return Ok(());
-        }
-        self.store.commit(group_id, offsets).await?;
         Ok(())
     }
 
@@ -698,6 +694,17 @@ impl Coordinator {
     pub async fn committed_offsets(&self, group_id: &str) -> Result<OffsetMap, Error> {
         require("group id", group_id)?;
         Ok(self.store.list(group_id).await?)
+    }
+}
+
+/// Refuses negative offsets; returns whether there is anything to write.
+fn check_offsets(offsets: &OffsetMap) -> Result<bool, Error> {
+    match offsets.iter().find(|(_, &o)| o < 0) {
+        Some((tp, offset)) => Err(Error::invalid(
+            "offset",
+            format!("{tp}: offset {offset} is negative"),
+        )),
+        None => Ok(!offsets.is_empty()),
     }
 }
 

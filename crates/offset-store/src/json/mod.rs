@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use coordinator_core::{
-    validate_offsets, OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicPartition,
+    validate_offsets, CommitFence, OffsetMap, OffsetStore, StorageError, StorageErrorKind,
+    TopicPartition,
 };
 
 use self::decode::Groups;
@@ -180,10 +181,21 @@ impl<F: Fs> JsonFileStore<F> {
         self.shared.read_view().clone()
     }
 
-    /// Hands validated, non-empty commits to the blocking pool.
-    async fn write(&self, commits: BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
+    /// Hands validated, non-empty commits to the blocking pool and runs the whole commit there. The fence travels with the work and is
+    /// released only when the write is done, so dropping the awaiting future cannot let a
+    /// fenced write land after the coordinator's group lock was released.
+    async fn write(
+        &self,
+        commits: BTreeMap<String, OffsetMap>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
         let shared = Arc::clone(&self.shared);
-        run_blocking(move || shared.commit_blocking(commits)).await
+        run_blocking(move || {
+            let result = shared.commit_blocking(commits);
+            drop(fence);
+            result
+        })
+        .await
     }
 }
 
@@ -341,11 +353,21 @@ impl<F: Fs> OffsetStore for JsonFileStore<F> {
     }
 
     async fn commit(&self, group: &str, offsets: &OffsetMap) -> Result<(), StorageError> {
+        self.commit_fenced(group, offsets, CommitFence::none())
+            .await
+    }
+
+    async fn commit_fenced(
+        &self,
+        group: &str,
+        offsets: &OffsetMap,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
         validate_offsets(group, offsets)?;
         if offsets.is_empty() {
             return Ok(());
         }
-        self.write(BTreeMap::from([(group.to_owned(), offsets.clone())]))
+        self.write(BTreeMap::from([(group.to_owned(), offsets.clone())]), fence)
             .await
     }
 
@@ -361,7 +383,7 @@ impl<F: Fs> OffsetStore for JsonFileStore<F> {
         if commits.is_empty() {
             return Ok(());
         }
-        self.write(commits).await
+        self.write(commits, CommitFence::none()).await
     }
 
     async fn list(&self, group: &str) -> Result<OffsetMap, StorageError> {
