@@ -6,6 +6,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tokio::sync::OwnedRwLockReadGuard;
+
+use crate::coordinator::Group;
 
 use crate::error::StorageError;
 use crate::types::{OffsetMap, TopicPartition};
@@ -116,27 +119,49 @@ pub fn validate_offsets(group: &str, offsets: &OffsetMap) -> Result<(), StorageE
 /// it, so that a caller who drops the commit future (a timeout, `select!`, an aborted task)
 /// cannot let a write checked against generation G land after the group moved to G+1.
 pub struct CommitFence {
-    _held: Option<Box<dyn Any + Send + Sync>>,
+    held: Held,
+}
+
+/// What a fence keeps alive. The coordinator's own guard is a variant of its own, so a
+/// fenced commit allocates nothing.
+enum Held {
+    Nothing,
+    Group(#[allow(dead_code)] OwnedRwLockReadGuard<Group>),
+    Other(#[allow(dead_code)] Box<dyn Any + Send + Sync>),
 }
 
 impl CommitFence {
     /// A fence that holds nothing: for commits that are not fenced (direct commits, tests).
     pub fn none() -> Self {
-        CommitFence { _held: None }
+        CommitFence {
+            held: Held::Nothing,
+        }
     }
 
     /// A fence holding `value` (a lock guard) until it is dropped.
     pub fn holding<T: Send + Sync + 'static>(value: T) -> Self {
         CommitFence {
-            _held: Some(Box::new(value)),
+            held: Held::Other(Box::new(value)),
+        }
+    }
+
+    /// The coordinator's fence: the group's lock, shared.
+    pub(crate) fn group(guard: OwnedRwLockReadGuard<Group>) -> Self {
+        CommitFence {
+            held: Held::Group(guard),
         }
     }
 }
 
 impl fmt::Debug for CommitFence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let holds = match self.held {
+            Held::Nothing => "nothing",
+            Held::Group(_) => "a group lock",
+            Held::Other(_) => "a value",
+        };
         f.debug_struct("CommitFence")
-            .field("holds", &self._held.is_some())
+            .field("holds", &holds)
             .finish()
     }
 }

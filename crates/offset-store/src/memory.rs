@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use coordinator_core::{
-    validate_offsets, OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicPartition,
+    validate_offsets, CommitFence, OffsetMap, OffsetStore, StorageError, StorageErrorKind,
+    TopicPartition,
 };
 
 /// One group's offsets behind its own lock.
@@ -73,6 +74,16 @@ impl MemoryStore {
     /// While `true`, `committed` and `list` fail with an [`Io`](StorageErrorKind::Io) error.
     pub fn set_reads_failing(&self, failing: bool) {
         self.reads_failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// The whole commit, synchronously: validate, maybe fail on purpose, merge.
+    fn commit_now(&self, group: &str, offsets: &OffsetMap) -> Result<(), StorageError> {
+        validate_offsets(group, offsets)?;
+        self.injected_commit_failure()?;
+        if !offsets.is_empty() {
+            merge(&mut lock(&self.shard(group)), offsets);
+        }
+        Ok(())
     }
 
     /// Every group's committed offsets, as a copy taken at one instant: a `commit_many`
@@ -166,12 +177,17 @@ impl OffsetStore for MemoryStore {
     }
 
     async fn commit(&self, group: &str, offsets: &OffsetMap) -> Result<(), StorageError> {
-        validate_offsets(group, offsets)?;
-        self.injected_commit_failure()?;
-        if !offsets.is_empty() {
-            merge(&mut lock(&self.shard(group)), offsets);
-        }
-        Ok(())
+        self.commit_now(group, offsets)
+    }
+
+    /// The write happens before this returns, so the fence only has to outlive the call.
+    async fn commit_fenced(
+        &self,
+        group: &str,
+        offsets: &OffsetMap,
+        _fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        self.commit_now(group, offsets)
     }
 
     async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {

@@ -2,6 +2,8 @@
 
 mod group;
 
+pub(crate) use group::Group;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::AtomicU64;
@@ -17,7 +19,7 @@ use crate::metadata::TopicMetadata;
 use crate::offset_store::{CommitFence, OffsetStore};
 use crate::types::{Generation, GroupState, OffsetMap, TopicPartition};
 
-use group::{Group, MemberEntry, Undo, NO_SLOT};
+use group::{MemberEntry, Undo, NO_SLOT};
 
 /// Kafka's default `session.timeout.ms` (45 s).
 pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 45_000;
@@ -665,7 +667,7 @@ impl Coordinator {
         // The fence holds the group's read guard until the store is done with this write,
         // even if this future is dropped first: that is the fencing guarantee.
         self.store
-            .commit_fenced(group_id, offsets, CommitFence::holding(group))
+            .commit_fenced(group_id, offsets, CommitFence::group(group))
             .await?;
         Ok(())
     }
