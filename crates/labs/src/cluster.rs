@@ -95,7 +95,9 @@ impl ClusterBuilder {
 /// JSON file in a data directory, and one [`Coordinator`] over both.
 ///
 /// This is the **composition root**: the one place that picks concrete adapters (the
-/// MiniKafka round-robin assignor, the JSON offset store, the in-memory log) and hands them
+/// MiniKafka round-robin assignor as the default strategy, with Kafka's `range`,
+/// `roundrobin`, `sticky` and `cooperative-sticky` registered for consumers that negotiate
+/// them; the JSON offset store; the in-memory log) and hands them
 /// to the core. It lives in `labs` because only the composition root may depend on several
 /// adapter crates at once; every other crate sees the others only through the core's ports.
 ///

@@ -3,8 +3,8 @@
 //! The composition root of the workspace and the chapter's runnable labs.
 //!
 //! - [`Cluster`] wires the parts for applications, tests and labs: the core's
-//!   [`Coordinator`](coordinator_core::Coordinator), the MiniKafka round-robin assignor
-//!   (`assignor`), the JSON offset store in a data directory (`offset-store`) and the
+//!   [`Coordinator`](coordinator_core::Coordinator), the MiniKafka round-robin assignor as
+//!   the default strategy and Kafka's four for negotiation (`assignor`), the JSON offset store in a data directory (`offset-store`) and the
 //!   in-memory partition log ([`consumer::MemoryLog`]). It lives here because the
 //!   composition root is the only crate allowed to depend on several adapters; the adapters
 //!   themselves know only the core's ports.
