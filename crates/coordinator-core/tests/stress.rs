@@ -10,8 +10,13 @@
 //!
 //! Each schedule is driven by a seed (operation choices and yield points). On the
 //! multi-threaded runtime the OS still picks the interleaving, so a seed replays the same
-//! operations, not necessarily the same schedule; the current-thread runs replay exactly.
-//! `STRESS_SCHEDULES` scales the number of schedules.
+//! operations, not necessarily the same schedule; the current-thread runs replay exactly (the
+//! current-thread scheduler is deterministic once the seed fixes every yield). That is why
+//! this is a seeded stress rather than a deterministic simulator such as madsim: the
+//! multi-threaded runs exercise the real `tokio::sync::RwLock` under real parallelism, and
+//! the current-thread runs make any failure replayable.
+//! `STRESS_SCHEDULES=n` scales the number of schedules; `STRESS_SEED=s` replays one seed
+//! (seeds of the current-thread runs start at 1,000,000).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -199,19 +204,37 @@ fn run(seeds: std::ops::Range<u64>, multi_thread: bool) -> Outcome {
     total
 }
 
+fn seeds(first: u64) -> std::ops::Range<u64> {
+    match std::env::var("STRESS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(seed) => seed..seed + 1,
+        None => first..first + env_count("STRESS_SCHEDULES", 1000),
+    }
+}
+
 #[test]
 fn stale_commits_never_land_multi_threaded() {
-    let n = env_count("STRESS_SCHEDULES", 1000);
-    let total = run(0..n, true);
-    // The test means something only if both outcomes happened.
-    assert!(total.landed > 0 && total.fenced > 0, "{total:?}");
+    let range = seeds(0);
+    let n = range.end - range.start;
+    let total = run(range, true);
+    // The test means something only if both outcomes happened (over a real run, not a replay).
+    assert!(
+        n < 100 || (total.landed > 0 && total.fenced > 0),
+        "{total:?}"
+    );
     eprintln!("{n} multi-threaded schedules: {total:?}");
 }
 
 #[test]
 fn stale_commits_never_land_current_thread_replayable() {
-    let n = env_count("STRESS_SCHEDULES", 1000);
-    let total = run(1_000_000..1_000_000 + n, false);
-    assert!(total.landed > 0 && total.fenced > 0, "{total:?}");
+    let range = seeds(1_000_000);
+    let n = range.end - range.start;
+    let total = run(range, false);
+    assert!(
+        n < 100 || (total.landed > 0 && total.fenced > 0),
+        "{total:?}"
+    );
     eprintln!("{n} current-thread schedules: {total:?}");
 }
