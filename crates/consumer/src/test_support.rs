@@ -23,12 +23,12 @@ impl Fixture {
     pub(crate) fn with_store(partitions: u32, store: Arc<dyn OffsetStore>) -> Self {
         let clock = ManualClock::new();
         let log = Arc::new(MemoryLog::with_clock(Arc::new(clock.clone())));
-        log.create_topic("t", partitions).unwrap();
+        log.create_topic("t", partitions).expect("topic t");
         let coordinator =
             Coordinator::builder(store, log.clone(), Arc::new(MiniKafkaRoundRobinAssignor))
                 .clock(Arc::new(clock))
                 .build()
-                .unwrap();
+                .expect("coordinator");
         Fixture {
             coordinator: Arc::new(coordinator),
             log,
@@ -37,13 +37,15 @@ impl Fixture {
 
     pub(crate) fn consumer(&self, member: &str, reset: AutoOffsetReset) -> Consumer {
         let config = ConsumerConfig::new("g", member).auto_offset_reset(reset);
-        Consumer::new(config, self.coordinator.clone(), self.log.clone()).unwrap()
+        Consumer::new(config, self.coordinator.clone(), self.log.clone()).expect("consumer")
     }
 
     /// Appends `n` records to partition `p` of `t`.
     pub(crate) fn fill(&self, p: u32, n: usize) {
         for i in 0..n {
-            self.log.append(&tp(p), format!("{p}:{i}")).unwrap();
+            self.log
+                .append(&tp(p), format!("{p}:{i}"))
+                .expect("append to t");
         }
     }
 }

@@ -38,23 +38,53 @@ where
 }
 
 async fn empty_store_reads_nothing(store: Arc<dyn OffsetStore>) {
-    assert_eq!(store.committed("g", &tp("t", 0)).await.unwrap(), None);
-    assert!(store.list("g").await.unwrap().is_empty());
+    assert_eq!(
+        store
+            .committed("g", &tp("t", 0))
+            .await
+            .expect("the store refused a valid call"),
+        None
+    );
+    assert!(store
+        .list("g")
+        .await
+        .expect("the store refused a valid call")
+        .is_empty());
 }
 
 async fn commit_then_read_back(store: Arc<dyn OffsetStore>) {
     let o = offsets(&[("orders", 1, 10), ("orders", 0, 5), ("audit", 3, 0)]);
-    store.commit("g", &o).await.unwrap();
+    store
+        .commit("g", &o)
+        .await
+        .expect("the store refused a valid call");
     assert_eq!(
-        store.committed("g", &tp("orders", 0)).await.unwrap(),
+        store
+            .committed("g", &tp("orders", 0))
+            .await
+            .expect("the store refused a valid call"),
         Some(5)
     );
     assert_eq!(
-        store.committed("g", &tp("audit", 3)).await.unwrap(),
+        store
+            .committed("g", &tp("audit", 3))
+            .await
+            .expect("the store refused a valid call"),
         Some(0)
     );
-    assert_eq!(store.committed("g", &tp("orders", 2)).await.unwrap(), None);
-    let listed: Vec<_> = store.list("g").await.unwrap().into_iter().collect();
+    assert_eq!(
+        store
+            .committed("g", &tp("orders", 2))
+            .await
+            .expect("the store refused a valid call"),
+        None
+    );
+    let listed: Vec<_> = store
+        .list("g")
+        .await
+        .expect("the store refused a valid call")
+        .into_iter()
+        .collect();
     assert_eq!(
         listed,
         vec![
@@ -67,29 +97,75 @@ async fn commit_then_read_back(store: Arc<dyn OffsetStore>) {
 }
 
 async fn commits_merge_and_overwrite(store: Arc<dyn OffsetStore>) {
-    store.commit("g", &offsets(&[("t", 0, 5)])).await.unwrap();
-    store.commit("g", &offsets(&[("t", 1, 7)])).await.unwrap();
-    store.commit("g", &offsets(&[("t", 0, 9)])).await.unwrap();
+    store
+        .commit("g", &offsets(&[("t", 0, 5)]))
+        .await
+        .expect("the store refused a valid call");
+    store
+        .commit("g", &offsets(&[("t", 1, 7)]))
+        .await
+        .expect("the store refused a valid call");
+    store
+        .commit("g", &offsets(&[("t", 0, 9)]))
+        .await
+        .expect("the store refused a valid call");
     assert_eq!(
-        store.list("g").await.unwrap(),
+        store
+            .list("g")
+            .await
+            .expect("the store refused a valid call"),
         offsets(&[("t", 0, 9), ("t", 1, 7)]),
         "a commit overwrites the partitions it names and keeps the others"
     );
     // Offsets may move backwards (a seek): the store keeps what it is told.
-    store.commit("g", &offsets(&[("t", 0, 2)])).await.unwrap();
-    assert_eq!(store.committed("g", &tp("t", 0)).await.unwrap(), Some(2));
+    store
+        .commit("g", &offsets(&[("t", 0, 2)]))
+        .await
+        .expect("the store refused a valid call");
+    assert_eq!(
+        store
+            .committed("g", &tp("t", 0))
+            .await
+            .expect("the store refused a valid call"),
+        Some(2)
+    );
 }
 
 async fn groups_are_isolated(store: Arc<dyn OffsetStore>) {
-    store.commit("a", &offsets(&[("t", 0, 1)])).await.unwrap();
-    store.commit("b", &offsets(&[("t", 0, 2)])).await.unwrap();
-    assert_eq!(store.committed("a", &tp("t", 0)).await.unwrap(), Some(1));
-    assert_eq!(store.committed("b", &tp("t", 0)).await.unwrap(), Some(2));
-    assert!(store.list("c").await.unwrap().is_empty());
+    store
+        .commit("a", &offsets(&[("t", 0, 1)]))
+        .await
+        .expect("the store refused a valid call");
+    store
+        .commit("b", &offsets(&[("t", 0, 2)]))
+        .await
+        .expect("the store refused a valid call");
+    assert_eq!(
+        store
+            .committed("a", &tp("t", 0))
+            .await
+            .expect("the store refused a valid call"),
+        Some(1)
+    );
+    assert_eq!(
+        store
+            .committed("b", &tp("t", 0))
+            .await
+            .expect("the store refused a valid call"),
+        Some(2)
+    );
+    assert!(store
+        .list("c")
+        .await
+        .expect("the store refused a valid call")
+        .is_empty());
 }
 
 async fn negative_offset_changes_nothing(store: Arc<dyn OffsetStore>) {
-    store.commit("g", &offsets(&[("t", 0, 3)])).await.unwrap();
+    store
+        .commit("g", &offsets(&[("t", 0, 3)]))
+        .await
+        .expect("the store refused a valid call");
     let err = store
         .commit("g", &offsets(&[("t", 0, 4), ("t", 1, -1)]))
         .await
@@ -97,7 +173,10 @@ async fn negative_offset_changes_nothing(store: Arc<dyn OffsetStore>) {
     assert_eq!(err.kind(), StorageErrorKind::InvalidOffset);
     assert_eq!(err.code(), "INVALID_ARGUMENT");
     assert_eq!(
-        store.list("g").await.unwrap(),
+        store
+            .list("g")
+            .await
+            .expect("the store refused a valid call"),
         offsets(&[("t", 0, 3)]),
         "a refused commit writes nothing, not even its valid entries"
     );
@@ -107,9 +186,24 @@ async fn commit_many_is_all_or_nothing(store: Arc<dyn OffsetStore>) {
     let mut many = BTreeMap::new();
     many.insert("a".to_string(), offsets(&[("t", 0, 1)]));
     many.insert("b".to_string(), offsets(&[("t", 0, 2), ("u", 1, 3)]));
-    store.commit_many(&many).await.unwrap();
-    assert_eq!(store.committed("a", &tp("t", 0)).await.unwrap(), Some(1));
-    assert_eq!(store.committed("b", &tp("u", 1)).await.unwrap(), Some(3));
+    store
+        .commit_many(&many)
+        .await
+        .expect("the store refused a valid call");
+    assert_eq!(
+        store
+            .committed("a", &tp("t", 0))
+            .await
+            .expect("the store refused a valid call"),
+        Some(1)
+    );
+    assert_eq!(
+        store
+            .committed("b", &tp("u", 1))
+            .await
+            .expect("the store refused a valid call"),
+        Some(3)
+    );
 
     let mut bad = BTreeMap::new();
     bad.insert("a".to_string(), offsets(&[("t", 0, 100)]));
@@ -117,22 +211,48 @@ async fn commit_many_is_all_or_nothing(store: Arc<dyn OffsetStore>) {
     let err = store.commit_many(&bad).await.expect_err("negative offset");
     assert_eq!(err.kind(), StorageErrorKind::InvalidOffset);
     assert_eq!(
-        store.committed("a", &tp("t", 0)).await.unwrap(),
+        store
+            .committed("a", &tp("t", 0))
+            .await
+            .expect("the store refused a valid call"),
         Some(1),
         "commit_many is all or nothing"
     );
-    assert!(store.list("z").await.unwrap().is_empty());
-    store.commit_many(&BTreeMap::new()).await.unwrap();
+    assert!(store
+        .list("z")
+        .await
+        .expect("the store refused a valid call")
+        .is_empty());
+    store
+        .commit_many(&BTreeMap::new())
+        .await
+        .expect("the store refused a valid call");
 }
 
 async fn empty_commit_is_a_no_op(store: Arc<dyn OffsetStore>) {
-    store.commit("g", &OffsetMap::new()).await.unwrap();
-    assert!(store.list("g").await.unwrap().is_empty());
+    store
+        .commit("g", &OffsetMap::new())
+        .await
+        .expect("the store refused a valid call");
+    assert!(store
+        .list("g")
+        .await
+        .expect("the store refused a valid call")
+        .is_empty());
 }
 
 async fn extreme_values_round_trip(store: Arc<dyn OffsetStore>) {
     let group = "grp \"quoted\" \\ ünïcødé ☃";
     let o = offsets(&[("t.with-dots_and-dashes", u32::MAX, i64::MAX), ("t", 0, 0)]);
-    store.commit(group, &o).await.unwrap();
-    assert_eq!(store.list(group).await.unwrap(), o);
+    store
+        .commit(group, &o)
+        .await
+        .expect("the store refused a valid call");
+    assert_eq!(
+        store
+            .list(group)
+            .await
+            .expect("the store refused a valid call"),
+        o
+    );
 }
