@@ -76,6 +76,9 @@
 //! #         self.0.lock().unwrap().entry(g.to_string()).or_default().extend(o.clone());
 //! #         Ok(())
 //! #     }
+//! #     async fn commit_fenced(&self, g: &str, o: &OffsetMap, _f: CommitFence) -> Result<(), StorageError> {
+//! #         self.commit(g, o).await // all work happens while polled: the fence may go now
+//! #     }
 //! #     async fn commit_many(&self, c: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
 //! #         for (g, o) in c { validate_offsets(g, o)?; }
 //! #         for (g, o) in c { self.commit(g, o).await?; }

@@ -32,9 +32,8 @@ use crate::types::{OffsetMap, TopicPartition};
 /// - **Fenced commits outlive nothing**: [`commit_fenced`](OffsetStore::commit_fenced) keeps
 ///   its [`CommitFence`] alive until the commit has taken effect or has been abandoned for
 ///   good — including when the future is dropped while work it started goes on elsewhere (a
-///   blocking thread, a network request). The default implementation holds the fence for as
-///   long as the `commit` future runs, which is enough for a store whose `commit` does all its
-///   work while polled.
+///   blocking thread, a network request). A store whose `commit` does all its work while
+///   polled can implement it as `commit` followed by dropping the fence.
 /// - The coordinator calls `commit_fenced` while holding the group's lock, so a commit must
 ///   not call back into the coordinator.
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
@@ -52,17 +51,15 @@ pub trait OffsetStore: Send + Sync {
 
     /// [`commit`](OffsetStore::commit) on behalf of the coordinator, which passed its fencing
     /// checks and proves it with `fence`: while the fence lives, the group cannot rebalance.
-    /// Keep it until the write can no longer take effect (see the trait docs).
+    /// Keep it until the write can no longer take effect (see the trait docs). Required, so
+    /// that a wrapper store cannot lose the fence by forwarding only `commit`: a store whose
+    /// `commit` does all its work while polled may simply call it and then drop the fence.
     async fn commit_fenced(
         &self,
         group: &str,
         offsets: &OffsetMap,
         fence: CommitFence,
-    ) -> Result<(), StorageError> {
-        let result = self.commit(group, offsets).await;
-        drop(fence);
-        result
-    }
+    ) -> Result<(), StorageError>;
 
     /// Merges the offsets of several groups at once: all of them land, or none does.
     async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError>;

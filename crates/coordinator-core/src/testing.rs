@@ -9,8 +9,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::error::StorageErrorKind;
-use crate::offset_store::OffsetStore;
+use crate::offset_store::{CommitFence, OffsetStore};
 use crate::types::{OffsetMap, TopicPartition};
 
 fn tp(topic: &str, partition: u32) -> TopicPartition {
@@ -35,6 +37,7 @@ where
     commit_many_is_all_or_nothing(make_store()).await;
     empty_commit_is_a_no_op(make_store()).await;
     extreme_values_round_trip(make_store()).await;
+    fenced_commit_lands_and_releases_its_fence(make_store()).await;
 }
 
 async fn empty_store_reads_nothing(store: Arc<dyn OffsetStore>) {
@@ -254,5 +257,37 @@ async fn extreme_values_round_trip(store: Arc<dyn OffsetStore>) {
             .await
             .expect("the store refused a valid call"),
         o
+    );
+}
+
+/// Sets its flag when dropped: stands in for the coordinator's group lock.
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+async fn fenced_commit_lands_and_releases_its_fence(store: Arc<dyn OffsetStore>) {
+    let released = Arc::new(AtomicBool::new(false));
+    let fence = CommitFence::holding(DropFlag(released.clone()));
+    store
+        .commit_fenced("g", &offsets(&[("t", 0, 4)]), fence)
+        .await
+        .expect("the store refused a valid call");
+    assert_eq!(
+        store
+            .committed("g", &tp("t", 0))
+            .await
+            .expect("the store refused a valid call"),
+        Some(4),
+        "a fenced commit lands like any other"
+    );
+    // Once the commit has returned, the fence must be gone: a leaked fence would block the
+    // group's rebalances for ever.
+    assert!(
+        released.load(Ordering::SeqCst),
+        "the fence is released by the time the commit returns"
     );
 }

@@ -125,6 +125,24 @@ async fn join_names_every_unknown_topic_sorted_and_changes_nothing() {
     assert_eq!(code(f.coordinator.state("h").await), "GROUP_ID_NOT_FOUND");
 }
 
+#[tokio::test]
+async fn oversized_topics_are_refused_before_anything_is_allocated() {
+    let f = fixture();
+    f.topics.set("huge", u32::MAX);
+    let err = f.coordinator.join("g", "m", &["huge"]).await.unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    assert!(err.to_string().contains("huge"), "{err}");
+    // Each topic under the per-topic cap, together over the per-assignment cap.
+    let names: Vec<String> = (0..17).map(|i| format!("big-{i}")).collect();
+    for n in &names {
+        f.topics.set(n, coordinator_core::MAX_PARTITIONS_PER_TOPIC);
+    }
+    let err = f.coordinator.join("g", "m", &names).await.unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    assert!(err.to_string().contains("in all"), "{err}");
+    assert_eq!(code(f.coordinator.state("g").await), "GROUP_ID_NOT_FOUND");
+}
+
 // ---------------------------------------------------------------- leave
 
 #[tokio::test]

@@ -70,7 +70,12 @@ async fn an_accepted_commit_calls_the_store_once_with_the_request() {
     let mut store = MockOffsetStore::new();
     store
         .expect_commit_fenced()
-        .withf(|group, offsets, _fence| group == "g" && *offsets == offsets_of(&[("orders", 2, 7)]))
+        .withf(|group, offsets, fence| {
+            // The coordinator hands the store its group lock, not an empty fence.
+            group == "g"
+                && *offsets == offsets_of(&[("orders", 2, 7)])
+                && format!("{fence:?}").contains("a group lock")
+        })
         .times(1)
         .returning(|_, _, _| Ok(()));
     let c = Coordinator::builder(

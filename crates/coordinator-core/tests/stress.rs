@@ -29,7 +29,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use common::*;
 use coordinator_core::{
-    Coordinator, Error, ManualClock, OffsetMap, OffsetStore, StorageError, TopicPartition,
+    CommitFence, Coordinator, Error, ManualClock, OffsetMap, OffsetStore, StorageError,
+    TopicPartition,
 };
 use tokio::sync::Mutex;
 
@@ -60,6 +61,14 @@ impl OffsetStore for FencingCheckStore {
         }
         self.landed.fetch_add(1, Ordering::SeqCst);
         self.inner.commit(g, offsets).await
+    }
+    async fn commit_fenced(
+        &self,
+        g: &str,
+        offsets: &OffsetMap,
+        _fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        self.commit(g, offsets).await
     }
     async fn commit_many(&self, c: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
         self.inner.commit_many(c).await

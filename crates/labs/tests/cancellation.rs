@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use coordinator_core::{Coordinator, Generation, OffsetMap, OffsetStore, TopicPartition};
 use offset_store::testing::{FsOp, SimFs};
@@ -72,36 +73,36 @@ async fn a_dropped_commit_still_lands_before_the_next_generation() {
     commit.abort();
     assert!(commit.await.unwrap_err().is_cancelled());
 
-    // m2 joins: the rebalance to generation 2 must wait for the abandoned write.
-    let join = {
-        let c = coordinator.clone();
-        tokio::spawn(async move { c.join("g", "m2", &["orders"]).await })
+    // m2 joins: the rebalance to generation 2 must wait for the abandoned write. Inside the
+    // same task, right after the join returns, the write must already be visible.
+    let mut join = {
+        let (c, store) = (coordinator.clone(), store.clone());
+        tokio::spawn(async move {
+            let joined = c.join("g", "m2", &["orders"]).await;
+            let seen = store
+                .committed("g", &TopicPartition::new("orders", 1))
+                .await;
+            (joined, seen)
+        })
     };
-    for _ in 0..200 {
-        tokio::task::yield_now().await;
-    }
-    let finished_early = join.is_finished();
-    let landed_early = store
-        .committed("g", &TopicPartition::new("orders", 1))
-        .await
-        .unwrap();
+    // With the fence, the join cannot finish while the write is parked, so this wait always
+    // runs out: no timing decides whether correct code passes. Without the fence, the join
+    // finishes within microseconds and the check inside the task sees no write; the bound
+    // only sets how surely a broken build is caught here.
+    let early = tokio::time::timeout(Duration::from_millis(200), &mut join).await;
     gate.open(); // before asserting: a parked blocking thread would hang the runtime's shutdown
     assert!(
-        !finished_early,
+        early.is_err(),
         "the rebalance completed while a generation-1 write was still on its way"
     );
-    assert_eq!(landed_early, None);
-    let second = join.await.unwrap().unwrap();
-    assert_eq!(second.generation, Generation::new(2));
-    // The write landed, and it landed before generation 2 existed; from now on m1's
-    // generation-1 commits are refused.
+    let (second, seen) = join.await.unwrap();
+    assert_eq!(second.unwrap().generation, Generation::new(2));
     assert_eq!(
-        store
-            .committed("g", &TopicPartition::new("orders", 1))
-            .await
-            .unwrap(),
-        Some(7)
+        seen.unwrap(),
+        Some(7),
+        "the write landed before generation 2 existed"
     );
+    // From now on m1's generation-1 commits are refused.
     fs.set_hook(None);
     let again: OffsetMap = [(TopicPartition::new("orders", 0), 8)].into();
     let err = coordinator

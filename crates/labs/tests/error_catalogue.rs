@@ -157,7 +157,26 @@ async fn provoke_all() -> Vec<Seen> {
     seen.push(core(
         refusing.join("g", "m", &["orders"]).await.unwrap_err(),
     ));
-    // STORAGE_ERROR: a corrupt offsets file is refused, never read as empty.
+    // STORAGE_ERROR: a store that fails its write; and a corrupt offsets file is refused,
+    // never read as empty.
+    let failing = Arc::new(offset_store::MemoryStore::new());
+    let topics: BTreeMap<String, u32> = [("orders".to_string(), 1)].into();
+    let over_failing = Coordinator::builder(
+        failing.clone(),
+        Arc::new(topics),
+        Arc::new(assignor::MiniKafkaRoundRobinAssignor),
+    )
+    .build()
+    .unwrap();
+    let joined = over_failing.join("g", "m", &["orders"]).await.unwrap();
+    failing.set_failing(true);
+    let own: OffsetMap = joined.partitions.iter().map(|tp| (tp.clone(), 1)).collect();
+    seen.push(core(
+        over_failing
+            .commit("g", "m", joined.generation, &own)
+            .await
+            .unwrap_err(),
+    ));
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("offsets.json"),
@@ -165,11 +184,7 @@ async fn provoke_all() -> Vec<Seen> {
     )
     .unwrap();
     let err = Cluster::open(dir.path()).expect_err("corrupt file refused");
-    seen.push(Seen {
-        code: err.code(),
-        kafka: err.kafka_code(),
-        class: ErrorClass::Fatal,
-    });
+    assert_eq!((err.code(), err.kafka_code()), ("STORAGE_ERROR", Some(56)));
     // ILLEGAL_STATE, UNKNOWN_TOPIC_OR_PARTITION, NOT_ASSIGNED, NO_POSITION, OFFSET_OUT_OF_RANGE
     let mut idle = t.consumer(AutoOffsetReset::Error);
     seen.push(consumer(idle.heartbeat().await.unwrap_err()));

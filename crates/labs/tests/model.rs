@@ -18,8 +18,8 @@ use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use coordinator_core::{
-    Coordinator, Error, Generation, GroupState, ManualClock, OffsetMap, OffsetStore, StorageError,
-    TopicPartition,
+    CommitFence, Coordinator, Error, Generation, GroupState, ManualClock, OffsetMap, OffsetStore,
+    StorageError, TopicPartition,
 };
 use offset_store::testing::SimFs;
 use offset_store::JsonFileStore;
@@ -371,6 +371,14 @@ impl OffsetStore for Reopenable {
     }
     async fn commit(&self, g: &str, o: &OffsetMap) -> Result<(), StorageError> {
         self.get().commit(g, o).await
+    }
+    async fn commit_fenced(
+        &self,
+        g: &str,
+        o: &OffsetMap,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        self.get().commit_fenced(g, o, fence).await
     }
     async fn commit_many(&self, c: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
         self.get().commit_many(c).await

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::assign::{
     AssignError, Assignment, AssignmentInput, Assignor, PartitionRef, TopicIndex, TopicSpec,
-    MAX_PARTITIONS_PER_TOPIC,
+    MAX_PARTITIONS_PER_TOPIC, MAX_TOTAL_PARTITIONS,
 };
 use crate::error::Error;
 use crate::metadata::TopicMetadata;
@@ -291,7 +291,7 @@ impl Group {
             })?;
         let assignor = &assignors[strategy];
         let (owners, starts, parts) = {
-            let input = self.prepare_input(metadata);
+            let input = self.prepare_input(metadata)?;
             let owners = assignor.assign(&input).map_err(|e| Error::AssignorFailed {
                 assignor: assignor.name().to_string(),
                 reason: e.message().to_string(),
@@ -320,7 +320,13 @@ impl Group {
 
     /// Fills the scratch buffers with the assignor's input: current topic metadata, members'
     /// subscriptions as topic indices, and their partitions of the current generation.
-    fn prepare_input(&mut self, metadata: &dyn TopicMetadata) -> AssignmentInput<'_> {
+    ///
+    /// Refuses (changing nothing) a group whose topics hold more than
+    /// [`MAX_TOTAL_PARTITIONS`] partitions in all: one assignment would not fit.
+    fn prepare_input(
+        &mut self,
+        metadata: &dyn TopicMetadata,
+    ) -> Result<AssignmentInput<'_>, Error> {
         let s = &mut self.scratch;
         s.topics.clear();
         for name in self.topic_refs.keys() {
@@ -342,6 +348,16 @@ impl Group {
                     partitions,
                 });
             }
+        }
+        let total: usize = s.topics.iter().map(|t| t.partitions as usize).sum();
+        if total > MAX_TOTAL_PARTITIONS {
+            return Err(Error::InvalidArgument {
+                what: "subscription",
+                reason: format!(
+                    "the group's topics hold {total} partitions in all, more than the \
+                     {MAX_TOTAL_PARTITIONS} one assignment supports"
+                ),
+            });
         }
         let same_topics = s.topics == self.current.topics;
         if !same_topics {
@@ -392,14 +408,14 @@ impl Group {
             }
             s.owned_starts.push(s.owned.len() as u32);
         }
-        AssignmentInput::from_parts(
+        Ok(AssignmentInput::from_parts(
             &s.topics,
             &self.ids,
             &s.sub_starts,
             &s.subs,
             &s.owned_starts,
             &s.owned,
-        )
+        ))
     }
 
     pub(crate) fn member_assignment(&self, index: usize) -> Vec<TopicPartition> {

@@ -277,7 +277,9 @@ impl Coordinator {
     ///
     /// Errors, in check order: `INVALID_ARGUMENT` (empty group or member id, no strategy, an
     /// unregistered strategy, a topic with more than [`MAX_PARTITIONS_PER_TOPIC`]
-    /// partitions), `UNKNOWN_TOPIC` (naming every unknown topic, sorted),
+    /// partitions, a group whose topics would hold more than
+    /// [`MAX_TOTAL_PARTITIONS`](crate::MAX_TOTAL_PARTITIONS) in all), `UNKNOWN_TOPIC` (naming
+    /// every unknown topic, sorted),
     /// `INCONSISTENT_GROUP_PROTOCOL` (no strategy shared with every other member),
     /// `ASSIGNOR_FAILED`. Nothing changes on error.
     pub async fn join_with_strategies<S: AsRef<str>, T: AsRef<str>>(

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
 use coordinator_core::{
-    validate_offsets, AssignError, Assignment, AssignmentInput, Assignor, Coordinator, ManualClock,
-    OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicIndex, TopicMetadata,
+    validate_offsets, AssignError, Assignment, AssignmentInput, Assignor, CommitFence, Coordinator,
+    ManualClock, OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicIndex, TopicMetadata,
     TopicPartition,
 };
 
@@ -124,6 +124,14 @@ impl OffsetStore for TestStore {
             entry.insert(tp.clone(), *o);
         }
         Ok(())
+    }
+    async fn commit_fenced(
+        &self,
+        group: &str,
+        offsets: &OffsetMap,
+        _fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        self.commit(group, offsets).await
     }
     async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
         for (g, o) in commits {

@@ -59,6 +59,12 @@ use crate::fs::{Fs, StdFs};
 /// task finish, and the file and memory move together from the state before to the state
 /// after (or stay before, if the write fails). Without a tokio runtime the work runs inline.
 ///
+/// A [`CommitFence`] from the coordinator travels into that task and is released only when
+/// the write is done, so a dropped commit future cannot let a write checked against an old
+/// generation land after the group rebalanced. The cost of one file is coupling: commits of
+/// all groups queue on the one mutex, and a fenced commit waiting in that queue holds its
+/// group's lock, so a rebalance of group A can wait for group B's queued fsyncs.
+///
 /// One process should own a file: two stores on one path overwrite each other's commits.
 ///
 /// # Cost
