@@ -4,19 +4,23 @@
 //! checks; every store adapter runs it (the way openraft's stores run its `testing::Suite`).
 //! It panics with a message naming the broken rule, so it belongs in tests only.
 
-#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::panic, clippy::expect_used)]
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use crate::error::StorageErrorKind;
+use crate::error::{StorageError, StorageErrorKind};
 use crate::offset_store::{CommitFence, OffsetStore};
 use crate::types::{OffsetMap, TopicPartition};
 
 fn tp(topic: &str, partition: u32) -> TopicPartition {
     TopicPartition::new(topic, partition)
+}
+
+/// The value of a call the contract says must succeed; panics naming the store's error.
+fn ok<T>(result: Result<T, StorageError>) -> T {
+    result.unwrap_or_else(|e| panic!("the store refused a valid call: {e}"))
 }
 
 fn offsets(entries: &[(&str, u32, i64)]) -> OffsetMap {
@@ -41,53 +45,17 @@ where
 }
 
 async fn empty_store_reads_nothing(store: Arc<dyn OffsetStore>) {
-    assert_eq!(
-        store
-            .committed("g", &tp("t", 0))
-            .await
-            .expect("the store refused a valid call"),
-        None
-    );
-    assert!(store
-        .list("g")
-        .await
-        .expect("the store refused a valid call")
-        .is_empty());
+    assert_eq!(ok(store.committed("g", &tp("t", 0)).await), None);
+    assert!(ok(store.list("g").await).is_empty());
 }
 
 async fn commit_then_read_back(store: Arc<dyn OffsetStore>) {
     let o = offsets(&[("orders", 1, 10), ("orders", 0, 5), ("audit", 3, 0)]);
-    store
-        .commit("g", &o)
-        .await
-        .expect("the store refused a valid call");
-    assert_eq!(
-        store
-            .committed("g", &tp("orders", 0))
-            .await
-            .expect("the store refused a valid call"),
-        Some(5)
-    );
-    assert_eq!(
-        store
-            .committed("g", &tp("audit", 3))
-            .await
-            .expect("the store refused a valid call"),
-        Some(0)
-    );
-    assert_eq!(
-        store
-            .committed("g", &tp("orders", 2))
-            .await
-            .expect("the store refused a valid call"),
-        None
-    );
-    let listed: Vec<_> = store
-        .list("g")
-        .await
-        .expect("the store refused a valid call")
-        .into_iter()
-        .collect();
+    ok(store.commit("g", &o).await);
+    assert_eq!(ok(store.committed("g", &tp("orders", 0)).await), Some(5));
+    assert_eq!(ok(store.committed("g", &tp("audit", 3)).await), Some(0));
+    assert_eq!(ok(store.committed("g", &tp("orders", 2)).await), None);
+    let listed: Vec<_> = ok(store.list("g").await).into_iter().collect();
     assert_eq!(
         listed,
         vec![
@@ -100,75 +68,29 @@ async fn commit_then_read_back(store: Arc<dyn OffsetStore>) {
 }
 
 async fn commits_merge_and_overwrite(store: Arc<dyn OffsetStore>) {
-    store
-        .commit("g", &offsets(&[("t", 0, 5)]))
-        .await
-        .expect("the store refused a valid call");
-    store
-        .commit("g", &offsets(&[("t", 1, 7)]))
-        .await
-        .expect("the store refused a valid call");
-    store
-        .commit("g", &offsets(&[("t", 0, 9)]))
-        .await
-        .expect("the store refused a valid call");
+    ok(store.commit("g", &offsets(&[("t", 0, 5)])).await);
+    ok(store.commit("g", &offsets(&[("t", 1, 7)])).await);
+    ok(store.commit("g", &offsets(&[("t", 0, 9)])).await);
     assert_eq!(
-        store
-            .list("g")
-            .await
-            .expect("the store refused a valid call"),
+        ok(store.list("g").await),
         offsets(&[("t", 0, 9), ("t", 1, 7)]),
         "a commit overwrites the partitions it names and keeps the others"
     );
     // Offsets may move backwards (a seek): the store keeps what it is told.
-    store
-        .commit("g", &offsets(&[("t", 0, 2)]))
-        .await
-        .expect("the store refused a valid call");
-    assert_eq!(
-        store
-            .committed("g", &tp("t", 0))
-            .await
-            .expect("the store refused a valid call"),
-        Some(2)
-    );
+    ok(store.commit("g", &offsets(&[("t", 0, 2)])).await);
+    assert_eq!(ok(store.committed("g", &tp("t", 0)).await), Some(2));
 }
 
 async fn groups_are_isolated(store: Arc<dyn OffsetStore>) {
-    store
-        .commit("a", &offsets(&[("t", 0, 1)]))
-        .await
-        .expect("the store refused a valid call");
-    store
-        .commit("b", &offsets(&[("t", 0, 2)]))
-        .await
-        .expect("the store refused a valid call");
-    assert_eq!(
-        store
-            .committed("a", &tp("t", 0))
-            .await
-            .expect("the store refused a valid call"),
-        Some(1)
-    );
-    assert_eq!(
-        store
-            .committed("b", &tp("t", 0))
-            .await
-            .expect("the store refused a valid call"),
-        Some(2)
-    );
-    assert!(store
-        .list("c")
-        .await
-        .expect("the store refused a valid call")
-        .is_empty());
+    ok(store.commit("a", &offsets(&[("t", 0, 1)])).await);
+    ok(store.commit("b", &offsets(&[("t", 0, 2)])).await);
+    assert_eq!(ok(store.committed("a", &tp("t", 0)).await), Some(1));
+    assert_eq!(ok(store.committed("b", &tp("t", 0)).await), Some(2));
+    assert!(ok(store.list("c").await).is_empty());
 }
 
 async fn negative_offset_changes_nothing(store: Arc<dyn OffsetStore>) {
-    store
-        .commit("g", &offsets(&[("t", 0, 3)]))
-        .await
-        .expect("the store refused a valid call");
+    ok(store.commit("g", &offsets(&[("t", 0, 3)])).await);
     let err = store
         .commit("g", &offsets(&[("t", 0, 4), ("t", 1, -1)]))
         .await
@@ -176,10 +98,7 @@ async fn negative_offset_changes_nothing(store: Arc<dyn OffsetStore>) {
     assert_eq!(err.kind(), StorageErrorKind::InvalidOffset);
     assert_eq!(err.code(), "INVALID_ARGUMENT");
     assert_eq!(
-        store
-            .list("g")
-            .await
-            .expect("the store refused a valid call"),
+        ok(store.list("g").await),
         offsets(&[("t", 0, 3)]),
         "a refused commit writes nothing, not even its valid entries"
     );
@@ -189,24 +108,9 @@ async fn commit_many_is_all_or_nothing(store: Arc<dyn OffsetStore>) {
     let mut many = BTreeMap::new();
     many.insert("a".to_string(), offsets(&[("t", 0, 1)]));
     many.insert("b".to_string(), offsets(&[("t", 0, 2), ("u", 1, 3)]));
-    store
-        .commit_many(&many)
-        .await
-        .expect("the store refused a valid call");
-    assert_eq!(
-        store
-            .committed("a", &tp("t", 0))
-            .await
-            .expect("the store refused a valid call"),
-        Some(1)
-    );
-    assert_eq!(
-        store
-            .committed("b", &tp("u", 1))
-            .await
-            .expect("the store refused a valid call"),
-        Some(3)
-    );
+    ok(store.commit_many(&many).await);
+    assert_eq!(ok(store.committed("a", &tp("t", 0)).await), Some(1));
+    assert_eq!(ok(store.committed("b", &tp("u", 1)).await), Some(3));
 
     let mut bad = BTreeMap::new();
     bad.insert("a".to_string(), offsets(&[("t", 0, 100)]));
@@ -214,50 +118,24 @@ async fn commit_many_is_all_or_nothing(store: Arc<dyn OffsetStore>) {
     let err = store.commit_many(&bad).await.expect_err("negative offset");
     assert_eq!(err.kind(), StorageErrorKind::InvalidOffset);
     assert_eq!(
-        store
-            .committed("a", &tp("t", 0))
-            .await
-            .expect("the store refused a valid call"),
+        ok(store.committed("a", &tp("t", 0)).await),
         Some(1),
         "commit_many is all or nothing"
     );
-    assert!(store
-        .list("z")
-        .await
-        .expect("the store refused a valid call")
-        .is_empty());
-    store
-        .commit_many(&BTreeMap::new())
-        .await
-        .expect("the store refused a valid call");
+    assert!(ok(store.list("z").await).is_empty());
+    ok(store.commit_many(&BTreeMap::new()).await);
 }
 
 async fn empty_commit_is_a_no_op(store: Arc<dyn OffsetStore>) {
-    store
-        .commit("g", &OffsetMap::new())
-        .await
-        .expect("the store refused a valid call");
-    assert!(store
-        .list("g")
-        .await
-        .expect("the store refused a valid call")
-        .is_empty());
+    ok(store.commit("g", &OffsetMap::new()).await);
+    assert!(ok(store.list("g").await).is_empty());
 }
 
 async fn extreme_values_round_trip(store: Arc<dyn OffsetStore>) {
     let group = "grp \"quoted\" \\ ünïcødé ☃";
     let o = offsets(&[("t.with-dots_and-dashes", u32::MAX, i64::MAX), ("t", 0, 0)]);
-    store
-        .commit(group, &o)
-        .await
-        .expect("the store refused a valid call");
-    assert_eq!(
-        store
-            .list(group)
-            .await
-            .expect("the store refused a valid call"),
-        o
-    );
+    ok(store.commit(group, &o).await);
+    assert_eq!(ok(store.list(group).await), o);
 }
 
 /// Sets its flag when dropped: stands in for the coordinator's group lock.
@@ -272,15 +150,11 @@ impl Drop for DropFlag {
 async fn fenced_commit_lands_and_releases_its_fence(store: Arc<dyn OffsetStore>) {
     let released = Arc::new(AtomicBool::new(false));
     let fence = CommitFence::holding(DropFlag(released.clone()));
-    store
+    ok(store
         .commit_fenced("g", &offsets(&[("t", 0, 4)]), fence)
-        .await
-        .expect("the store refused a valid call");
+        .await);
     assert_eq!(
-        store
-            .committed("g", &tp("t", 0))
-            .await
-            .expect("the store refused a valid call"),
+        ok(store.committed("g", &tp("t", 0)).await),
         Some(4),
         "a fenced commit lands like any other"
     );

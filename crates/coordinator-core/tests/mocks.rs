@@ -19,20 +19,25 @@ fn orders_metadata() -> Arc<Topics> {
     Topics::with(&[("orders", 4)])
 }
 
-#[tokio::test]
-async fn fenced_commits_never_reach_the_store() {
-    let mut store = MockOffsetStore::new();
-    store.expect_commit().never();
-    store.expect_commit_fenced().never();
-    store.expect_commit_many().never();
-    let c = Coordinator::builder(
+/// A coordinator over the mocked store: topic `orders` (4 partitions), a manual clock.
+fn over(store: MockOffsetStore) -> Coordinator {
+    Coordinator::builder(
         Arc::new(store),
         orders_metadata(),
         ModuloAssignor::named("m"),
     )
     .clock(Arc::new(ManualClock::new()))
     .build()
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test]
+async fn fenced_commits_never_reach_the_store() {
+    let mut store = MockOffsetStore::new();
+    store.expect_commit().never();
+    store.expect_commit_fenced().never();
+    store.expect_commit_many().never();
+    let c = over(store);
     let first = c.join("g", "m1", &["orders"]).await.unwrap();
     let second = c.join("g", "m2", &["orders"]).await.unwrap();
     let own = offsets(&[("orders", 0, 1)]);
@@ -78,13 +83,7 @@ async fn an_accepted_commit_calls_the_store_once_with_the_request() {
         })
         .times(1)
         .returning(|_, _, _| Ok(()));
-    let c = Coordinator::builder(
-        Arc::new(store),
-        orders_metadata(),
-        ModuloAssignor::named("m"),
-    )
-    .build()
-    .unwrap();
+    let c = over(store);
     let a = c.join("g", "m1", &["orders"]).await.unwrap();
     c.commit("g", "m1", a.generation, &offsets(&[("orders", 2, 7)]))
         .await
@@ -105,14 +104,7 @@ async fn a_store_failure_surfaces_as_storage_error_and_leaves_the_group_unchange
         ))
     });
     store.expect_list().returning(|_| Ok(BTreeMap::new()));
-    let c = Coordinator::builder(
-        Arc::new(store),
-        orders_metadata(),
-        ModuloAssignor::named("m"),
-    )
-    .clock(Arc::new(ManualClock::new()))
-    .build()
-    .unwrap();
+    let c = over(store);
     let a = c.join("g", "m1", &["orders"]).await.unwrap();
     let before = c.describe("g").await.unwrap();
     let err = c
