@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use benches::{coordinator, orders_offsets};
-use coordinator_core::{OffsetMap, OffsetStore, TopicPartition};
+use coordinator_core::{CommitFence, OffsetMap, OffsetStore, TopicPartition};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use offset_store::{JsonFileStore, MemoryStore};
 
@@ -47,7 +47,7 @@ fn commit_memory(c: &mut Criterion) {
 /// A JSON store already holding `stored` partitions of group `g`.
 fn filled_store(dir: &Path, rt: &tokio::runtime::Runtime, stored: u32) -> JsonFileStore {
     let store = JsonFileStore::open(dir.join("offsets.json")).unwrap();
-    rt.block_on(store.commit("g", &orders_offsets(stored, 1_000_000)))
+    rt.block_on(store.commit("g", &orders_offsets(stored, 1_000_000), CommitFence::none()))
         .unwrap();
     store
 }
@@ -70,7 +70,12 @@ fn commit_json(c: &mut Criterion) {
                     next += 1;
                     let offsets: OffsetMap = [(TopicPartition::new("orders", 0), next)].into();
                     let store = &store;
-                    async move { store.commit("g", &offsets).await.unwrap() }
+                    async move {
+                        store
+                            .commit("g", &offsets, CommitFence::none())
+                            .await
+                            .unwrap()
+                    }
                 });
             },
         );

@@ -71,21 +71,24 @@
 //! #     async fn committed(&self, g: &str, tp: &TopicPartition) -> Result<Option<i64>, StorageError> {
 //! #         Ok(self.0.lock().unwrap().get(g).and_then(|m| m.get(tp)).copied())
 //! #     }
-//! #     async fn commit(&self, g: &str, o: &OffsetMap) -> Result<(), StorageError> {
-//! #         validate_offsets(g, o)?;
+//! #     async fn list(&self, g: &str) -> Result<OffsetMap, StorageError> {
+//! #         Ok(self.0.lock().unwrap().get(g).cloned().unwrap_or_default())
+//! #     }
+//! #     async fn groups(&self) -> Result<Vec<String>, StorageError> {
+//! #         Ok(self.0.lock().unwrap().keys().cloned().collect())
+//! #     }
+//! #     async fn commit(&self, g: &str, o: &OffsetMap, _f: CommitFence) -> Result<(), StorageError> {
+//! #         validate_offsets(g, o)?; // all work happens while polled: the fence may go after
 //! #         self.0.lock().unwrap().entry(g.to_string()).or_default().extend(o.clone());
 //! #         Ok(())
 //! #     }
-//! #     async fn commit_fenced(&self, g: &str, o: &OffsetMap, _f: CommitFence) -> Result<(), StorageError> {
-//! #         self.commit(g, o).await // all work happens while polled: the fence may go now
-//! #     }
-//! #     async fn commit_many(&self, c: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
-//! #         for (g, o) in c { validate_offsets(g, o)?; }
-//! #         for (g, o) in c { self.commit(g, o).await?; }
+//! #     async fn delete<'a>(&self, g: &str, p: Option<&'a [TopicPartition]>, _f: CommitFence) -> Result<(), StorageError> {
+//! #         let mut all = self.0.lock().unwrap();
+//! #         match p {
+//! #             None => { all.remove(g); }
+//! #             Some(p) => if let Some(m) = all.get_mut(g) { for tp in p { m.remove(tp); } },
+//! #         }
 //! #         Ok(())
-//! #     }
-//! #     async fn list(&self, g: &str) -> Result<OffsetMap, StorageError> {
-//! #         Ok(self.0.lock().unwrap().get(g).cloned().unwrap_or_default())
 //! #     }
 //! # }
 //!

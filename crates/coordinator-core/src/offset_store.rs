@@ -1,14 +1,10 @@
 //! The `OffsetStore` port: where committed offsets live.
 
-use std::any::Any;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio::sync::OwnedRwLockReadGuard;
-
-use crate::coordinator::Group;
 
 use crate::error::StorageError;
 use crate::types::{OffsetMap, TopicPartition};
@@ -16,25 +12,27 @@ use crate::types::{OffsetMap, TopicPartition};
 /// Durable committed offsets, per group.
 ///
 /// Object-safe (`Arc<dyn OffsetStore>`), `async` so that a store may do blocking or network
-/// I/O without holding a runtime worker.
+/// I/O without holding a runtime worker. Five methods: three reads, two writes.
 ///
 /// # To ensure correctness
-/// - **All or nothing**: a `commit` or `commit_many` that returns `Err` has changed nothing,
-///   neither durably nor in what later reads return. One that returns `Ok` is visible to every
-///   later read and, for a durable store, survives a crash.
+/// - **All or nothing**: a [`commit`](OffsetStore::commit) or [`delete`](OffsetStore::delete)
+///   that returns `Err` has changed nothing, neither durably nor in what later reads return.
+///   One that returns `Ok` is visible to every later read and, for a durable store, survives
+///   a crash.
 /// - **Cancellation-safe**: if the future is dropped before it completes, the store is left
-///   either wholly before or wholly after the commit, and its reads agree with its durable
+///   either wholly before or wholly after the write, and its reads agree with its durable
 ///   state.
 /// - **Merge semantics**: a commit overwrites the listed partitions' offsets and keeps all
-///   others.
+///   others. An empty commit is a no-op.
 /// - **Negative offsets are refused** with a [`StorageError`] of kind
 ///   [`InvalidOffset`](crate::StorageErrorKind::InvalidOffset), and nothing is written.
-/// - **Fenced commits outlive nothing**: [`commit_fenced`](OffsetStore::commit_fenced) keeps
-///   its [`CommitFence`] alive until the commit has taken effect or has been abandoned for
-///   good — including when the future is dropped while work it started goes on elsewhere (a
-///   blocking thread, a network request). A store whose `commit` does all its work while
-///   polled can implement it as `commit` followed by dropping the fence.
-/// - The coordinator calls `commit_fenced` while holding the group's lock, so a commit must
+/// - **Keep the fence until the write is visible.** Every write carries a [`CommitFence`].
+///   Drop it only once the write is visible to reads (or has failed, or been abandoned for
+///   good) — including when the caller drops the future while work it started goes on
+///   elsewhere (a blocking thread, a writer task, a network request): move the fence along
+///   with that work. The coordinator's fencing guarantee (no commit checked against
+///   generation G lands after G+1 is installed) rests on this.
+/// - The coordinator calls the writes while holding its group's commit gate, so a write must
 ///   not call back into the coordinator.
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
 #[async_trait]
@@ -46,26 +44,31 @@ pub trait OffsetStore: Send + Sync {
         tp: &TopicPartition,
     ) -> Result<Option<i64>, StorageError>;
 
-    /// Merges `offsets` into `group`'s committed offsets.
-    async fn commit(&self, group: &str, offsets: &OffsetMap) -> Result<(), StorageError>;
+    /// Every committed offset of `group` (empty if none), sorted by partition.
+    async fn list(&self, group: &str) -> Result<OffsetMap, StorageError>;
 
-    /// [`commit`](OffsetStore::commit) on behalf of the coordinator, which passed its fencing
-    /// checks and proves it with `fence`: while the fence lives, the group cannot rebalance.
-    /// Keep it until the write can no longer take effect (see the trait docs). Required, so
-    /// that a wrapper store cannot lose the fence by forwarding only `commit`: a store whose
-    /// `commit` does all its work while polled may simply call it and then drop the fence.
-    async fn commit_fenced(
+    /// The ids of every group with at least one committed offset, sorted.
+    async fn groups(&self) -> Result<Vec<String>, StorageError>;
+
+    /// Merges `offsets` into `group`'s committed offsets, keeping `fence` alive until the
+    /// write is visible (see the trait docs). A commit without fencing passes
+    /// [`CommitFence::none`].
+    async fn commit(
         &self,
         group: &str,
         offsets: &OffsetMap,
         fence: CommitFence,
     ) -> Result<(), StorageError>;
 
-    /// Merges the offsets of several groups at once: all of them land, or none does.
-    async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError>;
-
-    /// Every committed offset of `group` (empty if none).
-    async fn list(&self, group: &str) -> Result<OffsetMap, StorageError>;
+    /// Removes committed offsets of `group`: those of `partitions`, or all of them when
+    /// `partitions` is `None`. Removing what is not there is not an error. The fence is kept
+    /// as for [`commit`](OffsetStore::commit).
+    async fn delete<'a>(
+        &self,
+        group: &str,
+        partitions: Option<&'a [TopicPartition]>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError>;
 }
 
 #[async_trait]
@@ -78,25 +81,30 @@ impl<S: OffsetStore + ?Sized> OffsetStore for Arc<S> {
         (**self).committed(group, tp).await
     }
 
-    async fn commit(&self, group: &str, offsets: &OffsetMap) -> Result<(), StorageError> {
-        (**self).commit(group, offsets).await
+    async fn list(&self, group: &str) -> Result<OffsetMap, StorageError> {
+        (**self).list(group).await
     }
 
-    async fn commit_fenced(
+    async fn groups(&self) -> Result<Vec<String>, StorageError> {
+        (**self).groups().await
+    }
+
+    async fn commit(
         &self,
         group: &str,
         offsets: &OffsetMap,
         fence: CommitFence,
     ) -> Result<(), StorageError> {
-        (**self).commit_fenced(group, offsets, fence).await
+        (**self).commit(group, offsets, fence).await
     }
 
-    async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
-        (**self).commit_many(commits).await
-    }
-
-    async fn list(&self, group: &str) -> Result<OffsetMap, StorageError> {
-        (**self).list(group).await
+    async fn delete<'a>(
+        &self,
+        group: &str,
+        partitions: Option<&'a [TopicPartition]>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        (**self).delete(group, partitions, fence).await
     }
 }
 
@@ -109,44 +117,50 @@ pub fn validate_offsets(group: &str, offsets: &OffsetMap) -> Result<(), StorageE
     }
 }
 
-/// Proof that a commit passed the coordinator's fencing checks: it holds the group's lock
-/// (shared), so no rebalance of the group can complete while it lives.
+/// What a store must keep alive until its write is visible: for a fenced write, the
+/// coordinator's hold on the group's commit gate, under which no rebalance of the group can
+/// be installed.
 ///
-/// A store that hands a commit's work to another thread or task moves the fence along with
-/// it, so that a caller who drops the commit future (a timeout, `select!`, an aborted task)
-/// cannot let a write checked against generation G land after the group moved to G+1.
+/// A fence is an obligation, not a capability: the store never inspects it, it only keeps
+/// it for as long as the write can still take effect. Only the coordinator makes fences
+/// that hold something; anyone may pass [`CommitFence::none`] for a write that needs no
+/// fencing (a direct commit, a tool, a test).
 pub struct CommitFence {
     held: Held,
 }
 
-/// What a fence keeps alive. The coordinator's own guard is a variant of its own, so a
-/// fenced commit allocates nothing.
+/// What a fence keeps alive.
 enum Held {
     Nothing,
-    Group(#[allow(dead_code)] OwnedRwLockReadGuard<Group>),
-    Other(#[allow(dead_code)] Box<dyn Any + Send + Sync>),
+    Gate(#[allow(dead_code)] OwnedRwLockReadGuard<()>),
+    Group(#[allow(dead_code)] OwnedRwLockReadGuard<crate::coordinator::Group>),
 }
 
 impl CommitFence {
-    /// A fence that holds nothing: for commits that are not fenced (direct commits, tests).
+    /// A fence that holds nothing: the write is not fenced.
     pub fn none() -> Self {
         CommitFence {
             held: Held::Nothing,
         }
     }
 
-    /// A fence holding `value` (a lock guard) until it is dropped.
-    pub fn holding<T: Send + Sync + 'static>(value: T) -> Self {
+    /// A fence holding a shared guard of a commit gate.
+    pub(crate) fn gate(guard: OwnedRwLockReadGuard<()>) -> Self {
         CommitFence {
-            held: Held::Other(Box::new(value)),
+            held: Held::Gate(guard),
         }
     }
 
-    /// The coordinator's fence: the group's lock, shared.
-    pub(crate) fn group(guard: OwnedRwLockReadGuard<Group>) -> Self {
+    /// A fence holding the group's lock (shared).
+    pub(crate) fn group(guard: OwnedRwLockReadGuard<crate::coordinator::Group>) -> Self {
         CommitFence {
             held: Held::Group(guard),
         }
+    }
+
+    /// Whether this fence holds anything.
+    pub fn is_held(&self) -> bool {
+        !matches!(self.held, Held::Nothing)
     }
 }
 
@@ -154,8 +168,8 @@ impl fmt::Debug for CommitFence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let holds = match self.held {
             Held::Nothing => "nothing",
+            Held::Gate(_) => "a commit gate",
             Held::Group(_) => "a group lock",
-            Held::Other(_) => "a value",
         };
         f.debug_struct("CommitFence")
             .field("holds", &holds)

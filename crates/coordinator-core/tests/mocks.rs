@@ -35,8 +35,7 @@ fn over(store: MockOffsetStore) -> Coordinator {
 async fn fenced_commits_never_reach_the_store() {
     let mut store = MockOffsetStore::new();
     store.expect_commit().never();
-    store.expect_commit_fenced().never();
-    store.expect_commit_many().never();
+    store.expect_delete().never();
     let c = over(store);
     let first = c.join("g", "m1", &["orders"]).await.unwrap();
     let second = c.join("g", "m2", &["orders"]).await.unwrap();
@@ -74,12 +73,10 @@ async fn fenced_commits_never_reach_the_store() {
 async fn an_accepted_commit_calls_the_store_once_with_the_request() {
     let mut store = MockOffsetStore::new();
     store
-        .expect_commit_fenced()
+        .expect_commit()
         .withf(|group, offsets, fence| {
-            // The coordinator hands the store its group lock, not an empty fence.
-            group == "g"
-                && *offsets == offsets_of(&[("orders", 2, 7)])
-                && format!("{fence:?}").contains("a group lock")
+            // The coordinator hands the store its hold on the group, not an empty fence.
+            group == "g" && *offsets == offsets_of(&[("orders", 2, 7)]) && fence.is_held()
         })
         .times(1)
         .returning(|_, _, _| Ok(()));
@@ -97,7 +94,7 @@ fn offsets_of(entries: &[(&str, u32, i64)]) -> coordinator_core::OffsetMap {
 #[tokio::test]
 async fn a_store_failure_surfaces_as_storage_error_and_leaves_the_group_unchanged() {
     let mut store = MockOffsetStore::new();
-    store.expect_commit_fenced().times(1).returning(|_, _, _| {
+    store.expect_commit().times(1).returning(|_, _, _| {
         Err(StorageError::new(
             StorageErrorKind::Io,
             "fsync of /data/offsets.json.tmp failed",

@@ -22,7 +22,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -46,7 +45,12 @@ impl OffsetStore for FencingCheckStore {
     async fn committed(&self, g: &str, tp: &TopicPartition) -> Result<Option<i64>, StorageError> {
         self.inner.committed(g, tp).await
     }
-    async fn commit(&self, g: &str, offsets: &OffsetMap) -> Result<(), StorageError> {
+    async fn commit(
+        &self,
+        g: &str,
+        offsets: &OffsetMap,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
         for _ in 0..3 {
             let begun = u64::from(self.assignor.calls.load(Ordering::SeqCst));
             for (tp, &tag) in offsets {
@@ -60,18 +64,18 @@ impl OffsetStore for FencingCheckStore {
             tokio::task::yield_now().await;
         }
         self.landed.fetch_add(1, Ordering::SeqCst);
-        self.inner.commit(g, offsets).await
+        self.inner.commit(g, offsets, fence).await
     }
-    async fn commit_fenced(
+    async fn delete<'a>(
         &self,
         g: &str,
-        offsets: &OffsetMap,
-        _fence: CommitFence,
+        partitions: Option<&'a [TopicPartition]>,
+        fence: CommitFence,
     ) -> Result<(), StorageError> {
-        self.commit(g, offsets).await
+        self.inner.delete(g, partitions, fence).await
     }
-    async fn commit_many(&self, c: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
-        self.inner.commit_many(c).await
+    async fn groups(&self) -> Result<Vec<String>, StorageError> {
+        self.inner.groups().await
     }
     async fn list(&self, g: &str) -> Result<OffsetMap, StorageError> {
         self.inner.list(g).await

@@ -369,19 +369,19 @@ impl OffsetStore for Reopenable {
     async fn committed(&self, g: &str, tp: &TopicPartition) -> Result<Option<i64>, StorageError> {
         self.get().committed(g, tp).await
     }
-    async fn commit(&self, g: &str, o: &OffsetMap) -> Result<(), StorageError> {
-        self.get().commit(g, o).await
+    async fn commit(&self, g: &str, o: &OffsetMap, fence: CommitFence) -> Result<(), StorageError> {
+        self.get().commit(g, o, fence).await
     }
-    async fn commit_fenced(
+    async fn delete<'a>(
         &self,
         g: &str,
-        o: &OffsetMap,
+        partitions: Option<&'a [TopicPartition]>,
         fence: CommitFence,
     ) -> Result<(), StorageError> {
-        self.get().commit_fenced(g, o, fence).await
+        self.get().delete(g, partitions, fence).await
     }
-    async fn commit_many(&self, c: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
-        self.get().commit_many(c).await
+    async fn groups(&self) -> Result<Vec<String>, StorageError> {
+        self.get().groups().await
     }
     async fn list(&self, g: &str) -> Result<OffsetMap, StorageError> {
         self.get().list(g).await

@@ -14,7 +14,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use coordinator_core::{OffsetMap, OffsetStore, TopicPartition};
+use coordinator_core::{CommitFence, OffsetMap, OffsetStore, TopicPartition};
 use offset_store::JsonFileStore;
 
 fn floor_write(dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -60,12 +60,12 @@ fn main() -> Result<(), Box<dyn Error>> {
             .collect();
         let (mut json, mut floor) = (Vec::new(), Vec::new());
         runtime.block_on(async {
-            store.commit("group", &all).await?;
+            store.commit("group", &all, CommitFence::none()).await?;
             for i in 0..commits {
                 let one: OffsetMap =
                     [(TopicPartition::new("topic-0000", 0), 2_000_000 + i as i64)].into();
                 let start = Instant::now();
-                store.commit("group", &one).await?;
+                store.commit("group", &one, CommitFence::none()).await?;
                 json.push(start.elapsed());
 
                 let bytes = std::fs::read(&path)?;

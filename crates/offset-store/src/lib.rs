@@ -25,7 +25,7 @@
 //! ## Example
 //!
 //! ```
-//! use coordinator_core::{OffsetMap, OffsetStore, TopicPartition};
+//! use coordinator_core::{CommitFence, OffsetMap, OffsetStore, TopicPartition};
 //! use offset_store::JsonFileStore;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -35,7 +35,7 @@
 //! let store = JsonFileStore::open(&path)?; // no file yet: an empty store
 //!
 //! let offsets: OffsetMap = [(TopicPartition::new("orders", 0), 42)].into();
-//! store.commit("workers", &offsets).await?;
+//! store.commit("workers", &offsets, CommitFence::none()).await?;
 //! assert_eq!(
 //!     std::fs::read_to_string(&path)?,
 //!     r#"{"groups":{"workers":[{"offset":42,"partition":0,"topic":"orders"}]},"version":1}"#

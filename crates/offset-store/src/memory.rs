@@ -32,16 +32,16 @@ type Shard = Arc<Mutex<OffsetMap>>;
 /// while the store is failing.
 ///
 /// ```
-/// # use coordinator_core::{OffsetMap, OffsetStore, StorageErrorKind, TopicPartition};
+/// # use coordinator_core::{CommitFence, OffsetMap, OffsetStore, StorageErrorKind, TopicPartition};
 /// # use offset_store::MemoryStore;
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = MemoryStore::new();
 /// let offsets: OffsetMap = [(TopicPartition::new("orders", 0), 7)].into();
 /// store.fail_next_commits(1);
-/// let err = store.commit("workers", &offsets).await.unwrap_err();
+/// let err = store.commit("workers", &offsets, CommitFence::none()).await.unwrap_err();
 /// assert_eq!(err.kind(), StorageErrorKind::Io);
 /// assert!(store.list("workers").await.unwrap().is_empty());
-/// store.commit("workers", &offsets).await.unwrap();
+/// store.commit("workers", &offsets, CommitFence::none()).await.unwrap();
 /// assert_eq!(store.list("workers").await.unwrap(), offsets);
 /// # });
 /// ```
@@ -59,7 +59,7 @@ impl MemoryStore {
         Self::default()
     }
 
-    /// While `true`, every commit (`commit` and `commit_many`) fails with an
+    /// While `true`, every write (`commit` and `delete`) fails with an
     /// [`Io`](StorageErrorKind::Io) error and changes nothing.
     pub fn set_failing(&self, failing: bool) {
         self.failing.store(failing, Ordering::SeqCst);
@@ -86,15 +86,14 @@ impl MemoryStore {
         Ok(())
     }
 
-    /// Every group's committed offsets, as a copy taken at one instant: a `commit_many`
-    /// is in it wholly or not at all.
+    /// Every group's committed offsets, as a copy taken at one instant.
     pub fn snapshot(&self) -> BTreeMap<String, OffsetMap> {
         let shards: BTreeMap<String, Shard> = self
             .read_groups()
             .iter()
             .map(|(group, shard)| (group.clone(), Arc::clone(shard)))
             .collect();
-        // Locked in group-id order, like `commit_many`, and all held while copying.
+        // Locked in group-id order, and all held while copying.
         let guards: Vec<(&String, MutexGuard<'_, OffsetMap>)> = shards
             .iter()
             .map(|(group, shard)| (group, lock(shard)))
@@ -176,12 +175,8 @@ impl OffsetStore for MemoryStore {
             .and_then(|shard| lock(&shard).get(tp).copied()))
     }
 
-    async fn commit(&self, group: &str, offsets: &OffsetMap) -> Result<(), StorageError> {
-        self.commit_now(group, offsets)
-    }
-
     /// The write happens before this returns, so the fence only has to outlive the call.
-    async fn commit_fenced(
+    async fn commit(
         &self,
         group: &str,
         offsets: &OffsetMap,
@@ -190,28 +185,41 @@ impl OffsetStore for MemoryStore {
         self.commit_now(group, offsets)
     }
 
-    async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
-        for (group, offsets) in commits {
-            validate_offsets(group, offsets)?;
-        }
+    async fn delete<'a>(
+        &self,
+        group: &str,
+        partitions: Option<&'a [TopicPartition]>,
+        _fence: CommitFence,
+    ) -> Result<(), StorageError> {
         self.injected_commit_failure()?;
-        let shards: Vec<(Shard, &OffsetMap)> = commits
-            .iter()
-            .filter(|(_, offsets)| !offsets.is_empty())
-            .map(|(group, offsets)| (self.shard(group), offsets))
-            .collect();
-        // Every shard is locked before any is written, so no reader sees some groups of this
-        // commit and not others. Locks are taken in group-id order (the map's order), the one
-        // order every commit_many uses, so two of them cannot deadlock; `commit` holds one lock
-        // at a time.
-        let mut guards: Vec<(MutexGuard<'_, OffsetMap>, &OffsetMap)> = shards
-            .iter()
-            .map(|(shard, offsets)| (lock(shard), *offsets))
-            .collect();
-        for (guard, offsets) in &mut guards {
-            merge(guard, offsets);
+        if let Some(shard) = self.existing_shard(group) {
+            let mut offsets = lock(&shard);
+            match partitions {
+                Some(partitions) => {
+                    for tp in partitions {
+                        offsets.remove(tp);
+                    }
+                }
+                None => offsets.clear(),
+            }
         }
         Ok(())
+    }
+
+    async fn groups(&self) -> Result<Vec<String>, StorageError> {
+        self.injected_read_failure()?;
+        let shards: Vec<(String, Shard)> = self
+            .read_groups()
+            .iter()
+            .map(|(group, shard)| (group.clone(), Arc::clone(shard)))
+            .collect();
+        let mut groups: Vec<String> = shards
+            .into_iter()
+            .filter(|(_, shard)| !lock(shard).is_empty())
+            .map(|(group, _)| group)
+            .collect();
+        groups.sort_unstable();
+        Ok(groups)
     }
 
     async fn list(&self, group: &str) -> Result<OffsetMap, StorageError> {
@@ -242,37 +250,36 @@ mod tests {
         store.fail_next_commits(2);
         let o = offsets(&[("t", 0, 1)]);
         for _ in 0..2 {
-            let err = store.commit("g", &o).await.unwrap_err();
+            let err = store
+                .commit("g", &o, CommitFence::none())
+                .await
+                .unwrap_err();
             assert_eq!(err.kind(), StorageErrorKind::Io);
             assert_eq!(err.code(), "STORAGE_ERROR");
         }
         assert!(store.snapshot().is_empty());
-        store.commit("g", &o).await.unwrap();
+        store.commit("g", &o, CommitFence::none()).await.unwrap();
         assert_eq!(store.list("g").await.unwrap(), o);
     }
 
     #[tokio::test]
-    async fn failing_switch_covers_commit_many_and_clears() {
+    async fn failing_switch_covers_commits_and_deletes_and_clears() {
         let store = MemoryStore::new();
-        store.commit("a", &offsets(&[("t", 0, 1)])).await.unwrap();
+        store
+            .commit("a", &offsets(&[("t", 0, 1)]), CommitFence::none())
+            .await
+            .unwrap();
         let before = store.snapshot();
         store.set_failing(true);
-        let many = BTreeMap::from([
-            ("a".to_string(), offsets(&[("t", 0, 9)])),
-            ("b".to_string(), offsets(&[("t", 0, 9)])),
-        ]);
-        assert!(store.commit_many(&many).await.is_err());
-        assert!(store.commit("a", &offsets(&[("t", 1, 1)])).await.is_err());
+        assert!(store
+            .commit("a", &offsets(&[("t", 1, 1)]), CommitFence::none())
+            .await
+            .is_err());
+        assert!(store.delete("a", None, CommitFence::none()).await.is_err());
         assert_eq!(store.snapshot(), before);
         store.set_failing(false);
-        store.commit_many(&many).await.unwrap();
-        assert_eq!(
-            store
-                .committed("b", &TopicPartition::new("t", 0))
-                .await
-                .unwrap(),
-            Some(9)
-        );
+        store.delete("a", None, CommitFence::none()).await.unwrap();
+        assert!(store.snapshot().is_empty());
     }
 
     #[tokio::test]
@@ -280,12 +287,12 @@ mod tests {
         let store = MemoryStore::new();
         store.fail_next_commits(1);
         let err = store
-            .commit("g", &offsets(&[("t", 0, -1)]))
+            .commit("g", &offsets(&[("t", 0, -1)]), CommitFence::none())
             .await
             .unwrap_err();
         assert_eq!(err.kind(), StorageErrorKind::InvalidOffset);
         let err = store
-            .commit("g", &offsets(&[("t", 0, 1)]))
+            .commit("g", &offsets(&[("t", 0, 1)]), CommitFence::none())
             .await
             .unwrap_err();
         assert_eq!(
@@ -299,7 +306,7 @@ mod tests {
     async fn reads_can_fail_without_losing_data() {
         let store = MemoryStore::new();
         let o = offsets(&[("t", 0, 4)]);
-        store.commit("g", &o).await.unwrap();
+        store.commit("g", &o, CommitFence::none()).await.unwrap();
         store.set_reads_failing(true);
         assert!(store.list("g").await.is_err());
         assert!(store
@@ -308,42 +315,5 @@ mod tests {
             .is_err());
         store.set_reads_failing(false);
         assert_eq!(store.list("g").await.unwrap(), o);
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn concurrent_commit_many_is_atomic_to_readers() {
-        // Writers move groups `a` and `b` together to the same value; a reader that locks
-        // both shards in between must never see them differ.
-        let store = Arc::new(MemoryStore::new());
-        let tp = TopicPartition::new("t", 0);
-        let writers: Vec<_> = (0..4)
-            .map(|w| {
-                let store = Arc::clone(&store);
-                let tp = tp.clone();
-                tokio::spawn(async move {
-                    for i in 0..500 {
-                        let o: OffsetMap = [(tp.clone(), w * 1000 + i)].into();
-                        let many = BTreeMap::from([("a".into(), o.clone()), ("b".into(), o)]);
-                        store.commit_many(&many).await.unwrap();
-                    }
-                })
-            })
-            .collect();
-        let reader = {
-            let store = Arc::clone(&store);
-            tokio::spawn(async move {
-                for _ in 0..2000 {
-                    let snap = store.snapshot();
-                    assert_eq!(snap.get("a"), snap.get("b"), "a torn commit_many was seen");
-                    tokio::task::yield_now().await;
-                }
-            })
-        };
-        for w in writers {
-            w.await.unwrap();
-        }
-        reader.await.unwrap();
-        let snap = store.snapshot();
-        assert_eq!(snap["a"], snap["b"]);
     }
 }

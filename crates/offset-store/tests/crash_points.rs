@@ -19,13 +19,9 @@ use tokio::runtime::Runtime;
 const PATH: &str = "/data/offsets.json";
 const HISTORIES: u64 = 1_000;
 
-/// One commit of a history: `commit` when it names one group, `commit_many` otherwise.
+/// One commit of a history: one group's offsets.
 fn random_commit(rng: &mut Rng) -> Groups {
-    if rng.percent(70) {
-        BTreeMap::from([(random_group(rng), random_offsets(rng, 4))])
-    } else {
-        random_groups(rng, 3, 3)
-    }
+    BTreeMap::from([(random_group(rng), random_offsets(rng, 4))])
 }
 
 struct Outcome {

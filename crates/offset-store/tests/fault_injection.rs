@@ -32,7 +32,7 @@ const FAULTS: [Fault; 2] = [Fault::Eio, Fault::Enospc];
 /// A commit of one to three groups (never empty: an empty commit touches no file).
 fn random_commit(rng: &mut Rng) -> Groups {
     loop {
-        let commit = random_groups(rng, 3, 4);
+        let commit = random_groups(rng, 1, 4);
         if !commit.is_empty() {
             return commit;
         }

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 
 use common::{check_error, reference_encoding, tp};
-use coordinator_core::{OffsetMap, OffsetStore, StorageErrorKind};
+use coordinator_core::{CommitFence, OffsetMap, OffsetStore, StorageErrorKind};
 use offset_store::testing::{CrashMode, Fault, FsOp, SimFs};
 use offset_store::JsonFileStore;
 
@@ -24,7 +24,11 @@ async fn the_file_is_the_exact_compact_sorted_format() {
     let store = JsonFileStore::open(&path).unwrap();
     assert_eq!(store.path(), path);
     store
-        .commit("workers", &offsets(&[("orders", 1, 7), ("orders", 0, 42)]))
+        .commit(
+            "workers",
+            &offsets(&[("orders", 1, 7), ("orders", 0, 42)]),
+            CommitFence::none(),
+        )
         .await
         .unwrap();
     let many = BTreeMap::from([
@@ -37,9 +41,18 @@ async fn the_file_is_the_exact_compact_sorted_format() {
             offsets(&[("audit", 3, 9), ("orders", 0, 43)]),
         ),
     ]);
-    store.commit_many(&many).await.unwrap();
+    for (group, offsets) in &many {
+        store
+            .commit(group, offsets, CommitFence::none())
+            .await
+            .unwrap();
+    }
     store
-        .commit("q\"\\\n", &offsets(&[("é", 0, i64::MAX)]))
+        .commit(
+            "q\"\\\n",
+            &offsets(&[("é", 0, i64::MAX)]),
+            CommitFence::none(),
+        )
         .await
         .unwrap();
 
@@ -71,7 +84,11 @@ async fn reopening_reads_back_what_was_committed() {
     for i in 0..20 {
         let group = format!("group-{}", i % 3);
         store
-            .commit(&group, &offsets(&[("orders", i % 4, i64::from(i) * 10)]))
+            .commit(
+                &group,
+                &offsets(&[("orders", i % 4, i64::from(i) * 10)]),
+                CommitFence::none(),
+            )
             .await
             .unwrap();
     }
@@ -90,7 +107,11 @@ async fn reopening_reads_back_what_was_committed() {
     );
     // The reopened store goes on from where the file was.
     reopened
-        .commit("group-0", &offsets(&[("orders", 9, 1)]))
+        .commit(
+            "group-0",
+            &offsets(&[("orders", 9, 1)]),
+            CommitFence::none(),
+        )
         .await
         .unwrap();
     let again = JsonFileStore::open(&path).unwrap();
@@ -103,10 +124,16 @@ async fn nothing_is_written_for_an_empty_or_refused_commit() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("offsets.json");
     let store = JsonFileStore::open(&path).unwrap();
-    store.commit("g", &OffsetMap::new()).await.unwrap();
-    store.commit_many(&BTreeMap::new()).await.unwrap();
+    store
+        .commit("g", &OffsetMap::new(), CommitFence::none())
+        .await
+        .unwrap();
     let err = store
-        .commit("g", &offsets(&[("t", 0, 1), ("t", 1, -1)]))
+        .commit(
+            "g",
+            &offsets(&[("t", 0, 1), ("t", 1, -1)]),
+            CommitFence::none(),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), StorageErrorKind::InvalidOffset);
@@ -187,13 +214,16 @@ async fn a_missing_directory_fails_the_commit_and_changes_nothing() {
     let path = dir.path().join("gone").join("offsets.json");
     let store = JsonFileStore::open(&path).unwrap();
     let err = store
-        .commit("g", &offsets(&[("t", 0, 1)]))
+        .commit("g", &offsets(&[("t", 0, 1)]), CommitFence::none())
         .await
         .unwrap_err();
     check_error(&err, StorageErrorKind::Io, &path).unwrap();
     assert!(store.snapshot().is_empty());
     std::fs::create_dir(path.parent().unwrap()).unwrap();
-    store.commit("g", &offsets(&[("t", 0, 2)])).await.unwrap();
+    store
+        .commit("g", &offsets(&[("t", 0, 2)]), CommitFence::none())
+        .await
+        .unwrap();
     assert_eq!(
         JsonFileStore::open(&path).unwrap().snapshot(),
         store.snapshot()
@@ -204,7 +234,10 @@ async fn a_missing_directory_fails_the_commit_and_changes_nothing() {
 async fn a_relative_path_is_made_durable_by_fsyncing_the_current_directory() {
     let fs = SimFs::new();
     let store = JsonFileStore::open_with_fs("offsets.json", fs.clone()).unwrap();
-    store.commit("g", &offsets(&[("t", 0, 1)])).await.unwrap();
+    store
+        .commit("g", &offsets(&[("t", 0, 1)]), CommitFence::none())
+        .await
+        .unwrap();
     let after = fs.restart(CrashMode::DropBoth);
     let reopened = JsonFileStore::open_with_fs("offsets.json", after).unwrap();
     assert_eq!(reopened.snapshot(), store.snapshot());
@@ -215,12 +248,15 @@ async fn a_failed_directory_fsync_puts_the_previous_file_back() {
     let fs = SimFs::new();
     let path = Path::new("/data/offsets.json");
     let store = JsonFileStore::open_with_fs(path, fs.clone()).unwrap();
-    store.commit("g", &offsets(&[("t", 0, 1)])).await.unwrap();
+    store
+        .commit("g", &offsets(&[("t", 0, 1)]), CommitFence::none())
+        .await
+        .unwrap();
     let before = fs.file(path).unwrap();
 
     fs.fail_nth(FsOp::FsyncDir, 1, Fault::Eio);
     let err = store
-        .commit("g", &offsets(&[("t", 0, 2)]))
+        .commit("g", &offsets(&[("t", 0, 2)]), CommitFence::none())
         .await
         .unwrap_err();
     check_error(&err, StorageErrorKind::Io, path).unwrap();
@@ -243,11 +279,14 @@ async fn when_the_restore_fails_too_the_error_says_so_and_the_next_commit_repair
     let fs = SimFs::new();
     let path = Path::new("/data/offsets.json");
     let store = JsonFileStore::open_with_fs(path, fs.clone()).unwrap();
-    store.commit("g", &offsets(&[("t", 0, 1)])).await.unwrap();
+    store
+        .commit("g", &offsets(&[("t", 0, 1)]), CommitFence::none())
+        .await
+        .unwrap();
 
     fs.set_failing(FsOp::FsyncDir, Fault::Eio);
     let err = store
-        .commit("g", &offsets(&[("t", 0, 2)]))
+        .commit("g", &offsets(&[("t", 0, 2)]), CommitFence::none())
         .await
         .unwrap_err();
     assert!(
@@ -258,7 +297,10 @@ async fn when_the_restore_fails_too_the_error_says_so_and_the_next_commit_repair
     assert_eq!(store.committed("g", &tp("t", 0)).await.unwrap(), Some(1));
 
     fs.clear_faults();
-    store.commit("g", &offsets(&[("t", 1, 5)])).await.unwrap();
+    store
+        .commit("g", &offsets(&[("t", 1, 5)]), CommitFence::none())
+        .await
+        .unwrap();
     let reopened = JsonFileStore::open_with_fs(path, fs.restart(CrashMode::DropBoth)).unwrap();
     assert_eq!(reopened.snapshot(), store.snapshot());
     assert_eq!(reopened.committed("g", &tp("t", 0)).await.unwrap(), Some(1));
@@ -272,7 +314,10 @@ async fn a_dropped_commit_future_leaves_file_and_memory_agreeing() {
         let fs = SimFs::new();
         let path = Path::new("/data/offsets.json");
         let store = Arc::new(JsonFileStore::open_with_fs(path, fs.clone()).unwrap());
-        store.commit("g", &offsets(&[("t", 0, 1)])).await.unwrap();
+        store
+            .commit("g", &offsets(&[("t", 0, 1)]), CommitFence::none())
+            .await
+            .unwrap();
 
         let (reached_tx, reached_rx) = mpsc::channel::<()>();
         let (resume_tx, resume_rx) = mpsc::channel::<()>();
@@ -288,7 +333,11 @@ async fn a_dropped_commit_future_leaves_file_and_memory_agreeing() {
         }
         let task = tokio::spawn({
             let store = Arc::clone(&store);
-            async move { store.commit("g", &offsets(&[("t", 0, 2)])).await }
+            async move {
+                store
+                    .commit("g", &offsets(&[("t", 0, 2)]), CommitFence::none())
+                    .await
+            }
         });
         tokio::task::spawn_blocking(move || reached_rx.recv().unwrap())
             .await
@@ -299,7 +348,10 @@ async fn a_dropped_commit_future_leaves_file_and_memory_agreeing() {
         resume_tx.send(()).unwrap();
 
         // Commits are serialised, so this one runs after the abandoned one has finished.
-        store.commit("g", &offsets(&[("t", 1, 7)])).await.unwrap();
+        store
+            .commit("g", &offsets(&[("t", 1, 7)]), CommitFence::none())
+            .await
+            .unwrap();
         let expected = if fail_the_fsync { 1 } else { 2 };
         assert_eq!(
             store.committed("g", &tp("t", 0)).await.unwrap(),
@@ -325,7 +377,10 @@ async fn concurrent_commits_to_many_groups_all_land() {
             tokio::spawn(async move {
                 for i in 0..10 {
                     let o = offsets(&[("t", i, i64::from(g * 100 + i))]);
-                    store.commit(&format!("g{g}"), &o).await.unwrap();
+                    store
+                        .commit(&format!("g{g}"), &o, CommitFence::none())
+                        .await
+                        .unwrap();
                 }
             })
         })
@@ -345,7 +400,7 @@ fn commits_work_without_a_tokio_runtime() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("offsets.json");
     let store = JsonFileStore::open(&path).unwrap();
-    block_on(store.commit("g", &offsets(&[("t", 0, 3)]))).unwrap();
+    block_on(store.commit("g", &offsets(&[("t", 0, 3)]), CommitFence::none())).unwrap();
     assert_eq!(
         block_on(JsonFileStore::open_async(&path))
             .unwrap()

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{for_each_seed, merged, random_groups, reference_encoding, runtime, Groups, Rng};
-use coordinator_core::{OffsetMap, OffsetStore, TopicPartition};
+use coordinator_core::{OffsetMap, TopicPartition};
 use offset_store::testing::SimFs;
 use offset_store::JsonFileStore;
 
@@ -39,8 +39,7 @@ fn random_offset_maps_survive_save_then_load_byte_exact() {
         let store = JsonFileStore::open_with_fs(PATH, fs.clone()).map_err(|e| e.to_string())?;
         let mut expected = Groups::new();
         for map in [&first, &second] {
-            rt.block_on(store.commit_many(map))
-                .map_err(|e| e.to_string())?;
+            common::commit(&rt, &store, map).map_err(|e| e.to_string())?;
             expected = merged(&expected, map);
             entries += map.values().map(OffsetMap::len).sum::<usize>();
             let bytes = fs.file(PATH).unwrap_or_default();

@@ -669,7 +669,7 @@ impl Coordinator {
         // The fence holds the group's read guard until the store is done with this write,
         // even if this future is dropped first: that is the fencing guarantee.
         self.store
-            .commit_fenced(group_id, offsets, CommitFence::group(group))
+            .commit(group_id, offsets, CommitFence::group(group))
             .await?;
         Ok(())
     }
@@ -679,7 +679,9 @@ impl Coordinator {
     pub async fn commit_direct(&self, group_id: &str, offsets: &OffsetMap) -> Result<(), Error> {
         require("group id", group_id)?;
         if check_offsets(offsets)? {
-            self.store.commit(group_id, offsets).await?;
+            self.store
+                .commit(group_id, offsets, CommitFence::none())
+                .await?;
         }
         Ok(())
     }

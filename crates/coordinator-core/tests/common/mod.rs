@@ -106,7 +106,12 @@ impl OffsetStore for TestStore {
             .and_then(|m| m.get(tp))
             .copied())
     }
-    async fn commit(&self, group: &str, offsets: &OffsetMap) -> Result<(), StorageError> {
+    async fn commit(
+        &self,
+        group: &str,
+        offsets: &OffsetMap,
+        _fence: CommitFence,
+    ) -> Result<(), StorageError> {
         self.received
             .lock()
             .unwrap()
@@ -118,6 +123,9 @@ impl OffsetStore for TestStore {
             ));
         }
         validate_offsets(group, offsets)?;
+        if offsets.is_empty() {
+            return Ok(());
+        }
         let mut data = self.data.lock().unwrap();
         let entry = data.entry(group.to_string()).or_default();
         for (tp, o) in offsets {
@@ -125,22 +133,38 @@ impl OffsetStore for TestStore {
         }
         Ok(())
     }
-    async fn commit_fenced(
+    async fn delete<'a>(
         &self,
         group: &str,
-        offsets: &OffsetMap,
+        partitions: Option<&'a [TopicPartition]>,
         _fence: CommitFence,
     ) -> Result<(), StorageError> {
-        self.commit(group, offsets).await
-    }
-    async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
-        for (g, o) in commits {
-            validate_offsets(g, o)?;
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(StorageError::new(
+                StorageErrorKind::Io,
+                "disk on fire: /dev/null",
+            ));
         }
-        for (g, o) in commits {
-            self.commit(g, o).await?;
+        let mut data = self.data.lock().unwrap();
+        match partitions {
+            None => {
+                data.remove(group);
+            }
+            Some(gone) => {
+                if let Some(offsets) = data.get_mut(group) {
+                    for tp in gone {
+                        offsets.remove(tp);
+                    }
+                    if offsets.is_empty() {
+                        data.remove(group);
+                    }
+                }
+            }
         }
         Ok(())
+    }
+    async fn groups(&self) -> Result<Vec<String>, StorageError> {
+        Ok(self.data.lock().unwrap().keys().cloned().collect())
     }
     async fn list(&self, group: &str) -> Result<OffsetMap, StorageError> {
         Ok(self

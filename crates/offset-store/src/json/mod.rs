@@ -187,22 +187,33 @@ impl<F: Fs> JsonFileStore<F> {
         self.shared.read_view().clone()
     }
 
-    /// Hands validated, non-empty commits to the blocking pool and runs the whole commit there. The fence travels with the work and is
-    /// released only when the write is done, so dropping the awaiting future cannot let a
-    /// fenced write land after the coordinator's group lock was released.
+    /// Hands a validated change to the blocking pool and runs the whole write there. The
+    /// fence travels with the work and is released only when the write is done, so dropping
+    /// the awaiting future cannot let a fenced write land after the coordinator's commit gate
+    /// was released.
     async fn write(
         &self,
-        commits: BTreeMap<String, OffsetMap>,
+        group: &str,
+        change: Change,
         fence: CommitFence,
     ) -> Result<(), StorageError> {
         let shared = Arc::clone(&self.shared);
+        let group = group.to_owned();
         run_blocking(move || {
-            let result = shared.commit_blocking(commits);
+            let result = shared.write_blocking(group, change);
             drop(fence);
             result
         })
         .await
     }
+}
+
+/// One write to one group.
+enum Change {
+    /// Merge these offsets.
+    Commit(OffsetMap),
+    /// Remove these partitions, or all of them.
+    Delete(Option<Vec<TopicPartition>>),
 }
 
 impl<F: Fs> Shared<F> {
@@ -211,44 +222,89 @@ impl<F: Fs> Shared<F> {
         self.view.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The whole commit: encode, persist, then publish. Runs on a blocking thread.
-    fn commit_blocking(&self, commits: BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
+    /// The whole write: encode, persist, then publish. Runs on a blocking thread.
+    fn write_blocking(&self, group: String, change: Change) -> Result<(), StorageError> {
         let mut guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let writer = &mut *guard;
 
         // Only this thread mutates the view (we hold the writer lock), so what we read here
-        // is what the file holds.
-        let fresh: BTreeMap<String, Vec<u8>> = {
+        // is what the file holds. `None`: the group has no offsets left.
+        let fresh: Option<Vec<u8>> = {
             let view = self.read_view();
-            commits
-                .iter()
-                .map(|(group, offsets)| {
-                    let stored = view.get(group);
-                    let old_len = writer.encoded.get(group).map_or(0, Vec::len);
+            let stored = view.get(&group);
+            match &change {
+                Change::Commit(offsets) => {
+                    let old_len = writer.encoded.get(&group).map_or(0, Vec::len);
                     let mut bytes = Vec::with_capacity(old_len + 64 * offsets.len());
                     let old = stored.into_iter().flatten().map(|(tp, &o)| (tp, o));
                     let new = offsets.iter().map(|(tp, &o)| (tp, o));
-                    encode_group(&mut bytes, group, merge_newer(old, new));
-                    (group.clone(), bytes)
-                })
-                .collect()
+                    encode_group(&mut bytes, &group, merge_newer(old, new));
+                    Some(bytes)
+                }
+                Change::Delete(partitions) => {
+                    let keep: Vec<(&TopicPartition, i64)> = match partitions {
+                        None => Vec::new(),
+                        Some(gone) => stored
+                            .into_iter()
+                            .flatten()
+                            .filter(|(tp, _)| !gone.contains(tp))
+                            .map(|(tp, &o)| (tp, o))
+                            .collect(),
+                    };
+                    if keep.is_empty() {
+                        None
+                    } else {
+                        let mut bytes = Vec::new();
+                        encode_group(&mut bytes, &group, keep);
+                        Some(bytes)
+                    }
+                }
+            }
         };
 
         writer.buf.clear();
-        encode_file(
-            &mut writer.buf,
-            merge_newer(writer.encoded.iter(), fresh.iter()).map(|(_, b)| b.as_slice()),
-        );
+        {
+            let others = writer
+                .encoded
+                .iter()
+                .filter(|(g, _)| **g != group)
+                .map(|(g, b)| (g, b.as_slice()));
+            let this = fresh.as_deref().map(|b| (&group, b));
+            encode_file(
+                &mut writer.buf,
+                merge_newer(others, this.into_iter()).map(|(_, b)| b),
+            );
+        }
         if let Err(failure) = self.persist(&writer.fs, &writer.buf) {
             return Err(self.recover(writer, failure));
         }
 
         let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
-        for (group, offsets) in commits {
-            view.entry(group).or_default().extend(offsets);
+        match change {
+            Change::Commit(offsets) => view.entry(group.clone()).or_default().extend(offsets),
+            Change::Delete(None) => {
+                view.remove(&group);
+            }
+            Change::Delete(Some(gone)) => {
+                if let Some(offsets) = view.get_mut(&group) {
+                    for tp in &gone {
+                        offsets.remove(tp);
+                    }
+                    if offsets.is_empty() {
+                        view.remove(&group);
+                    }
+                }
+            }
         }
         drop(view);
-        writer.encoded.extend(fresh);
+        match fresh {
+            Some(bytes) => {
+                writer.encoded.insert(group, bytes);
+            }
+            None => {
+                writer.encoded.remove(&group);
+            }
+        }
         Ok(())
     }
 
@@ -358,12 +414,7 @@ impl<F: Fs> OffsetStore for JsonFileStore<F> {
             .copied())
     }
 
-    async fn commit(&self, group: &str, offsets: &OffsetMap) -> Result<(), StorageError> {
-        self.commit_fenced(group, offsets, CommitFence::none())
-            .await
-    }
-
-    async fn commit_fenced(
+    async fn commit(
         &self,
         group: &str,
         offsets: &OffsetMap,
@@ -373,23 +424,30 @@ impl<F: Fs> OffsetStore for JsonFileStore<F> {
         if offsets.is_empty() {
             return Ok(());
         }
-        self.write(BTreeMap::from([(group.to_owned(), offsets.clone())]), fence)
+        self.write(group, Change::Commit(offsets.clone()), fence)
             .await
     }
 
-    async fn commit_many(&self, commits: &BTreeMap<String, OffsetMap>) -> Result<(), StorageError> {
-        for (group, offsets) in commits {
-            validate_offsets(group, offsets)?;
-        }
-        let commits: BTreeMap<String, OffsetMap> = commits
-            .iter()
-            .filter(|(_, offsets)| !offsets.is_empty())
-            .map(|(group, offsets)| (group.clone(), offsets.clone()))
-            .collect();
-        if commits.is_empty() {
+    async fn delete<'a>(
+        &self,
+        group: &str,
+        partitions: Option<&'a [TopicPartition]>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        let present = match (self.shared.read_view().get(group), partitions) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(offsets), Some(gone)) => gone.iter().any(|tp| offsets.contains_key(tp)),
+        };
+        if !present {
             return Ok(());
         }
-        self.write(commits, CommitFence::none()).await
+        self.write(group, Change::Delete(partitions.map(<[_]>::to_vec)), fence)
+            .await
+    }
+
+    async fn groups(&self) -> Result<Vec<String>, StorageError> {
+        Ok(self.shared.read_view().keys().cloned().collect())
     }
 
     async fn list(&self, group: &str) -> Result<OffsetMap, StorageError> {

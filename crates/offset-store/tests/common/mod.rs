@@ -16,7 +16,9 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
-use coordinator_core::{OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicPartition};
+use coordinator_core::{
+    CommitFence, OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicPartition,
+};
 
 /// Every group's offsets, as the stores' `snapshot()` returns them.
 pub type Groups = BTreeMap<String, OffsetMap>;
@@ -240,18 +242,17 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
-/// Commits `commit` through `commit` when it names one group, `commit_many` otherwise, so
-/// histories exercise both entry points.
+/// Commits each group of `commit` in turn (each one atomically).
 pub fn commit(
     rt: &tokio::runtime::Runtime,
     store: &dyn OffsetStore,
     commit: &Groups,
 ) -> Result<(), StorageError> {
     rt.block_on(async {
-        match commit.iter().next() {
-            Some((group, offsets)) if commit.len() == 1 => store.commit(group, offsets).await,
-            _ => store.commit_many(commit).await,
+        for (group, offsets) in commit {
+            store.commit(group, offsets, CommitFence::none()).await?;
         }
+        Ok(())
     })
 }
 
