@@ -932,10 +932,8 @@ mod tests {
         store.expect_committed().returning(|_, _| Ok(None));
         store
             .expect_commit()
-            .withf(|group, offsets, fence| {
-                group == "g"
-                    && *offsets == OffsetMap::from([(tp(0), 2), (tp(1), 0)])
-                    && !fence.is_held()
+            .withf(|group, offsets, _| {
+                group == "g" && *offsets == OffsetMap::from([(tp(0), 2), (tp(1), 0)])
             })
             .times(1)
             .returning(|_, _, _| Ok(()));

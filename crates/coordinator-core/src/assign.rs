@@ -188,7 +188,8 @@ impl Assignment {
         }
     }
 
-    fn slot(&self, p: PartitionRef) -> Option<usize> {
+    /// The flat index of `p` in [`owners`](Self::owners), if `p` is valid.
+    pub(crate) fn slot(&self, p: PartitionRef) -> Option<usize> {
         let t = p.topic as usize;
         let base = *self.topic_base.get(t)?;
         let end = *self.topic_base.get(t + 1)?;

@@ -123,6 +123,28 @@ pub enum Error {
         shared: Vec<String>,
     },
 
+    /// A call for one kind of group (the chapter's, or Kafka's classic protocol) named a
+    /// group of the other kind. Kafka answers a protocol-type mismatch the same way.
+    #[error(
+        "group `{group}` is a {actual} group, not a {expected} group: use the {actual} \
+         protocol's calls, or another group id"
+    )]
+    WrongGroupType {
+        /// The group id.
+        group: String,
+        /// The kind of group the call is for (`chapter` or `classic`).
+        expected: &'static str,
+        /// The kind of group it is.
+        actual: &'static str,
+    },
+
+    /// The group still has members; only an Empty group can be deleted.
+    #[error("group `{group}` is not empty: only an Empty group (no members) can be deleted")]
+    NonEmptyGroup {
+        /// The group id.
+        group: String,
+    },
+
     /// The assignor returned an error or an assignment that breaks its contract.
     #[error("assignor `{assignor}` failed: {reason}")]
     AssignorFailed {
@@ -150,6 +172,7 @@ impl Error {
         "INCONSISTENT_GROUP_PROTOCOL",
         "ASSIGNOR_FAILED",
         "STORAGE_ERROR",
+        "NON_EMPTY_GROUP",
     ];
 
     /// The stable code of this error, e.g. `ILLEGAL_GENERATION`.
@@ -162,7 +185,10 @@ impl Error {
             Error::GroupIdNotFound { .. } => "GROUP_ID_NOT_FOUND",
             Error::InvalidArgument { .. } => "INVALID_ARGUMENT",
             Error::UnknownTopic { .. } => "UNKNOWN_TOPIC",
-            Error::InconsistentGroupProtocol { .. } => "INCONSISTENT_GROUP_PROTOCOL",
+            Error::InconsistentGroupProtocol { .. } | Error::WrongGroupType { .. } => {
+                "INCONSISTENT_GROUP_PROTOCOL"
+            }
+            Error::NonEmptyGroup { .. } => "NON_EMPTY_GROUP",
             Error::AssignorFailed { .. } => "ASSIGNOR_FAILED",
             Error::Storage(e) => e.code(),
         }
@@ -172,7 +198,7 @@ impl Error {
     ///
     /// `ILLEGAL_GENERATION` 22, `UNKNOWN_MEMBER_ID` 25, `REBALANCE_IN_PROGRESS` 27,
     /// `GROUP_ID_NOT_FOUND` 69, `UNKNOWN_TOPIC_OR_PARTITION` 3, `INCONSISTENT_GROUP_PROTOCOL` 23,
-    /// `KAFKA_STORAGE_ERROR` 56. Ownership, argument and assignor errors have no Kafka code.
+    /// `NON_EMPTY_GROUP` 68, `KAFKA_STORAGE_ERROR` 56. Ownership, argument and assignor errors have no Kafka code.
     pub fn kafka_code(&self) -> Option<i16> {
         match self {
             Error::IllegalGeneration { .. } => Some(22),
@@ -180,7 +206,8 @@ impl Error {
             Error::RebalanceInProgress { .. } => Some(27),
             Error::GroupIdNotFound { .. } => Some(69),
             Error::UnknownTopic { .. } => Some(3),
-            Error::InconsistentGroupProtocol { .. } => Some(23),
+            Error::InconsistentGroupProtocol { .. } | Error::WrongGroupType { .. } => Some(23),
+            Error::NonEmptyGroup { .. } => Some(68),
             Error::Storage(e) => e.kafka_code(),
             Error::NotPartitionOwner { .. }
             | Error::InvalidArgument { .. }
@@ -197,7 +224,9 @@ impl Error {
             | Error::GroupIdNotFound { .. }
             | Error::InvalidArgument { .. }
             | Error::UnknownTopic { .. }
-            | Error::InconsistentGroupProtocol { .. } => ErrorClass::InvalidRequest,
+            | Error::InconsistentGroupProtocol { .. }
+            | Error::WrongGroupType { .. }
+            | Error::NonEmptyGroup { .. } => ErrorClass::InvalidRequest,
             Error::Storage(e) if e.kind() == StorageErrorKind::InvalidOffset => {
                 ErrorClass::InvalidRequest
             }
@@ -209,6 +238,18 @@ impl Error {
     /// refresh.
     pub fn is_fenced(&self) -> bool {
         self.class() == ErrorClass::Fenced
+    }
+
+    pub(crate) fn wrong_group_type(
+        group: &str,
+        expected: &'static str,
+        actual: &'static str,
+    ) -> Self {
+        Error::WrongGroupType {
+            group: group.to_string(),
+            expected,
+            actual,
+        }
     }
 
     pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {

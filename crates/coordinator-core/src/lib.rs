@@ -146,8 +146,9 @@ pub use assign::{
 };
 pub use clock::{Clock, ClockWentBackwards, ManualClock, MonotonicClock};
 pub use coordinator::{
-    Coordinator, CoordinatorBuilder, ExpiredMember, GroupDescription, MemberAssignment,
-    MemberDescription, DEFAULT_SESSION_TIMEOUT_MS,
+    Coordinator, CoordinatorBuilder, CoordinatorConfig, ExpiredMember, GroupDescription,
+    MemberAssignment, MemberDescription, DEFAULT_EMPTY_GROUP_GRACE_MS,
+    DEFAULT_OFFSETS_RETENTION_MS, DEFAULT_SESSION_TIMEOUT_MS,
 };
 pub use error::{Error, ErrorClass, StorageError, StorageErrorKind};
 pub use metadata::TopicMetadata;

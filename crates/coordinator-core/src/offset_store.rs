@@ -133,7 +133,6 @@ pub struct CommitFence {
 enum Held {
     Nothing,
     Gate(#[allow(dead_code)] OwnedRwLockReadGuard<()>),
-    Group(#[allow(dead_code)] OwnedRwLockReadGuard<crate::coordinator::Group>),
 }
 
 impl CommitFence {
@@ -151,13 +150,6 @@ impl CommitFence {
         }
     }
 
-    /// A fence holding the group's lock (shared).
-    pub(crate) fn group(guard: OwnedRwLockReadGuard<crate::coordinator::Group>) -> Self {
-        CommitFence {
-            held: Held::Group(guard),
-        }
-    }
-
     /// Whether this fence holds anything.
     pub fn is_held(&self) -> bool {
         !matches!(self.held, Held::Nothing)
@@ -169,7 +161,6 @@ impl fmt::Debug for CommitFence {
         let holds = match self.held {
             Held::Nothing => "nothing",
             Held::Gate(_) => "a commit gate",
-            Held::Group(_) => "a group lock",
         };
         f.debug_struct("CommitFence")
             .field("holds", &holds)

@@ -623,7 +623,7 @@ impl Assignor for Broken {
 }
 
 #[tokio::test]
-async fn a_failing_or_lying_assignor_is_refused_and_nothing_changes() {
+async fn a_failing_or_lying_assignor_refuses_joins_but_not_removals() {
     for mode in ["error", "lie"] {
         let topics = Topics::with(&[("orders", 2), ("payments", 1)]);
         let coordinator = Coordinator::builder(
@@ -643,18 +643,26 @@ async fn a_failing_or_lying_assignor_is_refused_and_nothing_changes() {
             coordinator.join("g", "a", &["payments"]).await.unwrap();
             coordinator.join("g", "b", &["orders"]).await.unwrap();
             let before = coordinator.describe("g").await.unwrap();
-            // Without c, the last member is b, which does not subscribe to payments.
-            let err = coordinator.leave("g", "c").await.unwrap_err();
-            assert_eq!(err.code(), "ASSIGNOR_FAILED");
-            assert!(err.to_string().contains("does not subscribe"), "{err}");
-            assert_eq!(
-                coordinator.describe("g").await.unwrap(),
-                before,
-                "c is still there"
-            );
+            // A join whose rebalance fails is undone: nothing changes.
             let err = coordinator.join("g", "d", &["orders"]).await.unwrap_err();
             assert_eq!(err.code(), "ASSIGNOR_FAILED");
+            assert!(err.to_string().contains("does not subscribe"), "{err}");
             assert_eq!(coordinator.describe("g").await.unwrap(), before);
+            // A removal never fails: without c the lie breaks the contract, so the
+            // chapter's round-robin assigns the generation instead, and says so.
+            let left = coordinator.leave("g", "c").await.unwrap();
+            assert_eq!(left, Some(before.generation.next()));
+            let after = coordinator.describe("g").await.unwrap();
+            let ids: Vec<&str> = after.members.iter().map(|m| m.member.as_str()).collect();
+            assert_eq!(ids, ["a", "b"], "c is gone");
+            assert_eq!(after.strategy, None);
+            let why = after.assignment_error.expect("the fallback is surfaced");
+            assert!(why.contains("does not subscribe"), "{why}");
+            assert_eq!(after.members[0].partitions, tps(&[("payments", 0)]));
+            assert_eq!(
+                after.members[1].partitions,
+                tps(&[("orders", 0), ("orders", 1)])
+            );
         } else {
             let err = coordinator.join("g", "a", &["orders"]).await.unwrap_err();
             assert_eq!(err.code(), "ASSIGNOR_FAILED");

@@ -145,6 +145,8 @@ async fn provoke_all() -> Vec<Seen> {
         .consumer("picky", AutoOffsetReset::Earliest)
         .unwrap();
     seen.push(consumer(plain.subscribe(&["orders"]).await.unwrap_err()));
+    // NON_EMPTY_GROUP: only an Empty group can be deleted.
+    seen.push(core(c.delete_group("picky").await.unwrap_err()));
     // ASSIGNOR_FAILED
     let topics: BTreeMap<String, u32> = [("orders".to_string(), 1)].into();
     let refusing = Coordinator::builder(

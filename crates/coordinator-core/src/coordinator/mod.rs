@@ -1,15 +1,14 @@
-//! The group coordinator: membership, rebalances, fencing of commits.
+//! The group coordinator: membership, rebalances, fencing of commits, timers, lifecycle.
 
-mod group;
-
-pub(crate) use group::Group;
+mod chapter;
+mod entry;
+mod timers;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use tokio::sync::{OwnedRwLockReadGuard, RwLock as GroupLock};
+use tokio::sync::{Notify, OwnedRwLockWriteGuard};
 use tracing::{debug, info, warn};
 
 use crate::assign::{Assignor, MAX_PARTITIONS_PER_TOPIC};
@@ -19,10 +18,17 @@ use crate::metadata::TopicMetadata;
 use crate::offset_store::{CommitFence, OffsetStore};
 use crate::types::{Generation, GroupState, OffsetMap, TopicPartition};
 
-use group::{MemberEntry, Undo, NO_SLOT};
+use chapter::{Group, MemberEntry};
+use entry::{Body, GroupCell, GroupEntry};
+use timers::Timers;
 
 /// Kafka's default `session.timeout.ms` (45 s).
 pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 45_000;
+/// Kafka's default `offsets.retention.minutes` (7 days), in milliseconds.
+pub const DEFAULT_OFFSETS_RETENTION_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+/// How long an Empty group without offsets is kept: Kafka's default
+/// `offsets.retention.check.interval.ms` (10 minutes), the longest Kafka keeps one.
+pub const DEFAULT_EMPTY_GROUP_GRACE_MS: u64 = 600_000;
 
 /// A member's view of its assignment: the generation it belongs to and its partitions, in
 /// topic then partition order.
@@ -32,6 +38,20 @@ pub struct MemberAssignment {
     pub generation: Generation,
     /// The member's partitions (empty if it owns none).
     pub partitions: Vec<TopicPartition>,
+    /// For each partition, in the same order: the generation since which this member has
+    /// owned it without interruption. A consumer may keep a local fetch position across an
+    /// assignment change only for a partition it owned continuously since the generation the
+    /// position was made under (no other member can have owned it in between).
+    pub owned_since: Vec<Generation>,
+}
+
+impl MemberAssignment {
+    /// The generation since which the member has owned `tp` without interruption, if it
+    /// owns it.
+    pub fn owned_since(&self, tp: &TopicPartition) -> Option<Generation> {
+        let i = self.partitions.iter().position(|p| p == tp)?;
+        self.owned_since.get(i).copied()
+    }
 }
 
 /// A member removed by [`Coordinator::expire_members`].
@@ -52,10 +72,15 @@ pub struct GroupDescription {
     pub generation: Generation,
     /// The current state.
     pub state: GroupState,
-    /// The assignment strategy of the current generation (`None` when Empty).
+    /// The assignment strategy of the current generation (`None` when Empty, or when the
+    /// strategy failed and a fallback assigned this generation).
     pub strategy: Option<String>,
     /// The members, sorted by id.
     pub members: Vec<MemberDescription>,
+    /// Why this generation's assignment is not the negotiated strategy's: the strategy
+    /// failed while members were being removed, and the chapter's round-robin (or, if even
+    /// that was impossible, no assignment) took its place. `None` when all is well.
+    pub assignment_error: Option<String>,
 }
 
 /// One member in a [`GroupDescription`].
@@ -73,20 +98,57 @@ pub struct MemberDescription {
     pub deadline_ms: u64,
 }
 
+/// The coordinator's settings, with Kafka's names and defaults where Kafka has them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoordinatorConfig {
+    /// The session timeout of the chapter's groups (default [`DEFAULT_SESSION_TIMEOUT_MS`]).
+    pub session_timeout_ms: u64,
+    /// Kafka's `offsets.retention.minutes`, in ms: an Empty group's committed offsets are
+    /// deleted this long after it became Empty (default 7 days).
+    pub offsets_retention_ms: u64,
+    /// How long an Empty group without committed offsets is kept before it is removed
+    /// (default 10 minutes, Kafka's `offsets.retention.check.interval.ms`).
+    pub empty_group_grace_ms: u64,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            session_timeout_ms: DEFAULT_SESSION_TIMEOUT_MS,
+            offsets_retention_ms: DEFAULT_OFFSETS_RETENTION_MS,
+            empty_group_grace_ms: DEFAULT_EMPTY_GROUP_GRACE_MS,
+        }
+    }
+}
+
+/// The groups, and the last generation of every group that was removed.
+#[derive(Debug, Default)]
+struct Groups {
+    map: HashMap<Arc<str>, Arc<GroupCell>>,
+    /// Group id → the generation it had when it was removed. A group re-created under the
+    /// same id continues from there, so a member of the old incarnation can never present a
+    /// generation the new one will use (see the crate docs, "Lifecycle").
+    tombstones: HashMap<Arc<str>, Generation>,
+}
+
 /// The consumer-group coordinator.
 ///
 /// `Send + Sync`: share it as `Arc<Coordinator>` between the tasks of a multi-threaded
-/// runtime. See the [crate docs](crate) for the locking design.
+/// runtime. See the [crate docs](crate) for the locking design and the timer model.
 pub struct Coordinator {
     clock: Arc<dyn Clock>,
     store: Arc<dyn OffsetStore>,
     metadata: Arc<dyn TopicMetadata>,
     /// Registered strategies; index 0 is the default a member gets when it names none.
     assignors: Vec<Arc<dyn Assignor>>,
-    session_timeout_ms: u64,
-    /// Group id → group. This lock is held only to find or insert a group, never across an
-    /// await; each group has its own async lock.
-    groups: RwLock<HashMap<Arc<str>, Arc<GroupLock<Group>>>>,
+    config: CoordinatorConfig,
+    /// This lock is held only to find, insert or remove a group, never across an await and
+    /// never while taking a group's lock.
+    groups: RwLock<Groups>,
+    /// Lock order: a group's state lock, then this one.
+    timers: Mutex<Timers>,
+    /// Signalled when a deadline earlier than every other one is armed.
+    wake: Notify,
 }
 
 impl fmt::Debug for Coordinator {
@@ -94,8 +156,8 @@ impl fmt::Debug for Coordinator {
         let names: Vec<&str> = self.assignors.iter().map(|a| a.name()).collect();
         f.debug_struct("Coordinator")
             .field("assignors", &names)
-            .field("session_timeout_ms", &self.session_timeout_ms)
-            .field("groups", &self.read_groups().len())
+            .field("config", &self.config)
+            .field("groups", &self.read_groups().map.len())
             .finish_non_exhaustive()
     }
 }
@@ -106,7 +168,7 @@ pub struct CoordinatorBuilder {
     store: Arc<dyn OffsetStore>,
     metadata: Arc<dyn TopicMetadata>,
     assignors: Vec<Arc<dyn Assignor>>,
-    session_timeout_ms: u64,
+    config: CoordinatorConfig,
 }
 
 impl fmt::Debug for CoordinatorBuilder {
@@ -114,24 +176,40 @@ impl fmt::Debug for CoordinatorBuilder {
         let names: Vec<&str> = self.assignors.iter().map(|a| a.name()).collect();
         f.debug_struct("CoordinatorBuilder")
             .field("assignors", &names)
-            .field("session_timeout_ms", &self.session_timeout_ms)
+            .field("config", &self.config)
             .finish_non_exhaustive()
     }
 }
 
 impl CoordinatorBuilder {
-    /// Uses `clock` for session deadlines (default: [`MonotonicClock`]).
+    /// Uses `clock` for every deadline (default: [`MonotonicClock`]).
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
     }
 
-    /// Sets the session timeout: a member expires when `now > last heartbeat + timeout`
-    /// (default [`DEFAULT_SESSION_TIMEOUT_MS`]).
+    /// Sets the session timeout of the chapter's groups: a member expires when
+    /// `now > last heartbeat + timeout` (default [`DEFAULT_SESSION_TIMEOUT_MS`]).
     #[must_use]
     pub fn session_timeout_ms(mut self, ms: u64) -> Self {
-        self.session_timeout_ms = ms;
+        self.config.session_timeout_ms = ms;
+        self
+    }
+
+    /// Kafka's `offsets.retention.minutes`, in milliseconds (default
+    /// [`DEFAULT_OFFSETS_RETENTION_MS`]).
+    #[must_use]
+    pub fn offsets_retention_ms(mut self, ms: u64) -> Self {
+        self.config.offsets_retention_ms = ms;
+        self
+    }
+
+    /// How long an Empty group without committed offsets is kept (default
+    /// [`DEFAULT_EMPTY_GROUP_GRACE_MS`]).
+    #[must_use]
+    pub fn empty_group_grace_ms(mut self, ms: u64) -> Self {
+        self.config.empty_group_grace_ms = ms;
         self
     }
 
@@ -144,7 +222,7 @@ impl CoordinatorBuilder {
 
     /// Builds the coordinator. Refuses a zero session timeout and two strategies with one name.
     pub fn build(self) -> Result<Coordinator, Error> {
-        if self.session_timeout_ms == 0 {
+        if self.config.session_timeout_ms == 0 {
             return Err(Error::invalid("session timeout", "must be at least 1 ms"));
         }
         for (i, a) in self.assignors.iter().enumerate() {
@@ -166,8 +244,10 @@ impl CoordinatorBuilder {
             store: self.store,
             metadata: self.metadata,
             assignors: self.assignors,
-            session_timeout_ms: self.session_timeout_ms,
-            groups: RwLock::new(HashMap::new()),
+            config: self.config,
+            groups: RwLock::new(Groups::default()),
+            timers: Mutex::new(Timers::default()),
+            wake: Notify::new(),
         })
     }
 }
@@ -186,6 +266,18 @@ fn not_found(group: &str) -> Error {
     }
 }
 
+/// What a timer run found due in one group.
+enum Due {
+    /// Nothing (a lease was extended since the deadline was armed).
+    Nothing,
+    /// Members to expire, or a follow-up rebalance: needs the commit gate.
+    Rebalance,
+    /// The group's offsets expired.
+    DeleteOffsets,
+    /// The group is Empty, without offsets, past its grace period.
+    Remove,
+}
+
 impl Coordinator {
     /// Starts building a coordinator over its three ports. `default_assignor` is the strategy
     /// of members that name none.
@@ -199,13 +291,18 @@ impl Coordinator {
             store,
             metadata,
             assignors: vec![default_assignor],
-            session_timeout_ms: DEFAULT_SESSION_TIMEOUT_MS,
+            config: CoordinatorConfig::default(),
         }
     }
 
-    /// The session timeout in milliseconds.
+    /// The session timeout of the chapter's groups, in milliseconds.
     pub fn session_timeout_ms(&self) -> u64 {
-        self.session_timeout_ms
+        self.config.session_timeout_ms
+    }
+
+    /// The coordinator's settings.
+    pub fn config(&self) -> &CoordinatorConfig {
+        &self.config
     }
 
     /// The names of the registered strategies; the first is the default.
@@ -218,44 +315,91 @@ impl Coordinator {
         &self.clock
     }
 
-    fn read_groups(
-        &self,
-    ) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<GroupLock<Group>>>> {
-        // Nothing panics while holding this lock, but a poisoned map is still consistent.
+    // ------------------------------------------------------------------ the group map
+
+    fn read_groups(&self) -> std::sync::RwLockReadGuard<'_, Groups> {
+        // Nothing panics while holding this lock, so a poisoned map is still consistent.
         self.groups.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn group(&self, group: &str) -> Option<Arc<GroupLock<Group>>> {
-        self.read_groups().get(group).cloned()
+    fn write_groups(&self) -> std::sync::RwLockWriteGuard<'_, Groups> {
+        self.groups.write().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn group_or_insert(&self, group: &str) -> Arc<GroupLock<Group>> {
+    fn group(&self, group: &str) -> Option<Arc<GroupCell>> {
+        self.read_groups().map.get(group).cloned()
+    }
+
+    fn group_or_insert(&self, group: &str) -> Arc<GroupCell> {
         if let Some(g) = self.group(group) {
             return g;
         }
-        let mut groups = self.groups.write().unwrap_or_else(PoisonError::into_inner);
-        groups
-            .entry(Arc::from(group))
-            .or_insert_with(|| {
-                Arc::new(GroupLock::new(Group::new(
-                    Arc::from(group),
-                    self.assignors.len(),
-                )))
-            })
-            .clone()
+        let mut groups = self.write_groups();
+        if let Some(g) = groups.map.get(group) {
+            return g.clone();
+        }
+        let id: Arc<str> = Arc::from(group);
+        let generation = groups
+            .tombstones
+            .remove(group)
+            .unwrap_or(Generation::INITIAL);
+        let cell = Arc::new(GroupCell::new(id.clone(), generation, self.assignors.len()));
+        groups.map.insert(id, cell.clone());
+        cell
     }
 
-    /// The group's lock, shared, if the group exists. The guard is owned so that a commit can
-    /// hand it to the store as its [`CommitFence`].
-    async fn read_existing(&self, group_id: &str) -> Result<OwnedRwLockReadGuard<Group>, Error> {
-        let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
-        let group = cell.read_owned().await;
-        if group.exists() {
-            Ok(group)
-        } else {
-            Err(not_found(group_id))
+    /// Takes a removed group's cell out of the map, leaving its generation as a tombstone.
+    fn forget(&self, cell: &Arc<GroupCell>, generation: Generation) {
+        let mut groups = self.write_groups();
+        if groups
+            .map
+            .get(&cell.id)
+            .is_some_and(|c| Arc::ptr_eq(c, cell))
+        {
+            groups.map.remove(&cell.id);
+            groups.tombstones.insert(cell.id.clone(), generation);
         }
     }
+
+    /// Arms `entry`'s next deadline, if it is earlier than the one already armed.
+    fn arm(&self, entry: &mut GroupEntry) {
+        let Some(at) = entry.next_deadline(
+            self.config.offsets_retention_ms,
+            self.config.empty_group_grace_ms,
+        ) else {
+            return;
+        };
+        self.arm_at(entry, at);
+    }
+
+    fn arm_at(&self, entry: &mut GroupEntry, at: u64) {
+        if entry.armed.is_some_and(|armed| armed <= at) {
+            return;
+        }
+        entry.armed = Some(at);
+        let earliest = self
+            .timers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(at, entry.id.clone());
+        if earliest {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The gate of `group`, exclusively, with its cell: the group exists in the map (created
+    /// if needed) and was not removed meanwhile.
+    async fn install_lock(&self, group: &str) -> (Arc<GroupCell>, OwnedRwLockWriteGuard<()>) {
+        loop {
+            let cell = self.group_or_insert(group);
+            let gate = cell.gate.clone().write_owned().await;
+            if !cell.lock().removed {
+                return (cell, gate);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ chapter groups
 
     /// Joins `member` to `group` with the default strategy; see
     /// [`join_with_strategies`](Self::join_with_strategies).
@@ -279,9 +423,9 @@ impl Coordinator {
     /// unregistered strategy, a topic with more than [`MAX_PARTITIONS_PER_TOPIC`]
     /// partitions, a group whose topics would hold more than
     /// [`MAX_TOTAL_PARTITIONS`](crate::MAX_TOTAL_PARTITIONS) in all), `UNKNOWN_TOPIC` (naming
-    /// every unknown topic, sorted),
-    /// `INCONSISTENT_GROUP_PROTOCOL` (no strategy shared with every other member),
-    /// `ASSIGNOR_FAILED`. Nothing changes on error.
+    /// every unknown topic, sorted), `INCONSISTENT_GROUP_PROTOCOL` (no strategy shared with
+    /// every other member, or the group is a classic group), `ASSIGNOR_FAILED`. Nothing
+    /// changes on error.
     pub async fn join_with_strategies<S: AsRef<str>, T: AsRef<str>>(
         &self,
         group: &str,
@@ -354,8 +498,46 @@ impl Coordinator {
         subs.dedup();
         let strategies = strategies.unwrap_or_else(|| vec![0]);
 
-        let cell = self.group_or_insert(group_id);
-        let mut group = cell.write().await;
+        let (cell, _gate) = self.install_lock(group_id).await;
+        let mut entry = cell.lock();
+        let next = entry.generation.next();
+        let now = self.clock.now_ms();
+        let was_unused = matches!(entry.body, Body::Unused);
+        let result = {
+            let Some(group) = entry.chapter_or_convert() else {
+                return Err(Error::wrong_group_type(group_id, "chapter", "classic"));
+            };
+            self.join_chapter(group, member, subs, strategies, now, next)
+        };
+        match result {
+            Ok(assignment) => {
+                entry.generation = next;
+                entry.note_membership(now);
+                self.arm(&mut entry);
+                Ok(assignment)
+            }
+            Err(e) => {
+                if was_unused {
+                    // A first join that failed leaves no visible group behind.
+                    entry.body = Body::Unused;
+                }
+                entry.note_membership(now);
+                self.arm(&mut entry);
+                Err(e)
+            }
+        }
+    }
+
+    /// The join itself, under the group's gate and state lock.
+    fn join_chapter(
+        &self,
+        group: &mut Group,
+        member: &str,
+        subs: Vec<Arc<str>>,
+        strategies: Vec<usize>,
+        now: u64,
+        next: Generation,
+    ) -> Result<MemberAssignment, Error> {
         let existing = group.find(member);
         let others = group.ids.len() - usize::from(existing.is_some());
         if others > 0 {
@@ -369,96 +551,134 @@ impl Coordinator {
                 let mut shared_names = names(&shared);
                 shared_names.sort_unstable();
                 return Err(Error::InconsistentGroupProtocol {
-                    group: group_id.to_string(),
+                    group: group.id.to_string(),
                     member: member.to_string(),
                     offered: names(&strategies),
                     shared: shared_names,
                 });
             }
         }
-        let entry = MemberEntry {
-            topics: subs.into_boxed_slice(),
-            strategies: strategies.into_boxed_slice(),
-            deadline_ms: AtomicU64::new(
-                self.clock.now_ms().saturating_add(self.session_timeout_ms),
-            ),
-            slot: NO_SLOT,
-        };
+        let entry = MemberEntry::new(
+            subs.into_boxed_slice(),
+            strategies.into_boxed_slice(),
+            now.saturating_add(self.config.session_timeout_ms),
+        );
         let undo = group.upsert(member, entry);
-        let from = group.generation;
-        self.rebalance(&mut group, undo)?;
+        if let Err(e) = group.rebalance(next, &self.assignors, &*self.metadata) {
+            warn!(group = &*group.id, member, code = e.code(), error = %e, "rebalance failed; join undone");
+            group.undo(undo);
+            return Err(e);
+        }
+        self.log_rebalance(group, next);
         let index = group.find(member).ok_or_else(|| Error::UnknownMember {
-            group: group_id.to_string(),
+            group: group.id.to_string(),
             member: member.to_string(),
         })?;
         let partitions = group.member_assignment(index);
         info!(
-            group = group_id,
+            group = &*group.id,
             member,
-            generation = group.generation.get(),
+            generation = next.get(),
             partitions = partitions.len(),
             rejoin = existing.is_some(),
             "member joined"
         );
-        debug_assert_eq!(group.generation, from.next());
         Ok(MemberAssignment {
-            generation: group.generation,
+            generation: next,
+            owned_since: group.member_owned_since(index),
             partitions,
         })
     }
 
-    /// Rebalances after a membership change, or undoes the change if the rebalance fails.
-    fn rebalance(&self, group: &mut Group, undo: Undo) -> Result<(), Error> {
-        let from = group.generation;
-        match group.rebalance(&self.assignors, &*self.metadata) {
-            Ok(()) => {
-                info!(
-                    group = &*group.id,
-                    from = from.get(),
-                    to = group.generation.get(),
-                    members = group.ids.len(),
-                    assigned = group.current.assigned_count(),
-                    strategy = group.strategy_name(&self.assignors).unwrap_or("none"),
-                    state = group.state.as_str(),
-                    "group rebalanced"
-                );
-                Ok(())
-            }
-            Err(e) => {
-                warn!(group = &*group.id, code = e.code(), error = %e, "rebalance failed; membership change undone");
-                group.undo(undo);
-                Err(e)
-            }
+    fn log_rebalance(&self, group: &Group, to: Generation) {
+        info!(
+            group = &*group.id,
+            from = to.get() - 1,
+            to = to.get(),
+            members = group.ids.len(),
+            assigned = group.current.assigned_count(),
+            strategy = group.strategy_name(&self.assignors).unwrap_or("none"),
+            state = group.state.as_str(),
+            withheld_from = group.awaiting_acks,
+            "group rebalanced"
+        );
+    }
+
+    /// Removes members of a chapter group and rebalances; never fails (see
+    /// [`Group::rebalance_after_removal`]).
+    fn remove_chapter_members(&self, entry: &mut GroupEntry, indices: &[usize], now: u64) {
+        let next = entry.generation.next();
+        let Some(group) = entry.chapter_mut() else {
+            return;
+        };
+        group.remove(indices);
+        if let Some(e) = group.rebalance_after_removal(next, &self.assignors, &*self.metadata) {
+            warn!(
+                group = &*group.id,
+                generation = next.get(),
+                code = e.code(),
+                error = %e,
+                fallback = group.degraded.as_deref().unwrap_or(""),
+                "the strategy failed during a removal; the fallback assigned this generation"
+            );
         }
+        self.log_rebalance(group, next);
+        entry.generation = next;
+        entry.note_membership(now);
+        self.arm(entry);
     }
 
     /// Removes `member` from `group` and rebalances. Returns the new generation, or `None` if
     /// the group or member was unknown (leave is idempotent: no error, no new generation).
     ///
-    /// Errors: `INVALID_ARGUMENT` for an empty id; `ASSIGNOR_FAILED` (the member stays).
+    /// A leave always succeeds: if the negotiated strategy fails to assign the remaining
+    /// members, the chapter's round-robin assigns instead (logged at warn, and shown in
+    /// [`GroupDescription::assignment_error`]).
+    ///
+    /// Errors: `INVALID_ARGUMENT` for an empty id.
     pub async fn leave(&self, group_id: &str, member: &str) -> Result<Option<Generation>, Error> {
         require("group id", group_id)?;
         require("member id", member)?;
         let Some(cell) = self.group(group_id) else {
             return Ok(None);
         };
-        let mut group = cell.write().await;
-        let Some(index) = group.find(member).filter(|_| group.exists()) else {
+        let _gate = cell.gate.clone().write_owned().await;
+        let mut entry = cell.lock();
+        if entry.removed {
+            return Ok(None);
+        }
+        let Some(index) = entry.chapter().and_then(|g| g.find(member)) else {
             return Ok(None);
         };
-        let undo = group.remove(&[index]);
-        self.rebalance(&mut group, undo)?;
+        let now = self.clock.now_ms();
+        self.remove_chapter_members(&mut entry, &[index], now);
         info!(
             group = group_id,
             member,
-            generation = group.generation.get(),
+            generation = entry.generation.get(),
             "member left"
         );
-        Ok(Some(group.generation))
+        Ok(Some(entry.generation))
     }
 
-    /// Extends `member`'s session lease to `now + session timeout`. It never commits and never
-    /// changes an assignment.
+    /// The chapter group of an existing group, under its state lock; `GROUP_ID_NOT_FOUND` if
+    /// there is none, `INCONSISTENT_GROUP_PROTOCOL` for a classic group.
+    fn with_chapter<T>(
+        &self,
+        group_id: &str,
+        f: impl FnOnce(&mut GroupEntry) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
+        let mut entry = cell.lock();
+        match &entry.body {
+            _ if entry.removed => Err(not_found(group_id)),
+            Body::Chapter(_) => f(&mut entry),
+            Body::Unused => Err(not_found(group_id)),
+        }
+    }
+
+    /// Extends `member`'s session lease to `now + session timeout`. It never commits, never
+    /// changes an assignment, and never waits for the offset store.
     ///
     /// Errors, in check order: `INVALID_ARGUMENT`, `GROUP_ID_NOT_FOUND`, `ILLEGAL_GENERATION`
     /// (carrying both generations), `UNKNOWN_MEMBER`.
@@ -470,68 +690,223 @@ impl Coordinator {
     ) -> Result<(), Error> {
         require("group id", group_id)?;
         require("member id", member)?;
-        let group = self.read_existing(group_id).await?;
-        check_generation(&group, generation)?;
-        let index = group
-            .find(member)
-            .ok_or_else(|| unknown_member(group_id, member))?;
-        let deadline = self.clock.now_ms().saturating_add(self.session_timeout_ms);
-        group.members[index]
-            .deadline_ms
-            .store(deadline, std::sync::atomic::Ordering::Relaxed);
-        Ok(())
+        let deadline = self
+            .clock
+            .now_ms()
+            .saturating_add(self.config.session_timeout_ms);
+        self.with_chapter(group_id, |entry| {
+            check_generation(group_id, entry.generation, generation)?;
+            let group = chapter_of(entry)?;
+            let index = group
+                .find(member)
+                .ok_or_else(|| unknown_member(group_id, member))?;
+            group.members[index].deadline_ms = deadline;
+            Ok(())
+        })
     }
 
     /// Removes every member whose session deadline has passed (`now > deadline`: at exactly
-    /// the deadline a member is alive), rebalancing each group that lost members once.
+    /// the deadline a member is alive), rebalancing each group that lost members once, and
+    /// does everything else that is due: see [`handle_timeout`](Self::handle_timeout).
     ///
-    /// Returns the removed members ordered by group id, then member id. A group whose
-    /// rebalance fails keeps its members (logged as a warning) and is retried next call.
+    /// Returns the removed members ordered by group id, then member id. Removal never fails.
     pub async fn expire_members(&self) -> Vec<ExpiredMember> {
+        self.handle_timeout().await
+    }
+
+    /// When the coordinator next needs [`handle_timeout`](Self::handle_timeout), in clock
+    /// milliseconds (`None`: nothing is scheduled). It may answer earlier than necessary
+    /// (a lease extended since), never later.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.timers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next()
+    }
+
+    /// Resolves when a deadline earlier than every other one was armed since the last call
+    /// (or since the coordinator was built): a driver sleeping until
+    /// [`poll_timeout`](Self::poll_timeout) should wake and ask again.
+    pub async fn timeout_changed(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Does everything that is due at the clock's current time: expires members whose
+    /// session passed (and rebalances their groups once each), runs follow-up rebalances of
+    /// cooperative hand-overs that could not run at once, deletes the offsets of groups that
+    /// have been Empty for `offsets_retention_ms`, and removes Empty groups without offsets
+    /// after `empty_group_grace_ms`. The core never does any of this by itself: a driver (or
+    /// a test with a [`ManualClock`](crate::ManualClock)) calls this when
+    /// [`poll_timeout`](Self::poll_timeout) says.
+    ///
+    /// Returns the expired members ordered by group id, then member id. Costs O(log n) per
+    /// due deadline plus the work of the groups that are due, not a scan of every group.
+    pub async fn handle_timeout(&self) -> Vec<ExpiredMember> {
         let now = self.clock.now_ms();
-        let mut cells: Vec<(Arc<str>, Arc<GroupLock<Group>>)> = self
-            .read_groups()
-            .iter()
-            .map(|(id, cell)| (id.clone(), cell.clone()))
-            .collect();
-        cells.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut due = self
+            .timers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_due(now);
+        due.sort_unstable_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
         let mut expired = Vec::new();
-        for (id, cell) in cells {
-            // Look first under the shared lock, which commits in flight also hold: a group
-            // with nobody to expire is never blocked behind a slow store write.
-            let due = |group: &Group| -> Vec<usize> {
-                (0..group.ids.len())
-                    .filter(|&i| now > group.members[i].deadline())
-                    .collect()
+        for (at, id) in due {
+            let Some(cell) = self.group(&id) else {
+                continue;
             };
-            if due(&*cell.read().await).is_empty() {
-                continue;
-            }
-            let mut group = cell.write().await;
-            let gone = due(&group);
-            if gone.is_empty() {
-                continue;
-            }
-            let names: Vec<ExpiredMember> = gone
-                .iter()
-                .map(|&i| ExpiredMember {
-                    group: id.to_string(),
-                    member: group.ids[i].to_string(),
-                })
-                .collect();
-            let undo = group.remove(&gone);
-            if self.rebalance(&mut group, undo).is_ok() {
-                for e in &names {
-                    info!(group = %e.group, member = %e.member, now_ms = now, "member session expired");
+            {
+                let mut entry = cell.lock();
+                if entry.removed || entry.armed != Some(at) {
+                    continue; // a stale entry: the live one is elsewhere in the heap
                 }
-                expired.extend(names);
+                entry.armed = None;
             }
+            self.run_due(&cell, now, &mut expired).await;
         }
         expired
     }
 
+    fn what_is_due(&self, entry: &GroupEntry, now: u64) -> Due {
+        if let Some(group) = entry.chapter() {
+            if group.followup_due() || group.members.iter().any(|m| now > m.deadline_ms) {
+                return Due::Rebalance;
+            }
+        }
+        match entry.lifecycle_deadline(
+            self.config.offsets_retention_ms,
+            self.config.empty_group_grace_ms,
+        ) {
+            Some(at) if now >= at && entry.has_offsets => Due::DeleteOffsets,
+            Some(at) if now >= at => Due::Remove,
+            _ => Due::Nothing,
+        }
+    }
+
+    /// Does what is due in one group, taking the locks that work needs.
+    async fn run_due(&self, cell: &Arc<GroupCell>, now: u64, expired: &mut Vec<ExpiredMember>) {
+        let due = self.what_is_due(&cell.lock(), now);
+        match due {
+            Due::Nothing => {}
+            Due::Rebalance => {
+                let _gate = cell.gate.clone().write_owned().await;
+                let mut entry = cell.lock();
+                if entry.removed {
+                    return;
+                }
+                self.expire_chapter(&mut entry, now, expired);
+            }
+            Due::DeleteOffsets => {
+                let gate = cell.gate.clone().read_owned().await;
+                let still_due = {
+                    let entry = cell.lock();
+                    !entry.removed && matches!(self.what_is_due(&entry, now), Due::DeleteOffsets)
+                };
+                if still_due {
+                    match self
+                        .store
+                        .delete(&cell.id, None, CommitFence::gate(gate))
+                        .await
+                    {
+                        Ok(()) => {
+                            info!(
+                                group = &*cell.id,
+                                "offsets expired after the retention period"
+                            );
+                            cell.lock().has_offsets = false;
+                        }
+                        Err(e) => {
+                            warn!(group = &*cell.id, error = %e, "expired offsets could not be deleted; retrying later");
+                            let mut entry = cell.lock();
+                            let retry = now.saturating_add(self.config.empty_group_grace_ms);
+                            self.arm_at(&mut entry, retry);
+                            return;
+                        }
+                    }
+                }
+            }
+            Due::Remove => {}
+        }
+        let mut entry = cell.lock();
+        if entry.removed {
+            return;
+        }
+        if matches!(self.what_is_due(&entry, now), Due::Remove) {
+            entry.removed = true;
+            let generation = entry.generation;
+            drop(entry);
+            self.forget(cell, generation);
+            info!(
+                group = &*cell.id,
+                generation = generation.get(),
+                "empty group removed"
+            );
+            return;
+        }
+        self.arm(&mut entry);
+    }
+
+    /// Expires the chapter members whose session passed, and runs a due follow-up.
+    fn expire_chapter(&self, entry: &mut GroupEntry, now: u64, expired: &mut Vec<ExpiredMember>) {
+        let Some(group) = entry.chapter() else {
+            return;
+        };
+        let gone: Vec<usize> = (0..group.ids.len())
+            .filter(|&i| now > group.members[i].deadline_ms)
+            .collect();
+        if gone.is_empty() {
+            if group.followup_due() {
+                self.run_followup(entry);
+            }
+            return;
+        }
+        let names: Vec<ExpiredMember> = gone
+            .iter()
+            .map(|&i| ExpiredMember {
+                group: group.id.to_string(),
+                member: group.ids[i].to_string(),
+            })
+            .collect();
+        self.remove_chapter_members(entry, &gone, now);
+        for e in &names {
+            info!(group = %e.group, member = %e.member, now_ms = now, "member session expired");
+        }
+        expired.extend(names);
+    }
+
+    /// Hands over the partitions a cooperative rebalance withheld, now that every member
+    /// that lost one has seen it. The caller holds the group's gate exclusively.
+    fn run_followup(&self, entry: &mut GroupEntry) {
+        let next = entry.generation.next();
+        let Some(group) = entry.chapter_mut() else {
+            return;
+        };
+        match group.rebalance(next, &self.assignors, &*self.metadata) {
+            Ok(()) => {
+                info!(
+                    group = &*group.id,
+                    generation = next.get(),
+                    "follow-up rebalance hands over withheld partitions"
+                );
+                self.log_rebalance(group, next);
+                entry.generation = next;
+                self.arm(entry);
+            }
+            Err(e) => {
+                // Nothing changed; members keep what they have and the withheld partitions
+                // wait for the next membership change.
+                group.followup = false;
+                warn!(group = &*group.id, code = e.code(), error = %e, "follow-up rebalance failed");
+            }
+        }
+    }
+
     /// The coordinator's current view of `member`'s assignment, for refreshing a stale local
-    /// copy.
+    /// copy. Never waits for the offset store.
+    ///
+    /// Reading it is how a member acknowledges a generation: once every member that lost a
+    /// partition withheld by a cooperative strategy has read an assignment without it, the
+    /// follow-up rebalance that hands those partitions over runs — here, at once, unless a
+    /// commit of the group is in flight; then at the next timer run.
     ///
     /// Errors, in check order: `INVALID_ARGUMENT`, `GROUP_ID_NOT_FOUND`, `UNKNOWN_MEMBER`,
     /// `REBALANCE_IN_PROGRESS`.
@@ -542,15 +917,40 @@ impl Coordinator {
     ) -> Result<MemberAssignment, Error> {
         require("group id", group_id)?;
         require("member id", member)?;
-        let group = self.read_existing(group_id).await?;
-        let index = group
-            .find(member)
-            .ok_or_else(|| unknown_member(group_id, member))?;
-        check_stable(&group)?;
-        Ok(MemberAssignment {
-            generation: group.generation,
-            partitions: group.member_assignment(index),
-        })
+        let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
+        let mut entry = cell.lock();
+        if entry.removed {
+            return Err(not_found(group_id));
+        }
+        let generation = entry.generation;
+        let (answer, followup) = {
+            let group = match &mut entry.body {
+                Body::Chapter(g) => g,
+                Body::Unused => return Err(not_found(group_id)),
+            };
+            let index = group
+                .find(member)
+                .ok_or_else(|| unknown_member(group_id, member))?;
+            check_stable(group_id, group.state)?;
+            let answer = MemberAssignment {
+                generation,
+                partitions: group.member_assignment(index),
+                owned_since: group.member_owned_since(index),
+            };
+            let followup = group.acknowledge(index) || group.followup_due();
+            (answer, followup)
+        };
+        if followup {
+            // The gate is free unless a commit is in flight; never wait for it here.
+            match cell.gate.clone().try_write_owned() {
+                Ok(_gate) => self.run_followup(&mut entry),
+                Err(_) => {
+                    let now = self.clock.now_ms();
+                    self.arm_at(&mut entry, now);
+                }
+            }
+        }
+        Ok(answer)
     }
 
     /// The group's state. Error: `GROUP_ID_NOT_FOUND` (or `INVALID_ARGUMENT` for an empty id).
@@ -558,51 +958,59 @@ impl Coordinator {
         Ok(self.describe(group_id).await?.state)
     }
 
-    /// The group's generation, state, strategy and members.
+    /// The group's generation, state, strategy and members. Never waits for the offset store.
     pub async fn describe(&self, group_id: &str) -> Result<GroupDescription, Error> {
         require("group id", group_id)?;
-        let group = self.read_existing(group_id).await?;
-        let members = group
-            .ids
-            .iter()
-            .zip(&group.members)
-            .enumerate()
-            .map(|(i, (id, m))| MemberDescription {
-                member: id.to_string(),
-                topics: m.topics.iter().map(|t| t.to_string()).collect(),
-                strategies: m
-                    .strategies
-                    .iter()
-                    .map(|&s| self.assignors[s].name().to_string())
-                    .collect(),
-                partitions: group.member_assignment(i),
-                deadline_ms: m.deadline(),
+        self.with_chapter(group_id, |entry| {
+            let generation = entry.generation;
+            let group = chapter_of(entry)?;
+            let members = group
+                .ids
+                .iter()
+                .zip(&group.members)
+                .enumerate()
+                .map(|(i, (id, m))| MemberDescription {
+                    member: id.to_string(),
+                    topics: m.topics.iter().map(|t| t.to_string()).collect(),
+                    strategies: m
+                        .strategies
+                        .iter()
+                        .map(|&s| self.assignors[s].name().to_string())
+                        .collect(),
+                    partitions: group.member_assignment(i),
+                    deadline_ms: m.deadline_ms,
+                })
+                .collect();
+            Ok(GroupDescription {
+                group: group_id.to_string(),
+                generation,
+                state: group.state,
+                strategy: group.strategy_name(&self.assignors).map(str::to_string),
+                members,
+                assignment_error: group.degraded.clone(),
             })
-            .collect();
-        Ok(GroupDescription {
-            group: group_id.to_string(),
-            generation: group.generation,
-            state: group.state,
-            strategy: group.strategy_name(&self.assignors).map(str::to_string),
-            members,
         })
     }
 
-    /// Ids of every existing group, sorted.
+    /// Ids of every existing chapter group, sorted.
     pub async fn groups(&self) -> Vec<String> {
-        let cells: Vec<(Arc<str>, Arc<GroupLock<Group>>)> = self
-            .read_groups()
+        let cells: Vec<Arc<GroupCell>> = self.read_groups().map.values().cloned().collect();
+        let mut ids: Vec<String> = cells
             .iter()
-            .map(|(id, cell)| (id.clone(), cell.clone()))
+            .filter(|cell| {
+                let entry = cell.lock();
+                !entry.removed && entry.chapter().is_some()
+            })
+            .map(|cell| cell.id.to_string())
             .collect();
-        let mut ids = Vec::with_capacity(cells.len());
-        for (id, cell) in cells {
-            if cell.read().await.exists() {
-                ids.push(id.to_string());
-            }
-        }
         ids.sort_unstable();
         ids
+    }
+
+    /// How many group entries the coordinator holds (existing groups of both kinds and
+    /// groups known only by their offsets), for tests and metrics.
+    pub fn group_count(&self) -> usize {
+        self.read_groups().map.len()
     }
 
     /// Commits `offsets` (partition → next offset) for `member` of `group` acting under
@@ -614,11 +1022,11 @@ impl Coordinator {
     /// `NOT_PARTITION_OWNER`, naming the partitions it does not own), no negative offset (else
     /// `INVALID_ARGUMENT`). Only then is the store written; a rejected commit writes nothing.
     ///
-    /// The group's lock is held (shared) across the store write — and handed to the store as a
-    /// [`CommitFence`], so it stays held even if this future is dropped while the store's
-    /// write goes on — so a rebalance of this group waits for commits already past their
-    /// checks: no commit checked against generation G reaches the store after the group has
-    /// moved to G+1.
+    /// The commit holds the group's commit gate (shared) from its checks until its write is
+    /// visible — handed to the store as its [`CommitFence`], so it stays held even if this
+    /// future is dropped while the store's write goes on — and installing a generation takes
+    /// the gate exclusively: no commit checked against generation G reaches the store after
+    /// the group has moved to G+1. Heartbeats and reads never take the gate.
     pub async fn commit(
         &self,
         group_id: &str,
@@ -644,45 +1052,111 @@ impl Coordinator {
     ) -> Result<(), Error> {
         require("group id", group_id)?;
         require("member id", member)?;
-        let group = self.read_existing(group_id).await?;
-        check_stable(&group)?;
-        check_generation(&group, generation)?;
-        let index = group
-            .find(member)
-            .ok_or_else(|| unknown_member(group_id, member))?;
-        let slot = group.members[index].slot;
-        if !offsets.keys().all(|tp| group.current.owns(slot, tp)) {
-            return Err(Error::NotPartitionOwner {
-                group: group_id.to_string(),
-                member: member.to_string(),
-                generation: group.generation,
-                partitions: offsets
-                    .keys()
-                    .filter(|tp| !group.current.owns(slot, tp))
-                    .cloned()
-                    .collect(),
-            });
+        let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
+        let gate = cell.gate.clone().read_owned().await;
+        {
+            let mut entry = cell.lock();
+            if entry.removed {
+                return Err(not_found(group_id));
+            }
+            let current = entry.generation;
+            let group = match &entry.body {
+                Body::Chapter(g) => g,
+                Body::Unused => return Err(not_found(group_id)),
+            };
+            check_stable(group_id, group.state)?;
+            check_generation(group_id, current, generation)?;
+            let index = group
+                .find(member)
+                .ok_or_else(|| unknown_member(group_id, member))?;
+            let slot = group.members[index].slot;
+            if !offsets.keys().all(|tp| group.current.owns(slot, tp)) {
+                return Err(Error::NotPartitionOwner {
+                    group: group_id.to_string(),
+                    member: member.to_string(),
+                    generation: current,
+                    partitions: offsets
+                        .keys()
+                        .filter(|tp| !group.current.owns(slot, tp))
+                        .cloned()
+                        .collect(),
+                });
+            }
+            if !check_offsets(offsets)? {
+                return Ok(());
+            }
+            entry.has_offsets = true;
         }
-        if !check_offsets(offsets)? {
-            return Ok(());
-        }
-        // The fence holds the group's read guard until the store is done with this write,
-        // even if this future is dropped first: that is the fencing guarantee.
+        // The fence holds the gate until the store is done with this write, even if this
+        // future is dropped first: that is the fencing guarantee.
         self.store
-            .commit(group_id, offsets, CommitFence::group(group))
+            .commit(group_id, offsets, CommitFence::gate(gate))
             .await?;
         Ok(())
     }
 
     /// Commits offsets for `group` straight to the store, with no membership or generation
     /// checks: the path of a consumer with a manual assignment (SPEC.md: direct commits).
+    /// The group's offsets then follow the group lifecycle (they expire
+    /// `offsets_retention_ms` after the group is, or became, Empty).
     pub async fn commit_direct(&self, group_id: &str, offsets: &OffsetMap) -> Result<(), Error> {
         require("group id", group_id)?;
-        if check_offsets(offsets)? {
-            self.store
-                .commit(group_id, offsets, CommitFence::none())
-                .await?;
+        if !check_offsets(offsets)? {
+            return Ok(());
         }
+        let (cell, gate) = loop {
+            let cell = self.group_or_insert(group_id);
+            let gate = cell.gate.clone().read_owned().await;
+            let mut entry = cell.lock();
+            if entry.removed {
+                continue;
+            }
+            entry.has_offsets = true;
+            entry.note_membership(self.clock.now_ms());
+            self.arm(&mut entry);
+            drop(entry);
+            break (cell, gate);
+        };
+        drop(cell);
+        self.store
+            .commit(group_id, offsets, CommitFence::gate(gate))
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes an Empty group and its committed offsets (Kafka's DeleteGroups). A group
+    /// known only by its offsets counts as Empty.
+    ///
+    /// Errors: `INVALID_ARGUMENT`; `GROUP_ID_NOT_FOUND` for a group the coordinator does not
+    /// know; `NON_EMPTY_GROUP` (68) while it has members; `STORAGE_ERROR` if the offsets
+    /// cannot be deleted (then nothing changed).
+    pub async fn delete_group(&self, group_id: &str) -> Result<(), Error> {
+        require("group id", group_id)?;
+        let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
+        // Exclusive: no join can make the group non-empty while its offsets are deleted.
+        let _gate = cell.gate.clone().write_owned().await;
+        let generation = {
+            let entry = cell.lock();
+            if entry.removed {
+                return Err(not_found(group_id));
+            }
+            if entry.has_members() {
+                return Err(Error::NonEmptyGroup {
+                    group: group_id.to_string(),
+                });
+            }
+            entry.generation
+        };
+        self.store
+            .delete(group_id, None, CommitFence::none())
+            .await?;
+        {
+            let mut entry = cell.lock();
+            entry.has_offsets = false;
+            entry.removed = true;
+        }
+        self.forget(&cell, generation);
+        info!(group = group_id, "group deleted");
         Ok(())
     }
 
@@ -701,6 +1175,30 @@ impl Coordinator {
         require("group id", group_id)?;
         Ok(self.store.list(group_id).await?)
     }
+
+    /// Registers every group the store holds offsets for, as an Empty group whose retention
+    /// period starts now. Call it once after building a coordinator over a store with
+    /// history, so that those offsets expire and those groups are listed; until then the
+    /// coordinator only knows the groups used since it was built.
+    ///
+    /// Error: `STORAGE_ERROR` if the store cannot list its groups.
+    pub async fn load(&self) -> Result<usize, Error> {
+        let ids = self.store.groups().await?;
+        let now = self.clock.now_ms();
+        for id in &ids {
+            let cell = self.group_or_insert(id);
+            let mut entry = cell.lock();
+            entry.has_offsets = true;
+            entry.note_membership(now);
+            self.arm(&mut entry);
+        }
+        Ok(ids.len())
+    }
+}
+
+fn chapter_of(entry: &mut GroupEntry) -> Result<&mut Group, Error> {
+    let id = entry.id.clone();
+    entry.chapter_mut().ok_or_else(|| not_found(&id))
 }
 
 /// Refuses negative offsets; returns whether there is anything to write.
@@ -721,25 +1219,25 @@ fn unknown_member(group: &str, member: &str) -> Error {
     }
 }
 
-fn check_generation(group: &Group, generation: Generation) -> Result<(), Error> {
-    if generation == group.generation {
+fn check_generation(group: &str, current: Generation, requested: Generation) -> Result<(), Error> {
+    if requested == current {
         Ok(())
     } else {
         Err(Error::IllegalGeneration {
-            group: group.id.to_string(),
-            requested: generation,
-            current: group.generation,
+            group: group.to_string(),
+            requested,
+            current,
         })
     }
 }
 
-fn check_stable(group: &Group) -> Result<(), Error> {
-    if group.state == GroupState::Stable {
+fn check_stable(group: &str, state: GroupState) -> Result<(), Error> {
+    if state == GroupState::Stable {
         Ok(())
     } else {
         Err(Error::RebalanceInProgress {
-            group: group.id.to_string(),
-            state: group.state,
+            group: group.to_string(),
+            state,
         })
     }
 }

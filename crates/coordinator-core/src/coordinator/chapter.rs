@@ -1,13 +1,12 @@
-//! One group's state and its rebalance. Everything here runs under the group's lock and is
-//! synchronous: no I/O, no awaits.
+//! The chapter's group: synchronous rebalances computed by the coordinator. Everything here
+//! runs under the group's state lock and is synchronous: no I/O, no awaits.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::assign::{
-    AssignError, Assignment, AssignmentInput, Assignor, PartitionRef, TopicIndex, TopicSpec,
-    MAX_PARTITIONS_PER_TOPIC, MAX_TOTAL_PARTITIONS,
+    AssignError, Assignment, AssignmentInput, Assignor, MemberIndex, PartitionRef, TopicIndex,
+    TopicSpec, MAX_PARTITIONS_PER_TOPIC, MAX_TOTAL_PARTITIONS,
 };
 use crate::error::Error;
 use crate::metadata::TopicMetadata;
@@ -17,23 +16,32 @@ use crate::types::{Generation, GroupState, TopicPartition};
 /// not been through a completed rebalance yet.
 pub(crate) const NO_SLOT: u32 = u32::MAX;
 
-/// A member of a group.
+/// A member of a chapter group.
 #[derive(Debug)]
 pub(crate) struct MemberEntry {
     /// Subscribed topics, sorted and unique.
     pub(crate) topics: Box<[Arc<str>]>,
     /// Indices of the assignors this member supports, in its order of preference.
     pub(crate) strategies: Box<[usize]>,
-    /// Session deadline. Written by heartbeats under the group's *read* lock, hence atomic;
-    /// read by expiry under the write lock.
-    pub(crate) deadline_ms: AtomicU64,
+    /// Session deadline (clock ms): the member expires when `now > deadline_ms`.
+    pub(crate) deadline_ms: u64,
     /// Position in `GroupAssignment::member_starts`; changes only when a rebalance completes.
     pub(crate) slot: u32,
+    /// Partitions this member may still be working on although the current generation
+    /// withholds them (a cooperative strategy revoked them and nobody owns them yet). Until
+    /// the member has seen an assignment without them, they stay withheld from everyone.
+    pub(crate) revoking: Box<[TopicPartition]>,
 }
 
 impl MemberEntry {
-    pub(crate) fn deadline(&self) -> u64 {
-        self.deadline_ms.load(Ordering::Relaxed)
+    pub(crate) fn new(topics: Box<[Arc<str>]>, strategies: Box<[usize]>, deadline_ms: u64) -> Self {
+        MemberEntry {
+            topics,
+            strategies,
+            deadline_ms,
+            slot: NO_SLOT,
+            revoking: Box::default(),
+        }
     }
 }
 
@@ -43,6 +51,9 @@ impl MemberEntry {
 pub(crate) struct GroupAssignment {
     pub(crate) topics: Vec<TopicSpec>,
     pub(crate) owners: Option<Assignment>,
+    /// Per partition (aligned with `owners.owners()`): the generation since which its owner
+    /// has owned it without interruption.
+    since: Vec<Generation>,
     pub(crate) member_starts: Vec<u32>,
     pub(crate) member_parts: Vec<PartitionRef>,
 }
@@ -57,24 +68,51 @@ impl GroupAssignment {
         }
     }
 
+    pub(crate) fn topic_partition(&self, p: PartitionRef) -> Option<TopicPartition> {
+        let t = self.topics.get(p.topic as usize)?;
+        Some(TopicPartition::new(t.name.clone(), p.partition))
+    }
+
     pub(crate) fn topic_partitions_of(&self, slot: u32) -> Vec<TopicPartition> {
         self.parts_of(slot)
             .iter()
-            .filter_map(|p| {
-                let t = self.topics.get(p.topic as usize)?;
-                Some(TopicPartition::new(t.name.clone(), p.partition))
+            .filter_map(|&p| self.topic_partition(p))
+            .collect()
+    }
+
+    /// For each of the member's partitions (in order), the generation since which it has
+    /// owned it without interruption.
+    pub(crate) fn owned_since_of(&self, slot: u32) -> Vec<Generation> {
+        let Some(owners) = &self.owners else {
+            return Vec::new();
+        };
+        self.parts_of(slot)
+            .iter()
+            .map(|&p| {
+                owners
+                    .slot(p)
+                    .and_then(|i| self.since.get(i))
+                    .copied()
+                    .unwrap_or_default()
             })
             .collect()
     }
 
+    /// The ref of `tp` in this generation's topics, if its topic is assigned.
+    fn find(&self, tp: &TopicPartition) -> Option<PartitionRef> {
+        let t = self
+            .topics
+            .binary_search_by(|t| (*t.name).cmp(tp.topic()))
+            .ok()?;
+        (tp.partition() < self.topics[t].partitions)
+            .then(|| PartitionRef::new(t as TopicIndex, tp.partition()))
+    }
+
     /// Whether the member in `slot` owns `tp` in this generation.
     pub(crate) fn owns(&self, slot: u32, tp: &TopicPartition) -> bool {
-        let Some(owners) = &self.owners else {
-            return false;
-        };
-        match self.topics.binary_search_by(|t| (*t.name).cmp(tp.topic())) {
-            Ok(t) => owners.owner(PartitionRef::new(t as TopicIndex, tp.partition())) == Some(slot),
-            Err(_) => false,
+        match (&self.owners, self.find(tp)) {
+            (Some(owners), Some(p)) => owners.owner(p) == Some(slot),
+            _ => false,
         }
     }
 
@@ -93,13 +131,14 @@ struct Scratch {
     owned_starts: Vec<u32>,
     owned: Vec<PartitionRef>,
     remap: Vec<Option<TopicIndex>>,
+    same_topics: bool,
 }
 
-/// A consumer group.
+/// A group of the chapter's kind: the coordinator assigns, synchronously, on every
+/// membership change.
 #[derive(Debug)]
 pub(crate) struct Group {
     pub(crate) id: Arc<str>,
-    pub(crate) generation: Generation,
     pub(crate) state: GroupState,
     /// Member ids, sorted; `members[i]` belongs to `ids[i]`.
     pub(crate) ids: Vec<Arc<str>>,
@@ -112,6 +151,14 @@ pub(crate) struct Group {
     pub(crate) strategy: Option<usize>,
     pub(crate) current: GroupAssignment,
     scratch: Scratch,
+    /// Members whose `revoking` set is not empty: the follow-up rebalance that hands the
+    /// withheld partitions over runs once this is zero.
+    pub(crate) awaiting_acks: u32,
+    /// The last rebalance withheld partitions: a follow-up is due once nobody must ack.
+    pub(crate) followup: bool,
+    /// Why the current generation's assignment is not the negotiated strategy's (the
+    /// strategy failed during a removal and the fallback assigned instead).
+    pub(crate) degraded: Option<String>,
 }
 
 /// How to undo a membership change whose rebalance failed.
@@ -121,15 +168,12 @@ pub(crate) enum Undo {
     Inserted(usize),
     /// The member at this index was replaced; this is its old entry.
     Replaced(usize, MemberEntry),
-    /// These members were removed (ascending index order, as they stood before removal).
-    Removed(Vec<(usize, Arc<str>, MemberEntry)>),
 }
 
 impl Group {
     pub(crate) fn new(id: Arc<str>, strategies: usize) -> Self {
         Group {
             id,
-            generation: Generation::INITIAL,
             state: GroupState::Empty,
             ids: Vec::new(),
             members: Vec::new(),
@@ -138,17 +182,19 @@ impl Group {
             strategy: None,
             current: GroupAssignment::default(),
             scratch: Scratch::default(),
+            awaiting_acks: 0,
+            followup: false,
+            degraded: None,
         }
-    }
-
-    /// A group exists once a join has completed its first rebalance. A group entry whose
-    /// first join failed (and was rolled back) is indistinguishable from no group at all.
-    pub(crate) fn exists(&self) -> bool {
-        self.generation > Generation::INITIAL
     }
 
     pub(crate) fn find(&self, member: &str) -> Option<usize> {
         self.ids.binary_search_by(|id| (**id).cmp(member)).ok()
+    }
+
+    /// The earliest session deadline of any member.
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        self.members.iter().map(|m| m.deadline_ms).min()
     }
 
     /// The assignors every member other than `except` supports.
@@ -186,9 +232,19 @@ impl Group {
                 self.strategy_support[s] -= 1;
             }
         }
+        if !entry.revoking.is_empty() {
+            if add {
+                self.awaiting_acks += 1;
+            } else {
+                self.awaiting_acks -= 1;
+            }
+        }
     }
 
     /// Inserts or replaces a member. Returns how to undo it.
+    ///
+    /// A member that joins again has seen, in the answer to its join, everything it no
+    /// longer owns: its `revoking` set is dropped (that is its acknowledgement).
     pub(crate) fn upsert(&mut self, id: &str, entry: MemberEntry) -> Undo {
         self.account(&entry, true);
         match self.ids.binary_search_by(|m| (**m).cmp(id)) {
@@ -208,17 +264,13 @@ impl Group {
         }
     }
 
-    /// Removes the members at `indices` (ascending). Returns how to undo it.
-    pub(crate) fn remove(&mut self, indices: &[usize]) -> Undo {
-        let mut removed = Vec::with_capacity(indices.len());
+    /// Removes the members at `indices` (ascending).
+    pub(crate) fn remove(&mut self, indices: &[usize]) {
         for &i in indices.iter().rev() {
-            let id = self.ids.remove(i);
+            self.ids.remove(i);
             let entry = self.members.remove(i);
             self.account(&entry, false);
-            removed.push((i, id, entry));
         }
-        removed.reverse();
-        Undo::Removed(removed)
     }
 
     pub(crate) fn undo(&mut self, undo: Undo) {
@@ -233,14 +285,24 @@ impl Group {
                 let new = std::mem::replace(&mut self.members[i], old);
                 self.account(&new, false);
             }
-            Undo::Removed(removed) => {
-                for (i, id, entry) in removed {
-                    self.account(&entry, true);
-                    self.ids.insert(i, id);
-                    self.members.insert(i, entry);
-                }
-            }
         }
+    }
+
+    /// The member at `index` has seen the current generation's assignment: it no longer
+    /// works on partitions it lost. Returns whether this made the follow-up rebalance due.
+    pub(crate) fn acknowledge(&mut self, index: usize) -> bool {
+        let member = &mut self.members[index];
+        if member.revoking.is_empty() {
+            return false;
+        }
+        member.revoking = Box::default();
+        self.awaiting_acks -= 1;
+        self.followup_due()
+    }
+
+    /// Whether the follow-up rebalance of a cooperative hand-over should run now.
+    pub(crate) fn followup_due(&self) -> bool {
+        self.followup && self.awaiting_acks == 0
     }
 
     /// Picks the assignor for the next generation: among the strategies every member
@@ -269,18 +331,16 @@ impl Group {
         }
     }
 
-    /// Runs the rebalance of SPEC.md: a new generation, a new assignment (or Empty). On error
-    /// nothing has changed.
+    /// Runs the rebalance of SPEC.md into generation `next`: a new assignment (or Empty). On
+    /// error nothing has changed; the caller publishes `next` on success.
     pub(crate) fn rebalance(
         &mut self,
+        next: Generation,
         assignors: &[Arc<dyn Assignor>],
         metadata: &dyn TopicMetadata,
     ) -> Result<(), Error> {
         if self.ids.is_empty() {
-            self.generation = self.generation.next();
-            self.state = GroupState::Empty;
-            self.strategy = None;
-            self.current = GroupAssignment::default();
+            self.install_empty();
             return Ok(());
         }
         let strategy = self
@@ -292,30 +352,165 @@ impl Group {
         let assignor = &assignors[strategy];
         let (owners, starts, parts) = {
             let input = self.prepare_input(metadata)?;
-            let owners = assignor.assign(&input).map_err(|e| Error::AssignorFailed {
+            let failed = |e: AssignError| Error::AssignorFailed {
                 assignor: assignor.name().to_string(),
                 reason: e.message().to_string(),
-            })?;
-            let (starts, parts) =
-                index_members(&owners, &input).map_err(|e| Error::AssignorFailed {
-                    assignor: assignor.name().to_string(),
-                    reason: e.message().to_string(),
-                })?;
+            };
+            let owners = assignor.assign(&input).map_err(failed)?;
+            let (starts, parts) = index_members(&owners, &input).map_err(failed)?;
             (owners, starts, parts)
         };
-        // Success: publish the new generation. (SPEC.md's PreparingRebalance → generation+1 →
-        // assignment → Stable happens here at once, under the group's write lock.)
+        self.install(next, owners, starts, parts);
+        self.strategy = Some(strategy);
+        self.degraded = None;
+        Ok(())
+    }
+
+    /// A rebalance that cannot fail, for removals (leave, expiry): if the negotiated strategy
+    /// fails, the chapter's round-robin assigns instead, and if even the input cannot be
+    /// built (the topics grew past the caps), every partition is left unowned. Returns the
+    /// failure that was worked around, if any.
+    pub(crate) fn rebalance_after_removal(
+        &mut self,
+        next: Generation,
+        assignors: &[Arc<dyn Assignor>],
+        metadata: &dyn TopicMetadata,
+    ) -> Option<Error> {
+        let error = self.rebalance(next, assignors, metadata).err()?;
+        let (owners, starts, parts, how) = match self.prepare_input(metadata) {
+            Ok(input) => {
+                let owners = fallback_round_robin(&input);
+                match index_members(&owners, &input) {
+                    Ok((starts, parts)) => (owners, starts, parts, "the chapter's round-robin"),
+                    Err(_) => unowned(&input),
+                }
+            }
+            Err(_) => {
+                self.scratch.topics.clear();
+                self.scratch.same_topics = false;
+                let input = self.empty_input();
+                unowned(&input)
+            }
+        };
+        self.install(next, owners, starts, parts);
+        self.strategy = None;
+        self.degraded = Some(format!("{error}; {how} assigned generation {next} instead"));
+        Some(error)
+    }
+
+    fn install_empty(&mut self) {
+        self.state = GroupState::Empty;
+        self.strategy = None;
+        self.current = GroupAssignment::default();
+        self.degraded = None;
+        self.followup = false;
+    }
+
+    /// An input with the scratch topics and the members, nobody owning anything.
+    fn empty_input(&mut self) -> AssignmentInput<'_> {
+        let s = &mut self.scratch;
+        let n = self.ids.len() as u32;
+        s.sub_starts.clear();
+        s.sub_starts.resize(n as usize + 1, 0);
+        s.owned_starts.clear();
+        s.owned_starts.resize(n as usize + 1, 0);
+        s.subs.clear();
+        s.owned.clear();
+        AssignmentInput::from_parts(
+            &s.topics,
+            &self.ids,
+            &s.sub_starts,
+            &s.subs,
+            &s.owned_starts,
+            &s.owned,
+        )
+    }
+
+    /// Publishes a computed assignment as generation `next`, with each partition's
+    /// ownership age and each member's withheld partitions.
+    fn install(
+        &mut self,
+        next: Generation,
+        owners: Assignment,
+        starts: Vec<u32>,
+        parts: Vec<PartitionRef>,
+    ) {
+        let old = &self.current;
+        let new_topics = &self.scratch.topics;
+        // Slot of each member (by current index) in the generation being replaced.
+        let slots: Vec<u32> = self.members.iter().map(|m| m.slot).collect();
+        let old_members = old.member_starts.len().saturating_sub(1);
+        let mut member_of_old_slot = vec![MemberIndex::MAX; old_members];
+        for (m, &s) in slots.iter().enumerate() {
+            if let Some(entry) = member_of_old_slot.get_mut(s as usize) {
+                *entry = m as MemberIndex;
+            }
+        }
+        let mut since = vec![next; owners.owners().len()];
+        let mut revoking: Vec<Vec<TopicPartition>> = vec![Vec::new(); self.members.len()];
+        for (t, spec) in new_topics.iter().enumerate() {
+            let old_t = if self.scratch.same_topics {
+                Some(t)
+            } else {
+                old.topics.binary_search_by(|o| o.name.cmp(&spec.name)).ok()
+            };
+            let base = owners
+                .slot(PartitionRef::new(t as TopicIndex, 0))
+                .unwrap_or(0);
+            for (p, &new_owner) in owners.topic_owners(t as TopicIndex).iter().enumerate() {
+                let old_ref = old_t.map(|o| PartitionRef::new(o as TopicIndex, p as u32));
+                let old_owner = match (&old.owners, old_ref) {
+                    (Some(o), Some(r)) => o.owner(r),
+                    _ => None,
+                };
+                if new_owner == Assignment::UNASSIGNED {
+                    // Withheld from its previous owner, which may still be working on it.
+                    if let Some(m) = old_owner.and_then(|o| member_of_old_slot.get(o as usize)) {
+                        if let Some(list) = revoking.get_mut(*m as usize) {
+                            list.push(TopicPartition::new(spec.name.clone(), p as u32));
+                        }
+                    }
+                } else if old_owner.is_some() && old_owner == slots.get(new_owner as usize).copied()
+                {
+                    if let (Some(o), Some(r)) = (&old.owners, old_ref) {
+                        if let Some(i) = o.slot(r) {
+                            since[base + p] = old.since[i];
+                        }
+                    }
+                }
+            }
+        }
+        // Partitions a member was already told it lost but may still hold stay withheld
+        // while nobody owns them.
+        for (m, member) in self.members.iter().enumerate() {
+            for tp in member.revoking.iter() {
+                if let Ok(t) = new_topics.binary_search_by(|s| (*s.name).cmp(tp.topic())) {
+                    let r = PartitionRef::new(t as TopicIndex, tp.partition());
+                    if owners.slot(r).is_some() && owners.owner(r).is_none() {
+                        revoking[m].push(tp.clone());
+                    }
+                }
+            }
+        }
+        let mut awaiting = 0;
+        for (member, mut list) in self.members.iter_mut().zip(revoking) {
+            list.sort_unstable();
+            list.dedup();
+            awaiting += u32::from(!list.is_empty());
+            member.revoking = list.into_boxed_slice();
+        }
+        self.awaiting_acks = awaiting;
+        self.followup = awaiting > 0;
+
         std::mem::swap(&mut self.current.topics, &mut self.scratch.topics);
         self.current.owners = Some(owners);
+        self.current.since = since;
         self.current.member_starts = starts;
         self.current.member_parts = parts;
         for (slot, m) in self.members.iter_mut().enumerate() {
             m.slot = slot as u32;
         }
-        self.generation = self.generation.next();
         self.state = GroupState::Stable;
-        self.strategy = Some(strategy);
-        Ok(())
     }
 
     /// Fills the scratch buffers with the assignor's input: current topic metadata, members'
@@ -360,6 +555,7 @@ impl Group {
             });
         }
         let same_topics = s.topics == self.current.topics;
+        s.same_topics = same_topics;
         if !same_topics {
             // previous topic index → new topic index
             s.remap.clear();
@@ -406,6 +602,28 @@ impl Group {
                     }
                 }
             }
+            if !m.revoking.is_empty() {
+                // Withheld partitions the member may still hold count as its own, so a
+                // cooperative strategy keeps withholding them from everyone else.
+                let from = s.owned_starts.last().copied().unwrap_or(0) as usize;
+                for tp in m.revoking.iter() {
+                    if let Ok(t) = s.topics.binary_search_by(|t| (*t.name).cmp(tp.topic())) {
+                        if tp.partition() < s.topics[t].partitions {
+                            s.owned
+                                .push(PartitionRef::new(t as TopicIndex, tp.partition()));
+                        }
+                    }
+                }
+                s.owned[from..].sort_unstable();
+                let mut kept = from;
+                for i in from..s.owned.len() {
+                    if i == from || s.owned[i] != s.owned[kept - 1] {
+                        s.owned[kept] = s.owned[i];
+                        kept += 1;
+                    }
+                }
+                s.owned.truncate(kept);
+            }
             s.owned_starts.push(s.owned.len() as u32);
         }
         Ok(AssignmentInput::from_parts(
@@ -422,11 +640,49 @@ impl Group {
         self.current.topic_partitions_of(self.members[index].slot)
     }
 
+    pub(crate) fn member_owned_since(&self, index: usize) -> Vec<Generation> {
+        self.current.owned_since_of(self.members[index].slot)
+    }
+
     pub(crate) fn strategy_name<'a>(&self, assignors: &'a [Arc<dyn Assignor>]) -> Option<&'a str> {
         self.strategy
             .and_then(|s| assignors.get(s))
             .map(|a| a.name())
     }
+}
+
+/// The chapter's round-robin (SPEC.md): sorted members and topics, one cursor shared across
+/// topics. The fallback when the negotiated strategy fails during a removal; it cannot fail.
+fn fallback_round_robin(input: &AssignmentInput<'_>) -> Assignment {
+    let mut out = Assignment::new(input);
+    let mut cursor = 0usize;
+    let mut eligible: Vec<MemberIndex> = Vec::new();
+    for t in 0..input.topics().len() as TopicIndex {
+        eligible.clear();
+        eligible.extend(
+            (0..input.member_count() as MemberIndex).filter(|&m| input.is_subscribed(m, t)),
+        );
+        if eligible.is_empty() {
+            continue;
+        }
+        for owner in out.topic_owners_mut(t) {
+            *owner = eligible[cursor % eligible.len()];
+            cursor += 1;
+        }
+    }
+    out
+}
+
+/// Everything unowned: the last resort of a removal.
+fn unowned(input: &AssignmentInput<'_>) -> (Assignment, Vec<u32>, Vec<PartitionRef>, &'static str) {
+    let owners = Assignment::new(input);
+    let starts = vec![0; input.member_count() + 1];
+    (
+        owners,
+        starts,
+        Vec::new(),
+        "no assignment (every partition unowned)",
+    )
 }
 
 /// Checks the assignor's answer and lists each member's partitions (CSR layout: member `m`
