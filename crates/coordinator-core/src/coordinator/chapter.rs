@@ -192,9 +192,13 @@ impl Group {
         self.ids.binary_search_by(|id| (**id).cmp(member)).ok()
     }
 
-    /// The earliest session deadline of any member.
+    /// The earliest time at which a member's session will have expired (`now > deadline`,
+    /// so one millisecond after the earliest deadline).
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        self.members.iter().map(|m| m.deadline_ms).min()
+        self.members
+            .iter()
+            .map(|m| m.deadline_ms.saturating_add(1))
+            .min()
     }
 
     /// The assignors every member other than `except` supports.

@@ -1,0 +1,180 @@
+//! # coordinator-driver
+//!
+//! The coordinator core is sans-IO: it never sleeps, spawns or reads the operating system's
+//! clock. It says when it next needs attention
+//! ([`Coordinator::poll_timeout`](coordinator_core::Coordinator::poll_timeout), in its
+//! [`Clock`](coordinator_core::Clock)'s milliseconds) and does everything due when called
+//! ([`Coordinator::handle_timeout`](coordinator_core::Coordinator::handle_timeout)), the
+//! shape of quinn-proto's `poll_timeout` / `handle_timeout`. This crate is the small adapter
+//! that runs it live: one tokio task that sleeps until the next deadline, or until the core
+//! signals an earlier one ([`Coordinator::timeout_changed`](coordinator_core::Coordinator::timeout_changed)),
+//! then calls `handle_timeout`.
+//!
+//! ```text
+//!   broker, labs ──► coordinator-driver ──► coordinator-core
+//! ```
+//!
+//! Tests do not need it: with a [`ManualClock`](coordinator_core::ManualClock) they advance
+//! time and call `handle_timeout` themselves, deterministically.
+//!
+//! ```
+//! # use std::sync::Arc;
+//! # use std::collections::BTreeMap;
+//! # use coordinator_core::Coordinator;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let topics: BTreeMap<String, u32> = [("orders".to_string(), 4)].into();
+//! let coordinator = Arc::new(
+//!     Coordinator::builder(
+//!         Arc::new(offset_store::MemoryStore::new()),
+//!         Arc::new(topics),
+//!         Arc::new(assignor::RangeAssignor),
+//!     )
+//!     .session_timeout_ms(10_000)
+//!     .build()?,
+//! );
+//! let driver = coordinator_driver::Driver::spawn(coordinator.clone());
+//! // ... serve requests; sessions now expire by themselves ...
+//! driver.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use coordinator_core::Coordinator;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// The longest the driver sleeps without asking the core again, as a guard against a clock
+/// whose milliseconds do not match the runtime's (a `ManualClock` moved by hand).
+const MAX_SLEEP: Duration = Duration::from_secs(1);
+
+/// A running timer task; see the [crate docs](crate).
+pub struct Driver {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl fmt::Debug for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Driver")
+            .field("running", &!self.task.is_finished())
+            .finish()
+    }
+}
+
+impl Driver {
+    /// Spawns the timer task on the current tokio runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (as `tokio::spawn` does).
+    pub fn spawn(coordinator: Arc<Coordinator>) -> Driver {
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(run(coordinator, stopped));
+        Driver { stop, task }
+    }
+
+    /// Stops the task and waits for it: a timer run in progress finishes first.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        if let Err(e) = self.task.await {
+            tracing::warn!(error = %e, "the coordinator's timer task ended abnormally");
+        }
+    }
+}
+
+async fn run(coordinator: Arc<Coordinator>, mut stopped: watch::Receiver<bool>) {
+    loop {
+        let now = coordinator.clock().now_ms();
+        let sleep = match coordinator.poll_timeout() {
+            Some(at) if at <= now => Duration::ZERO,
+            Some(at) => Duration::from_millis(at - now).min(MAX_SLEEP),
+            None => MAX_SLEEP,
+        };
+        if !sleep.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(sleep) => {}
+                _ = coordinator.timeout_changed() => {}
+                _ = stopped.changed() => return,
+            }
+        }
+        if *stopped.borrow() {
+            return;
+        }
+        let expired = coordinator.handle_timeout().await;
+        if !expired.is_empty() {
+            tracing::debug!(members = expired.len(), "timer run expired members");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use coordinator_core::{Clock, GroupState};
+    use std::collections::BTreeMap;
+
+    /// Milliseconds of tokio's clock, so a paused runtime drives the coordinator's time too.
+    struct TokioClock(tokio::time::Instant);
+
+    impl Clock for TokioClock {
+        fn now_ms(&self) -> u64 {
+            self.0.elapsed().as_millis() as u64
+        }
+    }
+
+    fn coordinator(session_ms: u64) -> Arc<Coordinator> {
+        let topics: BTreeMap<String, u32> = [("orders".to_string(), 2)].into();
+        Arc::new(
+            Coordinator::builder(
+                Arc::new(offset_store::MemoryStore::new()),
+                Arc::new(topics),
+                Arc::new(assignor::RangeAssignor),
+            )
+            .clock(Arc::new(TokioClock(tokio::time::Instant::now())))
+            .session_timeout_ms(session_ms)
+            .build()
+            .unwrap(),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_expires_on_time_without_anyone_calling_expire() {
+        let c = coordinator(30);
+        let driver = Driver::spawn(c.clone());
+        // Let the driver go to sleep with nothing scheduled (it would sleep MAX_SLEEP).
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        c.join("g", "m1", &["orders"]).await.unwrap();
+        // The deadline is 35 ms: the member expires at 36 ms (now > deadline). Only a driver
+        // woken by the earlier deadline has done it by 100 ms; one that slept on would wake
+        // at 1 s.
+        tokio::time::sleep(Duration::from_millis(29)).await;
+        assert_eq!(c.state("g").await.unwrap(), GroupState::Stable, "at 34 ms");
+        tokio::time::sleep(Duration::from_millis(66)).await;
+        assert_eq!(c.state("g").await.unwrap(), GroupState::Empty, "at 100 ms");
+        driver.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn heartbeats_keep_a_member_alive_and_shutdown_stops_the_task() {
+        let c = coordinator(30);
+        let driver = Driver::spawn(c.clone());
+        let joined = c.join("g", "m1", &["orders"]).await.unwrap();
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            c.heartbeat("g", "m1", joined.generation).await.unwrap();
+        }
+        assert_eq!(c.state("g").await.unwrap(), GroupState::Stable);
+        driver.shutdown().await;
+        // Stopped: nothing expires any more.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(c.state("g").await.unwrap(), GroupState::Stable);
+    }
+}
