@@ -338,7 +338,7 @@ mod tests {
     fn coordinator_codes_are_forwarded() {
         let e: ConsumerError = coordinator_core::Error::IllegalGeneration {
             group: "g".into(),
-            requested: Generation::new(1),
+            requested: Some(Generation::new(1)),
             current: Generation::new(2),
         }
         .into();

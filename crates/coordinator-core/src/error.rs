@@ -34,14 +34,15 @@ pub enum ErrorClass {
 pub enum Error {
     /// The request's generation is not the group's current one.
     #[error(
-        "illegal generation for group `{group}`: the request carries generation {requested}, \
-         the group is at generation {current}; refresh the assignment and retry"
+        "illegal generation for group `{group}`: the request carries {}, the group is at \
+         generation {current}; refresh the assignment and retry",
+        DisplayGeneration(*requested)
     )]
     IllegalGeneration {
         /// The group id.
         group: String,
-        /// The generation the caller sent.
-        requested: Generation,
+        /// The generation the caller sent (`None`: none, a negative number on Kafka's wire).
+        requested: Option<Generation>,
         /// The group's current generation.
         current: Generation,
     },
@@ -138,6 +139,76 @@ pub enum Error {
         actual: &'static str,
     },
 
+    /// The group id is empty (Kafka's JoinGroup, SyncGroup, Heartbeat, LeaveGroup).
+    #[error("invalid group id: {reason}")]
+    InvalidGroupId {
+        /// Why it was refused.
+        reason: String,
+    },
+
+    /// A classic member asked for a session timeout outside the coordinator's bounds.
+    #[error(
+        "session timeout {requested} ms is outside the coordinator's bounds \
+         [{min}, {max}] ms (group.min.session.timeout.ms, group.max.session.timeout.ms)"
+    )]
+    InvalidSessionTimeout {
+        /// What the member asked for.
+        requested: i64,
+        /// `group.min.session.timeout.ms`.
+        min: u64,
+        /// `group.max.session.timeout.ms`.
+        max: u64,
+    },
+
+    /// The group has `group.max.size` members already.
+    #[error("group `{group}` already has its maximum of {max} members (group.max.size)")]
+    GroupMaxSizeReached {
+        /// The group id.
+        group: String,
+        /// `group.max.size`.
+        max: u32,
+    },
+
+    /// A new member must join again with the member id it has just been given (Kafka's
+    /// JoinGroup v4+ handshake).
+    #[error("member id required: join group `{group}` again with member id `{member_id}`")]
+    MemberIdRequired {
+        /// The group id.
+        group: String,
+        /// The id the member must use.
+        member_id: String,
+    },
+
+    /// A static member's instance id now belongs to another member id: this one was
+    /// replaced by a newer instance (KIP-345).
+    #[error(
+        "member `{member}` of group `{group}` is fenced: instance `{instance}` is now member \
+         `{current}`"
+    )]
+    FencedInstanceId {
+        /// The group id.
+        group: String,
+        /// The member id the request carried.
+        member: String,
+        /// The instance id.
+        instance: String,
+        /// The member id that instance has now (empty if it has none).
+        current: String,
+    },
+
+    /// Offsets of a topic the group's members subscribe to cannot be deleted while it has
+    /// members.
+    #[error(
+        "group `{group}` is subscribed to topic `{topic}`: its offsets can only be deleted \
+         once no member subscribes to it"
+    )]
+    GroupSubscribedToTopic {
+        /// The group id.
+        group: String,
+        /// The topic.
+        topic: String,
+    },
+
     /// The group still has members; only an Empty group can be deleted.
     #[error("group `{group}` is not empty: only an Empty group (no members) can be deleted")]
     NonEmptyGroup {
@@ -173,6 +244,12 @@ impl Error {
         "ASSIGNOR_FAILED",
         "STORAGE_ERROR",
         "NON_EMPTY_GROUP",
+        "INVALID_GROUP_ID",
+        "INVALID_SESSION_TIMEOUT",
+        "GROUP_MAX_SIZE_REACHED",
+        "MEMBER_ID_REQUIRED",
+        "FENCED_INSTANCE_ID",
+        "GROUP_SUBSCRIBED_TO_TOPIC",
     ];
 
     /// The stable code of this error, e.g. `ILLEGAL_GENERATION`.
@@ -189,6 +266,12 @@ impl Error {
                 "INCONSISTENT_GROUP_PROTOCOL"
             }
             Error::NonEmptyGroup { .. } => "NON_EMPTY_GROUP",
+            Error::InvalidGroupId { .. } => "INVALID_GROUP_ID",
+            Error::InvalidSessionTimeout { .. } => "INVALID_SESSION_TIMEOUT",
+            Error::GroupMaxSizeReached { .. } => "GROUP_MAX_SIZE_REACHED",
+            Error::MemberIdRequired { .. } => "MEMBER_ID_REQUIRED",
+            Error::FencedInstanceId { .. } => "FENCED_INSTANCE_ID",
+            Error::GroupSubscribedToTopic { .. } => "GROUP_SUBSCRIBED_TO_TOPIC",
             Error::AssignorFailed { .. } => "ASSIGNOR_FAILED",
             Error::Storage(e) => e.code(),
         }
@@ -208,6 +291,12 @@ impl Error {
             Error::UnknownTopic { .. } => Some(3),
             Error::InconsistentGroupProtocol { .. } | Error::WrongGroupType { .. } => Some(23),
             Error::NonEmptyGroup { .. } => Some(68),
+            Error::InvalidGroupId { .. } => Some(24),
+            Error::InvalidSessionTimeout { .. } => Some(26),
+            Error::GroupMaxSizeReached { .. } => Some(81),
+            Error::MemberIdRequired { .. } => Some(79),
+            Error::FencedInstanceId { .. } => Some(82),
+            Error::GroupSubscribedToTopic { .. } => Some(86),
             Error::Storage(e) => e.kafka_code(),
             Error::NotPartitionOwner { .. }
             | Error::InvalidArgument { .. }
@@ -219,14 +308,22 @@ impl Error {
     pub fn class(&self) -> ErrorClass {
         match self {
             Error::IllegalGeneration { .. } => ErrorClass::Fenced,
-            Error::RebalanceInProgress { .. } | Error::UnknownMember { .. } => ErrorClass::Rejoin,
+            Error::RebalanceInProgress { .. }
+            | Error::UnknownMember { .. }
+            | Error::MemberIdRequired { .. } => ErrorClass::Rejoin,
             Error::NotPartitionOwner { .. }
             | Error::GroupIdNotFound { .. }
             | Error::InvalidArgument { .. }
             | Error::UnknownTopic { .. }
             | Error::InconsistentGroupProtocol { .. }
             | Error::WrongGroupType { .. }
-            | Error::NonEmptyGroup { .. } => ErrorClass::InvalidRequest,
+            | Error::NonEmptyGroup { .. }
+            | Error::InvalidGroupId { .. }
+            | Error::InvalidSessionTimeout { .. }
+            | Error::GroupMaxSizeReached { .. }
+            | Error::GroupSubscribedToTopic { .. } => ErrorClass::InvalidRequest,
+            // Another instance took this static member's place: retrying cannot help.
+            Error::FencedInstanceId { .. } => ErrorClass::Fatal,
             Error::Storage(e) if e.kind() == StorageErrorKind::InvalidOffset => {
                 ErrorClass::InvalidRequest
             }
@@ -355,6 +452,18 @@ impl StorageError {
     }
 }
 
+/// Displays a requested generation: `generation 3`, or `no generation`.
+struct DisplayGeneration(Option<Generation>);
+
+impl fmt::Display for DisplayGeneration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(g) => write!(f, "generation {g}"),
+            None => f.write_str("no generation"),
+        }
+    }
+}
+
 /// Displays a list of partitions as `orders-0, orders-2`.
 struct DisplayList<'a>(&'a [TopicPartition]);
 
@@ -403,16 +512,29 @@ mod tests {
     }
 
     #[test]
-    fn illegal_generation_carries_both_numbers() {
+    fn illegal_generation_says_which_number_is_which() {
         let e = Error::IllegalGeneration {
             group: "g".into(),
-            requested: Generation::new(1),
+            requested: Some(Generation::new(1)),
             current: Generation::new(2),
         };
-        assert!(e.to_string().contains("generation 1"));
-        assert!(e.to_string().contains("generation 2"));
+        assert_eq!(
+            e.to_string(),
+            "illegal generation for group `g`: the request carries generation 1, the group \
+             is at generation 2; refresh the assignment and retry"
+        );
         assert_eq!(e.kafka_code(), Some(22));
         assert!(e.is_fenced());
+        let none = Error::IllegalGeneration {
+            group: "g".into(),
+            requested: None,
+            current: Generation::new(2),
+        };
+        assert!(
+            none.to_string()
+                .contains("carries no generation, the group is at generation 2"),
+            "{none}"
+        );
     }
 
     #[test]

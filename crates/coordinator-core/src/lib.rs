@@ -130,6 +130,7 @@
 #![forbid(unsafe_code)]
 
 mod assign;
+mod classic;
 mod clock;
 mod coordinator;
 mod error;
@@ -144,11 +145,19 @@ pub use assign::{
     Assignor, MemberIndex, PartitionRef, TopicIndex, TopicSpec, MAX_PARTITIONS_PER_TOPIC,
     MAX_TOTAL_PARTITIONS,
 };
+pub use classic::{
+    ClassicGroupDescription, ClassicMemberDescription, ClassicProtocol, GroupKind,
+    JoinGroupRequest, JoinGroupResponse, JoinedMember, LeavingMember, ListedGroup, MemberIdSource,
+    OffsetCommitRequest, Opaque, RandomMemberIds, SequentialMemberIds, SyncAssignment,
+    SyncGroupRequest, SyncGroupResponse,
+};
 pub use clock::{Clock, ClockWentBackwards, ManualClock, MonotonicClock};
 pub use coordinator::{
     Coordinator, CoordinatorBuilder, CoordinatorConfig, ExpiredMember, GroupDescription,
-    MemberAssignment, MemberDescription, DEFAULT_EMPTY_GROUP_GRACE_MS,
-    DEFAULT_OFFSETS_RETENTION_MS, DEFAULT_SESSION_TIMEOUT_MS,
+    GroupSettings, MemberAssignment, MemberDescription, DEFAULT_EMPTY_GROUP_GRACE_MS,
+    DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS, DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
+    DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS, DEFAULT_OFFSETS_RETENTION_MS, DEFAULT_SESSION_TIMEOUT_MS,
+    NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
 pub use error::{Error, ErrorClass, StorageError, StorageErrorKind};
 pub use metadata::TopicMetadata;

@@ -107,29 +107,53 @@ impl From<u64> for Generation {
     }
 }
 
-/// The state of a consumer group.
+/// The state of a consumer group, with Kafka's names.
 ///
-/// The rebalance runs synchronously under the group's lock, so `PreparingRebalance` is never
-/// observed from outside: it exists, as in the chapter, to name the contract that assignment
-/// reads and commits are accepted only in `Stable`.
+/// A chapter group's rebalance runs synchronously under the group's lock, so it is only ever
+/// seen `Empty` or `Stable` (`PreparingRebalance` names, as in the chapter, the contract that
+/// assignment reads and commits are accepted only in `Stable`). A classic group goes through
+/// every state but `Dead`, which only names a group that does not exist (Kafka's
+/// DescribeGroups answer for an unknown group).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GroupState {
-    /// The group has no members (all left or expired). Commits are refused.
+    /// The group has no members (all left or expired).
     Empty,
-    /// A rebalance is being computed.
+    /// A rebalance has started: members are (re-)joining.
     PreparingRebalance,
+    /// Every member has joined the new generation; the leader's assignment is awaited.
+    CompletingRebalance,
     /// Every member has an assignment of the current generation.
     Stable,
+    /// The group does not exist.
+    Dead,
 }
 
 impl GroupState {
-    /// Kafka's name of the state (`Empty`, `PreparingRebalance`, `Stable`).
+    /// Kafka's name of the state (`Empty`, `PreparingRebalance`, `CompletingRebalance`,
+    /// `Stable`, `Dead`).
     pub fn as_str(self) -> &'static str {
         match self {
             GroupState::Empty => "Empty",
             GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
             GroupState::Stable => "Stable",
+            GroupState::Dead => "Dead",
         }
+    }
+
+    /// The state named `name`, compared as Kafka's ListGroups filter does (trimmed, ignoring
+    /// case).
+    pub fn parse(name: &str) -> Option<GroupState> {
+        let name = name.trim();
+        [
+            GroupState::Empty,
+            GroupState::PreparingRebalance,
+            GroupState::CompletingRebalance,
+            GroupState::Stable,
+            GroupState::Dead,
+        ]
+        .into_iter()
+        .find(|s| s.as_str().eq_ignore_ascii_case(name))
     }
 }
 

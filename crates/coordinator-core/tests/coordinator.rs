@@ -219,7 +219,7 @@ async fn heartbeat_checks_group_then_generation_then_member() {
         Error::IllegalGeneration {
             requested, current, ..
         } => {
-            assert_eq!(requested, Generation::new(7));
+            assert_eq!(requested, Some(Generation::new(7)));
             assert_eq!(current, g1);
         }
         other => panic!("unexpected {other:?}"),

@@ -5,6 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::RwLock;
 
 use super::chapter::Group;
+use super::classic::ClassicGroup;
+use crate::classic::GroupKind;
 use crate::types::Generation;
 
 /// A group's place in the coordinator.
@@ -52,6 +54,8 @@ pub(crate) enum Body {
     Unused,
     /// The chapter's group.
     Chapter(Box<Group>),
+    /// Kafka's classic group.
+    Classic(Box<ClassicGroup>),
 }
 
 /// A group's data, under its cell's state lock.
@@ -92,7 +96,7 @@ impl GroupEntry {
     pub(crate) fn chapter(&self) -> Option<&Group> {
         match &self.body {
             Body::Chapter(g) => Some(g),
-            Body::Unused => None,
+            _ => None,
         }
     }
 
@@ -100,23 +104,46 @@ impl GroupEntry {
     pub(crate) fn chapter_mut(&mut self) -> Option<&mut Group> {
         match &mut self.body {
             Body::Chapter(g) => Some(g),
-            Body::Unused => None,
+            _ => None,
+        }
+    }
+
+    /// The kind of group this is.
+    pub(crate) fn kind(&self) -> GroupKind {
+        match &self.body {
+            Body::Unused => GroupKind::Simple,
+            Body::Chapter(_) => GroupKind::Chapter,
+            Body::Classic(_) => GroupKind::Classic,
         }
     }
 
     /// The chapter group, made one if the entry has no members (an unused entry, or an
-    /// Empty group of another kind: the next group to join decides the kind, as in Kafka).
+    /// Empty group of the other kind: the next group to join decides the kind, as in Kafka).
+    /// `None`: a classic group with members.
     pub(crate) fn chapter_or_convert(&mut self) -> Option<&mut Group> {
-        if matches!(self.body, Body::Unused) {
+        if !self.has_members() && !matches!(self.body, Body::Chapter(_)) {
             self.body = Body::Chapter(Box::new(Group::new(self.id.clone(), self.strategies)));
         }
         self.chapter_mut()
+    }
+
+    /// The classic group, made one if the entry has no members. `None`: a chapter group
+    /// with members.
+    pub(crate) fn classic_or_convert(&mut self) -> Option<&mut ClassicGroup> {
+        if !self.has_members() && !matches!(self.body, Body::Classic(_)) {
+            self.body = Body::Classic(Box::new(ClassicGroup::new(self.id.clone())));
+        }
+        match &mut self.body {
+            Body::Classic(g) => Some(g),
+            _ => None,
+        }
     }
 
     /// Whether the group has members.
     pub(crate) fn has_members(&self) -> bool {
         match &self.body {
             Body::Chapter(g) => !g.ids.is_empty(),
+            Body::Classic(g) => g.has_members(),
             Body::Unused => false,
         }
     }
@@ -146,6 +173,7 @@ impl GroupEntry {
     pub(crate) fn next_deadline(&self, retention_ms: u64, grace_ms: u64) -> Option<u64> {
         let members = match &self.body {
             Body::Chapter(g) => g.next_deadline(),
+            Body::Classic(g) => g.next_deadline(),
             Body::Unused => None,
         };
         let lifecycle = self.lifecycle_deadline(retention_ms, grace_ms);

@@ -1,6 +1,8 @@
 //! The group coordinator: membership, rebalances, fencing of commits, timers, lifecycle.
 
 mod chapter;
+mod classic;
+mod classic_api;
 mod entry;
 mod timers;
 
@@ -12,6 +14,7 @@ use tokio::sync::{Notify, OwnedRwLockWriteGuard};
 use tracing::{debug, info, warn};
 
 use crate::assign::{Assignor, MAX_PARTITIONS_PER_TOPIC};
+use crate::classic::{MemberIdSource, RandomMemberIds};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::Error;
 use crate::metadata::TopicMetadata;
@@ -29,6 +32,15 @@ pub const DEFAULT_OFFSETS_RETENTION_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 /// How long an Empty group without offsets is kept: Kafka's default
 /// `offsets.retention.check.interval.ms` (10 minutes), the longest Kafka keeps one.
 pub const DEFAULT_EMPTY_GROUP_GRACE_MS: u64 = 600_000;
+/// Kafka's default `group.min.session.timeout.ms`.
+pub const DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS: u64 = 6_000;
+/// Kafka's default `group.max.session.timeout.ms` (30 minutes).
+pub const DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS: u64 = 1_800_000;
+/// Kafka's default `group.initial.rebalance.delay.ms`.
+pub const DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS: u64 = 3_000;
+/// How long a new classic member may wait in its first JoinGroup (Kafka's hard-coded
+/// `CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`, 5 minutes).
+pub const NEW_MEMBER_JOIN_TIMEOUT_MS: u64 = 300_000;
 
 /// A member's view of its assignment: the generation it belongs to and its partitions, in
 /// topic then partition order.
@@ -103,6 +115,8 @@ pub struct MemberDescription {
 pub struct CoordinatorConfig {
     /// The session timeout of the chapter's groups (default [`DEFAULT_SESSION_TIMEOUT_MS`]).
     pub session_timeout_ms: u64,
+    /// The settings of classic groups.
+    pub groups: GroupSettings,
     /// Kafka's `offsets.retention.minutes`, in ms: an Empty group's committed offsets are
     /// deleted this long after it became Empty (default 7 days).
     pub offsets_retention_ms: u64,
@@ -111,10 +125,44 @@ pub struct CoordinatorConfig {
     pub empty_group_grace_ms: u64,
 }
 
+/// Settings of Kafka's classic groups, with Kafka's names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSettings {
+    /// `group.min.session.timeout.ms` (default 6000).
+    pub min_session_timeout_ms: u64,
+    /// `group.max.session.timeout.ms` (default 1800000).
+    pub max_session_timeout_ms: u64,
+    /// `group.initial.rebalance.delay.ms` (default 3000): how long the first rebalance of an
+    /// Empty group waits for more members.
+    pub initial_rebalance_delay_ms: u64,
+    /// `group.max.size` (default unlimited: `u32::MAX`).
+    pub max_size: u32,
+    /// How long a new member may wait in its first JoinGroup (default 300000, Kafka's).
+    pub new_member_join_timeout_ms: u64,
+    /// BEYOND Kafka: refuse a commit of a partition the member's installed assignment does
+    /// not hold (for protocol type `consumer`, when the front decoded the assignments).
+    /// Off by default, as in Kafka.
+    pub check_commit_ownership: bool,
+}
+
+impl Default for GroupSettings {
+    fn default() -> Self {
+        GroupSettings {
+            min_session_timeout_ms: DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
+            max_session_timeout_ms: DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
+            initial_rebalance_delay_ms: DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS,
+            max_size: u32::MAX,
+            new_member_join_timeout_ms: NEW_MEMBER_JOIN_TIMEOUT_MS,
+            check_commit_ownership: false,
+        }
+    }
+}
+
 impl Default for CoordinatorConfig {
     fn default() -> Self {
         CoordinatorConfig {
             session_timeout_ms: DEFAULT_SESSION_TIMEOUT_MS,
+            groups: GroupSettings::default(),
             offsets_retention_ms: DEFAULT_OFFSETS_RETENTION_MS,
             empty_group_grace_ms: DEFAULT_EMPTY_GROUP_GRACE_MS,
         }
@@ -142,6 +190,7 @@ pub struct Coordinator {
     /// Registered strategies; index 0 is the default a member gets when it names none.
     assignors: Vec<Arc<dyn Assignor>>,
     config: CoordinatorConfig,
+    member_ids: Arc<dyn MemberIdSource>,
     /// This lock is held only to find, insert or remove a group, never across an await and
     /// never while taking a group's lock.
     groups: RwLock<Groups>,
@@ -169,6 +218,7 @@ pub struct CoordinatorBuilder {
     metadata: Arc<dyn TopicMetadata>,
     assignors: Vec<Arc<dyn Assignor>>,
     config: CoordinatorConfig,
+    member_ids: Arc<dyn MemberIdSource>,
 }
 
 impl fmt::Debug for CoordinatorBuilder {
@@ -213,6 +263,57 @@ impl CoordinatorBuilder {
         self
     }
 
+    /// `group.min.session.timeout.ms` of classic groups (default 6000).
+    #[must_use]
+    pub fn group_min_session_timeout_ms(mut self, ms: u64) -> Self {
+        self.config.groups.min_session_timeout_ms = ms;
+        self
+    }
+
+    /// `group.max.session.timeout.ms` of classic groups (default 1800000).
+    #[must_use]
+    pub fn group_max_session_timeout_ms(mut self, ms: u64) -> Self {
+        self.config.groups.max_session_timeout_ms = ms;
+        self
+    }
+
+    /// `group.initial.rebalance.delay.ms` of classic groups (default 3000; tests use 0).
+    #[must_use]
+    pub fn group_initial_rebalance_delay_ms(mut self, ms: u64) -> Self {
+        self.config.groups.initial_rebalance_delay_ms = ms;
+        self
+    }
+
+    /// `group.max.size` of classic groups (default unlimited).
+    #[must_use]
+    pub fn group_max_size(mut self, members: u32) -> Self {
+        self.config.groups.max_size = members;
+        self
+    }
+
+    /// How long a new classic member may wait in its first JoinGroup (default 300000).
+    #[must_use]
+    pub fn new_member_join_timeout_ms(mut self, ms: u64) -> Self {
+        self.config.groups.new_member_join_timeout_ms = ms;
+        self
+    }
+
+    /// BEYOND Kafka: refuse classic commits of partitions the member's installed
+    /// assignment does not hold (`NOT_PARTITION_OWNER`). Off by default.
+    #[must_use]
+    pub fn check_classic_commit_ownership(mut self, on: bool) -> Self {
+        self.config.groups.check_commit_ownership = on;
+        self
+    }
+
+    /// Where new classic members' ids come from (default [`RandomMemberIds`]; tests use
+    /// [`SequentialMemberIds`](crate::SequentialMemberIds)).
+    #[must_use]
+    pub fn member_ids(mut self, source: Arc<dyn MemberIdSource>) -> Self {
+        self.member_ids = source;
+        self
+    }
+
     /// Registers another assignment strategy members may negotiate.
     #[must_use]
     pub fn assignor(mut self, assignor: Arc<dyn Assignor>) -> Self {
@@ -224,6 +325,19 @@ impl CoordinatorBuilder {
     pub fn build(self) -> Result<Coordinator, Error> {
         if self.config.session_timeout_ms == 0 {
             return Err(Error::invalid("session timeout", "must be at least 1 ms"));
+        }
+        let g = &self.config.groups;
+        if g.min_session_timeout_ms > g.max_session_timeout_ms {
+            return Err(Error::invalid(
+                "group.min.session.timeout.ms",
+                format!(
+                    "{} is above group.max.session.timeout.ms ({})",
+                    g.min_session_timeout_ms, g.max_session_timeout_ms
+                ),
+            ));
+        }
+        if g.max_size == 0 {
+            return Err(Error::invalid("group.max.size", "must be at least 1"));
         }
         for (i, a) in self.assignors.iter().enumerate() {
             if a.name().is_empty() {
@@ -245,6 +359,7 @@ impl CoordinatorBuilder {
             metadata: self.metadata,
             assignors: self.assignors,
             config: self.config,
+            member_ids: self.member_ids,
             groups: RwLock::new(Groups::default()),
             timers: Mutex::new(Timers::default()),
             wake: Notify::new(),
@@ -292,6 +407,7 @@ impl Coordinator {
             metadata,
             assignors: vec![default_assignor],
             config: CoordinatorConfig::default(),
+            member_ids: Arc::new(RandomMemberIds::new()),
         }
     }
 
@@ -647,6 +763,9 @@ impl Coordinator {
         if entry.removed {
             return Ok(None);
         }
+        if matches!(entry.body, Body::Classic(_)) {
+            return Err(Error::wrong_group_type(group_id, "chapter", "classic"));
+        }
         let Some(index) = entry.chapter().and_then(|g| g.find(member)) else {
             return Ok(None);
         };
@@ -673,6 +792,7 @@ impl Coordinator {
         match &entry.body {
             _ if entry.removed => Err(not_found(group_id)),
             Body::Chapter(_) => f(&mut entry),
+            Body::Classic(_) => Err(Error::wrong_group_type(group_id, "chapter", "classic")),
             Body::Unused => Err(not_found(group_id)),
         }
     }
@@ -743,34 +863,51 @@ impl Coordinator {
     /// due deadline plus the work of the groups that are due, not a scan of every group.
     pub async fn handle_timeout(&self) -> Vec<ExpiredMember> {
         let now = self.clock.now_ms();
-        let mut due = self
-            .timers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_due(now);
-        due.sort_unstable_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
         let mut expired = Vec::new();
-        for (at, id) in due {
-            let Some(cell) = self.group(&id) else {
-                continue;
-            };
-            {
-                let mut entry = cell.lock();
-                if entry.removed || entry.armed != Some(at) {
-                    continue; // a stale entry: the live one is elsewhere in the heap
-                }
-                entry.armed = None;
+        // Work done now may arm more work due now (a classic group's initial delay of 0 ms
+        // extended by a member that just arrived): a few passes finish it, without letting
+        // a group that keeps re-arming at `now` hold the caller forever.
+        for _ in 0..4 {
+            let mut due = self
+                .timers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop_due(now);
+            if due.is_empty() {
+                break;
             }
-            self.run_due(&cell, now, &mut expired).await;
+            due.sort_unstable_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+            for (at, id) in due {
+                let Some(cell) = self.group(&id) else {
+                    continue;
+                };
+                {
+                    let mut entry = cell.lock();
+                    if entry.removed || entry.armed != Some(at) {
+                        continue; // a stale entry: the live one is elsewhere in the heap
+                    }
+                    entry.armed = None;
+                }
+                self.run_due(&cell, now, &mut expired).await;
+            }
         }
+        expired.sort_unstable();
         expired
     }
 
     fn what_is_due(&self, entry: &GroupEntry, now: u64) -> Due {
-        if let Some(group) = entry.chapter() {
-            if group.followup_due() || group.members.iter().any(|m| now > m.deadline_ms) {
-                return Due::Rebalance;
+        match &entry.body {
+            Body::Chapter(group) => {
+                if group.followup_due() || group.members.iter().any(|m| now > m.deadline_ms) {
+                    return Due::Rebalance;
+                }
             }
+            Body::Classic(group) => {
+                if group.is_due(now) {
+                    return Due::Rebalance;
+                }
+            }
+            Body::Unused => {}
         }
         match entry.lifecycle_deadline(
             self.config.offsets_retention_ms,
@@ -793,7 +930,11 @@ impl Coordinator {
                 if entry.removed {
                     return;
                 }
-                self.expire_chapter(&mut entry, now, expired);
+                if matches!(entry.body, Body::Classic(_)) {
+                    self.expire_classic(&mut entry, now, expired);
+                } else {
+                    self.expire_chapter(&mut entry, now, expired);
+                }
             }
             Due::DeleteOffsets => {
                 let gate = cell.gate.clone().read_owned().await;
@@ -926,6 +1067,9 @@ impl Coordinator {
         let (answer, followup) = {
             let group = match &mut entry.body {
                 Body::Chapter(g) => g,
+                Body::Classic(_) => {
+                    return Err(Error::wrong_group_type(group_id, "chapter", "classic"))
+                }
                 Body::Unused => return Err(not_found(group_id)),
             };
             let index = group
@@ -1062,6 +1206,9 @@ impl Coordinator {
             let current = entry.generation;
             let group = match &entry.body {
                 Body::Chapter(g) => g,
+                Body::Classic(_) => {
+                    return Err(Error::wrong_group_type(group_id, "chapter", "classic"))
+                }
                 Body::Unused => return Err(not_found(group_id)),
             };
             check_stable(group_id, group.state)?;
@@ -1225,7 +1372,7 @@ fn check_generation(group: &str, current: Generation, requested: Generation) -> 
     } else {
         Err(Error::IllegalGeneration {
             group: group.to_string(),
-            requested,
+            requested: Some(requested),
             current,
         })
     }

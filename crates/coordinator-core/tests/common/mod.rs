@@ -83,12 +83,24 @@ impl Assignor for ModuloAssignor {
     }
 }
 
-/// An in-memory store that records every commit it receives and can be told to fail.
+/// An in-memory store that records every commit it receives, can be told to fail, and can
+/// hold its writes until released.
 #[derive(Default)]
 pub struct TestStore {
     pub data: Mutex<BTreeMap<String, OffsetMap>>,
     pub received: Mutex<Vec<(String, OffsetMap)>>,
     pub failing: AtomicBool,
+    writes: Arc<tokio::sync::RwLock<()>>,
+}
+
+impl TestStore {
+    /// While the returned guard lives, every write waits (a disk that hangs).
+    pub fn hold_writes(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        self.writes
+            .clone()
+            .try_write_owned()
+            .expect("writes are not already held")
+    }
 }
 
 #[async_trait]
@@ -112,6 +124,7 @@ impl OffsetStore for TestStore {
         offsets: &OffsetMap,
         _fence: CommitFence,
     ) -> Result<(), StorageError> {
+        drop(self.writes.read().await);
         self.received
             .lock()
             .unwrap()
