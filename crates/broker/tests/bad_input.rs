@@ -117,3 +117,45 @@ async fn an_unsupported_version_of_a_known_api_gets_unsupported_version() {
 }
 
 use tokio::io::AsyncWriteExt;
+
+/// A few bytes announcing 2^31-1 elements must not make the broker allocate for them: with
+/// kafka-protocol 0.18.0 as published, this aborted the whole process (vendor/PATCHED.md).
+#[tokio::test]
+async fn hostile_length_prefixes_close_the_connection_not_the_broker() {
+    let broker = TestBroker::start().await;
+    // JoinGroup v0: group "g", session 1, member "", type "consumer", 2^31-1 protocols.
+    let mut join = vec![
+        0u8, 11, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0, 1, b'g', 0, 0, 0, 1, 0, 0, 0, 8,
+    ];
+    join.extend_from_slice(b"consumer");
+    join.extend_from_slice(&[0x7f, 0xff, 0xff, 0xff]);
+    closes_only_that_connection(&broker, &frame(&join)).await;
+    // DescribeGroups v5 (flexible): a compact array of 2^32-2 group ids.
+    let describe = [
+        0u8, 15, 0, 5, 0, 0, 0, 1, 0xff, 0xff, 0, 0xff, 0xff, 0xff, 0xff, 0x0f,
+    ];
+    closes_only_that_connection(&broker, &frame(&describe)).await;
+    // A produced record announcing 2^31-1 headers (uncompressed, valid CRC): refused.
+    let mut c = broker.client().await;
+    let mut record = common::record(0, 1);
+    record.headers.clear();
+    let good = batch(&[record], kafka_protocol::records::Compression::None).to_vec();
+    let mut hostile = good.clone();
+    // The record's header count is its last varint (0 headers = 0x00): replace it by the
+    // zigzag varint of 2^31-1, fix the lengths and the CRC.
+    assert_eq!(hostile.pop(), Some(0));
+    hostile.extend_from_slice(&[0xfe, 0xff, 0xff, 0xff, 0x0f]);
+    let grow = 4u8;
+    hostile[61] += 2 * grow; // the record's length varint (small, one byte, zigzag)
+    let batch_len = i32::from_be_bytes(hostile[8..12].try_into().unwrap()) + i32::from(grow);
+    hostile[8..12].copy_from_slice(&batch_len.to_be_bytes());
+    let crc = crc32c::crc32c(&hostile[21..]);
+    hostile[17..21].copy_from_slice(&crc.to_be_bytes());
+    let (error, _) = produce(&mut c, "t", 0, bytes::Bytes::from(hostile), 7).await;
+    assert_eq!(error, 2, "CORRUPT_MESSAGE, and the broker is still there");
+    assert_eq!(
+        c.call(&ApiVersionsRequest::default(), 3).await.error_code,
+        0
+    );
+    broker.stop().await.expect("clean stop");
+}

@@ -514,7 +514,13 @@ impl RecordBatchDecoder {
         version: i8,
         records: &mut Vec<Record>,
     ) -> Result<()> {
-        records.reserve(batch_decode_info.record_count as usize);
+        // PATCHED (consumer-groups broker): a negative or huge count must not abort the
+        // process; every record takes at least one byte.
+        records.reserve(
+            usize::try_from(batch_decode_info.record_count)
+                .unwrap_or(0)
+                .min(buf.remaining()),
+        );
         for _ in 0..batch_decode_info.record_count {
             records.push(Record::decode_new(buf, batch_decode_info, version)?);
         }
@@ -893,7 +899,9 @@ impl Record {
         }
         let num_headers = num_headers as usize;
 
-        let mut headers = IndexMap::with_capacity(num_headers);
+        // PATCHED (consumer-groups broker): bounded by the bytes left (a header takes at
+        // least two).
+        let mut headers = IndexMap::with_capacity(num_headers.min(bytes::Buf::remaining(buf)));
         for _ in 0..num_headers {
             // Key len
             let key_len: i32 = types::VarInt.decode(buf)?;

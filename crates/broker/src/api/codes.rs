@@ -22,3 +22,6 @@ pub(crate) const UNKNOWN_SERVER_ERROR: i16 = -1;
 pub(crate) const GROUP_ID_NOT_FOUND: i16 = 69;
 pub(crate) const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 pub(crate) const NON_EMPTY_GROUP: i16 = 68;
+pub(crate) const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+pub(crate) const MEMBER_ID_REQUIRED: i16 = 79;
+pub(crate) const GROUP_MAX_SIZE_REACHED: i16 = 81;

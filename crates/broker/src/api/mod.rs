@@ -5,6 +5,8 @@
 pub(crate) mod codes;
 
 mod api_versions;
+#[allow(dead_code)] // used by the group APIs once wired
+mod consumer_protocol;
 mod fetch;
 mod find_coordinator;
 mod groups;

@@ -985,7 +985,10 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
         match Int32.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
-                let mut result = Vec::with_capacity(n as usize);
+                // PATCHED (consumer-groups broker): every element takes at least one byte,
+                // so never reserve more than the bytes left; a hostile length must not
+                // make the process abort on a huge allocation.
+                let mut result = Vec::with_capacity((n as usize).min(buf.remaining()));
                 for _ in 0..n {
                     result.push(self.0.decode(buf)?);
                 }
@@ -1093,7 +1096,8 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let mut result = Vec::with_capacity((n - 1) as usize);
+                // PATCHED (consumer-groups broker): bounded by the bytes left, as above.
+                let mut result = Vec::with_capacity(((n - 1) as usize).min(buf.remaining()));
                 for _ in 1..n {
                     result.push(self.0.decode(buf)?);
                 }
