@@ -121,6 +121,10 @@ async fn the_binary_serves_then_exits_zero_on_sigterm_and_sigint() {
         let log = stderr_of(&mut p.child).await;
         assert!(log.contains("connection opened"), "{log}");
         assert!(log.contains("committed offsets live in memory"), "{log}");
+        assert!(
+            !log.contains('\u{1b}'),
+            "no colour codes in captured logs: {log}"
+        );
     }
 }
 
