@@ -7,10 +7,11 @@ use std::sync::Arc;
 use coordinator_core::{Coordinator, Generation, MemberAssignment, OffsetMap, TopicPartition};
 use tracing::{debug, info};
 
-use crate::error::{ConsumerError, LogError, OutOfRange};
-use crate::record::Record;
+use crate::error::ConsumerError;
 use crate::reset::AutoOffsetReset;
-use crate::source::RecordSource;
+use crate::Record;
+use crate::RecordSource;
+use crate::{LogError, OutOfRange};
 
 /// What a [`Consumer`] is created with.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -991,7 +992,7 @@ mod tests {
     /// records late.
     #[derive(Default)]
     struct CountingSource {
-        log: Arc<crate::MemoryLog>,
+        log: Arc<partition_log::MemoryLog>,
         fetches: std::sync::atomic::AtomicUsize,
         always_out_of_range: bool,
         extra: usize,

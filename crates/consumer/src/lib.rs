@@ -10,13 +10,13 @@
 //! ```text
 //!   labs (cluster facade, binaries) ──► consumer ──► coordinator-core ◄── assignor, offset-store
 //!                                          │
-//!                                          └── RecordSource port ◄── MemoryLog (here), or a
-//!                                                                     network/file log
+//!                                          └── RecordSource port (core) ◄── partition-log's
+//!                                                   MemoryLog, or a network/file log
 //! ```
 //!
 //! The consumer talks to the group through an `Arc<`[`Coordinator`](coordinator_core::Coordinator)`>`
 //! and reads records through the [`RecordSource`] port, so a network or file-backed log can
-//! replace the in-memory [`MemoryLog`] without touching the consumer. It depends on no
+//! replace the in-memory `partition_log::MemoryLog` without touching the consumer. It depends on no
 //! adapter crate: which assignor and offset store the coordinator uses is the composition
 //! root's business (the `labs` crate's cluster facade).
 //!
@@ -41,7 +41,8 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use consumer::{AutoOffsetReset, Consumer, ConsumerConfig, MemoryLog};
+//! use consumer::{AutoOffsetReset, Consumer, ConsumerConfig};
+//! use partition_log::MemoryLog;
 //! use coordinator_core::{Coordinator, TopicPartition};
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let log = Arc::new(MemoryLog::new());
@@ -85,17 +86,17 @@
 
 mod consumer;
 mod error;
-mod memory_log;
-mod record;
 mod reset;
-mod source;
 
 pub use consumer::{Consumer, ConsumerConfig};
-pub use error::{ConsumerError, LogError, OutOfRange};
-pub use memory_log::{validate_topic_name, MemoryLog, MAX_TOPIC_NAME_LEN};
-pub use record::{Bytes, Header, NewRecord, Record};
+pub use error::ConsumerError;
 pub use reset::AutoOffsetReset;
-pub use source::RecordSource;
+// The record vocabulary and the port moved to the core (so the broker can share the log
+// without depending on this client); re-exported so this crate's API stays the same.
+pub use coordinator_core::{
+    validate_topic_name, Bytes, Header, LogError, NewRecord, OutOfRange, Record, RecordSource,
+    MAX_TOPIC_NAME_LEN,
+};
 
 #[cfg(test)]
 mod test_support;

@@ -7,7 +7,8 @@ use assignor::MiniKafkaRoundRobinAssignor;
 use coordinator_core::{Coordinator, ManualClock, OffsetStore, TopicPartition};
 use offset_store::MemoryStore;
 
-use crate::{AutoOffsetReset, Consumer, ConsumerConfig, MemoryLog};
+use crate::{AutoOffsetReset, Consumer, ConsumerConfig};
+use partition_log::MemoryLog;
 
 /// A coordinator and a log with topic `t` of `partitions` partitions, sharing a manual clock.
 pub(crate) struct Fixture {

@@ -11,12 +11,15 @@
 //! itself: time comes from the [`Clock`] port (the crate ships two small clocks, the
 //! [`ManualClock`] for tests and the [`MonotonicClock`] adapter over `std::time::Instant`, the
 //! builder's default), persistence from the [`OffsetStore`] port, partition ownership from the [`Assignor`]
-//! port and topic sizes from the [`TopicMetadata`] port. Adapters live in other crates and
+//! port and topic sizes from the [`TopicMetadata`] port. The [`RecordSource`] port (and the
+//! [`Record`] vocabulary) is how consumers read partition logs; the core itself never reads
+//! records, it only names the contract that logs and their readers share. Adapters live in other crates and
 //! depend on this one, never the reverse:
 //!
 //! ```text
 //!   labs (binaries, cluster facade) ──► consumer ──► coordinator-core ◄── assignor
-//!                                  └──────────────────────────────▲────── offset-store
+//!            broker ─────────────────────────────────────▲────────── offset-store
+//!                                                         └────────── partition-log
 //! ```
 //!
 //! ## Rules (SPEC.md)
@@ -134,6 +137,7 @@ mod classic;
 mod clock;
 mod coordinator;
 mod error;
+mod log;
 mod metadata;
 mod offset_store;
 #[cfg(feature = "testing")]
@@ -160,6 +164,10 @@ pub use coordinator::{
     NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
 pub use error::{Error, ErrorClass, StorageError, StorageErrorKind};
+pub use log::{
+    validate_topic_name, Bytes, Header, LogError, NewRecord, OutOfRange, Record, RecordSource,
+    MAX_TOPIC_NAME_LEN,
+};
 pub use metadata::TopicMetadata;
 pub use offset_store::{validate_offsets, CommitFence, OffsetStore};
 pub use types::{Generation, GroupState, OffsetMap, TopicPartition};

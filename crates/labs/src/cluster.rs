@@ -5,12 +5,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use consumer::{AutoOffsetReset, Consumer, ConsumerConfig, MemoryLog, NewRecord};
+use consumer::{AutoOffsetReset, Consumer, ConsumerConfig, NewRecord};
 use coordinator_core::{
     Clock, Coordinator, ExpiredMember, MonotonicClock, StorageError, StorageErrorKind,
     TopicPartition, DEFAULT_SESSION_TIMEOUT_MS,
 };
 use offset_store::JsonFileStore;
+use partition_log::MemoryLog;
 
 use crate::error::ClusterError;
 

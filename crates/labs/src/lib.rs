@@ -5,7 +5,7 @@
 //! - [`Cluster`] wires the parts for applications, tests and labs: the core's
 //!   [`Coordinator`](coordinator_core::Coordinator), the MiniKafka round-robin assignor as
 //!   the default strategy and Kafka's four for negotiation (`assignor`), the JSON offset store in a data directory (`offset-store`) and the
-//!   in-memory partition log ([`consumer::MemoryLog`]). It lives here because the
+//!   in-memory partition log ([`partition_log::MemoryLog`], `partition-log`). It lives here because the
 //!   composition root is the only crate allowed to depend on several adapters; the adapters
 //!   themselves know only the core's ports.
 //! - [`lab`] holds the labs, one module each, and `src/bin/` one thin binary per lab:
@@ -18,9 +18,9 @@
 //! ## Where it sits
 //!
 //! ```text
-//!   labs ──► consumer ──► coordinator-core ◄── assignor
+//!   labs ──► consumer ──► coordinator-core ◄── assignor, partition-log
 //!     ├──────────────────────────▲────────────── offset-store
-//!     └─► assignor, offset-store (concrete adapters chosen here, and only here)
+//!     └─► assignor, offset-store, partition-log (concrete adapters chosen here, and only here)
 //! ```
 //!
 //! ## Example

@@ -2,15 +2,14 @@
 
 use std::sync::Arc;
 
+use super::error::LogError;
+use super::record::Record;
+use crate::types::TopicPartition;
 use async_trait::async_trait;
-use coordinator_core::TopicPartition;
 
-use crate::error::LogError;
-use crate::record::Record;
-
-/// Read access to partitioned logs: the only way a [`Consumer`](crate::Consumer) reaches
-/// records. [`MemoryLog`](crate::MemoryLog) implements it in memory; a network client or a
-/// file-backed log can replace it without touching the consumer.
+/// Read access to partitioned logs: the only way a consumer (the `consumer` crate's
+/// `Consumer`) reaches records. The `partition-log` crate's `MemoryLog` implements it in
+/// memory; a network client or a file-backed log can replace it without touching the consumer.
 ///
 /// Object-safe (`Arc<dyn RecordSource>`) and `async`, so an implementation may do I/O.
 ///

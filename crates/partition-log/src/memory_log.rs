@@ -1,58 +1,18 @@
-//! An in-memory partitioned log: the [`RecordSource`] of tests, labs and the cluster facade.
+//! An in-memory partitioned log: the [`RecordSource`] of tests, labs and the cluster facade,
+//! and the broker's partition log.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
-use coordinator_core::{Clock, MonotonicClock, TopicMetadata, TopicPartition};
+use coordinator_core::{
+    validate_topic_name, Bytes, Clock, LogError, MonotonicClock, NewRecord, OutOfRange, Record,
+    RecordSource, TopicMetadata, TopicPartition,
+};
+use tokio::sync::watch;
 
-use crate::error::{LogError, OutOfRange};
-use crate::record::{NewRecord, Record};
-use crate::source::RecordSource;
-
-/// Kafka's longest legal topic name.
-pub const MAX_TOPIC_NAME_LEN: usize = 249;
-
-/// Checks a topic name against Kafka's rules: 1 to 249 characters, each ASCII alphanumeric,
-/// `.`, `_` or `-`, and neither `.` nor `..`.
-///
-/// ```
-/// use consumer::validate_topic_name;
-/// assert!(validate_topic_name("orders.v2_eu-west").is_ok());
-/// assert_eq!(validate_topic_name("..").unwrap_err().code(), "INVALID_TOPIC_EXCEPTION");
-/// assert_eq!(validate_topic_name("a/b").unwrap_err().kafka_code(), Some(17));
-/// ```
-pub fn validate_topic_name(name: &str) -> Result<(), LogError> {
-    let invalid = |reason: String| {
-        Err(LogError::InvalidTopic {
-            name: name.to_string(),
-            reason,
-        })
-    };
-    if name.is_empty() {
-        return invalid("a topic name must not be empty".into());
-    }
-    if name == "." || name == ".." {
-        return invalid("`.` and `..` are not allowed as topic names".into());
-    }
-    // Characters first: the allowed ones are ASCII, so afterwards bytes and characters agree.
-    if let Some(bad) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return invalid(format!(
-            "character {bad:?} is not allowed; use ASCII letters, digits, `.`, `_` and `-`"
-        ));
-    }
-    if name.len() > MAX_TOPIC_NAME_LEN {
-        return invalid(format!(
-            "it is {} characters long; the limit is {MAX_TOPIC_NAME_LEN}",
-            name.len()
-        ));
-    }
-    Ok(())
-}
+use crate::batch::Batch;
 
 /// Kafka refuses a topic whose name equals an existing one once `.` is read as `_`, because
 /// both map to the same metric names.
@@ -60,23 +20,23 @@ fn metric_name(topic: &str) -> String {
     topic.replace('.', "_")
 }
 
-/// One partition: the retained records and the two moving bounds.
+/// One partition: the retained batches and the moving bounds.
 #[derive(Debug, Default)]
 struct PartitionLog {
-    /// Offset of `records[0]`; records below it were removed by retention.
+    /// The first readable offset; records below it were removed by retention. It may fall
+    /// inside `batches[0]` (as in Kafka, where the log start need not be a batch boundary).
     log_start: i64,
-    records: VecDeque<Record>,
+    /// The offset the next record gets.
+    log_end: i64,
+    /// Consecutive batches: each one's base offset is the previous one's last offset + 1.
+    batches: VecDeque<Arc<Batch>>,
     /// `None`: the high watermark follows the log end (a single unreplicated log).
     pinned_high_watermark: Option<i64>,
 }
 
 impl PartitionLog {
-    fn log_end(&self) -> i64 {
-        self.log_start.saturating_add(len_i64(self.records.len()))
-    }
-
     fn visible_end(&self) -> i64 {
-        self.pinned_high_watermark.unwrap_or_else(|| self.log_end())
+        self.pinned_high_watermark.unwrap_or(self.log_end)
     }
 
     fn out_of_range(&self, tp: &TopicPartition, offset: i64) -> LogError {
@@ -87,10 +47,35 @@ impl PartitionLog {
             visible_end: self.visible_end(),
         })
     }
+
+    fn check_readable(&self, tp: &TopicPartition, offset: i64) -> Result<(), LogError> {
+        if offset < self.log_start || offset > self.visible_end() {
+            return Err(self.out_of_range(tp, offset));
+        }
+        Ok(())
+    }
+
+    /// The index of the first batch holding an offset `>= offset`.
+    fn first_batch_from(&self, offset: i64) -> usize {
+        self.batches.partition_point(|b| b.last_offset() < offset)
+    }
 }
 
-fn len_i64(n: usize) -> i64 {
+pub(crate) fn len_i64(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// What [`MemoryLog::read_batches`] returns: whole batches from the asked offset, and the
+/// partition's bounds at the time of the read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchRead {
+    /// The log start offset.
+    pub log_start: i64,
+    /// The high watermark (the visible end). With no transactions it is also Kafka's last
+    /// stable offset.
+    pub high_watermark: i64,
+    /// Batches holding offsets from the asked one, in order; the first may start below it.
+    pub batches: Vec<Arc<Batch>>,
 }
 
 /// An in-memory partitioned log implementing [`RecordSource`], with the knobs tests need to
@@ -101,10 +86,15 @@ fn len_i64(n: usize) -> i64 {
 /// It is also the cluster's [`TopicMetadata`]: hand the same `Arc<MemoryLog>` to the
 /// coordinator, and the topics it assigns are exactly the topics consumers can read.
 ///
+/// Records are appended in [`Batch`]es. A wire front appends each producer batch with
+/// [`append_encoded`](Self::append_encoded), keeping the producer's bytes for fetchers
+/// ([`read_batches`](Self::read_batches)) next to the decoded records for [`RecordSource`]
+/// readers, and waits for appends without polling through [`appends`](Self::appends).
+///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// use consumer::{MemoryLog, RecordSource};
-/// use coordinator_core::TopicPartition;
+/// use partition_log::MemoryLog;
+/// use coordinator_core::{RecordSource, TopicPartition};
 ///
 /// let log = MemoryLog::new();
 /// log.create_topic("orders", 2)?;
@@ -118,12 +108,14 @@ fn len_i64(n: usize) -> i64 {
 /// log.advance_log_start(&tp, 2)?; // retention removes offsets 0 and 1
 /// let err = log.fetch(&tp, 0, 10).await.unwrap_err();
 /// assert_eq!(err.code(), "OFFSET_OUT_OF_RANGE");
-/// # Ok::<(), consumer::LogError>(())
+/// # Ok::<(), coordinator_core::LogError>(())
 /// # }).unwrap();
 /// ```
 pub struct MemoryLog {
     clock: Arc<dyn Clock>,
     topics: RwLock<BTreeMap<Arc<str>, Vec<PartitionLog>>>,
+    /// Counts appends (and visible-end moves); readers waiting for data watch it.
+    appended: watch::Sender<u64>,
 }
 
 impl fmt::Debug for MemoryLog {
@@ -154,6 +146,7 @@ impl MemoryLog {
         MemoryLog {
             clock,
             topics: RwLock::new(BTreeMap::new()),
+            appended: watch::Sender::new(0),
         }
     }
 
@@ -209,24 +202,31 @@ impl MemoryLog {
     fn with_partition<T>(
         &self,
         tp: &TopicPartition,
-        f: impl FnOnce(&PartitionLog) -> T,
+        f: impl FnOnce(&PartitionLog) -> Result<T, LogError>,
     ) -> Result<T, LogError> {
         let topics = self.read();
         let log = partition(&topics, tp)?;
-        Ok(f(log))
+        f(log)
     }
 
+    /// Runs `f` on the partition under the write lock, then wakes readers waiting for appends.
     fn with_partition_mut<T>(
         &self,
         tp: &TopicPartition,
         f: impl FnOnce(&mut PartitionLog) -> Result<T, LogError>,
     ) -> Result<T, LogError> {
-        let mut topics = self.write();
-        let log = topics
-            .get_mut(tp.topic())
-            .and_then(|parts| parts.get_mut(tp.partition() as usize))
-            .ok_or_else(|| unknown(tp))?;
-        f(log)
+        let result = {
+            let mut topics = self.write();
+            let log = topics
+                .get_mut(tp.topic())
+                .and_then(|parts| parts.get_mut(tp.partition() as usize))
+                .ok_or_else(|| unknown(tp))?;
+            f(log)
+        };
+        if result.is_ok() {
+            self.appended.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        result
     }
 
     /// Appends a record to `tp` and returns its offset. A record without a timestamp gets the
@@ -236,26 +236,142 @@ impl MemoryLog {
         tp: &TopicPartition,
         record: impl Into<NewRecord>,
     ) -> Result<i64, LogError> {
-        let record = record.into();
+        self.append_batch(tp, vec![record.into()], |_| None)
+    }
+
+    /// Appends `records` as one batch and returns the first one's offset.
+    ///
+    /// Errors: `UNKNOWN_TOPIC_OR_PARTITION`; `INVALID_ARGUMENT` for an empty batch.
+    pub fn append_records(
+        &self,
+        tp: &TopicPartition,
+        records: Vec<NewRecord>,
+    ) -> Result<i64, LogError> {
+        self.append_batch(tp, records, |_| None)
+    }
+
+    /// Appends `records` as one batch together with their wire encoding, and returns the
+    /// first one's offset. `encode` receives that offset (the batch's base offset) under the
+    /// partition's lock, so the encoding can carry it, and returns the bytes to keep; the log
+    /// never reads them (see [`Batch`]).
+    ///
+    /// Errors: `UNKNOWN_TOPIC_OR_PARTITION`; `INVALID_ARGUMENT` for an empty batch.
+    pub fn append_encoded(
+        &self,
+        tp: &TopicPartition,
+        records: Vec<NewRecord>,
+        encode: impl FnOnce(i64) -> Bytes,
+    ) -> Result<i64, LogError> {
+        self.append_batch(tp, records, |base| Some(encode(base)))
+    }
+
+    fn append_batch(
+        &self,
+        tp: &TopicPartition,
+        records: Vec<NewRecord>,
+        encode: impl FnOnce(i64) -> Option<Bytes>,
+    ) -> Result<i64, LogError> {
+        if records.is_empty() {
+            return Err(LogError::InvalidArgument {
+                what: "batch",
+                reason: format!("an append to {tp} must carry at least one record"),
+            });
+        }
         let now = i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX);
         self.with_partition_mut(tp, |log| {
-            let offset = log.log_end();
-            log.records.push_back(Record {
-                topic: tp.topic_arc().clone(),
-                partition: tp.partition(),
-                offset,
-                key: record.key,
-                value: record.value,
-                timestamp: record.timestamp.unwrap_or(now),
-                headers: record.headers,
-            });
-            Ok(offset)
+            let base = log.log_end;
+            let records: Vec<Record> = records
+                .into_iter()
+                .zip(base..)
+                .map(|(record, offset)| Record {
+                    topic: tp.topic_arc().clone(),
+                    partition: tp.partition(),
+                    offset,
+                    key: record.key,
+                    value: record.value,
+                    timestamp: record.timestamp.unwrap_or(now),
+                    headers: record.headers,
+                })
+                .collect();
+            log.log_end = base.saturating_add(len_i64(records.len()));
+            let encoded = encode(base);
+            log.batches.push_back(Arc::new(Batch {
+                base_offset: base,
+                records,
+                encoded,
+            }));
+            Ok(base)
         })
     }
 
     /// The offset the next appended record of `tp` will get (Kafka's log end offset).
     pub fn log_end_offset(&self, tp: &TopicPartition) -> Result<i64, LogError> {
-        self.with_partition(tp, PartitionLog::log_end)
+        self.with_partition(tp, |log| Ok(log.log_end))
+    }
+
+    /// `tp`'s log start offset and high watermark, read together.
+    pub fn bounds(&self, tp: &TopicPartition) -> Result<(i64, i64), LogError> {
+        self.with_partition(tp, |log| Ok((log.log_start, log.visible_end())))
+    }
+
+    /// Whole batches of `tp` holding offsets from `from_offset` up to the high watermark,
+    /// stopping once their [sizes](Batch::size) add up to `max_bytes` or more. The first
+    /// batch is returned whatever its size, so a reader always progresses (Kafka's rule since
+    /// KIP-74). A batch reaching past a pinned high watermark is not returned.
+    ///
+    /// Errors: `UNKNOWN_TOPIC_OR_PARTITION`; `OFFSET_OUT_OF_RANGE` if `from_offset` lies
+    /// outside `log_start..=high_watermark`.
+    pub fn read_batches(
+        &self,
+        tp: &TopicPartition,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<BatchRead, LogError> {
+        self.with_partition(tp, |log| {
+            log.check_readable(tp, from_offset)?;
+            let end = log.visible_end();
+            let mut batches = Vec::new();
+            let mut size = 0usize;
+            for batch in log.batches.range(log.first_batch_from(from_offset)..) {
+                if batch.last_offset() >= end || (!batches.is_empty() && size >= max_bytes) {
+                    break;
+                }
+                size = size.saturating_add(batch.size());
+                batches.push(batch.clone());
+            }
+            Ok(BatchRead {
+                log_start: log.log_start,
+                high_watermark: end,
+                batches,
+            })
+        })
+    }
+
+    /// The first readable record of `tp` whose timestamp is at or after `timestamp`, as
+    /// `(offset, its timestamp)`, or `None` if there is none (Kafka's `ListOffsets` by
+    /// timestamp). A linear scan: this log is for development and tests.
+    pub fn offset_for_timestamp(
+        &self,
+        tp: &TopicPartition,
+        timestamp: i64,
+    ) -> Result<Option<(i64, i64)>, LogError> {
+        self.with_partition(tp, |log| {
+            let end = log.visible_end();
+            Ok(log
+                .batches
+                .iter()
+                .filter(|b| b.max_timestamp() >= timestamp)
+                .flat_map(|b| b.records.iter())
+                .find(|r| r.offset >= log.log_start && r.offset < end && r.timestamp >= timestamp)
+                .map(|r| (r.offset, r.timestamp)))
+        })
+    }
+
+    /// A receiver that changes whenever a record is appended anywhere in the log (or a bound
+    /// moves). A reader that found too little data subscribes *before* reading, then awaits
+    /// `changed()` with its own deadline: no append is missed and nothing polls.
+    pub fn appends(&self) -> watch::Receiver<u64> {
+        self.appended.subscribe()
     }
 
     /// Removes every record of `tp` below `offset`, as retention or Kafka's `DeleteRecords`
@@ -269,8 +385,15 @@ impl MemoryLog {
             if offset > log.visible_end() {
                 return Err(log.out_of_range(tp, offset));
             }
-            while log.log_start < offset && log.records.pop_front().is_some() {
-                log.log_start += 1;
+            if offset > log.log_start {
+                log.log_start = offset;
+                while log
+                    .batches
+                    .front()
+                    .is_some_and(|b| b.last_offset() < offset)
+                {
+                    log.batches.pop_front();
+                }
             }
             Ok(log.log_start)
         })
@@ -289,13 +412,13 @@ impl MemoryLog {
     ) -> Result<(), LogError> {
         self.with_partition_mut(tp, |log| {
             if let Some(hw) = high_watermark {
-                if hw > log.log_end() || hw < log.visible_end() {
+                if hw > log.log_end || hw < log.visible_end() {
                     return Err(LogError::InvalidArgument {
                         what: "high watermark",
                         reason: format!(
                             "{hw} for {tp} must lie between the visible end {} and the log end {}",
                             log.visible_end(),
-                            log.log_end()
+                            log.log_end
                         ),
                     });
                 }
@@ -333,11 +456,11 @@ impl RecordSource for MemoryLog {
     }
 
     async fn log_start_offset(&self, tp: &TopicPartition) -> Result<i64, LogError> {
-        self.with_partition(tp, |log| log.log_start)
+        self.with_partition(tp, |log| Ok(log.log_start))
     }
 
     async fn visible_end(&self, tp: &TopicPartition) -> Result<i64, LogError> {
-        self.with_partition(tp, PartitionLog::visible_end)
+        self.with_partition(tp, |log| Ok(log.visible_end()))
     }
 
     async fn fetch(
@@ -346,22 +469,19 @@ impl RecordSource for MemoryLog {
         from_offset: i64,
         max: usize,
     ) -> Result<Vec<Record>, LogError> {
-        let topics = self.read();
-        let log = partition(&topics, tp)?;
-        let end = log.visible_end();
-        if from_offset < log.log_start || from_offset > end {
-            return Err(log.out_of_range(tp, from_offset));
-        }
-        // Both differences are within the retained records, so they fit in usize.
-        let first = usize::try_from(from_offset - log.log_start).unwrap_or(usize::MAX);
-        let available = usize::try_from(end - from_offset).unwrap_or(0);
-        Ok(log
-            .records
-            .iter()
-            .skip(first)
-            .take(available.min(max))
-            .cloned()
-            .collect())
+        self.with_partition(tp, |log| {
+            log.check_readable(tp, from_offset)?;
+            let end = log.visible_end();
+            Ok(log
+                .batches
+                .range(log.first_batch_from(from_offset)..)
+                .flat_map(|b| b.records.iter())
+                .skip_while(|r| r.offset < from_offset)
+                .take_while(|r| r.offset < end)
+                .take(max)
+                .cloned()
+                .collect())
+        })
     }
 }
 
@@ -391,19 +511,6 @@ mod tests {
 
     fn offsets(records: &[Record]) -> Vec<i64> {
         records.iter().map(|r| r.offset).collect()
-    }
-
-    #[test]
-    fn topic_names_follow_kafka_rules() {
-        let long = "x".repeat(MAX_TOPIC_NAME_LEN);
-        for ok in ["a", "A-Z_0.9", "...", long.as_str()] {
-            validate_topic_name(ok).unwrap_or_else(|e| panic!("{ok:?}: {e}"));
-        }
-        let too_long = "x".repeat(MAX_TOPIC_NAME_LEN + 1);
-        for bad in ["", ".", "..", "a b", "a/b", "é", too_long.as_str()] {
-            let err = validate_topic_name(bad).expect_err(bad);
-            assert_eq!(err.code(), "INVALID_TOPIC_EXCEPTION", "{bad:?}");
-        }
     }
 
     #[test]
@@ -541,5 +648,93 @@ mod tests {
         let metadata: &dyn TopicMetadata = &log;
         assert_eq!(metadata.partition_count("t"), Some(2));
         assert_eq!(metadata.partition_count("u"), None);
+    }
+
+    #[tokio::test]
+    async fn encoded_batches_keep_their_bytes_and_base_offset() {
+        let log = log_with(2);
+        let records = vec![
+            NewRecord::new(&b"x"[..]).timestamp(10),
+            NewRecord::new(&b"y"[..]).timestamp(30),
+        ];
+        let base = log
+            .append_encoded(&tp(0), records, |base| {
+                Bytes::from(base.to_be_bytes().to_vec())
+            })
+            .unwrap();
+        assert_eq!(base, 2);
+        assert_eq!(log.log_end_offset(&tp(0)).unwrap(), 4);
+        let read = log.read_batches(&tp(0), 3, 1 << 20).unwrap();
+        assert_eq!((read.log_start, read.high_watermark), (0, 4));
+        assert_eq!(read.batches.len(), 1, "the batch holding offset 3");
+        let batch = &read.batches[0];
+        assert_eq!((batch.base_offset(), batch.last_offset()), (2, 3));
+        assert_eq!(
+            batch.encoded().map(|b| b.to_vec()),
+            Some(2i64.to_be_bytes().to_vec())
+        );
+        assert_eq!(batch.max_timestamp(), 30);
+        // The record view sees the batch's records one by one.
+        assert_eq!(offsets(&log.fetch(&tp(0), 3, 10).await.unwrap()), [3]);
+        assert_eq!(
+            log.append_records(&tp(0), Vec::new()).unwrap_err().code(),
+            "INVALID_ARGUMENT"
+        );
+    }
+
+    #[test]
+    fn read_batches_returns_the_first_batch_whatever_its_size_then_respects_the_budget() {
+        let log = log_with(3);
+        let all = log.read_batches(&tp(0), 0, usize::MAX).unwrap();
+        assert_eq!(all.batches.len(), 3);
+        let one = log.read_batches(&tp(0), 0, 1).unwrap();
+        assert_eq!(one.batches.len(), 1);
+        let size = all.batches[0].size();
+        let two = log.read_batches(&tp(0), 0, size + 1).unwrap();
+        assert_eq!(two.batches.len(), 2);
+        assert!(log.read_batches(&tp(0), 3, 10).unwrap().batches.is_empty());
+        assert_eq!(
+            log.read_batches(&tp(0), 4, 10).unwrap_err().code(),
+            "OFFSET_OUT_OF_RANGE"
+        );
+        log.set_high_watermark(&tp(0), Some(3)).unwrap();
+        log.append(&tp(0), "hidden").unwrap();
+        assert!(log.read_batches(&tp(0), 3, 10).unwrap().batches.is_empty());
+    }
+
+    #[test]
+    fn offset_for_timestamp_finds_the_first_record_at_or_after() {
+        let log = log_with(0);
+        for ts in [5, 20, 10, 30] {
+            log.append(&tp(0), NewRecord::new(&b"v"[..]).timestamp(ts))
+                .unwrap();
+        }
+        assert_eq!(log.offset_for_timestamp(&tp(0), 0).unwrap(), Some((0, 5)));
+        assert_eq!(log.offset_for_timestamp(&tp(0), 10).unwrap(), Some((1, 20)));
+        assert_eq!(log.offset_for_timestamp(&tp(0), 25).unwrap(), Some((3, 30)));
+        assert_eq!(log.offset_for_timestamp(&tp(0), 31).unwrap(), None);
+        log.advance_log_start(&tp(0), 2).unwrap();
+        assert_eq!(log.offset_for_timestamp(&tp(0), 0).unwrap(), Some((2, 10)));
+    }
+
+    #[tokio::test]
+    async fn appends_wake_a_waiting_reader() {
+        let log = Arc::new(log_with(0));
+        let mut appends = log.appends();
+        assert!(!appends.has_changed().unwrap(), "nothing appended yet");
+        let writer = log.clone();
+        let task = tokio::spawn(async move { writer.append(&tp(1), "v") });
+        // Bounded: the append above changes the counter; the test fails rather than hangs.
+        tokio::time::timeout(std::time::Duration::from_secs(10), appends.changed())
+            .await
+            .expect("woken within the bound")
+            .unwrap();
+        assert_eq!(task.await.unwrap().unwrap(), 0);
+        assert_eq!(log.bounds(&tp(1)).unwrap(), (0, 1));
+        assert!(log.append(&TopicPartition::new("nope", 0), "v").is_err());
+        assert!(
+            !appends.has_changed().unwrap(),
+            "a failed append wakes nobody"
+        );
     }
 }

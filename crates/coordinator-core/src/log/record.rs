@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use coordinator_core::TopicPartition;
+use crate::types::TopicPartition;
 
 /// An immutable byte string. An `Arc<[u8]>`, so handing the same record to many consumers
 /// copies a pointer, not the payload.

@@ -1,0 +1,27 @@
+//! Kafka's numeric error codes the broker sends (`org.apache.kafka.common.protocol.Errors`).
+
+#![allow(missing_docs, dead_code)] // the table of codes, not all sent yet
+
+pub(crate) const NONE: i16 = 0;
+pub(crate) const OFFSET_OUT_OF_RANGE: i16 = 1;
+pub(crate) const CORRUPT_MESSAGE: i16 = 2;
+pub(crate) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+pub(crate) const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+pub(crate) const NOT_COORDINATOR: i16 = 16;
+pub(crate) const INVALID_TOPIC_EXCEPTION: i16 = 17;
+pub(crate) const ILLEGAL_GENERATION: i16 = 22;
+pub(crate) const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+pub(crate) const INVALID_GROUP_ID: i16 = 24;
+pub(crate) const UNKNOWN_MEMBER_ID: i16 = 25;
+pub(crate) const REBALANCE_IN_PROGRESS: i16 = 27;
+pub(crate) const UNSUPPORTED_VERSION: i16 = 35;
+pub(crate) const INVALID_PARTITIONS: i16 = 37;
+pub(crate) const INVALID_REQUEST: i16 = 42;
+pub(crate) const KAFKA_STORAGE_ERROR: i16 = 56;
+pub(crate) const UNKNOWN_SERVER_ERROR: i16 = -1;
+pub(crate) const GROUP_ID_NOT_FOUND: i16 = 69;
+pub(crate) const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+pub(crate) const NON_EMPTY_GROUP: i16 = 68;
+pub(crate) const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+pub(crate) const MEMBER_ID_REQUIRED: i16 = 79;
+pub(crate) const GROUP_MAX_SIZE_REACHED: i16 = 81;

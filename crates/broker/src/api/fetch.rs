@@ -1,0 +1,153 @@
+//! Fetch: stored batches from the asked offsets, long-polling until `min_bytes` are there or
+//! `max_wait_ms` has passed. The wait sleeps on the log's append signal, never polls.
+//!
+//! Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which clients
+//! read as "no session" and answer with full fetches; an incremental fetch (a non-zero
+//! session id) gets FETCH_SESSION_ID_NOT_FOUND, which makes them start over with a full one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use coordinator_core::{LogError, TopicPartition};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use partition_log::Batch;
+use tokio::time::Instant;
+
+use super::produce::log_code;
+use super::records::encode_records;
+use super::{codes, Call};
+use crate::shutdown::Shutdown;
+
+/// Kafka's `READ_COMMITTED` isolation level. There are no transactions here, so the last
+/// stable offset is the high watermark either way.
+const READ_COMMITTED: i8 = 1;
+
+pub(super) async fn handle(
+    call: &Call<'_>,
+    request: FetchRequest,
+    shutdown: &mut Shutdown,
+) -> FetchResponse {
+    if request.session_id != 0 {
+        return FetchResponse::default().with_error_code(codes::FETCH_SESSION_ID_NOT_FOUND);
+    }
+    let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    let deadline = Instant::now() + max_wait;
+    let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    // Subscribe before the first read, so an append between the read and the wait is seen.
+    let mut appends = call.context.log.appends();
+    loop {
+        appends.borrow_and_update();
+        let (response, bytes, errors) = read(call, &request);
+        if bytes >= min_bytes || errors || shutdown.is_shutdown() || Instant::now() >= deadline {
+            return response;
+        }
+        tokio::select! {
+            changed = appends.changed() => {
+                if changed.is_err() {
+                    return response;
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = shutdown.recv() => {}
+        }
+    }
+}
+
+/// One pass over the asked partitions: the response, the record bytes in it, and whether
+/// any partition has an error (which makes Kafka answer at once).
+fn read(call: &Call<'_>, request: &FetchRequest) -> (FetchResponse, usize, bool) {
+    let log = &call.context.log;
+    let read_committed = request.isolation_level == READ_COMMITTED;
+    let mut budget = usize::try_from(request.max_bytes).unwrap_or(0);
+    let mut total = 0usize;
+    let mut errors = false;
+    let responses = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let answer = PartitionData::default()
+                        .with_partition_index(p.partition)
+                        .with_aborted_transactions(read_committed.then(Vec::new));
+                    let Ok(index) = u32::try_from(p.partition) else {
+                        errors = true;
+                        return answer
+                            .with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION)
+                            .with_high_watermark(-1);
+                    };
+                    let tp = TopicPartition::new(topic.topic.0.as_str(), index);
+                    let limit = usize::try_from(p.partition_max_bytes)
+                        .unwrap_or(0)
+                        .min(budget);
+                    let read = if limit == 0 && total > 0 {
+                        // The response is full: report the bounds, send no records.
+                        log.bounds(&tp).map(|(start, hw)| (start, hw, Vec::new()))
+                    } else {
+                        log.read_batches(&tp, p.fetch_offset, limit.max(1))
+                            .map(|r| (r.log_start, r.high_watermark, r.batches))
+                    };
+                    match read {
+                        Ok((log_start, hw, batches)) => match concat(&batches) {
+                            Ok(records) => {
+                                total = total.saturating_add(records.len());
+                                budget = budget.saturating_sub(records.len());
+                                answer
+                                    .with_high_watermark(hw)
+                                    .with_last_stable_offset(hw)
+                                    .with_log_start_offset(log_start)
+                                    .with_records(Some(records))
+                            }
+                            Err(reason) => {
+                                tracing::error!(partition = %tp, %reason, "cannot serve records");
+                                errors = true;
+                                answer.with_error_code(codes::UNKNOWN_SERVER_ERROR)
+                            }
+                        },
+                        Err(e) => {
+                            errors = true;
+                            let (start, hw) = match &e {
+                                LogError::OffsetOutOfRange(r) => (r.log_start, r.visible_end),
+                                _ => (-1, -1),
+                            };
+                            answer
+                                .with_error_code(log_code(&e))
+                                .with_high_watermark(hw)
+                                .with_last_stable_offset(hw)
+                                .with_log_start_offset(start)
+                        }
+                    }
+                })
+                .collect();
+            FetchableTopicResponse::default()
+                .with_topic(topic.topic.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    (
+        FetchResponse::default().with_responses(responses),
+        total,
+        errors,
+    )
+}
+
+/// The batches' wire bytes back to back. A single stored batch is handed out without a copy.
+fn concat(batches: &[Arc<Batch>]) -> Result<Bytes, String> {
+    if let [batch] = batches {
+        if let Some(encoded) = batch.encoded() {
+            return Ok(Bytes::from_owner(encoded.clone()));
+        }
+    }
+    let mut out = BytesMut::new();
+    for batch in batches {
+        match batch.encoded() {
+            Some(encoded) => out.extend_from_slice(encoded),
+            None => out.extend_from_slice(&encode_records(batch.records())?),
+        }
+    }
+    Ok(out.freeze())
+}

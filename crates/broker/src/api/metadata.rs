@@ -1,0 +1,69 @@
+//! Metadata: one broker, leader of every partition; missing topics are created when
+//! `--auto-create-topics` is on.
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{codes, Call};
+use crate::context::NODE_ID;
+
+pub(super) fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
+    let context = call.context;
+    // v0: an empty list means every topic; v1+: null means every topic, empty means none.
+    let all = match &request.topics {
+        None => true,
+        Some(topics) => call.version == 0 && topics.is_empty(),
+    };
+    let names: Vec<String> = if all {
+        context
+            .log
+            .topics()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    } else {
+        request
+            .topics
+            .iter()
+            .flatten()
+            .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+            .collect()
+    };
+    // v0-3 have no flag: Kafka creates topics for them when auto-creation is on.
+    let allow_create = call.version < 4 || request.allow_auto_topic_creation;
+    let topics = names
+        .into_iter()
+        .map(|name| {
+            let topic = MetadataResponseTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
+            match context.topic_or_create(&name, allow_create) {
+                Ok(Some(count)) => topic.with_partitions(
+                    (0..count)
+                        .map(|p| {
+                            MetadataResponsePartition::default()
+                                .with_partition_index(p as i32)
+                                .with_leader_id(BrokerId(NODE_ID))
+                                .with_replica_nodes(vec![BrokerId(NODE_ID)])
+                                .with_isr_nodes(vec![BrokerId(NODE_ID)])
+                        })
+                        .collect(),
+                ),
+                Ok(None) => topic.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION),
+                Err(e) => {
+                    topic.with_error_code(e.kafka_code().unwrap_or(codes::INVALID_TOPIC_EXCEPTION))
+                }
+            }
+        })
+        .collect();
+    MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(BrokerId(NODE_ID))
+            .with_host(StrBytes::from_string(context.host.clone()))
+            .with_port(context.port)])
+        .with_cluster_id(Some(StrBytes::from_string(context.cluster_id.clone())))
+        .with_controller_id(BrokerId(NODE_ID))
+        .with_topics(topics)
+}

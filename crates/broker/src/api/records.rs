@@ -1,0 +1,237 @@
+//! Kafka's v2 record batches: checking what producers send, stamping the base offset, and
+//! encoding batches that were appended without wire bytes.
+//!
+//! Layout of a batch header (big-endian): base offset i64 @0, batch length i32 @8 (bytes
+//! after this field), partition leader epoch i32 @12, magic i8 @16, CRC-32C u32 @17 (of
+//! bytes 21..end), attributes i16 @21, last offset delta i32 @23, base timestamp i64 @27,
+//! max timestamp i64 @35, producer id i64 @43, producer epoch i16 @51, base sequence i32
+//! @53, record count i32 @57, records @61.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use coordinator_core::{Header, NewRecord, Record};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
+};
+
+const HEADER_LEN: usize = 61;
+/// The smallest legal batch length field: the header after the length field.
+const MIN_BATCH_LENGTH: usize = HEADER_LEN - 12;
+/// Attribute bits of transactional and control batches.
+const TRANSACTIONAL: i16 = 1 << 4;
+const CONTROL: i16 = 1 << 5;
+/// The most records one batch may announce. Far above what producers send (they cap a
+/// batch by bytes, 16 KiB to 1 MiB by default); it bounds what a hostile count can make the
+/// decoder allocate up front.
+pub(super) const MAX_RECORDS_PER_BATCH: i32 = 1 << 20;
+
+/// One producer batch that passed the checks: its bytes, and its records decoded.
+#[derive(Debug)]
+pub(super) struct CheckedBatch {
+    pub(super) bytes: Bytes,
+    pub(super) records: Vec<NewRecord>,
+}
+
+fn i16_at(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn i32_at(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Splits a Produce partition's `records` into batches and checks each one: magic 2, a
+/// consistent length, record count and offset delta, a matching CRC, records that decode
+/// (decompressing gzip, snappy, lz4 and zstd), and no transactional or control batch (this
+/// broker has no transactions). All or nothing: the first bad batch fails the whole set.
+pub(super) fn check_batches(raw: &Bytes) -> Result<Vec<CheckedBatch>, String> {
+    if raw.is_empty() {
+        return Err("the partition's record set is empty".into());
+    }
+    let mut batches = Vec::new();
+    let mut pos = 0usize;
+    while pos < raw.len() {
+        let rest = &raw[pos..];
+        if rest.len() < HEADER_LEN {
+            return Err(format!("a truncated batch header at byte {pos}"));
+        }
+        let length = usize::try_from(i32_at(rest, 8))
+            .ok()
+            .filter(|&n| n >= MIN_BATCH_LENGTH && n <= rest.len() - 12)
+            .ok_or_else(|| {
+                format!(
+                    "a batch length of {} at byte {pos} does not fit",
+                    i32_at(rest, 8)
+                )
+            })?;
+        let magic = rest[16] as i8;
+        if magic != 2 {
+            return Err(format!(
+                "magic {magic} at byte {pos}: only v2 record batches are supported"
+            ));
+        }
+        let attributes = i16_at(rest, 21);
+        if attributes & (TRANSACTIONAL | CONTROL) != 0 {
+            return Err("transactional and control batches are not supported".into());
+        }
+        let count = i32_at(rest, 57);
+        let last_delta = i32_at(rest, 23);
+        if !(1..=MAX_RECORDS_PER_BATCH).contains(&count) || last_delta != count - 1 {
+            return Err(format!(
+                "a batch at byte {pos} announces {count} records and last offset delta {last_delta}"
+            ));
+        }
+        let bytes = raw.slice(pos..pos + 12 + length);
+        let set = RecordBatchDecoder::decode(&mut bytes.clone())
+            .map_err(|e| format!("a batch at byte {pos} does not decode: {e:#}"))?;
+        if set.records.len() != count as usize {
+            return Err(format!(
+                "a batch at byte {pos} announces {count} records and holds {}",
+                set.records.len()
+            ));
+        }
+        let records = set
+            .records
+            .into_iter()
+            .map(|r| NewRecord {
+                key: r.key.map(|k| Arc::from(&k[..])),
+                // The record view has no null value: a tombstone reads as empty there. The
+                // wire view (the stored batch) keeps the null.
+                value: r
+                    .value
+                    .map_or_else(|| Arc::from(&[][..]), |v| Arc::from(&v[..])),
+                timestamp: Some(r.timestamp),
+                headers: r
+                    .headers
+                    .into_iter()
+                    .map(|(k, v)| Header::new(k.as_str(), v.map_or_else(Vec::new, |v| v.to_vec())))
+                    .collect(),
+            })
+            .collect();
+        batches.push(CheckedBatch { bytes, records });
+        pos += 12 + length;
+    }
+    Ok(batches)
+}
+
+/// The stored form of a checked batch: its bytes with the base offset set. The CRC covers
+/// bytes 21 onwards, so it stays valid.
+pub(super) fn stamp_base_offset(batch: &Bytes, base_offset: i64) -> Arc<[u8]> {
+    let mut owned = batch.to_vec();
+    if let Some(field) = owned.get_mut(..8) {
+        field.copy_from_slice(&base_offset.to_be_bytes());
+    }
+    Arc::from(owned)
+}
+
+/// Encodes records appended without wire bytes as one uncompressed v2 batch.
+pub(super) fn encode_records(records: &[Record]) -> Result<Bytes, String> {
+    let first = records.first().map_or(0, |r| r.offset);
+    let wire: Vec<kafka_protocol::records::Record> = records
+        .iter()
+        .map(|r| kafka_protocol::records::Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
+            producer_id: NO_PRODUCER_ID,
+            producer_epoch: NO_PRODUCER_EPOCH,
+            timestamp_type: TimestampType::Creation,
+            offset: r.offset,
+            // The encoder starts a new batch whenever offset - sequence changes; keeping it
+            // constant keeps the records in one batch.
+            sequence: i32::try_from(r.offset - first).unwrap_or(i32::MAX),
+            timestamp: r.timestamp,
+            key: r.key.as_ref().map(|k| Bytes::copy_from_slice(k)),
+            value: Some(Bytes::copy_from_slice(&r.value)),
+            headers: r
+                .headers
+                .iter()
+                .map(|h| {
+                    (
+                        StrBytes::from_string(h.key.to_string()),
+                        Some(Bytes::copy_from_slice(&h.value)),
+                    )
+                })
+                .collect::<IndexMap<_, _>>(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        wire.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .map_err(|e| format!("cannot encode records: {e:#}"))?;
+    Ok(buf.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(offset: i64, value: &str) -> Record {
+        Record {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            key: Some(Arc::from(&b"k"[..])),
+            value: Arc::from(value.as_bytes()),
+            timestamp: 1000 + offset,
+            headers: vec![Header::new("h", &b"v"[..])],
+        }
+    }
+
+    #[test]
+    fn encoded_records_check_and_decode_back() {
+        let bytes = encode_records(&[record(5, "a"), record(6, "b")]).unwrap();
+        let batches = check_batches(&bytes).unwrap();
+        assert_eq!(batches.len(), 1, "one batch");
+        let r = &batches[0].records;
+        assert_eq!(r.len(), 2);
+        assert_eq!(&*r[1].value, b"b");
+        assert_eq!(r[1].timestamp, Some(1006));
+        assert_eq!(r[0].headers, vec![Header::new("h", &b"v"[..])]);
+        let stamped = stamp_base_offset(&batches[0].bytes, 42);
+        let set = RecordBatchDecoder::decode(&mut Bytes::from(stamped.to_vec())).unwrap();
+        assert_eq!(set.records[0].offset, 42, "CRC still valid, offsets moved");
+    }
+
+    #[test]
+    fn bad_batches_are_refused_with_a_reason() {
+        let good = encode_records(&[record(0, "a")]).unwrap().to_vec();
+        let mut cases: Vec<(Vec<u8>, &str)> = Vec::new();
+        cases.push((Vec::new(), "empty"));
+        cases.push((good[..40].to_vec(), "truncated"));
+        let mut long = good.clone();
+        long[8..12].copy_from_slice(&1_000_000i32.to_be_bytes());
+        cases.push((long, "does not fit"));
+        let mut magic = good.clone();
+        magic[16] = 1;
+        cases.push((magic, "magic 1"));
+        let mut crc = good.clone();
+        let last = crc.len() - 1;
+        crc[last] ^= 0xff;
+        cases.push((crc, "does not decode"));
+        let mut count = good.clone();
+        count[57..61].copy_from_slice(&(-1i32).to_be_bytes());
+        cases.push((count, "announces -1 records"));
+        let mut txn = good.clone();
+        txn[22] |= 0x10;
+        cases.push((txn, "transactional"));
+        let mut trailing = good.clone();
+        trailing.extend_from_slice(&[0; 10]);
+        cases.push((trailing, "truncated"));
+        for (bytes, expect) in cases {
+            let err = check_batches(&Bytes::from(bytes)).unwrap_err();
+            assert!(err.contains(expect), "{expect}: {err}");
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The broker's settings, with Kafka's names and defaults where Kafka has them.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::error::BrokerError;
+
+/// A topic to create at start: `NAME:PARTITIONS` on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicSpec {
+    /// The topic name (Kafka's rules apply when it is created).
+    pub name: String,
+    /// How many partitions.
+    pub partitions: u32,
+}
+
+impl FromStr for TopicSpec {
+    type Err = BrokerError;
+
+    /// Parses `orders:4`. The name is everything before the last `:`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let invalid = |reason: &str| BrokerError::InvalidConfig {
+            setting: "topic",
+            reason: format!("{s:?}: {reason}; write NAME:PARTITIONS, e.g. orders:4"),
+        };
+        let (name, count) = s.rsplit_once(':').ok_or_else(|| invalid("no `:`"))?;
+        let partitions = count
+            .parse::<u32>()
+            .map_err(|_| invalid("the partition count is not a positive integer"))?;
+        if name.is_empty() {
+            return Err(invalid("the name is empty"));
+        }
+        Ok(TopicSpec {
+            name: name.to_string(),
+            partitions,
+        })
+    }
+}
+
+/// Everything the broker needs to start. [`Default`] gives Kafka's defaults (and a loopback
+/// listener on Kafka's port 9092), except where the field says otherwise.
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    /// Where to listen. Port 0 lets the operating system pick one.
+    pub listen: SocketAddr,
+    /// Where committed offsets live (`<dir>/offsets.json`, the `JsonFileStore`); `None` keeps
+    /// them in memory.
+    pub data_dir: Option<PathBuf>,
+    /// Topics to create at start.
+    pub topics: Vec<TopicSpec>,
+    /// Kafka's `auto.create.topics.enable`: a Metadata request for a missing topic creates it.
+    /// Default `false` here (Kafka's default is `true`), so a typo is an error, not a topic.
+    pub auto_create_topics: bool,
+    /// Kafka's `num.partitions`: the partition count of auto-created topics (default 1).
+    pub num_partitions: u32,
+    /// Kafka's `group.initial.rebalance.delay.ms` (default 3000).
+    pub group_initial_rebalance_delay_ms: u64,
+    /// Kafka's `group.min.session.timeout.ms` (default 6000).
+    pub group_min_session_timeout_ms: u64,
+    /// Kafka's `group.max.session.timeout.ms` (default 1800000).
+    pub group_max_session_timeout_ms: u64,
+    /// Kafka's `group.max.size` (default 2147483647).
+    pub group_max_size: u32,
+    /// Kafka's `offsets.retention.minutes` (default 10080, seven days).
+    pub offsets_retention_minutes: u64,
+    /// Kafka's `socket.request.max.bytes`: the largest request frame (default 104857600).
+    pub max_frame_bytes: usize,
+    /// The most connections served at once (Kafka's `max.connections`, whose default is
+    /// unlimited; here 1024). Further clients wait in the accept queue.
+    pub max_connections: usize,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 9092)),
+            data_dir: None,
+            topics: Vec::new(),
+            auto_create_topics: false,
+            num_partitions: 1,
+            group_initial_rebalance_delay_ms: 3000,
+            group_min_session_timeout_ms: 6000,
+            group_max_session_timeout_ms: 1_800_000,
+            group_max_size: i32::MAX as u32,
+            offsets_retention_minutes: 10_080,
+            max_frame_bytes: 100 * 1024 * 1024,
+            max_connections: 1024,
+        }
+    }
+}
+
+impl BrokerConfig {
+    /// Checks the settings that do not depend on the environment.
+    pub fn validate(&self) -> Result<(), BrokerError> {
+        let invalid = |setting, reason: String| Err(BrokerError::InvalidConfig { setting, reason });
+        if self.num_partitions == 0 {
+            return invalid("num-partitions", "must be at least 1".into());
+        }
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms {
+            return invalid(
+                "group-min-session-timeout-ms",
+                format!(
+                    "{} is above group-max-session-timeout-ms {}",
+                    self.group_min_session_timeout_ms, self.group_max_session_timeout_ms
+                ),
+            );
+        }
+        if self.group_max_size == 0 {
+            return invalid("group-max-size", "must be at least 1".into());
+        }
+        if self.max_frame_bytes < 64 {
+            return invalid(
+                "max-frame-bytes",
+                format!("{} cannot hold a request header", self.max_frame_bytes),
+            );
+        }
+        if self.max_connections == 0 {
+            return invalid("max-connections", "must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_specs_parse_name_and_count() {
+        let t: TopicSpec = "orders.v2:4".parse().unwrap();
+        assert_eq!((t.name.as_str(), t.partitions), ("orders.v2", 4));
+        for bad in ["orders", "orders:", ":3", "orders:-1", "orders:x"] {
+            let err = bad.parse::<TopicSpec>().unwrap_err();
+            assert_eq!(err.code(), "INVALID_CONFIG", "{bad}");
+        }
+    }
+
+    #[test]
+    fn validation_names_the_setting() {
+        let mut c = BrokerConfig::default();
+        assert!(c.validate().is_ok());
+        c.group_min_session_timeout_ms = 10;
+        c.group_max_session_timeout_ms = 5;
+        let err = c.validate().unwrap_err();
+        assert!(
+            err.to_string().contains("group-min-session-timeout-ms"),
+            "{err}"
+        );
+        let c = BrokerConfig {
+            max_connections: 0,
+            ..BrokerConfig::default()
+        };
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("max-connections"));
+    }
+}

@@ -1,0 +1,61 @@
+//! The broker's error enum: what can stop it from starting or end it abnormally.
+//!
+//! Errors of single requests are not here: they go back to the client as Kafka error codes
+//! (see the `api` module). Codes are stable: never renamed, never reused.
+
+use coordinator_core::{LogError, StorageError};
+
+/// Why the broker could not start, or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    /// A setting is malformed: fix the command line.
+    #[error("invalid setting `{setting}`: {reason}")]
+    InvalidConfig {
+        /// The setting, spelled as its command-line flag.
+        setting: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
+
+    /// The listener could not be bound (address in use, no permission).
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// The address asked for.
+        address: std::net::SocketAddr,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The offset store could not be opened or written: another broker holds the data
+    /// directory's lock, or the directory is unusable.
+    #[error("offset store: {0}")]
+    Store(#[from] StorageError),
+
+    /// A topic given at start could not be created.
+    #[error("cannot create topic: {0}")]
+    Topic(#[from] LogError),
+
+    /// The coordinator refused its settings.
+    #[error("coordinator: {0}")]
+    Coordinator(#[from] coordinator_core::Error),
+}
+
+impl BrokerError {
+    /// Every code [`BrokerError::code`] can return, besides those forwarded from the store and
+    /// the coordinator.
+    pub const CODES: &'static [&'static str] = &["INVALID_CONFIG", "BIND_FAILED"];
+
+    /// The stable code: `INVALID_CONFIG`, `BIND_FAILED`, or the store's, log's or
+    /// coordinator's own code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            BrokerError::InvalidConfig { .. } => "INVALID_CONFIG",
+            BrokerError::Bind { .. } => "BIND_FAILED",
+            BrokerError::Store(e) => e.code(),
+            BrokerError::Topic(e) => e.code(),
+            BrokerError::Coordinator(e) => e.code(),
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! # broker
+//!
+//! A small broker that speaks Kafka's binary protocol, so applications written with the
+//! Kafka clients people already use (librdkafka and confluent-kafka, kafka-python,
+//! aiokafka, kafkajs, the Java client) can produce, consume in groups and commit against the
+//! coordinator core: a fast, deterministic, single-binary Kafka for development and tests.
+//!
+//! ## Where it sits
+//!
+//! A driving adapter, the outermost crate: it depends on the core and on the adapters it
+//! wires (the in-memory `partition-log`, the `offset-store`, the `coordinator-driver` that
+//! runs the core's timers), and nothing depends on it.
+//!
+//! ```text
+//!   Kafka clients ══TCP══► broker ──► coordinator-core ◄── partition-log, offset-store,
+//!                                 └─► coordinator-driver    assignor
+//! ```
+//!
+//! The network layer has mini-redis's shape: a listener accepting under a connection limit,
+//! a handler per connection answering one request at a time in order, a connection reading
+//! and writing frames, and a shutdown signal every handler hears and the server waits for.
+//! The codec (the `kafka-protocol` crate) stays at this edge: handlers translate requests
+//! into calls on the log and the coordinator, and results into responses, nothing more.
+//! Group state lives in the core only.
+//!
+//! Records live in memory and are lost at exit; committed offsets are kept in
+//! `<data-dir>/offsets.json` when a data directory is given. See the crate's README for the
+//! flags, the versions served and every place where the broker deliberately differs from
+//! Kafka.
+//!
+//! ## Example
+//!
+//! Start a broker on a free loopback port, and stop it:
+//!
+//! ```
+//! use broker::{BrokerConfig, Server, TopicSpec};
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), broker::BrokerError> {
+//! let config = BrokerConfig {
+//!     listen: "127.0.0.1:0".parse().expect("an address"),
+//!     topics: vec!["orders:4".parse()?],
+//!     ..BrokerConfig::default()
+//! };
+//! let server = Server::bind(config).await?;
+//! println!("listening on {}", server.local_addr());
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let running = tokio::spawn(server.run(stopped));
+//! // ... point a Kafka client at the address ...
+//! stop.send(()).expect("the server is running");
+//! running.await.expect("the server task")?;
+//! # Ok(())
+//! # }
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod api;
+pub mod codec;
+mod config;
+mod connection;
+mod context;
+mod error;
+mod server;
+mod shutdown;
+
+pub use config::{BrokerConfig, TopicSpec};
+pub use error::BrokerError;
+pub use server::Server;

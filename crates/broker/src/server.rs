@@ -1,0 +1,311 @@
+//! The network adapter in mini-redis's shape: a [`Server`] (the listener) accepts under a
+//! connection limit, a `Handler` per connection answers one request at a time, and shutdown
+//! is broadcast to every handler and waited for before the broker stops.
+
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use coordinator_core::{Coordinator, OffsetStore};
+use coordinator_driver::Driver;
+use offset_store::{JsonFileStore, MemoryStore};
+use partition_log::MemoryLog;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{broadcast, mpsc, Semaphore};
+use tracing::{debug, error, info, warn, Instrument};
+
+use crate::api;
+use crate::codec::{self, Incoming};
+use crate::config::BrokerConfig;
+use crate::connection::Connection;
+use crate::context::{Context, WallClock};
+use crate::error::BrokerError;
+use crate::shutdown::Shutdown;
+
+/// How long a stopping broker waits for connections to finish their request in flight
+/// before it stops without them (a client that does not read its socket cannot hold the
+/// process forever).
+const DRAIN_LIMIT: Duration = Duration::from_secs(30);
+
+/// A bound, not yet serving broker: the offset store is open (and, for a data directory,
+/// owned), the topics exist, the socket listens. [`run`](Server::run) serves it.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    context: Arc<Context>,
+    local_addr: SocketAddr,
+}
+
+impl Server {
+    /// Opens the offset store, creates the configured topics, builds the coordinator, loads
+    /// the groups the store knows, and binds the listener.
+    ///
+    /// # Errors
+    /// `INVALID_CONFIG`, the store's error (a data directory another broker owns, an
+    /// unreadable offset file), a topic that cannot be created, `BIND_FAILED`.
+    pub async fn bind(config: BrokerConfig) -> Result<Server, BrokerError> {
+        config.validate()?;
+        let store: Arc<dyn OffsetStore> = match &config.data_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| BrokerError::InvalidConfig {
+                    setting: "data-dir",
+                    reason: format!("cannot create `{}`: {e}", dir.display()),
+                })?;
+                let path = dir.join("offsets.json");
+                let store = JsonFileStore::open_async(path.clone()).await?;
+                info!(path = %path.display(), "committed offsets are kept in this file");
+                Arc::new(store)
+            }
+            None => {
+                warn!("no --data-dir: committed offsets live in memory and are lost at exit");
+                Arc::new(MemoryStore::new())
+            }
+        };
+        let log = Arc::new(MemoryLog::with_clock(Arc::new(WallClock)));
+        for topic in &config.topics {
+            log.create_topic(&topic.name, topic.partitions)?;
+            info!(topic = %topic.name, partitions = topic.partitions, "topic created");
+        }
+        let coordinator = Coordinator::builder(
+            store,
+            log.clone(),
+            // The chapter's synchronous groups need an assignor; Kafka's clients assign
+            // their classic groups themselves.
+            Arc::new(assignor::RangeAssignor),
+        )
+        .offsets_retention_ms(config.offsets_retention_minutes.saturating_mul(60_000))
+        .build()?;
+        let coordinator = Arc::new(coordinator);
+        let loaded = coordinator.load().await?;
+        if loaded > 0 {
+            info!(groups = loaded, "groups with committed offsets loaded");
+        }
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| BrokerError::Bind {
+                    address: config.listen,
+                    source,
+                })?;
+        let local_addr = listener.local_addr().map_err(|source| BrokerError::Bind {
+            address: config.listen,
+            source,
+        })?;
+        // A wildcard address cannot be connected to; tell clients the loopback one.
+        let host = match local_addr.ip() {
+            ip if ip.is_unspecified() => match ip {
+                IpAddr::V4(_) => Ipv4Addr::LOCALHOST.to_string(),
+                IpAddr::V6(_) => "::1".to_string(),
+            },
+            ip => ip.to_string(),
+        };
+        let context = Arc::new(Context::new(
+            config,
+            log,
+            coordinator,
+            host,
+            local_addr.port(),
+        ));
+        Ok(Server {
+            listener,
+            context,
+            local_addr,
+        })
+    }
+
+    /// The address the broker listens on (with the port the OS picked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Serves until `shutdown` resolves, then stops: no new connections, every handler
+    /// answers the request it is working on (a long-polling Fetch answers at once) and
+    /// closes, the coordinator's timers stop. Committed offsets are durable when their
+    /// commit was answered, so nothing is left to flush.
+    pub async fn run(self, shutdown: impl Future) -> Result<(), BrokerError> {
+        let driver = Driver::spawn(self.context.coordinator.clone());
+        let (notify_shutdown, _) = broadcast::channel(1);
+        let (shutdown_complete_tx, mut shutdown_complete_rx) = mpsc::channel::<()>(1);
+        let mut listener = Listener {
+            listener: self.listener,
+            limit: Arc::new(Semaphore::new(self.context.config.max_connections)),
+            context: self.context,
+            notify_shutdown,
+            shutdown_complete_tx,
+            next_id: 0,
+        };
+        tokio::select! {
+            result = listener.accept_loop() => {
+                if let Err(e) = result {
+                    error!(error = %e, "the listener failed; stopping");
+                }
+            }
+            _ = shutdown => info!("shutting down: no new connections"),
+        }
+        let Listener {
+            notify_shutdown,
+            shutdown_complete_tx,
+            ..
+        } = listener;
+        drop(notify_shutdown);
+        drop(shutdown_complete_tx);
+        // Every handler holds a sender; recv returns None once all have finished.
+        if tokio::time::timeout(DRAIN_LIMIT, shutdown_complete_rx.recv())
+            .await
+            .is_err()
+        {
+            warn!(
+                "connections still busy after {}s; stopping without them",
+                DRAIN_LIMIT.as_secs()
+            );
+        }
+        driver.shutdown().await;
+        info!("stopped");
+        Ok(())
+    }
+}
+
+struct Listener {
+    listener: TcpListener,
+    limit: Arc<Semaphore>,
+    context: Arc<Context>,
+    notify_shutdown: broadcast::Sender<()>,
+    shutdown_complete_tx: mpsc::Sender<()>,
+    next_id: u64,
+}
+
+impl Listener {
+    async fn accept_loop(&mut self) -> std::io::Result<()> {
+        loop {
+            // Waits while max-connections are open; the semaphore is never closed.
+            let Ok(permit) = self.limit.clone().acquire_owned().await else {
+                return Ok(());
+            };
+            let (socket, peer) = self.accept().await?;
+            self.next_id += 1;
+            let mut handler = Handler {
+                id: self.next_id,
+                peer,
+                context: self.context.clone(),
+                connection: Connection::new(socket, self.context.config.max_frame_bytes),
+                shutdown: Shutdown::new(self.notify_shutdown.subscribe()),
+                _shutdown_complete: self.shutdown_complete_tx.clone(),
+            };
+            tokio::spawn(async move {
+                info!(connection = handler.id, %peer, "connection opened");
+                let reason = handler.run().await;
+                info!(connection = handler.id, %peer, reason = %reason, "connection closed");
+                drop(permit);
+            });
+        }
+    }
+
+    /// Accepts, retrying transient errors (too many open files) with a back-off, as
+    /// mini-redis does; gives up after about a minute of failures.
+    async fn accept(&mut self) -> std::io::Result<(TcpStream, SocketAddr)> {
+        let mut backoff = 1;
+        loop {
+            match self.listener.accept().await {
+                Ok(accepted) => return Ok(accepted),
+                Err(e) if backoff > 64 => return Err(e),
+                Err(e) => warn!(error = %e, "accept failed; retrying"),
+            }
+            tokio::time::sleep(Duration::from_secs(backoff)).await;
+            backoff *= 2;
+        }
+    }
+}
+
+struct Handler {
+    id: u64,
+    peer: SocketAddr,
+    context: Arc<Context>,
+    connection: Connection,
+    shutdown: Shutdown,
+    /// Dropped when the handler ends; the server waits for every one.
+    _shutdown_complete: mpsc::Sender<()>,
+}
+
+impl Handler {
+    /// Serves requests until the peer leaves, a request is refused, or the broker stops.
+    /// Returns why the connection ended, for the log line.
+    async fn run(&mut self) -> String {
+        while !self.shutdown.is_shutdown() {
+            let frame = tokio::select! {
+                frame = self.connection.read_frame() => frame,
+                _ = self.shutdown.recv() => return "broker shutting down".into(),
+            };
+            let frame = match frame {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return "closed by the client".into(),
+                Err(e) => {
+                    warn!(connection = self.id, peer = %self.peer, error = %e, "bad frame; closing the connection");
+                    return format!("bad frame: {e}");
+                }
+            };
+            let response = match codec::parse_request(frame) {
+                Incoming::Request {
+                    header,
+                    key,
+                    request,
+                } => {
+                    let span = tracing::debug_span!(
+                        "request",
+                        connection = self.id,
+                        api = ?key,
+                        version = header.request_api_version,
+                        correlation_id = header.correlation_id,
+                        client_id = header.client_id.as_deref().unwrap_or(""),
+                    );
+                    let started = Instant::now();
+                    let answer = api::handle(
+                        &self.context,
+                        &mut self.shutdown,
+                        self.peer,
+                        &header,
+                        *request,
+                    )
+                    .instrument(span.clone())
+                    .await;
+                    span.in_scope(|| {
+                        debug!(
+                            latency_us = started.elapsed().as_micros() as u64,
+                            "answered"
+                        )
+                    });
+                    match answer {
+                        Ok(response) => response,
+                        Err(e) => {
+                            error!(connection = self.id, api = ?key, error = %e, "cannot answer; closing the connection");
+                            return format!("internal error: {e}");
+                        }
+                    }
+                }
+                Incoming::UnsupportedVersion { header, key } => {
+                    let version = header.request_api_version;
+                    match codec::unsupported_version_response(key, version, header.correlation_id) {
+                        Some(frame) => {
+                            debug!(connection = self.id, api = ?key, version, "unsupported version");
+                            Some(frame)
+                        }
+                        None => {
+                            warn!(connection = self.id, peer = %self.peer, api = ?key, version, "unsupported version; closing the connection");
+                            return format!("{key:?} v{version} is not supported");
+                        }
+                    }
+                }
+                Incoming::Reject { reason } => {
+                    warn!(connection = self.id, peer = %self.peer, %reason, "bad request; closing the connection");
+                    return format!("bad request: {reason}");
+                }
+            };
+            if let Some(frame) = response {
+                if let Err(e) = self.connection.write_frame(&frame).await {
+                    return format!("write failed: {e}");
+                }
+            }
+        }
+        "broker shutting down".into()
+    }
+}

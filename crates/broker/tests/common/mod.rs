@@ -1,0 +1,285 @@
+//! The test kit: a broker on a free loopback port, stopped by its handle, and a Kafka client
+//! built on the same codec. Every wait is bounded by [`BOUND`].
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic
+)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use broker::{BrokerConfig, BrokerError, Server};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{
+    encode_request_header_into_buffer, Decodable, HeaderVersion, Request, StrBytes,
+};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
+    TimestampType, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The longest any single wait in these tests may take before the test fails. Not a
+/// timing threshold: nothing asserts how fast anything is, only that it happens at all.
+pub const BOUND: Duration = Duration::from_secs(20);
+
+pub async fn bounded<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(BOUND, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not done within {BOUND:?}"))
+}
+
+/// A broker serving on 127.0.0.1:<free port> in this process.
+pub struct TestBroker {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), BrokerError>>>,
+}
+
+pub fn config() -> BrokerConfig {
+    BrokerConfig {
+        listen: "127.0.0.1:0".parse().expect("address"),
+        topics: vec!["t:2".parse().expect("topic")],
+        group_initial_rebalance_delay_ms: 0,
+        ..BrokerConfig::default()
+    }
+}
+
+impl TestBroker {
+    pub async fn start() -> TestBroker {
+        TestBroker::with(config()).await
+    }
+
+    pub async fn with(config: BrokerConfig) -> TestBroker {
+        let server = bounded("bind", Server::bind(config))
+            .await
+            .expect("the broker starts");
+        let addr = server.local_addr();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async move {
+            let _ = stopped.await;
+        }));
+        TestBroker {
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(self.addr).await
+    }
+
+    /// Signals shutdown and waits (bounded) for the server to return.
+    pub async fn stop(mut self) -> Result<(), BrokerError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let task = self.task.take().expect("running");
+        bounded("broker stop", task).await.expect("server task")
+    }
+}
+
+impl Drop for TestBroker {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// A Kafka client speaking through kafka-protocol, one request at a time.
+pub struct Client {
+    pub stream: TcpStream,
+    correlation: i32,
+    buffer: BytesMut,
+    pub client_id: &'static str,
+}
+
+impl Client {
+    pub async fn connect(addr: SocketAddr) -> Client {
+        let stream = bounded("connect", TcpStream::connect(addr))
+            .await
+            .expect("connect");
+        Client {
+            stream,
+            correlation: 0,
+            buffer: BytesMut::new(),
+            client_id: "test-client",
+        }
+    }
+
+    pub fn request_frame<R: Request>(&mut self, request: &R, version: i16) -> (i32, BytesMut) {
+        self.correlation += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation)
+            .with_client_id(Some(StrBytes::from_static_str(self.client_id)));
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        encode_request_header_into_buffer(&mut buf, &header).expect("header encodes");
+        request.encode(&mut buf, version).expect("request encodes");
+        let size = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        (self.correlation, buf)
+    }
+
+    /// Sends a request and returns the decoded response, checking the correlation id and
+    /// that no bytes trail the body.
+    pub async fn call<R: Request>(&mut self, request: &R, version: i16) -> R::Response {
+        let correlation = self.send(request, version).await;
+        self.receive::<R>(correlation, version).await
+    }
+
+    pub async fn send<R: Request>(&mut self, request: &R, version: i16) -> i32 {
+        let (correlation, frame) = self.request_frame(request, version);
+        self.send_raw(&frame).await;
+        correlation
+    }
+
+    pub async fn receive<R: Request>(&mut self, correlation: i32, version: i16) -> R::Response {
+        let mut frame = self
+            .read_frame()
+            .await
+            .unwrap_or_else(|| panic!("the broker closed the connection instead of answering"));
+        let header_version = <R::Response as HeaderVersion>::header_version(version);
+        let header = ResponseHeader::decode(&mut frame, header_version).expect("response header");
+        assert_eq!(header.correlation_id, correlation, "answers come in order");
+        let body = <R::Response as Decodable>::decode(&mut frame, version).expect("response body");
+        assert_eq!(frame.remaining(), 0, "no trailing bytes");
+        body
+    }
+
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        bounded("write", self.stream.write_all(bytes))
+            .await
+            .expect("write");
+    }
+
+    /// The next response frame, or `None` if the broker closed the connection.
+    pub async fn read_frame(&mut self) -> Option<Bytes> {
+        loop {
+            if self.buffer.len() >= 4 {
+                let len =
+                    i32::from_be_bytes(self.buffer[..4].try_into().expect("4 bytes")) as usize;
+                if self.buffer.len() >= 4 + len {
+                    self.buffer.advance(4);
+                    return Some(self.buffer.split_to(len).freeze());
+                }
+            }
+            match bounded("read", self.stream.read_buf(&mut self.buffer)).await {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// True once the broker has closed this connection (bounded wait).
+    pub async fn is_closed(&mut self) -> bool {
+        self.read_frame().await.is_none()
+    }
+}
+
+/// A record for producing: key `k<i>`, value `v<i>`, header `h=<i>`, timestamp `ts`.
+pub fn record(i: usize, ts: i64) -> Record {
+    let mut headers = kafka_protocol::indexmap::IndexMap::new();
+    headers.insert(
+        StrBytes::from_static_str("h"),
+        Some(Bytes::from(i.to_string())),
+    );
+    Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: NO_PRODUCER_ID,
+        producer_epoch: NO_PRODUCER_EPOCH,
+        timestamp_type: TimestampType::Creation,
+        offset: i as i64,
+        sequence: i as i32,
+        timestamp: ts,
+        key: Some(Bytes::from(format!("k{i}"))),
+        // Compressible, so every codec really compresses.
+        value: Some(Bytes::from(format!("v{i}-{}", "x".repeat(200)))),
+        headers,
+    }
+}
+
+/// One v2 batch of `records` (offsets relative to 0, as producers send them).
+pub fn batch(records: &[Record], compression: Compression) -> Bytes {
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )
+    .expect("batch encodes");
+    buf.freeze()
+}
+
+pub fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![produce_request::TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![
+                produce_request::PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(records)),
+            ])])
+}
+
+/// Produces and returns (error code, base offset) of the one partition.
+pub async fn produce(
+    client: &mut Client,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    version: i16,
+) -> (i16, i64) {
+    let response = client
+        .call(&produce_request(topic, partition, records, -1), version)
+        .await;
+    let p = &response.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+pub fn fetch_request(topic: &str, partition: i32, offset: i64) -> FetchRequest {
+    FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![fetch_request::FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![fetch_request::FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+/// The records of a fetched partition, decoded.
+pub fn decode_records(partition: &fetch_response::PartitionData) -> Vec<Record> {
+    let mut bytes = partition.records.clone().unwrap_or_default();
+    RecordBatchDecoder::decode_all(&mut bytes)
+        .expect("served batches decode")
+        .into_iter()
+        .flat_map(|set| set.records)
+        .collect()
+}
+
+pub fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}

@@ -1,0 +1,400 @@
+//! The non-group APIs through the protocol: ApiVersions, Metadata, FindCoordinator,
+//! Produce, Fetch (with long polling), ListOffsets, InitProducerId.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
+
+#[tokio::test]
+async fn api_versions_lists_the_served_table_at_every_version() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    for version in 0..=3 {
+        let r = c.call(&ApiVersionsRequest::default(), version).await;
+        assert_eq!(r.error_code, 0);
+        let find = |key: ApiKey| {
+            r.api_keys
+                .iter()
+                .find(|k| k.api_key == key as i16)
+                .map(|k| (k.min_version, k.max_version))
+        };
+        assert_eq!(
+            find(ApiKey::Produce),
+            Some((0, 7)),
+            "Produce advertised from 0"
+        );
+        assert_eq!(find(ApiKey::Fetch), Some((4, 11)));
+        assert_eq!(find(ApiKey::Metadata), Some((0, 5)));
+        assert_eq!(find(ApiKey::ApiVersions), Some((0, 3)));
+        assert_eq!(find(ApiKey::JoinGroup), Some((0, 5)));
+        assert_eq!(find(ApiKey::OffsetDelete), Some((0, 0)));
+        assert_eq!(find(ApiKey::SaslHandshake), None);
+    }
+    broker.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn api_versions_v4_gets_unsupported_version_in_a_v0_body() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let correlation = c.send(&ApiVersionsRequest::default(), 4).await;
+    // The answer is a v0 body whatever the request's version (Kafka's rule).
+    let r = c.receive::<ApiVersionsRequest>(correlation, 0).await;
+    assert_eq!(r.error_code, 35);
+    assert!(r
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == ApiKey::ApiVersions as i16 && k.max_version == 3));
+    // The connection stays usable: the client retries with a version we serve.
+    let r = c.call(&ApiVersionsRequest::default(), 3).await;
+    assert_eq!(r.error_code, 0);
+}
+
+fn metadata(topics: Option<&[&str]>) -> MetadataRequest {
+    MetadataRequest::default().with_topics(topics.map(|names| {
+        names
+            .iter()
+            .map(|n| {
+                metadata_request::MetadataRequestTopic::default().with_name(Some(topic_name(n)))
+            })
+            .collect()
+    }))
+}
+
+#[tokio::test]
+async fn metadata_names_this_broker_as_leader_of_every_partition() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    for version in 0..=5 {
+        let request = if version == 0 {
+            metadata(Some(&[]))
+        } else {
+            metadata(None)
+        };
+        let r = c.call(&request, version).await;
+        assert_eq!(r.brokers.len(), 1);
+        assert_eq!(r.brokers[0].host.as_str(), "127.0.0.1");
+        assert_eq!(r.brokers[0].port, i32::from(broker.addr.port()));
+        assert_eq!(r.topics.len(), 1, "v{version}: all topics");
+        let t = &r.topics[0];
+        assert_eq!(t.name.as_ref().map(|n| n.as_str()), Some("t"));
+        assert_eq!(t.partitions.len(), 2);
+        assert!(t
+            .partitions
+            .iter()
+            .all(|p| p.leader_id.0 == r.brokers[0].node_id.0));
+    }
+    // v1+: an empty list asks for no topic.
+    let r = c.call(&metadata(Some(&[])), 1).await;
+    assert!(r.topics.is_empty());
+    let r = c.call(&metadata(Some(&["nope", "t", "bad/name"])), 5).await;
+    let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(
+        codes,
+        [3, 0, 3],
+        "without auto-creation, unknown topics are unknown"
+    );
+}
+
+#[tokio::test]
+async fn metadata_creates_missing_topics_when_auto_creation_is_on() {
+    let broker = TestBroker::with(broker::BrokerConfig {
+        auto_create_topics: true,
+        num_partitions: 3,
+        ..config()
+    })
+    .await;
+    let mut c = broker.client().await;
+    let r = c.call(&metadata(Some(&["fresh", "bad/name"])), 5).await;
+    assert_eq!(r.topics[0].error_code, 0);
+    assert_eq!(r.topics[0].partitions.len(), 3, "num-partitions");
+    assert_eq!(r.topics[1].error_code, 17, "INVALID_TOPIC_EXCEPTION");
+    // v4+ can refuse auto-creation per request.
+    let refuse = metadata(Some(&["other"])).with_allow_auto_topic_creation(false);
+    assert_eq!(c.call(&refuse, 5).await.topics[0].error_code, 3);
+    let r = c.call(&metadata(None), 5).await;
+    let names: Vec<&str> = r
+        .topics
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .map(|n| n.as_str())
+        .collect();
+    assert_eq!(names, ["fresh", "t"]);
+}
+
+#[tokio::test]
+async fn find_coordinator_points_at_this_broker_for_groups_only() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    for version in 0..=1 {
+        let r = c
+            .call(
+                &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")),
+                version,
+            )
+            .await;
+        assert_eq!((r.error_code, r.port), (0, i32::from(broker.addr.port())));
+        assert_eq!(r.host.as_str(), "127.0.0.1");
+    }
+    let txn = FindCoordinatorRequest::default()
+        .with_key(StrBytes::from_static_str("txn"))
+        .with_key_type(1);
+    assert_eq!(
+        c.call(&txn, 1).await.error_code,
+        15,
+        "no transaction coordinator"
+    );
+}
+
+#[tokio::test]
+async fn produced_batches_come_back_with_keys_values_headers_and_timestamps_in_every_codec() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let mut next = 0;
+    for (i, compression) in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let records: Vec<_> = (0..3)
+            .map(|r| record(i * 10 + r, 1_000 + r as i64))
+            .collect();
+        let version = 3 + (i as i16 % 5); // Produce v3..7
+        let (error, base) = produce(&mut c, "t", 1, batch(&records, compression), version).await;
+        assert_eq!((error, base), (0, next), "{compression:?}");
+        next += 3;
+        let fetched = c
+            .call(&fetch_request("t", 1, base), 4 + (i as i16 * 2 % 8))
+            .await;
+        let p = &fetched.responses[0].partitions[0];
+        assert_eq!(
+            (p.error_code, p.high_watermark, p.last_stable_offset),
+            (0, next, next)
+        );
+        let got = decode_records(p);
+        assert_eq!(got.len(), 3, "{compression:?}");
+        for ((r, sent), n) in got.iter().zip(&records).zip(0..) {
+            assert_eq!(r.offset, base + n, "offsets assigned by the broker");
+            assert_eq!(
+                (&r.key, &r.value, r.timestamp),
+                (&sent.key, &sent.value, sent.timestamp)
+            );
+            assert_eq!(r.headers, sent.headers);
+        }
+    }
+    // Offsets run on from the start of the log.
+    let all = c.call(&fetch_request("t", 1, 0), 11).await;
+    let offsets: Vec<i64> = decode_records(&all.responses[0].partitions[0])
+        .iter()
+        .map(|r| r.offset)
+        .collect();
+    assert_eq!(offsets, (0..15).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn produce_refuses_unknown_partitions_and_corrupt_batches() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let good = batch(&[record(0, 1)], Compression::None);
+    assert_eq!(produce(&mut c, "nope", 0, good.clone(), 7).await.0, 3);
+    assert_eq!(produce(&mut c, "t", 2, good.clone(), 7).await.0, 3);
+    assert_eq!(produce(&mut c, "t", -1, good.clone(), 7).await.0, 3);
+    let mut corrupt = good.to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    assert_eq!(
+        produce(&mut c, "t", 0, Bytes::from(corrupt), 7).await.0,
+        2,
+        "CORRUPT_MESSAGE"
+    );
+    assert_eq!(produce(&mut c, "t", 0, Bytes::new(), 7).await.0, 2);
+    // Nothing was appended by the refused requests.
+    let r = c.call(&fetch_request("t", 0, 0), 11).await;
+    assert_eq!(r.responses[0].partitions[0].high_watermark, 0);
+}
+
+#[tokio::test]
+async fn produce_with_acks_zero_gets_no_answer() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let request = produce_request("t", 0, batch(&[record(0, 1)], Compression::None), 0);
+    c.send(&request, 7).await;
+    // The next answer on the connection is the ApiVersions one: the produce got none.
+    let r = c.call(&ApiVersionsRequest::default(), 3).await;
+    assert_eq!(r.error_code, 0);
+    let f = c.call(&fetch_request("t", 0, 0), 11).await;
+    assert_eq!(
+        f.responses[0].partitions[0].high_watermark, 1,
+        "but it was appended"
+    );
+}
+
+#[tokio::test]
+async fn fetch_reports_out_of_range_and_unknown_partitions_with_the_bounds() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    produce(
+        &mut c,
+        "t",
+        0,
+        batch(&[record(0, 1), record(1, 2)], Compression::None),
+        7,
+    )
+    .await;
+    let r = c.call(&fetch_request("t", 0, 5), 11).await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(
+        (p.error_code, p.high_watermark, p.log_start_offset),
+        (1, 2, 0)
+    );
+    let r = c.call(&fetch_request("nope", 0, 0), 11).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 3);
+    // At the end of the log: no records, no error.
+    let r = c.call(&fetch_request("t", 0, 2), 11).await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.high_watermark), (0, 2));
+    assert!(decode_records(p).is_empty());
+    // A fetch from inside a batch returns the whole batch (clients skip what they passed).
+    let r = c.call(&fetch_request("t", 0, 1), 11).await;
+    let offsets: Vec<i64> = decode_records(&r.responses[0].partitions[0])
+        .iter()
+        .map(|r| r.offset)
+        .collect();
+    assert_eq!(offsets, [0, 1]);
+}
+
+#[tokio::test]
+async fn an_incremental_fetch_session_is_refused_and_full_fetches_get_session_zero() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let full = fetch_request("t", 0, 0)
+        .with_session_id(0)
+        .with_session_epoch(0);
+    let r = c.call(&full, 11).await;
+    assert_eq!((r.error_code, r.session_id), (0, 0), "no session created");
+    let incremental = fetch_request("t", 0, 0)
+        .with_session_id(7)
+        .with_session_epoch(1);
+    assert_eq!(
+        c.call(&incremental, 11).await.error_code,
+        70,
+        "FETCH_SESSION_ID_NOT_FOUND"
+    );
+}
+
+#[tokio::test]
+async fn a_long_poll_fetch_is_answered_when_records_arrive() {
+    let broker = TestBroker::start().await;
+    let mut consumer = broker.client().await;
+    let mut producer = broker.client().await;
+    // max_wait is far beyond the test's bound: only an append can answer it in time.
+    let waiting = fetch_request("t", 1, 0).with_max_wait_ms(600_000);
+    let correlation = consumer.send(&waiting, 11).await;
+    let (error, _) = produce(
+        &mut producer,
+        "t",
+        1,
+        batch(&[record(0, 5)], Compression::None),
+        7,
+    )
+    .await;
+    assert_eq!(error, 0);
+    let r = consumer.receive::<FetchRequest>(correlation, 11).await;
+    let got = decode_records(&r.responses[0].partitions[0]);
+    assert_eq!(got.len(), 1, "woken by the append");
+}
+
+#[tokio::test]
+async fn a_long_poll_fetch_with_nothing_to_read_answers_empty_after_max_wait() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let r = c
+        .call(&fetch_request("t", 0, 0).with_max_wait_ms(50), 11)
+        .await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.high_watermark), (0, 0));
+    assert!(decode_records(p).is_empty());
+}
+
+#[tokio::test]
+async fn fetch_honours_the_byte_limits_but_always_returns_one_batch() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    for i in 0..3 {
+        produce(&mut c, "t", 0, batch(&[record(i, 1)], Compression::None), 7).await;
+    }
+    let tiny = fetch_request("t", 0, 0).with_max_bytes(1);
+    let r = c.call(&tiny, 11).await;
+    assert_eq!(
+        decode_records(&r.responses[0].partitions[0]).len(),
+        1,
+        "KIP-74: one batch"
+    );
+    let r = c.call(&fetch_request("t", 0, 0), 11).await;
+    assert_eq!(decode_records(&r.responses[0].partitions[0]).len(), 3);
+}
+
+fn list_offsets(partition: i32, timestamp: i64) -> ListOffsetsRequest {
+    ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+            .with_name(topic_name("t"))
+            .with_partitions(vec![
+                list_offsets_request::ListOffsetsPartition::default()
+                    .with_partition_index(partition)
+                    .with_timestamp(timestamp),
+            ])])
+}
+
+#[tokio::test]
+async fn list_offsets_gives_earliest_latest_and_by_timestamp() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let records = [record(0, 100), record(1, 300), record(2, 200)];
+    produce(&mut c, "t", 0, batch(&records, Compression::Gzip), 7).await;
+    for version in 1..=3 {
+        let at = |r: &ListOffsetsResponse| {
+            let p = &r.topics[0].partitions[0];
+            (p.error_code, p.offset, p.timestamp)
+        };
+        assert_eq!(at(&c.call(&list_offsets(0, -2), version).await), (0, 0, -1));
+        assert_eq!(at(&c.call(&list_offsets(0, -1), version).await), (0, 3, -1));
+        assert_eq!(
+            at(&c.call(&list_offsets(0, 250), version).await),
+            (0, 1, 300)
+        );
+        assert_eq!(
+            at(&c.call(&list_offsets(0, 301), version).await),
+            (0, -1, -1)
+        );
+        assert_eq!(at(&c.call(&list_offsets(5, -1), version).await).0, 3);
+    }
+}
+
+#[tokio::test]
+async fn init_producer_id_hands_out_distinct_ids_and_refuses_transactions() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let idempotent = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(60_000);
+    let a = c.call(&idempotent, 0).await;
+    let b = c.call(&idempotent, 1).await;
+    assert_eq!((a.error_code, b.error_code), (0, 0));
+    assert_ne!(a.producer_id, b.producer_id);
+    assert!(a.producer_id.0 >= 0);
+    let txn =
+        idempotent.with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("x"))));
+    assert_eq!(c.call(&txn, 1).await.error_code, 15);
+}

@@ -1,0 +1,83 @@
+//! A batch: the unit of append, as in Kafka's log.
+
+use std::fmt;
+
+use coordinator_core::{Bytes, Record};
+
+/// Records appended together, with consecutive offsets, and optionally the bytes the appender
+/// encoded them as.
+///
+/// The log never looks inside [`encoded`](Batch::encoded): it is whatever wire form the
+/// appender chose (the broker stores Kafka's v2 `RecordBatch` as the producer sent it, with
+/// only the base offset rewritten), handed back as is to readers that serve the same wire.
+/// [`records`](Batch::records) is the decoded view, which the [`RecordSource`] port and
+/// `ListOffsets` by timestamp read.
+///
+/// [`RecordSource`]: coordinator_core::RecordSource
+#[derive(Clone, PartialEq, Eq)]
+pub struct Batch {
+    pub(crate) base_offset: i64,
+    pub(crate) records: Vec<Record>,
+    pub(crate) encoded: Option<Bytes>,
+}
+
+impl Batch {
+    /// The offset of the first record.
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
+    /// The offset of the last record (batches are never empty).
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset
+            .saturating_add(crate::memory_log::len_i64(self.records.len()))
+            .saturating_sub(1)
+    }
+
+    /// The records, in offset order.
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// The appender's encoding of the batch, if it gave one (see the type's docs).
+    pub fn encoded(&self) -> Option<&Bytes> {
+        self.encoded.as_ref()
+    }
+
+    /// The largest record timestamp in the batch.
+    pub fn max_timestamp(&self) -> i64 {
+        self.records.iter().map(|r| r.timestamp).max().unwrap_or(-1)
+    }
+
+    /// The size the batch counts for against a reader's byte budget: its encoded length, or
+    /// for a batch appended without an encoding, its payload plus Kafka's per-record overhead
+    /// as an estimate.
+    pub fn size(&self) -> usize {
+        match &self.encoded {
+            Some(bytes) => bytes.len(),
+            None => {
+                61 + self
+                    .records
+                    .iter()
+                    .map(|r| {
+                        20 + r.key.as_ref().map_or(0, |k| k.len())
+                            + r.value.len()
+                            + r.headers
+                                .iter()
+                                .map(|h| 2 + h.key.len() + h.value.len())
+                                .sum::<usize>()
+                    })
+                    .sum::<usize>()
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Batch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Batch")
+            .field("offsets", &(self.base_offset..=self.last_offset()))
+            .field("encoded_len", &self.encoded.as_ref().map(|b| b.len()))
+            .finish()
+    }
+}

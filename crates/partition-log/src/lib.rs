@@ -1,0 +1,46 @@
+//! # partition-log
+//!
+//! An in-memory partitioned log, [`MemoryLog`]: topics of numbered partitions, each a
+//! sequence of [`Batch`]es of records with consecutive offsets, a log start that retention
+//! moves forward, and a high watermark.
+//!
+//! ## Where it sits
+//!
+//! An adapter of the core's [`RecordSource`](coordinator_core::RecordSource) port (how
+//! consumers read) and [`TopicMetadata`](coordinator_core::TopicMetadata) port (how the
+//! coordinator sizes topics). It depends on the core only, so the `consumer` client and the
+//! `broker` both use it without depending on each other:
+//!
+//! ```text
+//!   labs ──► consumer ──► coordinator-core ◄── partition-log ◄── labs, broker
+//! ```
+//!
+//! Besides the port, it offers what a Kafka wire front needs: batches kept with the bytes the
+//! producer sent ([`MemoryLog::append_encoded`], [`MemoryLog::read_batches`]), the bounds
+//! ([`MemoryLog::bounds`]), a lookup by timestamp ([`MemoryLog::offset_for_timestamp`]) and a
+//! change signal to wait for appends without polling ([`MemoryLog::appends`]).
+//!
+//! Nothing is written to disk: records do not survive the process.
+//!
+//! ```
+//! use partition_log::MemoryLog;
+//! use coordinator_core::{NewRecord, TopicPartition};
+//!
+//! let log = MemoryLog::new();
+//! log.create_topic("orders", 1)?;
+//! let tp = TopicPartition::new("orders", 0);
+//! let base = log.append_records(&tp, vec![NewRecord::from("a"), NewRecord::from("b")])?;
+//! assert_eq!(base, 0);
+//! let read = log.read_batches(&tp, 1, 1024)?;
+//! assert_eq!(read.high_watermark, 2);
+//! assert_eq!(read.batches[0].records()[1].offset, 1);
+//! # Ok::<(), coordinator_core::LogError>(())
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod batch;
+mod memory_log;
+
+pub use batch::Batch;
+pub use memory_log::{BatchRead, MemoryLog};
