@@ -75,6 +75,10 @@ impl Server {
             Arc::new(assignor::RangeAssignor),
         )
         .offsets_retention_ms(config.offsets_retention_minutes.saturating_mul(60_000))
+        .group_min_session_timeout_ms(config.group_min_session_timeout_ms)
+        .group_max_session_timeout_ms(config.group_max_session_timeout_ms)
+        .group_initial_rebalance_delay_ms(config.group_initial_rebalance_delay_ms)
+        .group_max_size(config.group_max_size)
         .build()?;
         let coordinator = Arc::new(coordinator);
         let loaded = coordinator.load().await?;

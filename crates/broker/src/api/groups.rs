@@ -1,64 +1,328 @@
-//! The classic group APIs. Until the core's classic-group API is merged they answer
-//! COORDINATOR_NOT_AVAILABLE, which clients retry.
+//! The classic group APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
+//! ListGroups, DeleteGroups. Each translates the request into a call on the core's classic
+//! groups and the result into the response; the group state is the core's alone.
+//!
+//! For protocol type `consumer`, the members' subscriptions and the leader's assignments are
+//! decoded here (the consumer protocol is part of the codec) and handed to the core as
+//! topics and partitions, so describe, lag and the optional ownership check see them.
 
+use bytes::Bytes;
+use coordinator_core::{
+    ClassicProtocol, Error, Generation, GroupState, JoinGroupRequest as CoreJoin, LeavingMember,
+    SyncAssignment, SyncGroupRequest as CoreSync,
+};
 use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use tracing::info;
 
+use super::consumer_protocol::{
+    assignment_partitions, empty_assignment, subscription_topics, CONSUMER,
+};
 use super::{codes, Call};
 use crate::shutdown::Shutdown;
 
+/// Kafka's code for a core error. `NOT_PARTITION_OWNER` (the optional ownership check,
+/// beyond Kafka) has none: it is sent as ILLEGAL_GENERATION, because the member's view of its
+/// assignment is stale and every client rejoins on 22.
+pub(super) fn code(e: &Error) -> i16 {
+    match e.code() {
+        "NOT_PARTITION_OWNER" => codes::ILLEGAL_GENERATION,
+        _ => e.kafka_code().unwrap_or(codes::UNKNOWN_SERVER_ERROR),
+    }
+}
+
+fn s(value: &str) -> StrBytes {
+    StrBytes::from_string(value.to_string())
+}
+
+/// A wire generation: negative means "none" (a member that has not joined yet).
+pub(super) fn generation(wire: i32) -> Option<Generation> {
+    u64::try_from(wire).ok().map(Generation::new)
+}
+
+/// The core's generations are u64; Kafka's are i32, which the core's never exceed in
+/// practice (one per rebalance). Clamped rather than wrapped if they ever did.
+fn wire_generation(g: Generation) -> i32 {
+    i32::try_from(g.get()).unwrap_or(i32::MAX)
+}
+
+fn optional(s: &Option<StrBytes>) -> Option<String> {
+    s.as_ref().map(|v| v.to_string())
+}
+
 pub(super) async fn join(
     call: &Call<'_>,
-    _request: JoinGroupRequest,
-    _shutdown: &mut Shutdown,
+    request: JoinGroupRequest,
+    shutdown: &mut Shutdown,
 ) -> JoinGroupResponse {
-    JoinGroupResponse::default()
-        .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
-        .with_protocol_name((call.version < 7).then(Default::default))
+    let v = call.version;
+    let group = request.group_id.to_string();
+    let protocol_type = request.protocol_type.to_string();
+    let protocols = request
+        .protocols
+        .iter()
+        .map(|p| {
+            let mut protocol = ClassicProtocol::new(p.name.to_string(), &p.metadata[..]);
+            if protocol_type == CONSUMER {
+                protocol.topics = subscription_topics(&p.metadata);
+            }
+            protocol
+        })
+        .collect();
+    let core = CoreJoin {
+        group_id: group.clone(),
+        member_id: request.member_id.to_string(),
+        group_instance_id: optional(&request.group_instance_id),
+        client_id: call.client_id.to_string(),
+        // Kafka spells the host as Java's InetAddress.toString(): "/127.0.0.1".
+        client_host: format!("/{}", call.peer.ip()),
+        session_timeout_ms: request.session_timeout_ms,
+        // JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
+        rebalance_timeout_ms: if v == 0 {
+            request.session_timeout_ms
+        } else {
+            request.rebalance_timeout_ms
+        },
+        protocol_type: protocol_type.clone(),
+        protocols,
+        require_known_member_id: v >= 4,
+        supports_skip_assignment: v >= 9,
+        reason: optional(&request.reason),
+    };
+    let result = tokio::select! {
+        result = call.context.coordinator.join_group(core) => Some(result),
+        _ = shutdown.recv() => None,
+    };
+    // v0-6 need a protocol name even on errors; v7+ (not served) would send null.
+    let error = |code: i16, member: StrBytes| {
+        JoinGroupResponse::default()
+            .with_error_code(code)
+            .with_member_id(member)
+            .with_generation_id(-1)
+            .with_protocol_name((v < 7).then(StrBytes::default))
+    };
+    match result {
+        None => error(codes::NOT_COORDINATOR, request.member_id),
+        Some(Ok(joined)) => {
+            if joined.member_id == joined.leader {
+                info!(
+                    group = %group,
+                    generation = joined.generation.get(),
+                    members = joined.members.len(),
+                    protocol = joined.protocol_name.as_deref().unwrap_or(""),
+                    leader = %joined.leader,
+                    "group rebalanced"
+                );
+            }
+            JoinGroupResponse::default()
+                .with_generation_id(wire_generation(joined.generation))
+                .with_protocol_type(joined.protocol_type.as_deref().map(s))
+                .with_protocol_name(Some(s(joined.protocol_name.as_deref().unwrap_or(""))))
+                .with_leader(s(&joined.leader))
+                .with_member_id(s(&joined.member_id))
+                .with_members(
+                    joined
+                        .members
+                        .iter()
+                        .map(|m| {
+                            join_group_response::JoinGroupResponseMember::default()
+                                .with_member_id(s(&m.member_id))
+                                .with_group_instance_id(m.group_instance_id.as_deref().map(s))
+                                .with_metadata(Bytes::copy_from_slice(&m.metadata))
+                        })
+                        .collect(),
+                )
+        }
+        Some(Err(Error::MemberIdRequired { member_id, .. })) => {
+            error(codes::MEMBER_ID_REQUIRED, s(&member_id))
+        }
+        Some(Err(e)) => {
+            let c = code(&e);
+            // Kafka answers these with an empty member id: the client must not reuse it.
+            let member = if c == codes::UNKNOWN_MEMBER_ID || c == codes::GROUP_MAX_SIZE_REACHED {
+                StrBytes::default()
+            } else {
+                request.member_id
+            };
+            error(c, member)
+        }
+    }
 }
 
 pub(super) async fn sync(
-    _call: &Call<'_>,
-    _request: SyncGroupRequest,
-    _shutdown: &mut Shutdown,
+    call: &Call<'_>,
+    request: SyncGroupRequest,
+    shutdown: &mut Shutdown,
 ) -> SyncGroupResponse {
-    SyncGroupResponse::default().with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
+    let core = CoreSync {
+        group_id: request.group_id.to_string(),
+        generation: generation(request.generation_id),
+        member_id: request.member_id.to_string(),
+        group_instance_id: optional(&request.group_instance_id),
+        protocol_type: optional(&request.protocol_type),
+        protocol_name: optional(&request.protocol_name),
+        assignments: request
+            .assignments
+            .iter()
+            .map(|a| SyncAssignment {
+                member_id: a.member_id.to_string(),
+                assignment: a.assignment[..].into(),
+                partitions: assignment_partitions(&a.assignment),
+            })
+            .collect(),
+    };
+    let result = tokio::select! {
+        result = call.context.coordinator.sync_group(core) => Some(result),
+        _ = shutdown.recv() => None,
+    };
+    match result {
+        None => SyncGroupResponse::default().with_error_code(codes::NOT_COORDINATOR),
+        Some(Ok(synced)) => {
+            let consumer = synced.protocol_type.as_deref() == Some(CONSUMER);
+            let assignment = if synced.assignment.is_empty() && consumer {
+                // A member the leader left out gets empty bytes from the core; clients of
+                // the consumer protocol cannot decode zero bytes (kfake does the same).
+                empty_assignment()
+            } else {
+                Bytes::copy_from_slice(&synced.assignment)
+            };
+            SyncGroupResponse::default()
+                .with_protocol_type(synced.protocol_type.as_deref().map(s))
+                .with_protocol_name(synced.protocol_name.as_deref().map(s))
+                .with_assignment(assignment)
+        }
+        Some(Err(e)) => SyncGroupResponse::default().with_error_code(code(&e)),
+    }
 }
 
-pub(super) async fn heartbeat(_call: &Call<'_>, _request: HeartbeatRequest) -> HeartbeatResponse {
-    HeartbeatResponse::default().with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
+pub(super) async fn heartbeat(call: &Call<'_>, request: HeartbeatRequest) -> HeartbeatResponse {
+    let result = call
+        .context
+        .coordinator
+        .heartbeat_group(
+            &request.group_id,
+            &request.member_id,
+            request.group_instance_id.as_deref(),
+            generation(request.generation_id),
+        )
+        .await;
+    HeartbeatResponse::default().with_error_code(result.err().map_or(codes::NONE, |e| code(&e)))
 }
 
-pub(super) async fn leave(_call: &Call<'_>, _request: LeaveGroupRequest) -> LeaveGroupResponse {
-    LeaveGroupResponse::default().with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
+pub(super) async fn leave(call: &Call<'_>, request: LeaveGroupRequest) -> LeaveGroupResponse {
+    // v0-2 (served: 0-1) name one member by id.
+    let members = [LeavingMember {
+        member_id: request.member_id.to_string(),
+        group_instance_id: None,
+    }];
+    let error = match call
+        .context
+        .coordinator
+        .leave_group(&request.group_id, &members)
+        .await
+    {
+        Ok(results) => results
+            .into_iter()
+            .find_map(Result::err)
+            .map_or(codes::NONE, |e| code(&e)),
+        Err(e) => code(&e),
+    };
+    if error == codes::NONE {
+        info!(group = %request.group_id.as_str(), member = %request.member_id, "member left");
+    }
+    LeaveGroupResponse::default().with_error_code(error)
 }
 
 pub(super) async fn describe(
-    _call: &Call<'_>,
+    call: &Call<'_>,
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
-    DescribeGroupsResponse::default().with_groups(
-        request
-            .groups
-            .into_iter()
-            .map(|g| {
-                describe_groups_response::DescribedGroup::default()
-                    .with_group_id(g)
-                    .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
-            })
-            .collect(),
-    )
+    let mut groups = Vec::with_capacity(request.groups.len());
+    for group in request.groups {
+        let described =
+            describe_groups_response::DescribedGroup::default().with_group_id(group.clone());
+        let answer = match call.context.coordinator.describe_group(&group).await {
+            Ok(d) => {
+                let stable = d.state == GroupState::Stable;
+                let consumer = d.protocol_type == CONSUMER;
+                described
+                    .with_group_state(s(d.state.as_str()))
+                    .with_protocol_type(s(&d.protocol_type))
+                    // Kafka names the protocol, and sends members' metadata, only when Stable.
+                    .with_protocol_data(if stable {
+                        s(&d.protocol_name)
+                    } else {
+                        StrBytes::default()
+                    })
+                    .with_members(
+                        d.members
+                            .iter()
+                            .map(|m| {
+                                let assignment = if m.assignment.is_empty() && consumer {
+                                    empty_assignment()
+                                } else {
+                                    Bytes::copy_from_slice(&m.assignment)
+                                };
+                                describe_groups_response::DescribedGroupMember::default()
+                                    .with_member_id(s(&m.member_id))
+                                    .with_group_instance_id(m.group_instance_id.as_deref().map(s))
+                                    .with_client_id(s(&m.client_id))
+                                    .with_client_host(s(&m.client_host))
+                                    .with_member_metadata(if stable {
+                                        Bytes::copy_from_slice(&m.metadata)
+                                    } else {
+                                        Bytes::new()
+                                    })
+                                    .with_member_assignment(assignment)
+                            })
+                            .collect(),
+                    )
+            }
+            // DescribeGroups v0-5: an unknown group is "Dead", without an error (v6+ would
+            // say GROUP_ID_NOT_FOUND).
+            Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND => {
+                described.with_group_state(s(GroupState::Dead.as_str()))
+            }
+            Err(e) => described.with_error_code(code(&e)),
+        };
+        groups.push(answer);
+    }
+    DescribeGroupsResponse::default().with_groups(groups)
 }
 
-pub(super) async fn list(_call: &Call<'_>, _request: ListGroupsRequest) -> ListGroupsResponse {
-    ListGroupsResponse::default().with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
+pub(super) async fn list(call: &Call<'_>, request: ListGroupsRequest) -> ListGroupsResponse {
+    // v4's state filter: case-insensitive, trimmed; empty means all (Kafka's rule).
+    let filter: Vec<String> = request
+        .states_filter
+        .iter()
+        .map(|s| s.trim().to_ascii_lowercase())
+        .collect();
+    let groups = call
+        .context
+        .coordinator
+        .list_groups()
+        .await
+        .into_iter()
+        .filter(|g| filter.is_empty() || filter.contains(&g.state.as_str().to_ascii_lowercase()))
+        .map(|g| {
+            list_groups_response::ListedGroup::default()
+                .with_group_id(GroupId(s(&g.group_id)))
+                .with_protocol_type(s(&g.protocol_type))
+                .with_group_state(s(g.state.as_str()))
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
 }
 
 pub(super) async fn delete(call: &Call<'_>, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let mut results = Vec::new();
     for group in request.groups_names {
         let code = match call.context.coordinator.delete_group(group.as_str()).await {
-            Ok(()) => codes::NONE,
-            Err(e) => e.kafka_code().unwrap_or(codes::UNKNOWN_SERVER_ERROR),
+            Ok(()) => {
+                info!(group = %group.as_str(), "group deleted");
+                codes::NONE
+            }
+            Err(e) => code(&e),
         };
         results.push(
             delete_groups_response::DeletableGroupResult::default()

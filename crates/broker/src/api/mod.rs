@@ -5,7 +5,6 @@
 pub(crate) mod codes;
 
 mod api_versions;
-#[allow(dead_code)] // used by the group APIs once wired
 mod consumer_protocol;
 mod fetch;
 mod find_coordinator;
@@ -28,7 +27,6 @@ use crate::shutdown::Shutdown;
 
 /// What a handler knows about the request besides its body.
 #[derive(Debug)]
-#[allow(dead_code)] // client_id and peer are for the group APIs
 pub(crate) struct Call<'a> {
     pub(crate) context: &'a Context,
     pub(crate) version: i16,

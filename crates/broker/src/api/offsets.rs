@@ -1,48 +1,142 @@
 //! OffsetCommit, OffsetFetch, OffsetDelete.
+//!
+//! As Kafka's front (KafkaApis) does, the broker checks that topics and partitions exist
+//! before the coordinator is asked: those that do not get UNKNOWN_TOPIC_OR_PARTITION, and
+//! if none is left the coordinator is not called at all.
 
-use coordinator_core::TopicPartition;
+use std::collections::BTreeMap;
+
+use coordinator_core::{
+    OffsetCommitRequest as CoreCommit, OffsetMap, TopicMetadata, TopicPartition,
+};
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponsePartition, OffsetFetchResponseTopic,
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use tracing::debug;
 
+use super::groups::{code, generation};
 use super::{codes, Call};
 
-pub(super) async fn commit(_call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
-    OffsetCommitResponse::default().with_topics(
-        request
-            .topics
-            .into_iter()
-            .map(|t| {
-                offset_commit_response::OffsetCommitResponseTopic::default()
-                    .with_name(t.name)
-                    .with_partitions(
-                        t.partitions
-                            .iter()
-                            .map(|p| {
-                                offset_commit_response::OffsetCommitResponsePartition::default()
-                                    .with_partition_index(p.partition_index)
-                                    .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
-                            })
-                            .collect(),
-                    )
-            })
-            .collect(),
-    )
+/// Kafka's `offset.metadata.max.bytes`.
+const MAX_METADATA: usize = 4096;
+
+/// The partition if its topic and number exist in the log.
+fn existing(call: &Call<'_>, topic: &str, partition: i32) -> Option<TopicPartition> {
+    let p = u32::try_from(partition).ok()?;
+    let count = call.context.log.partition_count(topic)?;
+    (p < count).then(|| TopicPartition::new(topic, p))
+}
+
+pub(super) async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
+    // Per (topic index, partition index): a code decided before the coordinator is asked.
+    let mut early: BTreeMap<(usize, usize), i16> = BTreeMap::new();
+    let mut offsets = OffsetMap::new();
+    for (t, topic) in request.topics.iter().enumerate() {
+        for (p, partition) in topic.partitions.iter().enumerate() {
+            let too_large = partition
+                .committed_metadata
+                .as_ref()
+                .is_some_and(|m| m.len() > MAX_METADATA);
+            let checked = match existing(call, &topic.name, partition.partition_index) {
+                None => Err(codes::UNKNOWN_TOPIC_OR_PARTITION),
+                Some(_) if too_large => Err(codes::OFFSET_METADATA_TOO_LARGE),
+                // The core keeps offsets only, never negative ones; Kafka would store a
+                // negative offset. No client commits one.
+                Some(_) if partition.committed_offset < 0 => Err(codes::INVALID_REQUEST),
+                Some(tp) => Ok(tp),
+            };
+            match checked {
+                Ok(tp) => {
+                    offsets.insert(tp, partition.committed_offset);
+                }
+                Err(code) => {
+                    early.insert((t, p), code);
+                }
+            }
+        }
+    }
+    let group_code = if offsets.is_empty() {
+        codes::NONE
+    } else {
+        let core = CoreCommit {
+            group_id: request.group_id.to_string(),
+            generation: generation(request.generation_id_or_member_epoch),
+            member_id: request.member_id.to_string(),
+            group_instance_id: request.group_instance_id.as_ref().map(|s| s.to_string()),
+            offsets,
+        };
+        match call.context.coordinator.commit_offsets(&core).await {
+            Ok(()) => codes::NONE,
+            // A member's commit to a group that does not exist: OffsetCommit before v9 says
+            // ILLEGAL_GENERATION (v9+, not served, says GROUP_ID_NOT_FOUND).
+            Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND => codes::ILLEGAL_GENERATION,
+            Err(e) => {
+                debug!(group = %request.group_id.as_str(), error = %e, "commit refused");
+                code(&e)
+            }
+        }
+    };
+    let topics = request
+        .topics
+        .iter()
+        .enumerate()
+        .map(|(t, topic)| {
+            offset_commit_response::OffsetCommitResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(
+                    topic
+                        .partitions
+                        .iter()
+                        .enumerate()
+                        .map(|(p, partition)| {
+                            offset_commit_response::OffsetCommitResponsePartition::default()
+                                .with_partition_index(partition.partition_index)
+                                .with_error_code(early.get(&(t, p)).copied().unwrap_or(group_code))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetCommitResponse::default().with_topics(topics)
 }
 
 /// OffsetFetch v1-3: the group's committed offsets; -1 for none. An unknown group has none
-/// and is no error (Kafka's behaviour).
+/// and is no error (Kafka's behaviour). Commit metadata is not kept: it reads back empty.
 pub(super) async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchResponse {
     let coordinator = &call.context.coordinator;
     let group = request.group_id.as_str();
     let committed = match coordinator.committed_offsets(group).await {
         Ok(map) => map,
-        Err(e) if e.kafka_code() == Some(codes::GROUP_ID_NOT_FOUND) => Default::default(),
+        Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND => Default::default(),
         Err(e) => {
+            let c = code(&e);
+            // v1 has no top-level error: every asked partition carries it.
             return OffsetFetchResponse::default()
-                .with_error_code(e.kafka_code().unwrap_or(codes::UNKNOWN_SERVER_ERROR));
+                .with_error_code(c)
+                .with_topics(
+                    request
+                        .topics
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|t| {
+                            OffsetFetchResponseTopic::default()
+                                .with_partitions(
+                                    t.partition_indexes
+                                        .iter()
+                                        .map(|&p| {
+                                            OffsetFetchResponsePartition::default()
+                                                .with_partition_index(p)
+                                                .with_committed_offset(-1)
+                                                .with_error_code(c)
+                                        })
+                                        .collect(),
+                                )
+                                .with_name(t.name)
+                        })
+                        .collect(),
+                );
         }
     };
     let partition = |index: i32, offset: Option<i64>| {
@@ -92,9 +186,73 @@ pub(super) async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> Offse
     OffsetFetchResponse::default().with_topics(topics)
 }
 
-pub(super) async fn delete(
-    _call: &Call<'_>,
-    _request: OffsetDeleteRequest,
-) -> OffsetDeleteResponse {
-    OffsetDeleteResponse::default().with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
+/// OffsetDelete v0: removes a group's committed offsets of topics it is not subscribed to.
+pub(super) async fn delete(call: &Call<'_>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let mut early: BTreeMap<(String, i32), i16> = BTreeMap::new();
+    let mut asked = Vec::new();
+    for topic in &request.topics {
+        for partition in &topic.partitions {
+            match existing(call, &topic.name, partition.partition_index) {
+                Some(tp) => asked.push(tp),
+                None => {
+                    early.insert(
+                        (topic.name.to_string(), partition.partition_index),
+                        codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    );
+                }
+            }
+        }
+    }
+    let mut results: BTreeMap<(String, i32), i16> = BTreeMap::new();
+    let mut group_code = codes::NONE;
+    if request.group_id.is_empty() {
+        group_code = codes::INVALID_GROUP_ID;
+    } else {
+        match call
+            .context
+            .coordinator
+            .delete_offsets(&request.group_id, &asked)
+            .await
+        {
+            Ok(per_partition) => {
+                for (tp, result) in per_partition {
+                    results.insert(
+                        (tp.topic().to_string(), tp.partition() as i32),
+                        result.err().map_or(codes::NONE, |e| code(&e)),
+                    );
+                }
+            }
+            Err(e) => group_code = code(&e),
+        }
+    }
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            offset_delete_response::OffsetDeleteResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(
+                    topic
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            let key = (topic.name.to_string(), p.partition_index);
+                            let c = early
+                                .get(&key)
+                                .or_else(|| results.get(&key))
+                                .copied()
+                                .unwrap_or(codes::NONE);
+                            offset_delete_response::OffsetDeleteResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(c)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    if group_code != codes::NONE {
+        // A group-level error: Kafka sends it alone, without the topics.
+        return OffsetDeleteResponse::default().with_error_code(group_code);
+    }
+    OffsetDeleteResponse::default().with_topics(topics)
 }

@@ -44,22 +44,31 @@ fn join_request(group: &str, member: &str) -> JoinGroupRequest {
         .with_session_timeout_ms(10_000)
         .with_rebalance_timeout_ms(60_000)
         .with_protocol_type(s("consumer"))
-        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default()
-            .with_name(s("range"))
-            .with_metadata(subscription(&["t"]))])
+        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+        )
+        .with_name(s("range"))
+        .with_metadata(subscription(&["t"]))])
 }
 
 /// JoinGroup v5 twice (MEMBER_ID_REQUIRED, then with the id): the completed join.
 async fn join(c: &mut Client, group: &str) -> JoinGroupResponse {
     let first = c.call(&join_request(group, ""), 5).await;
     assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED");
-    assert!(first.member_id.starts_with("test-client-"), "{:?}", first.member_id);
+    assert!(
+        first.member_id.starts_with("test-client-"),
+        "{:?}",
+        first.member_id
+    );
     let joined = c.call(&join_request(group, &first.member_id), 5).await;
     assert_eq!(joined.error_code, 0);
     joined
 }
 
-fn sync_request(group: &str, joined: &JoinGroupResponse, assignments: &[(&str, Bytes)]) -> SyncGroupRequest {
+fn sync_request(
+    group: &str,
+    joined: &JoinGroupResponse,
+    assignments: &[(&str, Bytes)],
+) -> SyncGroupRequest {
     SyncGroupRequest::default()
         .with_group_id(GroupId(s(group)))
         .with_generation_id(joined.generation_id)
@@ -83,7 +92,12 @@ fn heartbeat(group: &str, member: &str, generation: i32) -> HeartbeatRequest {
         .with_generation_id(generation)
 }
 
-fn commit(group: &str, member: &str, generation: i32, offsets: &[(&str, i32, i64)]) -> OffsetCommitRequest {
+fn commit(
+    group: &str,
+    member: &str,
+    generation: i32,
+    offsets: &[(&str, i32, i64)],
+) -> OffsetCommitRequest {
     OffsetCommitRequest::default()
         .with_group_id(GroupId(s(group)))
         .with_member_id(s(member))
@@ -94,28 +108,38 @@ fn commit(group: &str, member: &str, generation: i32, offsets: &[(&str, i32, i64
                 .map(|(t, p, o)| {
                     offset_commit_request::OffsetCommitRequestTopic::default()
                         .with_name(topic_name(t))
-                        .with_partitions(vec![offset_commit_request::OffsetCommitRequestPartition::default()
-                            .with_partition_index(*p)
-                            .with_committed_offset(*o)])
+                        .with_partitions(vec![
+                            offset_commit_request::OffsetCommitRequestPartition::default()
+                                .with_partition_index(*p)
+                                .with_committed_offset(*o),
+                        ])
                 })
                 .collect(),
         )
 }
 
 fn commit_codes(r: &OffsetCommitResponse) -> Vec<i16> {
-    r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+    r.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
 }
 
 fn offset_fetch(group: &str, partitions: &[i32]) -> OffsetFetchRequest {
     OffsetFetchRequest::default()
         .with_group_id(GroupId(s(group)))
-        .with_topics(Some(vec![offset_fetch_request::OffsetFetchRequestTopic::default()
-            .with_name(topic_name("t"))
-            .with_partition_indexes(partitions.to_vec())]))
+        .with_topics(Some(vec![
+            offset_fetch_request::OffsetFetchRequestTopic::default()
+                .with_name(topic_name("t"))
+                .with_partition_indexes(partitions.to_vec()),
+        ]))
 }
 
 fn fetched(r: &OffsetFetchResponse) -> Vec<i64> {
-    r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.committed_offset)).collect()
+    r.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.committed_offset))
+        .collect()
 }
 
 fn describe(groups: &[&str]) -> DescribeGroupsRequest {
@@ -129,51 +153,90 @@ async fn one_member_joins_syncs_heartbeats_commits_and_leaves() {
     let joined = join(&mut c, "g").await;
     assert_eq!(joined.generation_id, 1);
     assert_eq!(joined.leader, joined.member_id, "the only member leads");
-    assert_eq!(joined.protocol_name.as_deref().map(|p| p.as_str()), Some("range"));
+    assert_eq!(joined.protocol_name.as_deref(), Some("range"));
     assert_eq!(joined.members.len(), 1);
     assert_eq!(joined.members[0].metadata, subscription(&["t"]));
     let mine = assignment("t", &[0, 1]);
     let synced = c
-        .call(&sync_request("g", &joined, &[(joined.member_id.as_str(), mine.clone())]), 3)
+        .call(
+            &sync_request("g", &joined, &[(joined.member_id.as_str(), mine.clone())]),
+            3,
+        )
         .await;
     assert_eq!((synced.error_code, synced.assignment.clone()), (0, mine));
-    assert_eq!(c.call(&heartbeat("g", &joined.member_id, 1), 1).await.error_code, 0);
-    let r = c.call(&commit("g", &joined.member_id, 1, &[("t", 0, 5), ("t", 1, 7)]), 3).await;
+    assert_eq!(
+        c.call(&heartbeat("g", &joined.member_id, 1), 1)
+            .await
+            .error_code,
+        0
+    );
+    let r = c
+        .call(
+            &commit("g", &joined.member_id, 1, &[("t", 0, 5), ("t", 1, 7)]),
+            3,
+        )
+        .await;
     assert_eq!(commit_codes(&r), [0, 0]);
     let r = c.call(&offset_fetch("g", &[0, 1]), 3).await;
     assert_eq!((r.error_code, fetched(&r)), (0, vec![5, 7]));
     // DescribeGroups: Stable, the protocol, the member with its client id and host.
     let d = c.call(&describe(&["g"]), 5).await;
     let g = &d.groups[0];
-    assert_eq!((g.error_code, g.group_state.as_str(), g.protocol_data.as_str()), (0, "Stable", "range"));
+    assert_eq!(
+        (
+            g.error_code,
+            g.group_state.as_str(),
+            g.protocol_data.as_str()
+        ),
+        (0, "Stable", "range")
+    );
     assert_eq!(g.members[0].client_id.as_str(), "test-client");
     assert_eq!(g.members[0].client_host.as_str(), "/127.0.0.1");
     let l = c.call(&ListGroupsRequest::default(), 4).await;
-    assert!(l.groups.iter().any(|x| x.group_id.as_str() == "g" && x.group_state.as_str() == "Stable"));
+    assert!(l
+        .groups
+        .iter()
+        .any(|x| x.group_id.as_str() == "g" && x.group_state.as_str() == "Stable"));
     let leave = LeaveGroupRequest::default()
         .with_group_id(GroupId(s("g")))
         .with_member_id(joined.member_id.clone());
     assert_eq!(c.call(&leave, 1).await.error_code, 0);
     let d = c.call(&describe(&["g"]), 5).await;
     assert_eq!(d.groups[0].group_state.as_str(), "Empty");
-    assert_eq!(c.call(&heartbeat("g", &joined.member_id, 1), 1).await.error_code, 25);
+    assert_eq!(
+        c.call(&heartbeat("g", &joined.member_id, 1), 1)
+            .await
+            .error_code,
+        25
+    );
     broker.stop().await.expect("clean stop");
 }
 
 #[tokio::test]
-async fn a_second_member_rebalances_the_group_and_a_left_out_member_gets_a_valid_empty_assignment() {
+async fn a_second_member_rebalances_the_group_and_a_left_out_member_gets_a_valid_empty_assignment()
+{
     let broker = TestBroker::start().await;
     let mut a = broker.client().await;
     let mut b = broker.client().await;
     let first = join(&mut a, "g").await;
-    a.call(&sync_request("g", &first, &[(first.member_id.as_str(), assignment("t", &[0, 1]))]), 3)
-        .await;
+    a.call(
+        &sync_request(
+            "g",
+            &first,
+            &[(first.member_id.as_str(), assignment("t", &[0, 1]))],
+        ),
+        3,
+    )
+    .await;
     // B joins: its JoinGroup waits for A, whose heartbeat now says REBALANCE_IN_PROGRESS.
     let b_first = b.call(&join_request("g", ""), 5).await;
     let b_join = b.send(&join_request("g", &b_first.member_id), 5).await;
     let mut code = 0;
     for _ in 0..100 {
-        code = a.call(&heartbeat("g", &first.member_id, 1), 1).await.error_code;
+        code = a
+            .call(&heartbeat("g", &first.member_id, 1), 1)
+            .await
+            .error_code;
         if code == 27 {
             break;
         }
@@ -182,22 +245,42 @@ async fn a_second_member_rebalances_the_group_and_a_left_out_member_gets_a_valid
     let a_joined = a.call(&join_request("g", &first.member_id), 5).await;
     let b_joined = b.receive::<JoinGroupRequest>(b_join, 5).await;
     assert_eq!((a_joined.generation_id, b_joined.generation_id), (2, 2));
-    assert_eq!(a_joined.leader, first.member_id, "the leader stays the leader");
+    assert_eq!(
+        a_joined.leader, first.member_id,
+        "the leader stays the leader"
+    );
     assert_eq!(a_joined.members.len(), 2);
     assert!(b_joined.members.is_empty(), "followers get no member list");
     // The follower's SyncGroup waits for the leader's, which leaves B out.
     let b_sync = b.send(&sync_request("g", &b_joined, &[]), 3).await;
     let a_synced = a
-        .call(&sync_request("g", &a_joined, &[(first.member_id.as_str(), assignment("t", &[0, 1]))]), 3)
+        .call(
+            &sync_request(
+                "g",
+                &a_joined,
+                &[(first.member_id.as_str(), assignment("t", &[0, 1]))],
+            ),
+            3,
+        )
         .await;
     assert_eq!(a_synced.error_code, 0);
     let b_synced = b.receive::<SyncGroupRequest>(b_sync, 3).await;
     assert_eq!(b_synced.error_code, 0);
-    assert_eq!(&b_synced.assignment[..], &[0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    assert_eq!(
+        &b_synced.assignment[..],
+        &[0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]
+    );
     // A stale generation is fenced.
-    let r = a.call(&commit("g", &first.member_id, 1, &[("t", 0, 1)]), 3).await;
+    let r = a
+        .call(&commit("g", &first.member_id, 1, &[("t", 0, 1)]), 3)
+        .await;
     assert_eq!(commit_codes(&r), [22], "ILLEGAL_GENERATION");
-    assert_eq!(a.call(&heartbeat("g", &first.member_id, 1), 1).await.error_code, 22);
+    assert_eq!(
+        a.call(&heartbeat("g", &first.member_id, 1), 1)
+            .await
+            .error_code,
+        22
+    );
 }
 
 #[tokio::test]
@@ -205,11 +288,26 @@ async fn group_requests_get_kafkas_error_codes() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
     let short = join_request("g", "").with_session_timeout_ms(1);
-    assert_eq!(c.call(&short, 5).await.error_code, 26, "INVALID_SESSION_TIMEOUT");
-    assert_eq!(c.call(&join_request("", ""), 5).await.error_code, 24, "INVALID_GROUP_ID");
+    assert_eq!(
+        c.call(&short, 5).await.error_code,
+        26,
+        "INVALID_SESSION_TIMEOUT"
+    );
+    assert_eq!(
+        c.call(&join_request("", ""), 5).await.error_code,
+        24,
+        "INVALID_GROUP_ID"
+    );
     let none = join_request("g", "").with_protocols(Vec::new());
-    assert_eq!(c.call(&none, 5).await.error_code, 23, "INCONSISTENT_GROUP_PROTOCOL");
-    assert_eq!(c.call(&join_request("nope", "ghost"), 5).await.error_code, 25);
+    assert_eq!(
+        c.call(&none, 5).await.error_code,
+        23,
+        "INCONSISTENT_GROUP_PROTOCOL"
+    );
+    assert_eq!(
+        c.call(&join_request("nope", "ghost"), 5).await.error_code,
+        25
+    );
     let joined = join(&mut c, "g").await;
     let ghost = SyncGroupRequest::default()
         .with_group_id(GroupId(s("g")))
@@ -218,17 +316,33 @@ async fn group_requests_get_kafkas_error_codes() {
     assert_eq!(c.call(&ghost, 3).await.error_code, 25);
     // Commits: unknown topics and partitions per partition, checked before the group.
     let r = c
-        .call(&commit("g", &joined.member_id, joined.generation_id, &[("t", 0, 1), ("nope", 0, 1), ("t", 9, 1)]), 3)
+        .call(
+            &commit(
+                "g",
+                &joined.member_id,
+                joined.generation_id,
+                &[("t", 0, 1), ("nope", 0, 1), ("t", 9, 1)],
+            ),
+            3,
+        )
         .await;
-    assert_eq!(commit_codes(&r), [27, 3, 3], "CompletingRebalance refuses the valid one");
+    assert_eq!(
+        commit_codes(&r),
+        [27, 3, 3],
+        "CompletingRebalance refuses the valid one"
+    );
     // OffsetFetch of a group that does not exist: -1, no error (Kafka's behaviour).
     let r = c.call(&offset_fetch("unknown", &[0]), 3).await;
     assert_eq!((r.error_code, fetched(&r)), (0, vec![-1]));
     // DescribeGroups v0-5 of an unknown group: Dead, no error.
     let d = c.call(&describe(&["unknown"]), 5).await;
-    assert_eq!((d.groups[0].error_code, d.groups[0].group_state.as_str()), (0, "Dead"));
+    assert_eq!(
+        (d.groups[0].error_code, d.groups[0].group_state.as_str()),
+        (0, "Dead")
+    );
     // DeleteGroups: NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND.
-    let del = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("g")), GroupId(s("unknown"))]);
+    let del = DeleteGroupsRequest::default()
+        .with_groups_names(vec![GroupId(s("g")), GroupId(s("unknown"))]);
     let r = c.call(&del, 2).await;
     let codes: Vec<i16> = r.results.iter().map(|x| x.error_code).collect();
     assert_eq!(codes, [68, 69]);
@@ -239,28 +353,51 @@ async fn plain_commits_offset_delete_and_delete_groups() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
     // Generation -1 and no member: a plain commit, which creates a simple group.
-    let r = c.call(&commit("simple", "", -1, &[("t", 0, 3), ("t", 1, 4)]), 2).await;
+    let r = c
+        .call(&commit("simple", "", -1, &[("t", 0, 3), ("t", 1, 4)]), 2)
+        .await;
     assert_eq!(commit_codes(&r), [0, 0]);
     let r = c.call(&offset_fetch("simple", &[0, 1]), 1).await;
     assert_eq!(fetched(&r), [3, 4]);
     // OffsetDelete of an Empty group removes the offsets.
     let delete = OffsetDeleteRequest::default()
         .with_group_id(GroupId(s("simple")))
-        .with_topics(vec![offset_delete_request::OffsetDeleteRequestTopic::default()
-            .with_name(topic_name("t"))
-            .with_partitions(vec![offset_delete_request::OffsetDeleteRequestPartition::default()
-                .with_partition_index(0)])]);
+        .with_topics(vec![
+            offset_delete_request::OffsetDeleteRequestTopic::default()
+                .with_name(topic_name("t"))
+                .with_partitions(vec![
+                    offset_delete_request::OffsetDeleteRequestPartition::default()
+                        .with_partition_index(0),
+                ]),
+        ]);
     let r = c.call(&delete, 0).await;
     assert_eq!((r.error_code, r.topics[0].partitions[0].error_code), (0, 0));
     let r = c.call(&offset_fetch("simple", &[0, 1]), 1).await;
     assert_eq!(fetched(&r), [-1, 4]);
     // A group subscribed to the topic keeps its offsets.
     let joined = join(&mut c, "live").await;
-    c.call(&sync_request("live", &joined, &[(joined.member_id.as_str(), assignment("t", &[0]))]), 3)
+    c.call(
+        &sync_request(
+            "live",
+            &joined,
+            &[(joined.member_id.as_str(), assignment("t", &[0]))],
+        ),
+        3,
+    )
+    .await;
+    let r = c
+        .call(&delete.clone().with_group_id(GroupId(s("live"))), 0)
         .await;
-    let r = c.call(&delete.clone().with_group_id(GroupId(s("live"))), 0).await;
-    assert_eq!(r.topics[0].partitions[0].error_code, 86, "GROUP_SUBSCRIBED_TO_TOPIC");
-    let r = c.call(&DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("simple"))]), 2).await;
+    assert_eq!(
+        r.topics[0].partitions[0].error_code, 86,
+        "GROUP_SUBSCRIBED_TO_TOPIC"
+    );
+    let r = c
+        .call(
+            &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("simple"))]),
+            2,
+        )
+        .await;
     assert_eq!(r.results[0].error_code, 0);
     let r = c.call(&offset_fetch("simple", &[1]), 1).await;
     assert_eq!(fetched(&r), [-1], "deleting the group removed its offsets");
@@ -283,7 +420,10 @@ async fn committed_offsets_survive_a_restart_on_the_same_data_dir() {
     let r = c.call(&offset_fetch("g", &[1]), 3).await;
     assert_eq!(fetched(&r), [42]);
     let l = c.call(&ListGroupsRequest::default(), 4).await;
-    assert!(l.groups.iter().any(|g| g.group_id.as_str() == "g"), "loaded at start");
+    assert!(
+        l.groups.iter().any(|g| g.group_id.as_str() == "g"),
+        "loaded at start"
+    );
     broker.stop().await.unwrap();
 }
 
@@ -299,7 +439,10 @@ async fn a_join_waiting_at_shutdown_is_answered_not_coordinator() {
     // B's join waits for A to rejoin; A's heartbeat shows the rebalance has started.
     let mut code = 0;
     for _ in 0..100 {
-        code = a.call(&heartbeat("g", &first.member_id, 1), 1).await.error_code;
+        code = a
+            .call(&heartbeat("g", &first.member_id, 1), 1)
+            .await
+            .error_code;
         if code == 27 {
             break;
         }
