@@ -227,12 +227,36 @@ impl Consumer {
         self.assignment = partitions;
     }
 
-    fn apply_join(&mut self, joined: MemberAssignment, topics: Vec<String>) {
-        self.mode = Mode::Subscribed {
-            topics,
-            generation: joined.generation,
-        };
-        self.set_assignment(joined.partitions);
+    /// Takes a group assignment (from a join or a refresh). A fetch position survives only
+    /// for a partition this member has owned without interruption since the generation the
+    /// position was made under: if another member can have owned it in between, that member
+    /// may have committed past this position, and keeping it would move the group's committed
+    /// offset backwards. Such a partition restarts from the committed offset, as Kafka's
+    /// consumers do after a rebalance.
+    fn apply_group_assignment(&mut self, current: MemberAssignment, topics: Option<Vec<String>>) {
+        let known = self.generation();
+        let MemberAssignment {
+            generation,
+            partitions,
+            owned_since,
+        } = current;
+        let mut dropped = Vec::new();
+        for (tp, since) in partitions.iter().zip(&owned_since) {
+            let continuous =
+                known.is_some_and(|g| *since <= g) && self.assignment.binary_search(tp).is_ok();
+            if !continuous && self.positions.remove(tp).is_some() {
+                dropped.push(tp.clone());
+            }
+        }
+        if !dropped.is_empty() {
+            debug!(group = %self.config.group_id, member = %self.config.member_id, generation = generation.get(), partitions = ?dropped, "positions dropped: another member may have owned these partitions since");
+        }
+        match (&mut self.mode, topics) {
+            (_, Some(topics)) => self.mode = Mode::Subscribed { topics, generation },
+            (Mode::Subscribed { generation: g, .. }, None) => *g = generation,
+            _ => {}
+        }
+        self.set_assignment(partitions);
     }
 
     /// Assigns `partitions` manually: no group membership, no rebalances, and commits that go
@@ -282,8 +306,9 @@ impl Consumer {
     }
 
     /// Subscribes to `topics`: joins the group (or re-joins with new topics), then stores the
-    /// returned generation and assignment and drops the positions of partitions no longer
-    /// owned. Zero topics is allowed: the member then owns nothing.
+    /// returned generation and assignment. Positions survive only for partitions this member
+    /// owned without interruption (see [`refresh_assignment`](Self::refresh_assignment)).
+    /// Zero topics is allowed: the member then owns nothing.
     ///
     /// Errors: `ILLEGAL_STATE` after a manual `assign` or after close; the coordinator's join
     /// errors (`UNKNOWN_TOPIC`, …), which leave the consumer unchanged.
@@ -308,13 +333,20 @@ impl Consumer {
         names.sort_unstable();
         names.dedup();
         info!(group = %self.config.group_id, member = %self.config.member_id, generation = joined.generation.get(), partitions = joined.partitions.len(), "subscribed");
-        self.apply_join(joined, names);
+        self.apply_group_assignment(joined, Some(names));
         Ok(())
     }
 
-    /// Copies the coordinator's current generation and assignment for this member, dropping
-    /// the positions of partitions it no longer owns. The only way a rebalance reaches a
-    /// subscribed consumer.
+    /// Copies the coordinator's current generation and assignment for this member. The only
+    /// way a rebalance reaches a subscribed consumer.
+    ///
+    /// A fetch position survives only for a partition this member has owned without
+    /// interruption since the generation the consumer last knew (the coordinator reports,
+    /// per partition, the generation since which the member has owned it). After exactly one
+    /// rebalance that left a partition with this member, its position stays; if another
+    /// member can have owned it in between (and committed past this position), the position
+    /// is dropped and the next poll starts from the committed offset, then the reset policy —
+    /// so a stale position can never move the group's committed offset backwards.
     ///
     /// Errors: `ILLEGAL_STATE` before joining or after close; the coordinator's
     /// (`UNKNOWN_MEMBER` after expiry, `REBALANCE_IN_PROGRESS`, …).
@@ -324,11 +356,8 @@ impl Consumer {
             .coordinator
             .assignment(&self.config.group_id, &self.config.member_id)
             .await?;
-        if let Mode::Subscribed { generation, .. } = &mut self.mode {
-            *generation = current.generation;
-        }
         debug!(group = %self.config.group_id, member = %self.config.member_id, generation = current.generation.get(), "assignment refreshed");
-        self.set_assignment(current.partitions);
+        self.apply_group_assignment(current, None);
         Ok(())
     }
 

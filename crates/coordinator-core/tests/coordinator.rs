@@ -672,6 +672,86 @@ async fn a_failing_or_lying_assignor_refuses_joins_but_not_removals() {
     }
 }
 
+/// Modulo assignment until told to fail, then an error on every call.
+struct Switch {
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl Assignor for Switch {
+    fn name(&self) -> &str {
+        "switch"
+    }
+    fn assign(&self, input: &AssignmentInput<'_>) -> Result<Assignment, AssignError> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(AssignError::new("switched off"));
+        }
+        ModuloAssignor::named("inner").assign(input)
+    }
+}
+
+#[tokio::test]
+async fn leave_and_expiry_remove_members_even_when_the_assignor_always_fails() {
+    let clock = coordinator_core::ManualClock::new();
+    let switch = Arc::new(Switch {
+        fail: std::sync::atomic::AtomicBool::new(false),
+    });
+    let c = Coordinator::builder(
+        Arc::new(TestStore::default()),
+        Topics::with(&[("orders", 4)]),
+        switch.clone(),
+    )
+    .clock(Arc::new(clock.clone()))
+    .session_timeout_ms(100)
+    .build()
+    .unwrap();
+    for m in ["m1", "m2", "m3"] {
+        c.join("g", m, &["orders"]).await.unwrap();
+    }
+    switch.fail.store(true, Ordering::SeqCst);
+    let before = c.describe("g").await.unwrap().generation;
+
+    // A leave removes the member and makes a new generation, whatever the assignor says.
+    assert_eq!(c.leave("g", "m1").await.unwrap(), Some(before.next()));
+    let d = c.describe("g").await.unwrap();
+    assert_eq!(
+        d.members
+            .iter()
+            .map(|m| m.member.as_str())
+            .collect::<Vec<_>>(),
+        ["m2", "m3"]
+    );
+    assert!(
+        d.assignment_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("switched off"),
+        "{d:?}"
+    );
+    let owned: usize = d.members.iter().map(|m| m.partitions.len()).sum();
+    assert_eq!(owned, 4, "the fallback assigns every partition");
+
+    // Expiry too: m2 goes silent, m3 heartbeats.
+    clock.advance(60);
+    c.heartbeat("g", "m3", d.generation).await.unwrap();
+    clock.advance(60);
+    let expired = c.expire_members().await;
+    assert_eq!(
+        expired,
+        [ExpiredMember {
+            group: "g".into(),
+            member: "m2".into()
+        }]
+    );
+    let d2 = c.describe("g").await.unwrap();
+    assert_eq!(d2.generation, d.generation.next());
+    assert_eq!(d2.members.len(), 1);
+    assert_eq!(d2.members[0].partitions.len(), 4);
+    // Once the strategy works again, the next rebalance says so.
+    switch.fail.store(false, Ordering::SeqCst);
+    c.join("g", "m4", &["orders"]).await.unwrap();
+    assert_eq!(c.describe("g").await.unwrap().assignment_error, None);
+}
+
 // ---------------------------------------------------------------- negotiation
 
 fn negotiating() -> (Coordinator, Arc<ModuloAssignor>, Arc<ModuloAssignor>) {

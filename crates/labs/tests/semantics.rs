@@ -246,6 +246,60 @@ async fn a_stale_commit_is_fenced_before_refresh_and_lands_after() {
     );
 }
 
+/// A position made before someone else owned the partition must not survive: the other
+/// owner may have committed past it, and committing it would move the group backwards.
+#[tokio::test]
+async fn a_stale_position_never_moves_the_committed_offset_backwards() {
+    let t = TestCluster::new();
+    t.topic("orders", 2, 60);
+    let orders1 = tp("orders", 1);
+    // A (member-1) owns both partitions and reads orders-1 up to position 10.
+    let mut a = t.consumer(Earliest);
+    a.subscribe(&["orders"]).await.unwrap();
+    a.seek(&orders1, 10).unwrap();
+    assert_eq!(a.position(&orders1).unwrap(), 10);
+    // B (member-2) joins and gets orders-1; A does not refresh. B reads and commits 50.
+    let mut b = t.consumer(Earliest);
+    b.subscribe(&["orders"]).await.unwrap();
+    assert_eq!(b.assignment(), std::slice::from_ref(&orders1));
+    b.seek(&orders1, 50).unwrap();
+    b.commit().await.unwrap();
+    // B leaves: orders-1 goes back to A, which refreshes only now.
+    b.close().await.unwrap();
+    a.refresh_assignment().await.unwrap();
+    assert!(a.assignment().contains(&orders1));
+    assert_eq!(
+        a.position(&orders1).unwrap_err().code(),
+        "NO_POSITION",
+        "the position from before B owned the partition is gone"
+    );
+    let polled = a.poll(100).await.unwrap();
+    let first = polled
+        .iter()
+        .find(|r| r.partition == 1)
+        .expect("orders-1 has records from 50 on");
+    assert_eq!(first.offset, 50, "A restarts from the committed offset");
+    let committed = a.commit().await.unwrap();
+    assert_eq!(committed[&orders1], 60);
+}
+
+/// After exactly one rebalance that left a partition with its member, the position stays
+/// (the chapter's exercise 2).
+#[tokio::test]
+async fn a_position_survives_a_rebalance_that_left_the_partition_with_its_member() {
+    let t = TestCluster::new();
+    t.topic("orders", 2, 20);
+    let orders0 = tp("orders", 0);
+    let mut a = t.consumer(Earliest);
+    a.subscribe(&["orders"]).await.unwrap();
+    a.seek(&orders0, 7).unwrap();
+    let mut b = t.consumer(Earliest);
+    b.subscribe(&["orders"]).await.unwrap();
+    a.refresh_assignment().await.unwrap();
+    assert_eq!(a.assignment(), std::slice::from_ref(&orders0));
+    assert_eq!(a.position(&orders0).unwrap(), 7);
+}
+
 /// SPEC.md exercise 4: a current-generation member cannot commit another member's partition.
 #[tokio::test]
 async fn a_current_member_cannot_commit_another_members_partition() {

@@ -140,3 +140,116 @@ async fn cooperative_sticky_withholds_moving_partitions_for_one_generation() {
     let d = describe(&t).await;
     assert_eq!(owned(&d, "member-2"), withheld.into_iter().collect());
 }
+
+/// KIP-429's hand-over without any other membership change: once the member that lost
+/// withheld partitions has seen the generation without them, the coordinator runs the
+/// follow-up rebalance by itself.
+#[tokio::test]
+async fn cooperative_hand_over_completes_after_each_member_refreshes_at_most_twice() {
+    let t = TestCluster::new();
+    t.topic("orders", 4, 1);
+    let mut a = with(&t, &["cooperative-sticky"]);
+    a.subscribe(&["orders"]).await.unwrap();
+    let mut b = with(&t, &["cooperative-sticky"]);
+    b.subscribe(&["orders"]).await.unwrap();
+    let kept = owned(&describe(&t).await, "member-1");
+    assert_eq!(kept.len(), 2);
+    for _ in 0..2 {
+        for c in [&mut a, &mut b] {
+            c.refresh_assignment().await.unwrap();
+            let _ = c.heartbeat().await; // may be fenced by the follow-up: refresh again
+        }
+        let local: BTreeSet<TopicPartition> = a.assignment().iter().cloned().collect();
+        assert!(
+            local.is_superset(&kept),
+            "a never loses what it kept: {local:?}"
+        );
+    }
+    let d = describe(&t).await;
+    let (oa, ob) = (owned(&d, "member-1"), owned(&d, "member-2"));
+    assert_eq!(oa, kept);
+    assert_eq!(ob.len(), 2);
+    assert_eq!(
+        oa.union(&ob).count(),
+        4,
+        "every partition has exactly one owner: {d:?}"
+    );
+    assert_eq!(b.assignment().len(), 2, "b's local view has them too");
+}
+
+/// The stickiness rules the cooperative protocol exists for, over random membership
+/// histories: a partition never has two owners in one generation, and it never goes to a new
+/// owner before its previous owner has seen a generation in which it no longer owns it.
+#[tokio::test]
+async fn cooperative_partitions_never_reach_a_new_owner_before_the_old_one_let_go() {
+    use std::collections::BTreeMap;
+    const MEMBERS: [&str; 4] = ["m1", "m2", "m3", "m4"];
+    let strategies = ["cooperative-sticky"];
+    for seed in 0..300u64 {
+        let t = TestCluster::new();
+        t.topic("orders", 6, 0);
+        let c = t.cluster.coordinator().clone();
+        let mut rng = common::Rng::new(seed);
+        // What each member last saw of its own assignment (a join or a refresh answer).
+        let mut seen: BTreeMap<&str, BTreeSet<TopicPartition>> = BTreeMap::new();
+        let mut generations: BTreeMap<&str, coordinator_core::Generation> = BTreeMap::new();
+        for step in 0..150 {
+            let m = rng.pick(&MEMBERS);
+            match rng.below(100) {
+                0..=19 => {
+                    if let Ok(a) = c
+                        .join_with_strategies("g", m, &["orders"], &strategies)
+                        .await
+                    {
+                        seen.insert(m, a.partitions.into_iter().collect());
+                        generations.insert(m, a.generation);
+                    }
+                }
+                20..=54 => {
+                    if let Ok(a) = c.assignment("g", m).await {
+                        seen.insert(m, a.partitions.into_iter().collect());
+                        generations.insert(m, a.generation);
+                    }
+                }
+                55..=69 => {
+                    if let Some(&g) = generations.get(m) {
+                        let _ = c.heartbeat("g", m, g).await;
+                    }
+                }
+                70..=79 => {
+                    if c.leave("g", m).await.unwrap().is_some() {
+                        seen.remove(m);
+                    }
+                }
+                _ => {
+                    t.clock.advance(rng.below(60));
+                    for gone in c.expire_members().await {
+                        let id = MEMBERS.iter().find(|x| **x == gone.member).unwrap();
+                        seen.remove(id);
+                    }
+                }
+            }
+            let Ok(d) = c.describe("g").await else {
+                continue;
+            };
+            let mut owners: BTreeMap<TopicPartition, &str> = BTreeMap::new();
+            for member in &d.members {
+                for tp in &member.partitions {
+                    if let Some(other) = owners.insert(tp.clone(), &member.member) {
+                        panic!("seed {seed} step {step}: {tp} owned by {other} and {} in generation {}", member.member, d.generation);
+                    }
+                    for (y, theirs) in &seen {
+                        let still_member = d.members.iter().any(|x| x.member == **y);
+                        if *y != member.member && still_member && theirs.contains(tp) {
+                            panic!(
+                                "seed {seed} step {step}: {tp} went to {} while {y} still \
+                                 believes it owns it (generation {})",
+                                member.member, d.generation
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

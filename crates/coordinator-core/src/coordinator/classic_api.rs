@@ -142,11 +142,10 @@ impl Coordinator {
                 return Err(Error::wrong_group_type(&req.group_id, "classic", "chapter"));
             }
             let now = self.clock.now_ms();
-            let answer = self
-                .on_classic(&mut entry, now, |group, ctx| group.sync(&req, ctx))
-                .unwrap_or_else(|| Answer::Now(Err(unknown_member(&req.group_id, &req.member_id))));
-            self.arm(&mut entry);
-            answer
+            // A sync only moves deadlines later (sessions renewed, the sync timeout
+            // cancelled): nothing to arm, and no O(members) scan per sync.
+            self.on_classic(&mut entry, now, |group, ctx| group.sync(&req, ctx))
+                .unwrap_or_else(|| Answer::Now(Err(unknown_member(&req.group_id, &req.member_id))))
         };
         match answer {
             Answer::Now(result) => result,
