@@ -130,5 +130,5 @@ fn a_power_cut_after_any_operation_recovers_to_before_or_after_the_commit() {
 
 /// Whether a history with no initial offsets starts from an empty file rather than no file.
 fn rng_flag(seed: u64) -> bool {
-    seed % 2 == 0
+    seed.is_multiple_of(2)
 }
