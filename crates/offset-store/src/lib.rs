@@ -41,12 +41,18 @@
 //!     r#"{"groups":{"workers":[{"offset":42,"partition":0,"topic":"orders"}]},"version":1}"#
 //! );
 //!
+//! // A file has one owner: a second store on it is refused until the first is dropped.
+//! let err = JsonFileStore::open(&path).unwrap_err();
+//! assert!(err.to_string().contains("in use"));
+//!
 //! // Reopening reads back what was committed.
+//! drop(store);
 //! let reopened = JsonFileStore::open(&path)?;
 //! let orders_0 = TopicPartition::new("orders", 0);
 //! assert_eq!(reopened.committed("workers", &orders_0).await?, Some(42));
 //!
 //! // A damaged file is an error that names it, never an empty store.
+//! drop(reopened);
 //! std::fs::write(&path, "{\"groups\":")?;
 //! let err = JsonFileStore::open(&path).unwrap_err();
 //! assert_eq!(err.code(), "STORAGE_ERROR");

@@ -11,14 +11,14 @@ use std::error::Error as _;
 use std::path::Path;
 
 use common::{
-    check_error, commit, merged, random_groups, reference_encoding, runtime, Groups, Rng,
+    check_error, commit, merged, random_groups, reference_encoding, runtime, temp_files, Groups,
+    Rng,
 };
 use coordinator_core::{StorageError, StorageErrorKind};
 use offset_store::testing::{CrashMode, Fault, FsOp, SimFs};
 use offset_store::JsonFileStore;
 
 const PATH: &str = "/data/offsets.json";
-const TEMP: &str = "/data/offsets.json.tmp";
 /// The operations of one commit, each called exactly once when nothing fails.
 const COMMIT_OPS: [FsOp; 5] = [
     FsOp::CreateTemp,
@@ -58,7 +58,10 @@ fn check_unchanged(
 ) -> Result<(), String> {
     ensure!(fs.file(PATH) == *bytes, "the file changed");
     ensure!(store.snapshot() == *snapshot, "memory changed");
-    ensure!(fs.file(TEMP).is_none(), "the temp file was left behind");
+    ensure!(
+        temp_files(fs, PATH).is_empty(),
+        "a temp file was left behind"
+    );
     for mode in CrashMode::ALL {
         let reopened = JsonFileStore::open_with_fs(PATH, fs.restart(mode))
             .map_err(|e| format!("{mode:?}: reopening failed: {e}"))?;
@@ -174,11 +177,15 @@ fn a_failed_cleanup_leaves_a_temp_file_that_the_next_commit_overwrites() {
         check_io_error(&err, fault).unwrap();
         assert_eq!(fs.file(PATH), bytes);
         assert_eq!(store.snapshot(), snapshot);
-        assert!(fs.file(TEMP).is_some(), "the torn temp file is still there");
+        let torn = temp_files(&fs, PATH);
+        assert_eq!(torn.len(), 1, "the torn temp file is still there");
 
         let c = random_commit(&mut rng);
         commit(&rt, &store, &c).unwrap();
-        assert_eq!(fs.file(TEMP), None);
+        assert!(
+            temp_files(&fs, PATH).is_empty(),
+            "the next commit overwrote and renamed it"
+        );
         assert_eq!(
             fs.file(PATH),
             Some(reference_encoding(&merged(&snapshot, &c)))

@@ -3,6 +3,7 @@
 
 mod decode;
 mod encode;
+mod files;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,6 +19,7 @@ use coordinator_core::{
 
 use self::decode::Groups;
 use self::encode::{encode_file, encode_group, merge_newer};
+use self::files::Files;
 use crate::fs::{Fs, StdFs};
 
 /// An [`OffsetStore`] that keeps every group's committed offsets in one JSON file.
@@ -39,7 +41,8 @@ use crate::fs::{Fs, StdFs};
 ///
 /// # Durability
 ///
-/// Each commit writes the whole map to a sibling temporary file (`<name>.tmp`), fsyncs it,
+/// Each commit writes the whole map to a sibling temporary file
+/// (`<name>.tmp.<pid>.<random>`, a name no other store uses), fsyncs it,
 /// renames it over the file and fsyncs the directory; a reader, or a restart after a crash at
 /// any point, sees the old file or the new one, never a torn one. A commit returns `Ok` only
 /// after the directory fsync, so an acknowledged commit survives a crash.
@@ -65,7 +68,22 @@ use crate::fs::{Fs, StdFs};
 /// all groups queue on the one mutex, and a fenced commit waiting in that queue holds its
 /// group's lock, so a rebalance of group A can wait for group B's queued fsyncs.
 ///
-/// One process should own a file: two stores on one path overwrite each other's commits.
+/// # Ownership
+///
+/// A file has one owner. Opening takes an exclusive OS lock (`File::try_lock`) on the sibling
+/// file `<name>.lock` and holds it for the store's lifetime; a second store on the same
+/// file — in another process, or in this one — is refused at once with an
+/// [`Io`](StorageErrorKind::Io) error (code `STORAGE_ERROR`) that names the file and says it
+/// is in use, and it touches nothing. The lock file is created empty if missing and never
+/// removed (see `files.rs` for why a sibling and why it stays); the kernel releases the lock
+/// when its process ends, however it ends. Once it holds the lock, `open` removes the
+/// temporary files (`<name>.tmp`, `<name>.tmp.…`) that a crashed owner left behind.
+///
+/// A Unix lock belongs to the open file, and a child process starts with copies of its
+/// parent's open files until it `exec`s (Rust closes them there). So if another thread
+/// spawns a process at the very moment a store is dropped, the lock outlives the drop for
+/// those microseconds, and an immediate reopen can be refused as "in use"; retrying it then
+/// succeeds. Nothing else is affected: the refused opener touches nothing.
 ///
 /// # Cost
 ///
@@ -77,9 +95,9 @@ pub struct JsonFileStore<F: Fs = StdFs> {
 }
 
 struct Shared<F: Fs> {
-    path: PathBuf,
-    temp_path: PathBuf,
-    dir: PathBuf,
+    files: Files,
+    /// The owner lock on `files.lock`, held as long as anything may still write the file.
+    _lock: F::Lock,
     /// What reads return: exactly the durable content of the file.
     view: RwLock<Groups>,
     /// Taken by commits only, on a blocking thread.
@@ -96,13 +114,15 @@ struct Writer<F> {
 
 impl JsonFileStore<StdFs> {
     /// Opens the store kept in the file at `path`; a missing file is an empty store (the file
-    /// is created by the first commit, in `path`'s directory, which must exist by then).
+    /// is created by the first commit). `path`'s directory must exist: the owner lock is
+    /// created there.
     ///
     /// This reads and parses the whole file on the calling thread: call it before starting
     /// the async work, or use [`open_async`](Self::open_async) from async code.
     ///
     /// # Errors
-    /// [`Io`](StorageErrorKind::Io) if the file exists but cannot be read,
+    /// [`Io`](StorageErrorKind::Io) if another store owns the file ("in use"), if the lock
+    /// cannot be taken (a missing directory, say) or if the file exists but cannot be read,
     /// [`Corrupt`](StorageErrorKind::Corrupt) if it is not a valid version-1 offset file, and
     /// [`Other`](StorageErrorKind::Other) if `path` has no file name. Messages name the file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StorageError> {
@@ -128,23 +148,14 @@ impl<F: Fs> JsonFileStore<F> {
     ///
     /// [`SimFs`]: crate::testing::SimFs
     pub fn open_with_fs(path: impl AsRef<Path>, fs: F) -> Result<Self, StorageError> {
-        let path = path.as_ref().to_path_buf();
-        let Some(name) = path.file_name() else {
-            return Err(StorageError::new(
-                StorageErrorKind::Other,
-                format!("offset file path `{}` has no file name", path.display()),
-            ));
-        };
-        let mut temp_name = name.to_os_string();
-        temp_name.push(".tmp");
-        let temp_path = path.with_file_name(temp_name);
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let files = Files::new(path.as_ref())?;
+        // The lock first: a store that cannot own the file touches nothing.
+        let lock = take_lock(&fs, &files)?;
+        remove_stale_temps(&fs, &files);
+        let path = files.path.as_path();
 
-        let groups = match fs.read(&path) {
-            Ok(Some(bytes)) => decode::decode(&path, &bytes)?,
+        let groups = match fs.read(path) {
+            Ok(Some(bytes)) => decode::decode(path, &bytes)?,
             Ok(None) => Groups::new(),
             Err(e) => {
                 return Err(io_error(
@@ -164,9 +175,8 @@ impl<F: Fs> JsonFileStore<F> {
         tracing::debug!(path = %path.display(), groups = groups.len(), "opened JSON offset store");
         Ok(JsonFileStore {
             shared: Arc::new(Shared {
-                path,
-                temp_path,
-                dir,
+                files,
+                _lock: lock,
                 view: RwLock::new(groups),
                 writer: Mutex::new(Writer {
                     fs,
@@ -179,7 +189,7 @@ impl<F: Fs> JsonFileStore<F> {
 
     /// The file this store keeps its offsets in.
     pub fn path(&self) -> &Path {
-        &self.shared.path
+        &self.shared.files.path
     }
 
     /// Every group's committed offsets, as a copy.
@@ -311,7 +321,7 @@ impl<F: Fs> Shared<F> {
     /// The persist protocol: temp file, write, fsync, rename over the target, fsync the
     /// directory.
     fn persist(&self, fs: &F, bytes: &[u8]) -> Result<(), PersistFailure> {
-        let temp = self.temp_path.as_path();
+        let temp = self.files.temp.as_path();
         let before_rename = |step: &str, e: io::Error| {
             // Best effort: a leftover temp file is harmless (the next commit truncates it),
             // but it holds disk space, which matters most after ENOSPC.
@@ -330,11 +340,11 @@ impl<F: Fs> Shared<F> {
         fs.fsync(&mut file)
             .map_err(|e| before_rename("fsync of", e))?;
         drop(file);
-        fs.rename(temp, &self.path)
+        fs.rename(temp, &self.files.path)
             .map_err(|e| before_rename("renaming", e))?;
-        fs.fsync_dir(&self.dir).map_err(|e| PersistFailure {
+        fs.fsync_dir(&self.files.dir).map_err(|e| PersistFailure {
             renamed: true,
-            step: format!("fsync of directory `{}`", self.dir.display()),
+            step: format!("fsync of directory `{}`", self.files.dir.display()),
             error: e,
         })
     }
@@ -349,7 +359,7 @@ impl<F: Fs> Shared<F> {
         } = failure;
         let mut message = format!(
             "cannot persist offsets to `{}`: {step} failed: {error}",
-            self.path.display()
+            self.files.path.display()
         );
         if renamed {
             writer.buf.clear();
@@ -366,7 +376,7 @@ impl<F: Fs> Shared<F> {
                 }
             }
         }
-        tracing::warn!(path = %self.path.display(), error = %message, "offset commit failed");
+        tracing::warn!(path = %self.files.path.display(), error = %message, "offset commit failed");
         io_error(message, error)
     }
 }
@@ -377,6 +387,52 @@ struct PersistFailure {
     renamed: bool,
     step: String,
     error: io::Error,
+}
+
+/// Takes the owner lock of the offset file, or says who has it.
+fn take_lock<F: Fs>(fs: &F, files: &Files) -> Result<F::Lock, StorageError> {
+    fs.try_lock(&files.lock).map_err(|e| {
+        let message = if e.kind() == io::ErrorKind::WouldBlock {
+            format!(
+                "offset file `{}` is in use: another store (in this process or another) holds \
+                 its lock `{}`; a file has one owner at a time, so close that store first",
+                files.path.display(),
+                files.lock.display()
+            )
+        } else {
+            format!(
+                "cannot lock offset file `{}`: creating or locking `{}` failed: {e}",
+                files.path.display(),
+                files.lock.display()
+            )
+        };
+        io_error(message, e)
+    })
+}
+
+/// Removes the temporary files a crash left behind. We hold the lock, so no other store is
+/// writing any of them. Best effort: a leftover temp file costs disk space, not correctness,
+/// so a failure here is logged and the store opens anyway.
+fn remove_stale_temps<F: Fs>(fs: &F, files: &Files) {
+    let entries = match fs.list_dir(&files.dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::warn!(
+                dir = %files.dir.display(), error = %e,
+                "cannot list the offset file's directory to remove stale temp files"
+            );
+            return;
+        }
+    };
+    for entry in entries.iter().filter(|e| files.is_temp(e)) {
+        let stale = files.sibling(entry);
+        match fs.remove_file(&stale) {
+            Ok(()) => tracing::info!(file = %stale.display(), "removed a stale temp file"),
+            Err(e) => tracing::warn!(
+                file = %stale.display(), error = %e, "cannot remove a stale temp file"
+            ),
+        }
+    }
 }
 
 fn io_error(message: String, source: io::Error) -> StorageError {
@@ -463,7 +519,7 @@ impl<F: Fs> OffsetStore for JsonFileStore<F> {
 impl<F: Fs> fmt::Debug for JsonFileStore<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JsonFileStore")
-            .field("path", &self.shared.path)
+            .field("path", &self.shared.files.path)
             .field("groups", &self.shared.read_view().len())
             .finish_non_exhaustive()
     }

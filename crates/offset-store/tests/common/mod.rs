@@ -256,6 +256,15 @@ pub fn commit(
     })
 }
 
+/// The temporary files beside the offset file `path` on `fs` (`<path>.tmp…`).
+pub fn temp_files(fs: &offset_store::testing::SimFs, path: &str) -> Vec<std::path::PathBuf> {
+    let prefix = format!("{path}.tmp");
+    fs.paths()
+        .into_iter()
+        .filter(|p| p.to_string_lossy().starts_with(&prefix))
+        .collect()
+}
+
 /// `Ok` if `err` is a `kind` error whose message names `path`.
 pub fn check_error(err: &StorageError, kind: StorageErrorKind, path: &Path) -> Result<(), String> {
     ensure!(err.kind() == kind, "expected a {kind:?} error, got {err}");
