@@ -24,7 +24,8 @@ use std::path::Path;
 /// - [`try_lock`](Fs::try_lock) is exclusive between every holder, in this process or any
 ///   other: while one handle holds the lock on a path, every other attempt fails.
 ///
-/// Every method is blocking; the store calls them only from a blocking thread.
+/// Every method is blocking; the store calls them only from `open` and from its writer
+/// thread, never from an async task.
 pub trait Fs: Send + Sync + 'static {
     /// An open, writable file.
     type File: Send;

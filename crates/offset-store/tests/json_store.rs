@@ -313,7 +313,7 @@ async fn when_the_restore_fails_too_the_error_says_so_and_the_next_commit_repair
 }
 
 /// A commit whose future is dropped while its fsync is in progress still completes on the
-/// blocking pool, and memory follows the file.
+/// store's writer thread, and memory follows the file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_commit_future_leaves_file_and_memory_agreeing() {
     for fail_the_fsync in [false, true] {
@@ -353,7 +353,7 @@ async fn a_dropped_commit_future_leaves_file_and_memory_agreeing() {
         fs.set_hook(None);
         resume_tx.send(()).unwrap();
 
-        // Commits are serialised, so this one runs after the abandoned one has finished.
+        // This one waits for the abandoned one's file write, then goes in the next.
         store
             .commit("g", &offsets(&[("t", 1, 7)]), CommitFence::none())
             .await
@@ -401,7 +401,8 @@ async fn concurrent_commits_to_many_groups_all_land() {
     assert_eq!(JsonFileStore::open(&path).unwrap().snapshot(), snapshot);
 }
 
-/// Without a tokio runtime (another executor polls the future) the file work runs inline.
+/// Without a tokio runtime (another executor polls the future) commits still work: the
+/// store's writer is its own thread and the answer comes through a runtime-free channel.
 #[test]
 fn commits_work_without_a_tokio_runtime() {
     let dir = tempfile::tempdir().unwrap();
