@@ -81,10 +81,9 @@ use crate::fs::{Fs, StdFs};
 /// Reads are served from memory (a `std` read-write lock held only to copy out what is asked
 /// for) and never touch the file. Each store has one writer thread, a plain `std` thread
 /// named `offset-store-writer`, started by the store's first write (a store only read from
-/// never starts one); callers hand it their write through a
-/// mutex-and-condvar queue and wait on a `tokio::sync::oneshot`, which any executor can poll:
-/// no tokio runtime is needed, and no async worker or blocking-pool thread is held while a
-/// write waits for the disk.
+/// never starts one). Callers hand it their write through a mutex-and-condvar queue and wait
+/// on a `tokio::sync::oneshot`, which any executor can poll: no tokio runtime is needed, and
+/// no async worker or blocking-pool thread is held while a write waits for the disk.
 ///
 /// A [`CommitFence`] from the coordinator travels with its write into the queue and is
 /// dropped by the writer only once the batch that contains the write is durable **and**
@@ -97,10 +96,10 @@ use crate::fs::{Fs, StdFs};
 /// in it holds its group's gate, so a rebalance of group A can wait for one file write that
 /// carries group B's offsets too — but for one file write, not for a queue of them.
 ///
-/// Dropping the store waits for the writer to finish what is queued (at most one file write
-/// in flight plus one batch), then releases the lock; do not drop it while holding a write
-/// hold ([`hold_writes`](Self::hold_writes)), and prefer dropping it off async workers if the
-/// disk is slow.
+/// Dropping the store waits for the writer to finish what is queued (the file write in flight,
+/// then one more for everything queued behind it, unless `max_batch` splits it), then
+/// releases the lock, so the next owner finds every write that was handed to this one. That
+/// wait blocks the dropping thread: on a slow disk, drop the store off the async workers.
 ///
 /// # Ownership
 ///
@@ -157,9 +156,8 @@ impl JsonFileStore<StdFs> {
     /// # Errors
     /// [`Io`](StorageErrorKind::Io) if another store owns the file ("in use"), if the lock
     /// cannot be taken (a missing directory, say), or if the file exists but cannot be read;
-    /// [`Corrupt`](StorageErrorKind::Corrupt) if it is
-    /// not a valid version-1 offset file; [`Other`](StorageErrorKind::Other) if `path` has no
-    /// file name. Messages name the file.
+    /// [`Corrupt`](StorageErrorKind::Corrupt) if it is not a valid version-1 offset file;
+    /// [`Other`](StorageErrorKind::Other) if `path` has no file name. Messages name the file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StorageError> {
         Self::builder().open(path)
     }
