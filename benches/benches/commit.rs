@@ -1,17 +1,20 @@
 //! Commit paths: through the coordinator into memory, durably into the JSON file, the bare
-//! fsync floor under the JSON store, and many tasks committing at once.
+//! fsync floor under the JSON store, many tasks committing at once through the coordinator,
+//! and many tasks committing durably into one JSON store, with group commit and without.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use benches::{coordinator, orders_offsets};
 use coordinator_core::{CommitFence, OffsetMap, OffsetStore, TopicPartition};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{
+    criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
+};
 use offset_store::{JsonFileStore, MemoryStore};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -176,11 +179,140 @@ fn commit_concurrent(c: &mut Criterion) {
     group.finish();
 }
 
+/// 64 tasks commit durably and at once into one JSON store holding `stored` offsets spread
+/// over 8 groups: task k commits one of group k mod 8's stored partitions, so the file keeps
+/// its size. Throughput is durable commits per second. The same load runs on the store with
+/// group commit (the default) and without it (`max_batch(1)`: one file write per commit).
+/// Every commit's latency is recorded, and p50/p99 are printed after each bench.
+fn commit_json_concurrent(c: &mut Criterion) {
+    const GROUPS: u32 = 8;
+    const TASKS: u32 = 64;
+    const COMMITS_PER_TASK: u32 = 20;
+    let rt = runtime();
+    let mut group = c.benchmark_group("commit/json_concurrent");
+    // Flat sampling: one unbatched iteration takes about half a second, too long for
+    // criterion's default of 1, 2, … 10 iterations per sample.
+    group
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .measurement_time(Duration::from_secs(10))
+        .throughput(Throughput::Elements(u64::from(TASKS * COMMITS_PER_TASK)));
+    for stored in [10u32, 10_000] {
+        for batched in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let builder = JsonFileStore::builder();
+            let builder = if batched {
+                builder
+            } else {
+                builder.max_batch(1)
+            };
+            let store = Arc::new(builder.open(dir.path().join("offsets.json")).unwrap());
+            // Group g holds partitions 0..n_g of `orders`, n_g = stored / 8 (+1 for the
+            // first stored % 8 groups).
+            let per_group = |g: u32| stored / GROUPS + u32::from(g < stored % GROUPS);
+            for g in 0..GROUPS {
+                let offsets = orders_offsets(per_group(g), 1_000_000);
+                rt.block_on(store.commit(&format!("g{g}"), &offsets, CommitFence::none()))
+                    .unwrap();
+            }
+            let work: Arc<Vec<(String, TopicPartition)>> = Arc::new(
+                (0..TASKS)
+                    .map(|k| {
+                        let g = k % GROUPS;
+                        let p = (k / GROUPS) % per_group(g);
+                        (format!("g{g}"), TopicPartition::new("orders", p))
+                    })
+                    .collect(),
+            );
+            let latencies = Arc::new(Mutex::new(Vec::new()));
+            let next = Arc::new(std::sync::atomic::AtomicI64::new(2_000_000));
+            let id = format!(
+                "{}groups={GROUPS},tasks={TASKS},stored={stored}",
+                if batched { "" } else { "unbatched," }
+            );
+            group.bench_function(BenchmarkId::from_parameter(&id), |b| {
+                b.iter_custom(|iters| {
+                    let mut elapsed = Duration::ZERO;
+                    for _ in 0..iters {
+                        let start = Instant::now();
+                        let per_task: Vec<Vec<Duration>> = rt.block_on(async {
+                            let handles: Vec<_> = (0..TASKS as usize)
+                                .map(|k| {
+                                    let (store, work, next) =
+                                        (store.clone(), work.clone(), next.clone());
+                                    tokio::spawn(async move {
+                                        let (gid, tp) = &work[k];
+                                        let mut seen =
+                                            Vec::with_capacity(COMMITS_PER_TASK as usize);
+                                        for _ in 0..COMMITS_PER_TASK {
+                                            let offset = next
+                                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                            let offsets: OffsetMap = [(tp.clone(), offset)].into();
+                                            let t = Instant::now();
+                                            store
+                                                .commit(gid, &offsets, CommitFence::none())
+                                                .await
+                                                .unwrap();
+                                            seen.push(t.elapsed());
+                                        }
+                                        seen
+                                    })
+                                })
+                                .collect();
+                            let mut all = Vec::with_capacity(handles.len());
+                            for h in handles {
+                                all.push(h.await.unwrap());
+                            }
+                            all
+                        });
+                        elapsed += start.elapsed();
+                        latencies
+                            .lock()
+                            .unwrap()
+                            .extend(per_task.into_iter().flatten());
+                    }
+                    elapsed
+                });
+            });
+            report_latencies(&format!("commit/json_concurrent/{id}"), &latencies);
+            // The file holds exactly what the store acknowledged.
+            let snapshot = store.snapshot();
+            drop(Arc::into_inner(store).unwrap());
+            let reopened = JsonFileStore::open(dir.path().join("offsets.json")).unwrap();
+            assert_eq!(reopened.snapshot(), snapshot);
+            assert_eq!(
+                snapshot.values().map(OffsetMap::len).sum::<usize>(),
+                stored as usize
+            );
+        }
+    }
+    group.finish();
+}
+
+/// Prints the median and 99th percentile of the recorded commit latencies (warm-up
+/// included: every commit criterion ran).
+fn report_latencies(id: &str, latencies: &Mutex<Vec<Duration>>) {
+    let mut all = std::mem::take(&mut *latencies.lock().unwrap());
+    if all.is_empty() {
+        return;
+    }
+    all.sort_unstable();
+    let at = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "{id}: commit latency p50 {:.3?}, p99 {:.3?}, max {:.3?} ({} commits)",
+        at(0.5),
+        at(0.99),
+        all[all.len() - 1],
+        all.len()
+    );
+}
+
 criterion_group!(
     benches,
     commit_memory,
     commit_json,
     fsync_floor,
-    commit_concurrent
+    commit_concurrent,
+    commit_json_concurrent
 );
 criterion_main!(benches);

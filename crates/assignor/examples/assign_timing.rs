@@ -101,7 +101,7 @@ fn main() {
             time(&label, s, &r, 101);
         }
     }
-    let mixed = |m: usize, t: usize| (m + t) % 3 != 0;
+    let mixed = |m: usize, t: usize| !(m + t).is_multiple_of(3);
     let r = group(1000, 100, 100_000, mixed).build().unwrap();
     for s in [names::MINIKAFKA_ROUNDROBIN, names::RANGE, names::ROUNDROBIN] {
         time(

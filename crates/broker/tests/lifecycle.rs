@@ -152,7 +152,6 @@ async fn the_binary_refuses_bad_flags_with_a_clear_message() {
 }
 
 #[tokio::test]
-#[ignore = "needs JsonFileStore's owner lock (the offset-store branch adding it); run with --ignored once merged"]
 async fn a_second_broker_on_the_same_data_dir_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().to_str().expect("utf-8 path");

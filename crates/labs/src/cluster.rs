@@ -125,7 +125,9 @@ impl ClusterBuilder {
 /// assert_eq!(&*records[0].value, b"first order");
 /// worker.commit().await?;
 ///
-/// // Reopening the data directory restores what was committed.
+/// // Reopening the data directory restores what was committed. A data directory has one
+/// // owner at a time, so everything holding the first cluster's store goes first.
+/// drop(worker);
 /// drop(cluster);
 /// let reopened = Cluster::open(dir.path())?;
 /// let committed = reopened.coordinator().committed_offsets("workers").await?;

@@ -474,7 +474,10 @@ impl System {
                     .collect(),
             ),
             Op::Reopen => {
-                *self.store.current.write().unwrap() = open(&self.disk, &self.path);
+                // A file has one owner: the old store must be gone before the new one opens.
+                let mut current = self.store.current.write().unwrap();
+                *current = Arc::new(offset_store::MemoryStore::new());
+                *current = open(&self.disk, &self.path);
                 Outcome::Ok
             }
         }

@@ -1,12 +1,13 @@
 //! The file-system seam of [`JsonFileStore`](crate::JsonFileStore).
 //!
-//! The store touches the file system only through the seven operations of [`Fs`], so a test
+//! The store touches the file system only through the nine operations of [`Fs`], so a test
 //! can replace the real file system ([`StdFs`]) with one that cuts power after any single
 //! operation or fails one with `EIO` or `ENOSPC` ([`SimFs`](crate::testing::SimFs)). The
 //! store is generic over its `Fs`, so the production path is monomorphised: no boxing and no
 //! dynamic dispatch between the store and `std::fs`.
 
-use std::fs::{File, OpenOptions};
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -20,10 +21,17 @@ use std::path::Path;
 /// - a rename is durable once [`fsync_dir`](Fs::fsync_dir) on the parent directory returns
 ///   `Ok`.
 ///
-/// Every method is blocking; the store calls them only from a blocking thread.
+/// - [`try_lock`](Fs::try_lock) is exclusive between every holder, in this process or any
+///   other: while one handle holds the lock on a path, every other attempt fails.
+///
+/// Every method is blocking; the store calls them only from `open` and from its writer
+/// thread, never from an async task.
 pub trait Fs: Send + Sync + 'static {
     /// An open, writable file.
     type File: Send;
+
+    /// A held lock; dropping it releases the lock.
+    type Lock: Send + Sync + 'static;
 
     /// The whole content of `path`, or `None` if it does not exist.
     fn read(&self, path: &Path) -> io::Result<Option<Vec<u8>>>;
@@ -45,6 +53,16 @@ pub trait Fs: Send + Sync + 'static {
 
     /// Removes the file `path`.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+
+    /// Takes an exclusive lock on the file `path`, creating it empty if it does not exist,
+    /// without waiting: if anyone holds it already (another process, or another handle in
+    /// this one) this fails at once with [`io::ErrorKind::WouldBlock`]. The lock is held
+    /// until the returned value is dropped or the process ends. The file's content is never
+    /// touched.
+    fn try_lock(&self, path: &Path) -> io::Result<Self::Lock>;
+
+    /// The names of the entries of directory `dir`, in no particular order.
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<OsString>>;
 }
 
 /// The real file system, through `std::fs`.
@@ -53,6 +71,8 @@ pub struct StdFs;
 
 impl Fs for StdFs {
     type File = File;
+    /// The open lock file; closing it releases the lock.
+    type Lock = File;
 
     fn read(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
         match std::fs::read(path) {
@@ -99,6 +119,32 @@ impl Fs for StdFs {
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
     }
+
+    /// `File::try_lock`: `flock(LOCK_EX | LOCK_NB)` on Unix, `LockFileEx` on Windows. The
+    /// lock belongs to the open file, so two handles in one process exclude each other as
+    /// two processes do, and the kernel drops it when the process dies, however it dies.
+    fn try_lock(&self, path: &Path) -> io::Result<File> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "the lock is held by another handle",
+            )),
+            Err(TryLockError::Error(e)) => Err(e),
+        }
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<OsString>> {
+        std::fs::read_dir(dir)?
+            .map(|entry| entry.map(|e| e.file_name()))
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -127,6 +173,22 @@ mod tests {
         assert_eq!(std::fs::read(&tmp)?, b"x");
         fs.remove_file(&tmp)?;
         assert_eq!(fs.read(&tmp)?, None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_lock_excludes_every_other_handle_until_dropped() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f.lock");
+        let held = StdFs.try_lock(&path)?;
+        assert_eq!(std::fs::read(&path)?, b"", "the lock file is created empty");
+        let err = StdFs.try_lock(&path).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        drop(held);
+        let again = StdFs.try_lock(&path)?;
+        drop(again);
+        let names = StdFs.list_dir(dir.path())?;
+        assert_eq!(names, [OsString::from("f.lock")]);
         Ok(())
     }
 

@@ -4,7 +4,11 @@
 //!
 //! - [`JsonFileStore`]: every group's committed offsets in one JSON file, written with the
 //!   temp-file, fsync, rename, directory-fsync protocol of SPEC.md, so a crash at any point
-//!   leaves the old file or the new one and an acknowledged commit is never lost;
+//!   leaves the old file or the new one and an acknowledged commit is never lost. A file has
+//!   one owner (an OS lock on `<name>.lock`, taken by `open`); writes are group-committed by
+//!   the store's writer thread: every commit and delete queued while a file write is in
+//!   flight shares the next one, so N concurrent commits cost about one file write, not N
+//!   (configured with [`JsonFileStoreBuilder`]);
 //! - [`MemoryStore`]: offsets in memory, sharded per group, with failure switches for tests.
 //!
 //! ## Where it sits
@@ -21,6 +25,14 @@
 //! The JSON store reaches the disk only through the [`fs::Fs`] seam; [`testing::SimFs`] is a
 //! simulated file system behind the same seam that cuts power after any operation and fails
 //! operations with `EIO` or `ENOSPC`, for crash and fault-injection tests.
+//!
+//! ## Threads
+//!
+//! The JSON store needs no async runtime: its file work runs on one `std` thread per store,
+//! started by the first write, and a write's future only waits for that thread's answer (a
+//! `tokio::sync::oneshot`, which any executor can poll). Reads are served from memory on the
+//! caller's thread. `open` reads the file on the calling thread (`open_async` moves that to
+//! tokio's blocking pool). The memory store does everything on the caller's thread.
 //!
 //! ## Example
 //!
@@ -41,12 +53,18 @@
 //!     r#"{"groups":{"workers":[{"offset":42,"partition":0,"topic":"orders"}]},"version":1}"#
 //! );
 //!
+//! // A file has one owner: a second store on it is refused until the first is dropped.
+//! let err = JsonFileStore::open(&path).unwrap_err();
+//! assert!(err.to_string().contains("in use"));
+//!
 //! // Reopening reads back what was committed.
+//! drop(store);
 //! let reopened = JsonFileStore::open(&path)?;
 //! let orders_0 = TopicPartition::new("orders", 0);
 //! assert_eq!(reopened.committed("workers", &orders_0).await?, Some(42));
 //!
 //! // A damaged file is an error that names it, never an empty store.
+//! drop(reopened);
 //! std::fs::write(&path, "{\"groups\":")?;
 //! let err = JsonFileStore::open(&path).unwrap_err();
 //! assert_eq!(err.code(), "STORAGE_ERROR");
@@ -63,5 +81,5 @@ mod json;
 mod memory;
 pub mod testing;
 
-pub use json::JsonFileStore;
+pub use json::{JsonFileStore, JsonFileStoreBuilder, WriteHold};
 pub use memory::MemoryStore;

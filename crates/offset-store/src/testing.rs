@@ -11,12 +11,17 @@
 //! - runs a hook before each operation ([`SimFs::set_hook`]), for instance to park a commit
 //!   in the middle of its fsync.
 //!
+//! Locks ([`Fs::try_lock`]) are modelled as a process's locks are: exclusive between every
+//! handle of one `SimFs` (its clones included), and gone after a [`restart`](SimFs::restart)
+//! (the process that held them died with the power).
+//!
 //! The model of durability is the one the store's protocol relies on: a file's data is
 //! durable once fsynced, and a directory entry (a creation or a rename) once its directory is
 //! fsynced. Everything else may or may not survive a power cut; each crash mode picks one
 //! such outcome.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -41,12 +46,17 @@ pub enum FsOp {
     FsyncDir,
     /// [`Fs::remove_file`].
     RemoveFile,
+    /// [`Fs::try_lock`].
+    Lock,
+    /// [`Fs::list_dir`].
+    ListDir,
 }
 
 impl FsOp {
-    /// Every operation, in the order a commit first uses them (`Read` is used by `open`,
-    /// `RemoveFile` only to clean up after a failure).
-    pub const ALL: [FsOp; 7] = [
+    /// Every operation: `Read` (used by `open`), those of a commit in the order it uses them,
+    /// `RemoveFile` (cleaning up after a failure, or stale temp files at `open`), then the
+    /// two that only `open` uses.
+    pub const ALL: [FsOp; 9] = [
         FsOp::Read,
         FsOp::CreateTemp,
         FsOp::WriteAll,
@@ -54,6 +64,8 @@ impl FsOp {
         FsOp::Rename,
         FsOp::FsyncDir,
         FsOp::RemoveFile,
+        FsOp::Lock,
+        FsOp::ListDir,
     ];
 }
 
@@ -115,6 +127,24 @@ pub struct SimFile {
     inode: usize,
 }
 
+/// A lock held on a path of a [`SimFs`]; dropping it releases the lock.
+pub struct SimLock {
+    state: Arc<Mutex<State>>,
+    path: PathBuf,
+}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        lock_state(&self.state).locks.remove(&self.path);
+    }
+}
+
+impl fmt::Debug for SimLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimLock").field("path", &self.path).finish()
+    }
+}
+
 #[derive(Default)]
 struct State {
     inodes: Vec<Inode>,
@@ -127,6 +157,8 @@ struct State {
     powered_off: bool,
     faults: Vec<Armed>,
     hook: Option<Hook>,
+    /// Paths locked now.
+    locks: BTreeSet<PathBuf>,
 }
 
 #[derive(Default)]
@@ -173,6 +205,11 @@ impl SimFs {
     /// Every file that exists now.
     pub fn paths(&self) -> Vec<PathBuf> {
         self.lock().live.keys().cloned().collect()
+    }
+
+    /// Whether a lock is held on `path` now.
+    pub fn is_locked(&self, path: impl AsRef<Path>) -> bool {
+        self.lock().locks.contains(path.as_ref())
     }
 
     /// How many operations have been attempted so far.
@@ -238,8 +275,7 @@ impl SimFs {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // No operation panics halfway through a change of the state.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock_state(&self.state)
     }
 
     /// Runs the hook, then checks power and faults: the operation may go ahead with the
@@ -262,6 +298,11 @@ impl SimFs {
             None => Ok(st),
         }
     }
+}
+
+fn lock_state(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // No operation panics halfway through a change of the state.
+    state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Why an operation did not go ahead.
@@ -332,6 +373,7 @@ impl State {
 
 impl Fs for SimFs {
     type File = SimFile;
+    type Lock = SimLock;
 
     fn read(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
         let st = self.begin(FsOp::Read).map_err(Refusal::into_error)?;
@@ -403,6 +445,35 @@ impl Fs for SimFs {
             .map(|_| ())
             .ok_or_else(|| not_found(path))
     }
+
+    fn try_lock(&self, path: &Path) -> io::Result<SimLock> {
+        let mut st = self.begin(FsOp::Lock).map_err(Refusal::into_error)?;
+        if st.locks.contains(path) {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("{} is locked by another handle", path.display()),
+            ));
+        }
+        if !st.live.contains_key(path) {
+            let inode = st.new_inode();
+            st.live.insert(path.to_path_buf(), inode);
+        }
+        st.locks.insert(path.to_path_buf());
+        Ok(SimLock {
+            state: Arc::clone(&self.state),
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<OsString>> {
+        let st = self.begin(FsOp::ListDir).map_err(Refusal::into_error)?;
+        Ok(st
+            .live
+            .keys()
+            .filter(|path| parent(path) == dir)
+            .filter_map(|path| path.file_name().map(OsString::from))
+            .collect())
+    }
 }
 
 impl fmt::Debug for SimFs {
@@ -412,6 +483,7 @@ impl fmt::Debug for SimFs {
             .field("files", &st.live.keys().collect::<Vec<_>>())
             .field("ops", &st.ops)
             .field("powered_off", &st.powered_off)
+            .field("locks", &st.locks)
             .finish_non_exhaustive()
     }
 }
@@ -519,6 +591,39 @@ mod tests {
         assert_eq!(content(&fs, "x").as_deref(), Some(&b"ab"[..]));
         let after = fs.restart(CrashMode::DropUnsyncedData);
         assert_eq!(after.read(Path::new("/d/x"))?.as_deref(), Some(&b""[..]));
+        Ok(())
+    }
+
+    #[test]
+    fn a_lock_is_exclusive_until_dropped_and_gone_after_a_restart() -> io::Result<()> {
+        let fs = SimFs::new();
+        let path = Path::new("/d/f.lock");
+        let held = fs.try_lock(path)?;
+        assert!(fs.is_locked(path));
+        assert_eq!(content(&fs, "f.lock").as_deref(), Some(&b""[..]));
+        let other_handle = fs.clone();
+        let err = other_handle.try_lock(path).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        let after = fs.restart(CrashMode::DropUnsyncedData);
+        assert!(!after.is_locked(path), "locks die with the process");
+        drop(after.try_lock(path)?);
+        drop(held);
+        assert!(!fs.is_locked(path));
+        drop(other_handle.try_lock(path)?);
+        Ok(())
+    }
+
+    #[test]
+    fn list_dir_names_the_entries_of_one_directory() -> io::Result<()> {
+        let fs = SimFs::new();
+        fs.put_file("/d/a", "");
+        fs.put_file("/d/b", "");
+        fs.put_file("/e/c", "");
+        fs.put_file("rel", "");
+        let mut names = fs.list_dir(Path::new(DIR))?;
+        names.sort();
+        assert_eq!(names, [OsString::from("a"), OsString::from("b")]);
+        assert_eq!(fs.list_dir(Path::new("."))?, [OsString::from("rel")]);
         Ok(())
     }
 

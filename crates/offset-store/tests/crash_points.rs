@@ -1,16 +1,15 @@
-//! Crash points of the JSON store: random commit histories, power cut after every single file
+//! Crash points of the JSON store: random histories of batches — several commits and deletes
+//! queued together into one file write — with the power cut after every single file
 //! operation, restarted under every crash mode. A restart must find exactly the state before
-//! or after the interrupted commit — never an error, never a mix — and every commit that
-//! returned `Ok` must be there.
+//! or after the interrupted batch, with all of its writes — never an error, never a mix, never
+//! a part of a batch — and every write that returned `Ok` must be there.
 
 #[macro_use]
 mod common;
 
-use std::collections::BTreeMap;
-
 use common::{
-    for_each_seed, merged, random_group, random_groups, random_offsets, reference_encoding,
-    runtime, Groups, Rng,
+    apply, for_each_seed, random_batch, random_groups, reference_encoding, runtime, write_batch,
+    Groups, Rng, Write,
 };
 use offset_store::testing::{CrashMode, SimFs};
 use offset_store::JsonFileStore;
@@ -19,27 +18,24 @@ use tokio::runtime::Runtime;
 const PATH: &str = "/data/offsets.json";
 const HISTORIES: u64 = 1_000;
 
-/// One commit of a history: one group's offsets.
-fn random_commit(rng: &mut Rng) -> Groups {
-    BTreeMap::from([(random_group(rng), random_offsets(rng, 4))])
-}
-
 struct Outcome {
     /// Operations the history performed after opening the store.
     ops: u64,
-    /// What every `Ok` commit adds up to.
+    /// What every acknowledged batch adds up to.
     acknowledged: Groups,
-    /// The commit that failed because the power was cut, if one did.
-    interrupted: Option<Groups>,
+    /// The batch that failed because the power was cut, if one did.
+    interrupted: Option<Vec<Write>>,
+    /// How many batches wrote more than one write.
+    multi: u64,
 }
 
 /// Opens the store on `fs`, optionally arms a power cut after `cut` operations, and runs
-/// `commits` until one fails.
+/// `batches` until one fails.
 fn run(
     rt: &Runtime,
     fs: &SimFs,
     initial: &Groups,
-    commits: &[Groups],
+    batches: &[Vec<Write>],
     cut: Option<u64>,
 ) -> Result<Outcome, String> {
     let store = JsonFileStore::open_with_fs(PATH, fs.clone())
@@ -53,44 +49,55 @@ fn run(
         fs.cut_power_after(cut);
     }
     let mut acknowledged = initial.clone();
-    for commit in commits {
-        match common::commit(rt, &store, commit) {
-            Ok(()) => acknowledged = merged(&acknowledged, commit),
+    let mut multi = 0;
+    for batch in batches {
+        let outcome = write_batch(rt, &store, batch);
+        multi += u64::from(outcome.queued > 1);
+        match outcome.all_or_nothing()? {
+            Ok(()) => acknowledged = apply(&acknowledged, batch),
             Err(e) => {
-                ensure!(cut.is_some(), "a commit failed without a power cut: {e}");
+                ensure!(cut.is_some(), "a batch failed without a power cut: {e}");
                 ensure!(
                     store.snapshot() == acknowledged,
-                    "a failed commit changed what the store reads"
+                    "a failed batch changed what the store reads"
                 );
                 return Ok(Outcome {
                     ops: fs.ops() - opened_at,
                     acknowledged,
-                    interrupted: Some(commit.clone()),
+                    interrupted: Some(batch.clone()),
+                    multi,
                 });
             }
         }
         ensure!(
             store.snapshot() == acknowledged,
-            "memory differs from the commits"
+            "memory differs from the acknowledged writes"
         );
     }
     Ok(Outcome {
         ops: fs.ops() - opened_at,
         acknowledged,
         interrupted: None,
+        multi,
     })
 }
 
 #[test]
-fn a_power_cut_after_any_operation_recovers_to_before_or_after_the_commit() {
+fn a_power_cut_after_any_operation_recovers_to_before_or_after_the_batch() {
     let rt = runtime();
     let mut crash_points = 0u64;
     let mut restarts = 0u64;
+    let mut multi_batches = 0u64;
     let histories = for_each_seed(0xC4A5_0000, HISTORIES, |seed| {
         let mut rng = Rng::new(seed);
         let initial = random_groups(&mut rng, 3, 4);
-        let commits: Vec<Groups> = (0..1 + rng.index(6))
-            .map(|_| random_commit(&mut rng))
+        let mut state = initial.clone();
+        let batches: Vec<Vec<Write>> = (0..1 + rng.index(6))
+            .map(|_| {
+                let batch = random_batch(&mut rng, &state, 4);
+                state = apply(&state, &batch);
+                batch
+            })
             .collect();
         let fresh_fs = || {
             let fs = SimFs::new();
@@ -100,13 +107,14 @@ fn a_power_cut_after_any_operation_recovers_to_before_or_after_the_commit() {
             fs
         };
 
-        let full = run(&rt, &fresh_fs(), &initial, &commits, None)?;
+        let full = run(&rt, &fresh_fs(), &initial, &batches, None)?;
+        multi_batches += full.multi;
         for cut in 0..=full.ops {
             let fs = fresh_fs();
-            let outcome = run(&rt, &fs, &initial, &commits, Some(cut))?;
+            let outcome = run(&rt, &fs, &initial, &batches, Some(cut))?;
             crash_points += 1;
             let before = &outcome.acknowledged;
-            let after = outcome.interrupted.as_ref().map(|c| merged(before, c));
+            let after = outcome.interrupted.as_ref().map(|b| apply(before, b));
             for mode in CrashMode::ALL {
                 restarts += 1;
                 let reopened = JsonFileStore::open_with_fs(PATH, fs.restart(mode))
@@ -120,15 +128,22 @@ fn a_power_cut_after_any_operation_recovers_to_before_or_after_the_commit() {
         }
         Ok(())
     });
-    println!("{histories} histories, {crash_points} crash points, {restarts} restarts checked");
+    println!(
+        "{histories} histories ({multi_batches} batches of several writes), {crash_points} \
+         crash points, {restarts} restarts checked"
+    );
     assert!(histories >= HISTORIES || std::env::var("OFFSET_STORE_SEED").is_ok());
     assert!(
         crash_points >= 5 * histories,
         "histories must reach their file operations"
     );
+    assert!(
+        multi_batches >= histories,
+        "most histories must hold batches of several writes"
+    );
 }
 
 /// Whether a history with no initial offsets starts from an empty file rather than no file.
 fn rng_flag(seed: u64) -> bool {
-    seed % 2 == 0
+    seed.is_multiple_of(2)
 }

@@ -1,6 +1,7 @@
 //! Error injection into the JSON store's file operations: each one failing with `EIO` or
-//! `ENOSPC` on its Nth call, N = 1..20. The failing commit returns an I/O error naming the
-//! file, the file and the in-memory view are exactly as before, and commits succeed again
+//! `ENOSPC` on its Nth call, N = 1..20, under batches of several writes sharing one file
+//! write. Every write of the failing batch returns an I/O error naming the file and the
+//! fault, the file and the in-memory view are exactly as before, and writes succeed again
 //! once the fault has passed.
 
 #[macro_use]
@@ -11,14 +12,14 @@ use std::error::Error as _;
 use std::path::Path;
 
 use common::{
-    check_error, commit, merged, random_groups, reference_encoding, runtime, Groups, Rng,
+    apply, check_error, commit, merged, random_batch, random_groups, reference_encoding, runtime,
+    temp_files, write_batch, BatchResults, Groups, Rng,
 };
 use coordinator_core::{StorageError, StorageErrorKind};
 use offset_store::testing::{CrashMode, Fault, FsOp, SimFs};
 use offset_store::JsonFileStore;
 
 const PATH: &str = "/data/offsets.json";
-const TEMP: &str = "/data/offsets.json.tmp";
 /// The operations of one commit, each called exactly once when nothing fails.
 const COMMIT_OPS: [FsOp; 5] = [
     FsOp::CreateTemp,
@@ -58,7 +59,10 @@ fn check_unchanged(
 ) -> Result<(), String> {
     ensure!(fs.file(PATH) == *bytes, "the file changed");
     ensure!(store.snapshot() == *snapshot, "memory changed");
-    ensure!(fs.file(TEMP).is_none(), "the temp file was left behind");
+    ensure!(
+        temp_files(fs, PATH).is_empty(),
+        "a temp file was left behind"
+    );
     for mode in CrashMode::ALL {
         let reopened = JsonFileStore::open_with_fs(PATH, fs.restart(mode))
             .map_err(|e| format!("{mode:?}: reopening failed: {e}"))?;
@@ -83,6 +87,23 @@ fn check_io_error(err: &StorageError, fault: Fault) -> Result<(), String> {
     Ok(())
 }
 
+/// Every queued write of the batch failed with `fault`, naming the file.
+fn check_batch_failed(outcome: &BatchResults, fault: Fault) -> Result<(), String> {
+    ensure!(outcome.queued > 0, "nothing was queued");
+    ensure!(outcome.all_or_nothing()?.is_err(), "the batch did not fail");
+    let mut failed = 0;
+    for err in outcome.results.iter().filter_map(|r| r.as_ref().err()) {
+        check_io_error(err, fault)?;
+        failed += 1;
+    }
+    ensure!(
+        failed == outcome.queued,
+        "{failed} of {} failed",
+        outcome.queued
+    );
+    Ok(())
+}
+
 #[test]
 fn each_operation_failing_on_its_nth_call_changes_nothing() {
     let rt = runtime();
@@ -97,29 +118,36 @@ fn each_operation_failing_on_its_nth_call_changes_nothing() {
                 let outcome = (|| {
                     for attempt in 1..=n {
                         let (bytes, snapshot) = (fs.file(PATH), store.snapshot());
-                        let c = random_commit(&mut rng);
-                        match commit(&rt, &store, &c) {
+                        // Each attempt is one batch, so the Nth file write is the Nth batch.
+                        let mut batch = random_batch(&mut rng, &snapshot, 4);
+                        if !batch.iter().any(|w| matches!(w, common::Write::Commit(..))) {
+                            batch.push(common::random_commit_write(&mut rng));
+                        }
+                        let results = write_batch(&rt, &store, &batch);
+                        match results.all_or_nothing()? {
                             Ok(()) => {
-                                ensure!(attempt < n, "commit {attempt} did not meet the fault");
-                                ensure!(store.snapshot() == merged(&snapshot, &c), "lost commit");
+                                ensure!(attempt < n, "batch {attempt} did not meet the fault");
+                                ensure!(store.snapshot() == apply(&snapshot, &batch), "lost write");
                             }
                             Err(err) => {
-                                ensure!(attempt == n, "commit {attempt} failed early: {err}");
-                                check_io_error(&err, fault)?;
+                                ensure!(attempt == n, "batch {attempt} failed early: {err}");
+                                check_batch_failed(&results, fault)?;
                                 check_unchanged(&fs, &store, &bytes, &snapshot)?;
                             }
                         }
                     }
-                    // The fault was one-shot: the next commit succeeds and is durable.
-                    let c = random_commit(&mut rng);
-                    let expected = merged(&store.snapshot(), &c);
-                    commit(&rt, &store, &c).map_err(|e| format!("after the fault: {e}"))?;
+                    // The fault was one-shot: the next batch succeeds and is durable.
+                    let batch = random_batch(&mut rng, &store.snapshot(), 4);
+                    let expected = apply(&store.snapshot(), &batch);
+                    write_batch(&rt, &store, &batch)
+                        .all_or_nothing()?
+                        .map_err(|e| format!("after the fault: {e}"))?;
                     let reopened =
                         JsonFileStore::open_with_fs(PATH, fs.restart(CrashMode::DropBoth))
                             .map_err(|e| e.to_string())?;
                     ensure!(
                         reopened.snapshot() == expected,
-                        "the recovery commit is not durable"
+                        "the recovery batch is not durable"
                     );
                     ensure!(
                         fs.file(PATH) == Some(reference_encoding(&expected)),
@@ -152,6 +180,10 @@ fn an_operation_failing_every_time_fails_every_commit_until_it_clears() {
                 let err = commit(&rt, &store, &random_commit(&mut rng)).unwrap_err();
                 check_io_error(&err, fault).unwrap();
                 check_unchanged(&fs, &store, &bytes, &snapshot).unwrap();
+                let mut batch = random_batch(&mut rng, &snapshot, 4);
+                batch.push(common::random_commit_write(&mut rng));
+                check_batch_failed(&write_batch(&rt, &store, &batch), fault).unwrap();
+                check_unchanged(&fs, &store, &bytes, &snapshot).unwrap();
             }
             fs.clear_faults();
             let c = random_commit(&mut rng);
@@ -174,11 +206,15 @@ fn a_failed_cleanup_leaves_a_temp_file_that_the_next_commit_overwrites() {
         check_io_error(&err, fault).unwrap();
         assert_eq!(fs.file(PATH), bytes);
         assert_eq!(store.snapshot(), snapshot);
-        assert!(fs.file(TEMP).is_some(), "the torn temp file is still there");
+        let torn = temp_files(&fs, PATH);
+        assert_eq!(torn.len(), 1, "the torn temp file is still there");
 
         let c = random_commit(&mut rng);
         commit(&rt, &store, &c).unwrap();
-        assert_eq!(fs.file(TEMP), None);
+        assert!(
+            temp_files(&fs, PATH).is_empty(),
+            "the next commit overwrote and renamed it"
+        );
         assert_eq!(
             fs.file(PATH),
             Some(reference_encoding(&merged(&snapshot, &c)))

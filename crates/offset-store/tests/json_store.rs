@@ -66,9 +66,15 @@ async fn the_file_is_the_exact_compact_sorted_format() {
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(String::from_utf8(bytes.clone()).unwrap(), golden);
     assert_eq!(bytes, reference_encoding(&store.snapshot()));
-    assert!(
-        !dir.path().join("offsets.json.tmp").exists(),
-        "the temp file was renamed away"
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["offsets.json", "offsets.json.lock"],
+        "every temp file was renamed away; the lock file stays"
     );
 }
 
@@ -92,8 +98,11 @@ async fn reopening_reads_back_what_was_committed() {
             .await
             .unwrap();
     }
+    let committed = store.snapshot();
+    let group_2 = store.list("group-2").await.unwrap();
+    drop(store);
     let reopened = JsonFileStore::open_async(&path).await.unwrap();
-    assert_eq!(reopened.snapshot(), store.snapshot());
+    assert_eq!(reopened.snapshot(), committed);
     assert_eq!(
         reopened
             .committed("group-1", &tp("orders", 3))
@@ -101,10 +110,7 @@ async fn reopening_reads_back_what_was_committed() {
             .unwrap(),
         Some(190)
     );
-    assert_eq!(
-        reopened.list("group-2").await.unwrap(),
-        store.list("group-2").await.unwrap()
-    );
+    assert_eq!(reopened.list("group-2").await.unwrap(), group_2);
     // The reopened store goes on from where the file was.
     reopened
         .commit(
@@ -114,8 +120,10 @@ async fn reopening_reads_back_what_was_committed() {
         )
         .await
         .unwrap();
+    let committed = reopened.snapshot();
+    drop(reopened);
     let again = JsonFileStore::open(&path).unwrap();
-    assert_eq!(again.snapshot(), reopened.snapshot());
+    assert_eq!(again.snapshot(), committed);
     assert_eq!(again.list("group-0").await.unwrap().len(), 5);
 }
 
@@ -208,26 +216,24 @@ fn an_unreadable_file_is_an_io_error_naming_it() {
     assert_eq!(err.kind(), StorageErrorKind::Other);
 }
 
+/// The owner lock lives beside the file, so the directory must exist when the store opens.
 #[tokio::test]
-async fn a_missing_directory_fails_the_commit_and_changes_nothing() {
+async fn a_missing_directory_fails_the_open_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gone").join("offsets.json");
-    let store = JsonFileStore::open(&path).unwrap();
-    let err = store
-        .commit("g", &offsets(&[("t", 0, 1)]), CommitFence::none())
-        .await
-        .unwrap_err();
+    let err = JsonFileStore::open(&path).unwrap_err();
     check_error(&err, StorageErrorKind::Io, &path).unwrap();
-    assert!(store.snapshot().is_empty());
+    assert!(err.message().contains("cannot lock"), "{err}");
+    assert!(!path.parent().unwrap().exists(), "nothing was created");
     std::fs::create_dir(path.parent().unwrap()).unwrap();
+    let store = JsonFileStore::open(&path).unwrap();
     store
         .commit("g", &offsets(&[("t", 0, 2)]), CommitFence::none())
         .await
         .unwrap();
-    assert_eq!(
-        JsonFileStore::open(&path).unwrap().snapshot(),
-        store.snapshot()
-    );
+    let committed = store.snapshot();
+    drop(store);
+    assert_eq!(JsonFileStore::open(&path).unwrap().snapshot(), committed);
 }
 
 #[tokio::test]
@@ -307,7 +313,7 @@ async fn when_the_restore_fails_too_the_error_says_so_and_the_next_commit_repair
 }
 
 /// A commit whose future is dropped while its fsync is in progress still completes on the
-/// blocking pool, and memory follows the file.
+/// store's writer thread, and memory follows the file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_commit_future_leaves_file_and_memory_agreeing() {
     for fail_the_fsync in [false, true] {
@@ -347,7 +353,7 @@ async fn a_dropped_commit_future_leaves_file_and_memory_agreeing() {
         fs.set_hook(None);
         resume_tx.send(()).unwrap();
 
-        // Commits are serialised, so this one runs after the abandoned one has finished.
+        // This one waits for the abandoned one's file write, then goes in the next.
         store
             .commit("g", &offsets(&[("t", 1, 7)]), CommitFence::none())
             .await
@@ -391,21 +397,25 @@ async fn concurrent_commits_to_many_groups_all_land() {
     let snapshot = store.snapshot();
     assert_eq!(snapshot.len(), 8);
     assert!(snapshot.values().all(|o| o.len() == 10));
+    drop(store);
     assert_eq!(JsonFileStore::open(&path).unwrap().snapshot(), snapshot);
 }
 
-/// Without a tokio runtime (another executor polls the future) the file work runs inline.
+/// Without a tokio runtime (another executor polls the future) commits still work: the
+/// store's writer is its own thread and the answer comes through a runtime-free channel.
 #[test]
 fn commits_work_without_a_tokio_runtime() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("offsets.json");
     let store = JsonFileStore::open(&path).unwrap();
     block_on(store.commit("g", &offsets(&[("t", 0, 3)]), CommitFence::none())).unwrap();
+    let committed = store.snapshot();
+    drop(store);
     assert_eq!(
         block_on(JsonFileStore::open_async(&path))
             .unwrap()
             .snapshot(),
-        store.snapshot()
+        committed
     );
 }
 

@@ -1,23 +1,30 @@
-//! [`JsonFileStore`]: every group's committed offsets in one JSON file, replaced atomically on
-//! each commit.
+//! [`JsonFileStore`]: every group's committed offsets in one JSON file, replaced atomically by
+//! each batch of writes.
 
+mod builder;
 mod decode;
 mod encode;
+mod files;
+mod writer;
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::thread::JoinHandle;
 
 use async_trait::async_trait;
 use coordinator_core::{
     validate_offsets, CommitFence, OffsetMap, OffsetStore, StorageError, StorageErrorKind,
     TopicPartition,
 };
+use tokio::sync::oneshot;
 
+pub use self::builder::JsonFileStoreBuilder;
 use self::decode::Groups;
-use self::encode::{encode_file, encode_group, merge_newer};
+use self::files::Files;
+use self::writer::{io_error, Change, Request, Shared, Writer};
 use crate::fs::{Fs, StdFs};
 
 /// An [`OffsetStore`] that keeps every group's committed offsets in one JSON file.
@@ -39,74 +46,120 @@ use crate::fs::{Fs, StdFs};
 ///
 /// # Durability
 ///
-/// Each commit writes the whole map to a sibling temporary file (`<name>.tmp`), fsyncs it,
-/// renames it over the file and fsyncs the directory; a reader, or a restart after a crash at
-/// any point, sees the old file or the new one, never a torn one. A commit returns `Ok` only
-/// after the directory fsync, so an acknowledged commit survives a crash.
+/// Every file write puts the whole map in a sibling temporary file
+/// (`<name>.tmp.<pid>.<random>`, a name no other store uses), fsyncs it, renames it over the
+/// file and fsyncs the directory; a reader, or a restart after a crash at any point, sees the
+/// old file or the new one, never a torn one. A commit or delete returns `Ok` only after the
+/// directory fsync of a file write that contains it, so an acknowledged write survives a
+/// crash.
 ///
-/// If any step fails the commit returns an [`Io`](StorageErrorKind::Io) error and changes
-/// nothing: memory is updated only after the file is durable, and if the failure comes after
-/// the rename (the directory fsync) the previous content is written back the same way. Only
-/// if that restore fails as well can the file hold the failed commit's offsets; the error
-/// says so, and the next successful commit (which rewrites the whole map) repairs it.
+/// If any step fails, every write of that file write (see *Group commit*) returns an
+/// [`Io`](StorageErrorKind::Io) error naming the file and the step, and nothing changes:
+/// memory is updated only after the file is durable, and if the failure comes after the
+/// rename (the directory fsync) the previous content is written back the same way. Only if
+/// that restore fails as well can the file hold the failed writes' offsets; the error says
+/// so, and the next successful file write (which rewrites the whole map) repairs it.
 ///
-/// # Concurrency and cancellation
+/// # Group commit
 ///
-/// Reads are served from memory and never touch the file. Commits are serialised by one
-/// mutex; the whole of a commit — encoding, the file protocol and the update of memory —
-/// runs under it on tokio's blocking pool (`spawn_blocking`, on the caller's runtime), so
-/// fsync never stalls an async worker. The future only awaits that task: dropping it lets the
-/// task finish, and the file and memory move together from the state before to the state
-/// after (or stay before, if the write fails). Without a tokio runtime the work runs inline.
+/// Writes do not each write the file. A commit or delete is validated on the caller's task,
+/// then queued for the store's **writer thread**, which takes *every* write queued since its
+/// last file write (up to [`max_batch`](JsonFileStoreBuilder::max_batch), no limit by
+/// default), applies them in queue order to one new version of the file, and makes it durable
+/// with one write, one fsync, one rename and one directory fsync. N commits that arrive while
+/// a file write is in flight therefore cost one more file write, not N: under load the
+/// writes per second grow with the batch, and the latency of each stays about two file writes
+/// (the one in flight, then its own). A lone commit goes straight into a file write of its
+/// own, as without batching.
 ///
-/// A [`CommitFence`] from the coordinator travels into that task and is released only when
-/// the write is done, so a dropped commit future cannot let a write checked against an old
-/// generation land after the group rebalanced. The cost of one file is coupling: commits of
-/// all groups queue on the one mutex, and a fenced commit waiting in that queue holds its
-/// group's lock, so a rebalance of group A can wait for group B's queued fsyncs.
+/// A batch is all or nothing: readers see all of its writes at once (one update of memory,
+/// after the file is durable) or none, a power cut leaves the old file or the new one with
+/// all of them, and a failed file write fails every write of the batch.
 ///
-/// One process should own a file: two stores on one path overwrite each other's commits.
+/// # Concurrency, fences and cancellation
+///
+/// Reads are served from memory (a `std` read-write lock held only to copy out what is asked
+/// for) and never touch the file. Each store has one writer thread, a plain `std` thread
+/// named `offset-store-writer`, started by the store's first write (a store only read from
+/// never starts one). Callers hand it their write through a mutex-and-condvar queue and wait
+/// on a `tokio::sync::oneshot`, which any executor can poll: no tokio runtime is needed, and
+/// no async worker or blocking-pool thread is held while a write waits for the disk.
+///
+/// A [`CommitFence`] from the coordinator travels with its write into the queue and is
+/// dropped by the writer only once the batch that contains the write is durable **and**
+/// visible to reads (or has failed), and before the caller hears back; so a rebalance that
+/// waits for the fence sees the write, and a dropped commit future cannot let a write
+/// checked against an old generation land after the group rebalanced. Dropping the future of
+/// a queued write does not withdraw it: the writer still writes it, and file and memory move
+/// together from before to after it (or stay before, if the file write fails). The cost of
+/// one file is coupling: writes of all groups share the queue, and a fenced write waiting
+/// in it holds its group's gate, so a rebalance of group A can wait for one file write that
+/// carries group B's offsets too — but for one file write, not for a queue of them.
+///
+/// Dropping the store waits for the writer to finish what is queued (the file write in flight,
+/// then one more for everything queued behind it, unless `max_batch` splits it), then
+/// releases the lock, so the next owner finds every write that was handed to this one. That
+/// wait blocks the dropping thread: on a slow disk, drop the store off the async workers.
+///
+/// # Ownership
+///
+/// A file has one owner. Opening takes an exclusive OS lock (`File::try_lock`) on the sibling
+/// file `<name>.lock` and holds it for the store's lifetime; a second store on the same
+/// file — in another process, or in this one — is refused at once with an
+/// [`Io`](StorageErrorKind::Io) error (code `STORAGE_ERROR`) that names the file and says it
+/// is in use, and it touches nothing. The lock file is created empty if missing and never
+/// removed (a sibling, because the offset file is replaced by every rename and a lock belongs
+/// to the inode it was taken on; never removed, because removing it would let two openers
+/// lock two different inodes of the same name). The kernel releases the lock when its
+/// process ends, however it ends. Once it holds the lock, `open` removes the temporary files
+/// (`<name>.tmp`, `<name>.tmp.…`) that a crashed owner left behind.
+///
+/// A Unix lock belongs to the open file, and a child process starts with copies of its
+/// parent's open files until it `exec`s (Rust closes them there). So if another thread
+/// spawns a process at the very moment a store is dropped, the lock outlives the drop for
+/// those microseconds, and an immediate reopen can be refused as "in use"; retrying it then
+/// succeeds. Nothing else is affected: the refused opener touches nothing.
 ///
 /// # Cost
 ///
-/// Each group's encoded bytes are cached, so a commit re-encodes only the groups it touches
-/// (merging the new offsets into the stored ones as it writes), copies the others, and hands
-/// the file to one `write` call. Memory holds the offsets plus one encoded copy of the file.
+/// Each group's encoded bytes are cached, so a file write re-encodes only the groups its
+/// batch touches (merging the new offsets into the stored ones as it writes, once per group
+/// however many writes of the batch touch it), copies the others, and hands the file to one
+/// `write` call. Memory holds the offsets plus one encoded copy of the file; each store has
+/// one thread. A file write costs about two fsyncs plus writing the whole file, so what
+/// batching saves grows with the number of concurrent writers, and what it cannot save
+/// grows with the file.
 pub struct JsonFileStore<F: Fs = StdFs> {
-    shared: Arc<Shared<F>>,
-}
-
-struct Shared<F: Fs> {
-    path: PathBuf,
-    temp_path: PathBuf,
-    dir: PathBuf,
-    /// What reads return: exactly the durable content of the file.
-    view: RwLock<Groups>,
-    /// Taken by commits only, on a blocking thread.
-    writer: Mutex<Writer<F>>,
-}
-
-struct Writer<F> {
-    fs: F,
-    /// Each group's `"<group>":[…]` bytes as in the file, sorted by group id.
-    encoded: BTreeMap<String, Vec<u8>>,
-    /// The file buffer, kept between commits so its allocation is reused.
-    buf: Vec<u8>,
+    shared: Arc<Shared>,
+    /// The writer, until the first write moves it into its thread.
+    idle: Mutex<Option<Writer<F>>>,
+    /// The writer thread once started (joined on drop), or why it could not start.
+    thread: OnceLock<Result<JoinHandle<()>, String>>,
+    /// The owner lock on `<name>.lock`. The thread is joined in `drop`, before the fields
+    /// are dropped, so the lock outlives every write.
+    _lock: F::Lock,
 }
 
 impl JsonFileStore<StdFs> {
+    /// Options for opening a store: its file system and how writes are batched.
+    pub fn builder() -> JsonFileStoreBuilder<StdFs> {
+        JsonFileStoreBuilder::new()
+    }
+
     /// Opens the store kept in the file at `path`; a missing file is an empty store (the file
-    /// is created by the first commit, in `path`'s directory, which must exist by then).
+    /// is created by the first commit). `path`'s directory must exist: the owner lock is
+    /// created there.
     ///
     /// This reads and parses the whole file on the calling thread: call it before starting
     /// the async work, or use [`open_async`](Self::open_async) from async code.
     ///
     /// # Errors
-    /// [`Io`](StorageErrorKind::Io) if the file exists but cannot be read,
-    /// [`Corrupt`](StorageErrorKind::Corrupt) if it is not a valid version-1 offset file, and
+    /// [`Io`](StorageErrorKind::Io) if another store owns the file ("in use"), if the lock
+    /// cannot be taken (a missing directory, say), or if the file exists but cannot be read;
+    /// [`Corrupt`](StorageErrorKind::Corrupt) if it is not a valid version-1 offset file;
     /// [`Other`](StorageErrorKind::Other) if `path` has no file name. Messages name the file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StorageError> {
-        Self::open_with_fs(path, StdFs)
+        Self::builder().open(path)
     }
 
     /// [`open`](Self::open) on tokio's blocking pool, so parsing a large file does not hold an
@@ -115,8 +168,7 @@ impl JsonFileStore<StdFs> {
     /// # Errors
     /// As [`open`](Self::open).
     pub async fn open_async(path: impl Into<PathBuf>) -> Result<Self, StorageError> {
-        let path = path.into();
-        run_blocking(move || Self::open(path)).await
+        Self::builder().open_async(path).await
     }
 }
 
@@ -128,23 +180,18 @@ impl<F: Fs> JsonFileStore<F> {
     ///
     /// [`SimFs`]: crate::testing::SimFs
     pub fn open_with_fs(path: impl AsRef<Path>, fs: F) -> Result<Self, StorageError> {
-        let path = path.as_ref().to_path_buf();
-        let Some(name) = path.file_name() else {
-            return Err(StorageError::new(
-                StorageErrorKind::Other,
-                format!("offset file path `{}` has no file name", path.display()),
-            ));
-        };
-        let mut temp_name = name.to_os_string();
-        temp_name.push(".tmp");
-        let temp_path = path.with_file_name(temp_name);
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        JsonFileStore::builder().fs(fs).open(path)
+    }
 
-        let groups = match fs.read(&path) {
-            Ok(Some(bytes)) => decode::decode(&path, &bytes)?,
+    fn open_built(path: &Path, fs: F, max_batch: usize) -> Result<Self, StorageError> {
+        let files = Files::new(path)?;
+        // The lock first: a store that cannot own the file touches nothing.
+        let lock = take_lock(&fs, &files)?;
+        remove_stale_temps(&fs, &files);
+        let path = files.path.as_path();
+
+        let groups = match fs.read(path) {
+            Ok(Some(bytes)) => decode::decode(path, &bytes)?,
             Ok(None) => Groups::new(),
             Err(e) => {
                 return Err(io_error(
@@ -153,33 +200,54 @@ impl<F: Fs> JsonFileStore<F> {
                 ))
             }
         };
-        let encoded = groups
-            .iter()
-            .map(|(group, offsets)| {
-                let mut bytes = Vec::new();
-                encode_group(&mut bytes, group, offsets.iter().map(|(tp, &o)| (tp, o)));
-                (group.clone(), bytes)
-            })
-            .collect();
+        let writer = Writer::new(fs, &groups);
         tracing::debug!(path = %path.display(), groups = groups.len(), "opened JSON offset store");
         Ok(JsonFileStore {
-            shared: Arc::new(Shared {
-                path,
-                temp_path,
-                dir,
-                view: RwLock::new(groups),
-                writer: Mutex::new(Writer {
-                    fs,
-                    encoded,
-                    buf: Vec::new(),
-                }),
-            }),
+            shared: Arc::new(Shared::new(files, groups, max_batch)),
+            idle: Mutex::new(Some(writer)),
+            thread: OnceLock::new(),
+            _lock: lock,
         })
+    }
+
+    /// Starts the writer thread if no write has yet; after that, one atomic load.
+    fn start_writer(&self) -> Result<(), StorageError> {
+        let started = self.thread.get_or_init(|| {
+            let idle = self
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            let Some(writer) = idle else {
+                return Err("its writer is gone".to_owned());
+            };
+            let shared = Arc::clone(&self.shared);
+            std::thread::Builder::new()
+                .name("offset-store-writer".into())
+                .spawn(move || writer.run(&shared))
+                .map_err(|e| format!("cannot start its writer thread: {e}"))
+        });
+        match started {
+            Ok(_) => Ok(()),
+            Err(why) => Err(StorageError::new(
+                StorageErrorKind::Io,
+                format!(
+                    "cannot write offset file `{}`: {why}",
+                    self.shared.files.path.display()
+                ),
+            )),
+        }
     }
 
     /// The file this store keeps its offsets in.
     pub fn path(&self) -> &Path {
-        &self.shared.path
+        &self.shared.files.path
+    }
+
+    /// At most this many writes share one file write (see
+    /// [`JsonFileStoreBuilder::max_batch`]).
+    pub fn max_batch(&self) -> usize {
+        self.shared.max_batch
     }
 
     /// Every group's committed offsets, as a copy.
@@ -187,200 +255,140 @@ impl<F: Fs> JsonFileStore<F> {
         self.shared.read_view().clone()
     }
 
-    /// Hands a validated change to the blocking pool and runs the whole write there. The
-    /// fence travels with the work and is released only when the write is done, so dropping
-    /// the awaiting future cannot let a fenced write land after the coordinator's commit gate
-    /// was released.
+    /// How many writes are queued for the writer and not yet in a file write.
+    pub fn queued_writes(&self) -> usize {
+        self.shared.queue.len()
+    }
+
+    /// Holds the writer back: until the returned guard is dropped it starts no new file write
+    /// (one in flight finishes), and writes queue up; then it takes them all in one batch
+    /// (up to [`max_batch`](Self::max_batch)).
+    ///
+    /// For tests and tools that need a batch of known content — crash-point and
+    /// fault-injection tests queue several writes behind a hold, then release it. While it
+    /// is held, fenced writes keep their groups' gates: never hold it across an `.await` of a
+    /// write of this store (that write could never finish).
+    pub fn hold_writes(&self) -> WriteHold<'_> {
+        self.shared.queue.hold();
+        WriteHold {
+            shared: &self.shared,
+        }
+    }
+
+    /// Queues a validated change for the writer thread and waits for the file write that
+    /// carries it. The fence travels with the change; the writer drops it once that file
+    /// write is durable and visible (see the type's docs).
     async fn write(
         &self,
         group: &str,
         change: Change,
         fence: CommitFence,
     ) -> Result<(), StorageError> {
-        let shared = Arc::clone(&self.shared);
-        let group = group.to_owned();
-        run_blocking(move || {
-            let result = shared.write_blocking(group, change);
-            drop(fence);
-            result
-        })
-        .await
-    }
-}
-
-/// One write to one group.
-enum Change {
-    /// Merge these offsets.
-    Commit(OffsetMap),
-    /// Remove these partitions, or all of them.
-    Delete(Option<Vec<TopicPartition>>),
-}
-
-impl<F: Fs> Shared<F> {
-    fn read_view(&self) -> std::sync::RwLockReadGuard<'_, Groups> {
-        // Nothing panics while the lock is held, so a poisoned lock still guards a whole map.
-        self.view.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The whole write: encode, persist, then publish. Runs on a blocking thread.
-    fn write_blocking(&self, group: String, change: Change) -> Result<(), StorageError> {
-        let mut guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let writer = &mut *guard;
-
-        // Only this thread mutates the view (we hold the writer lock), so what we read here
-        // is what the file holds. `None`: the group has no offsets left.
-        let fresh: Option<Vec<u8>> = {
-            let view = self.read_view();
-            let stored = view.get(&group);
-            match &change {
-                Change::Commit(offsets) => {
-                    let old_len = writer.encoded.get(&group).map_or(0, Vec::len);
-                    let mut bytes = Vec::with_capacity(old_len + 64 * offsets.len());
-                    let old = stored.into_iter().flatten().map(|(tp, &o)| (tp, o));
-                    let new = offsets.iter().map(|(tp, &o)| (tp, o));
-                    encode_group(&mut bytes, &group, merge_newer(old, new));
-                    Some(bytes)
-                }
-                Change::Delete(partitions) => {
-                    let keep: Vec<(&TopicPartition, i64)> = match partitions {
-                        None => Vec::new(),
-                        Some(gone) => stored
-                            .into_iter()
-                            .flatten()
-                            .filter(|(tp, _)| !gone.contains(tp))
-                            .map(|(tp, &o)| (tp, o))
-                            .collect(),
-                    };
-                    if keep.is_empty() {
-                        None
-                    } else {
-                        let mut bytes = Vec::new();
-                        encode_group(&mut bytes, &group, keep);
-                        Some(bytes)
-                    }
-                }
-            }
+        self.start_writer()?;
+        let (ack, answer) = oneshot::channel();
+        let request = Request {
+            group: group.to_owned(),
+            change,
+            fence,
+            ack,
         };
+        if self.shared.queue.push(request).is_err() {
+            return Err(self.writer_gone());
+        }
+        answer.await.unwrap_or_else(|_| Err(self.writer_gone()))
+    }
 
-        writer.buf.clear();
-        {
-            let others = writer
-                .encoded
-                .iter()
-                .filter(|(g, _)| **g != group)
-                .map(|(g, b)| (g, b.as_slice()));
-            let this = fresh.as_deref().map(|b| (&group, b));
-            encode_file(
-                &mut writer.buf,
-                merge_newer(others, this.into_iter()).map(|(_, b)| b),
+    /// The error of a write the writer thread will never answer. The thread stops only when
+    /// the store is dropped, so this means it died of a bug.
+    fn writer_gone(&self) -> StorageError {
+        StorageError::new(
+            StorageErrorKind::Other,
+            format!(
+                "the writer thread of offset file `{}` stopped; the write may not have happened",
+                self.shared.files.path.display()
+            ),
+        )
+    }
+}
+
+impl<F: Fs> Drop for JsonFileStore<F> {
+    fn drop(&mut self) {
+        self.shared.queue.close();
+        if let Some(Ok(thread)) = self.thread.take() {
+            // Never on the writer thread itself (it holds no store), so this cannot deadlock;
+            // a panic there has already been reported by the panic hook.
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// Holds a [`JsonFileStore`]'s writer back until dropped; see
+/// [`JsonFileStore::hold_writes`].
+#[must_use = "the writer is held only while the guard lives"]
+pub struct WriteHold<'a> {
+    shared: &'a Shared,
+}
+
+impl Drop for WriteHold<'_> {
+    fn drop(&mut self) {
+        self.shared.queue.release();
+    }
+}
+
+impl fmt::Debug for WriteHold<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteHold")
+            .field("path", &self.shared.files.path)
+            .finish()
+    }
+}
+
+/// Takes the owner lock of the offset file, or says who has it.
+fn take_lock<F: Fs>(fs: &F, files: &Files) -> Result<F::Lock, StorageError> {
+    fs.try_lock(&files.lock).map_err(|e| {
+        let message = if e.kind() == io::ErrorKind::WouldBlock {
+            format!(
+                "offset file `{}` is in use: another store (in this process or another) holds \
+                 its lock `{}`; a file has one owner at a time, so close that store first",
+                files.path.display(),
+                files.lock.display()
+            )
+        } else {
+            format!(
+                "cannot lock offset file `{}`: creating or locking `{}` failed: {e}",
+                files.path.display(),
+                files.lock.display()
+            )
+        };
+        io_error(message, e)
+    })
+}
+
+/// Removes the temporary files a crash left behind. We hold the lock, so no other store is
+/// writing any of them. Best effort: a leftover temp file costs disk space, not correctness,
+/// so a failure here is logged and the store opens anyway.
+fn remove_stale_temps<F: Fs>(fs: &F, files: &Files) {
+    let entries = match fs.list_dir(&files.dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::warn!(
+                dir = %files.dir.display(), error = %e,
+                "cannot list the offset file's directory to remove stale temp files"
             );
+            return;
         }
-        if let Err(failure) = self.persist(&writer.fs, &writer.buf) {
-            return Err(self.recover(writer, failure));
+    };
+    for entry in entries.iter().filter(|e| files.is_temp(e)) {
+        let stale = files.sibling(entry);
+        match fs.remove_file(&stale) {
+            Ok(()) => tracing::info!(file = %stale.display(), "removed a stale temp file"),
+            Err(e) => tracing::warn!(
+                file = %stale.display(), error = %e, "cannot remove a stale temp file"
+            ),
         }
-
-        let mut view = self.view.write().unwrap_or_else(PoisonError::into_inner);
-        match change {
-            Change::Commit(offsets) => view.entry(group.clone()).or_default().extend(offsets),
-            Change::Delete(None) => {
-                view.remove(&group);
-            }
-            Change::Delete(Some(gone)) => {
-                if let Some(offsets) = view.get_mut(&group) {
-                    for tp in &gone {
-                        offsets.remove(tp);
-                    }
-                    if offsets.is_empty() {
-                        view.remove(&group);
-                    }
-                }
-            }
-        }
-        drop(view);
-        match fresh {
-            Some(bytes) => {
-                writer.encoded.insert(group, bytes);
-            }
-            None => {
-                writer.encoded.remove(&group);
-            }
-        }
-        Ok(())
     }
-
-    /// The persist protocol: temp file, write, fsync, rename over the target, fsync the
-    /// directory.
-    fn persist(&self, fs: &F, bytes: &[u8]) -> Result<(), PersistFailure> {
-        let temp = self.temp_path.as_path();
-        let before_rename = |step: &str, e: io::Error| {
-            // Best effort: a leftover temp file is harmless (the next commit truncates it),
-            // but it holds disk space, which matters most after ENOSPC.
-            let _ = fs.remove_file(temp);
-            PersistFailure {
-                renamed: false,
-                step: format!("{step} `{}`", temp.display()),
-                error: e,
-            }
-        };
-        let mut file = fs
-            .create_temp(temp)
-            .map_err(|e| before_rename("creating", e))?;
-        fs.write_all(&mut file, bytes)
-            .map_err(|e| before_rename("writing", e))?;
-        fs.fsync(&mut file)
-            .map_err(|e| before_rename("fsync of", e))?;
-        drop(file);
-        fs.rename(temp, &self.path)
-            .map_err(|e| before_rename("renaming", e))?;
-        fs.fsync_dir(&self.dir).map_err(|e| PersistFailure {
-            renamed: true,
-            step: format!("fsync of directory `{}`", self.dir.display()),
-            error: e,
-        })
-    }
-
-    /// Turns a failed persist into the commit's error, first putting the previous content
-    /// back if the new file had already replaced it.
-    fn recover(&self, writer: &mut Writer<F>, failure: PersistFailure) -> StorageError {
-        let PersistFailure {
-            renamed,
-            step,
-            error,
-        } = failure;
-        let mut message = format!(
-            "cannot persist offsets to `{}`: {step} failed: {error}",
-            self.path.display()
-        );
-        if renamed {
-            writer.buf.clear();
-            encode_file(&mut writer.buf, writer.encoded.values().map(Vec::as_slice));
-            match self.persist(&writer.fs, &writer.buf) {
-                Ok(()) => message.push_str("; the previous content was restored"),
-                Err(restore) => {
-                    message.push_str(&format!(
-                        "; restoring the previous content also failed ({} failed: {}), so \
-                         the file may hold this commit's offsets until the next successful \
-                         commit rewrites it",
-                        restore.step, restore.error
-                    ));
-                }
-            }
-        }
-        tracing::warn!(path = %self.path.display(), error = %message, "offset commit failed");
-        io_error(message, error)
-    }
-}
-
-/// Where the persist protocol stopped.
-struct PersistFailure {
-    /// The new file had already replaced the old one.
-    renamed: bool,
-    step: String,
-    error: io::Error,
-}
-
-fn io_error(message: String, source: io::Error) -> StorageError {
-    StorageError::new(StorageErrorKind::Io, message).with_source(source)
 }
 
 /// Runs blocking file work on the current tokio runtime's blocking pool, or inline if there
@@ -434,12 +442,15 @@ impl<F: Fs> OffsetStore for JsonFileStore<F> {
         partitions: Option<&'a [TopicPartition]>,
         fence: CommitFence,
     ) -> Result<(), StorageError> {
+        // Nothing to remove, nothing to write — but only if no earlier write is still on its
+        // way (it could bring these partitions), so "idle" is checked before the view is read.
+        let idle = self.shared.queue.is_idle();
         let present = match (self.shared.read_view().get(group), partitions) {
             (None, _) => false,
             (Some(_), None) => true,
             (Some(offsets), Some(gone)) => gone.iter().any(|tp| offsets.contains_key(tp)),
         };
-        if !present {
+        if idle && !present {
             return Ok(());
         }
         self.write(group, Change::Delete(partitions.map(<[_]>::to_vec)), fence)
@@ -463,8 +474,9 @@ impl<F: Fs> OffsetStore for JsonFileStore<F> {
 impl<F: Fs> fmt::Debug for JsonFileStore<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JsonFileStore")
-            .field("path", &self.shared.path)
+            .field("path", &self.shared.files.path)
             .field("groups", &self.shared.read_view().len())
+            .field("max_batch", &self.shared.max_batch)
             .finish_non_exhaustive()
     }
 }

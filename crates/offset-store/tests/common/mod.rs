@@ -13,12 +13,17 @@
 )]
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 use coordinator_core::{
     CommitFence, OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicPartition,
 };
+use offset_store::fs::Fs;
+use offset_store::JsonFileStore;
 
 /// Every group's offsets, as the stores' `snapshot()` returns them.
 pub type Groups = BTreeMap<String, OffsetMap>;
@@ -254,6 +259,166 @@ pub fn commit(
         }
         Ok(())
     })
+}
+
+/// One write of a batch.
+#[derive(Clone, Debug)]
+pub enum Write {
+    Commit(String, OffsetMap),
+    /// Some partitions of the group, or all of them.
+    Delete(String, Option<Vec<TopicPartition>>),
+}
+
+/// `groups` after `writes`, applied in order: what a store must hold once they succeed.
+pub fn apply(groups: &Groups, writes: &[Write]) -> Groups {
+    let mut out = groups.clone();
+    for write in writes {
+        match write {
+            Write::Commit(group, offsets) => {
+                if !offsets.is_empty() {
+                    let stored = out.entry(group.clone()).or_default();
+                    stored.extend(offsets.iter().map(|(tp, &o)| (tp.clone(), o)));
+                }
+            }
+            Write::Delete(group, None) => {
+                out.remove(group);
+            }
+            Write::Delete(group, Some(partitions)) => {
+                if let Some(stored) = out.get_mut(group) {
+                    for tp in partitions {
+                        stored.remove(tp);
+                    }
+                    if stored.is_empty() {
+                        out.remove(group);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A non-empty commit of one group's random offsets.
+pub fn random_commit_write(rng: &mut Rng) -> Write {
+    loop {
+        let offsets = random_offsets(rng, 4);
+        if !offsets.is_empty() {
+            return Write::Commit(random_group(rng), offsets);
+        }
+    }
+}
+
+/// A batch of 1 to `max` writes, about one in five a delete (of partitions `state` holds
+/// and of ones it does not, or of a whole group).
+pub fn random_batch(rng: &mut Rng, state: &Groups, max: usize) -> Vec<Write> {
+    let mut state = state.clone();
+    let mut batch = Vec::new();
+    for _ in 0..1 + rng.index(max) {
+        let write = if rng.percent(20) && !state.is_empty() {
+            let groups: Vec<&String> = state.keys().collect();
+            let group = (*rng.pick(&groups)).clone();
+            if rng.percent(30) {
+                Write::Delete(group, None)
+            } else {
+                let stored: Vec<TopicPartition> = state[&group].keys().cloned().collect();
+                let mut partitions: Vec<TopicPartition> = (0..1 + rng.index(2))
+                    .map(|_| rng.pick(&stored).clone())
+                    .collect();
+                if rng.percent(30) {
+                    partitions.push(TopicPartition::new("never-committed", 1));
+                }
+                Write::Delete(group, Some(partitions))
+            }
+        } else {
+            random_commit_write(rng)
+        };
+        state = apply(&state, std::slice::from_ref(&write));
+        batch.push(write);
+    }
+    batch
+}
+
+type WriteFuture<'a> = Pin<Box<dyn Future<Output = Result<(), StorageError>> + Send + 'a>>;
+
+/// What the writes of one batch returned.
+pub struct BatchResults {
+    /// Each write's result, in order.
+    pub results: Vec<Result<(), StorageError>>,
+    /// How many of them were queued for the writer (the others had nothing to write).
+    pub queued: usize,
+}
+
+impl BatchResults {
+    /// The results of the writes that were queued: `Ok` if all succeeded, the first error if
+    /// all failed, and `Err(message)` as the test's failure if some did and some did not.
+    pub fn all_or_nothing(&self) -> Result<Result<(), &StorageError>, String> {
+        let failed: Vec<&StorageError> = self
+            .results
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .collect();
+        match failed.first() {
+            None => Ok(Ok(())),
+            Some(first) if failed.len() == self.queued => Ok(Err(first)),
+            Some(first) => Err(format!(
+                "{} of the batch's {} queued writes failed ({first}), the others succeeded",
+                failed.len(),
+                self.queued
+            )),
+        }
+    }
+}
+
+/// Runs `writes` as one batch: holds the store's writer, polls each write once (it validates
+/// and queues itself, or finishes at once if it has nothing to write), releases the writer,
+/// and waits for them all.
+pub fn write_batch<F: Fs>(
+    rt: &tokio::runtime::Runtime,
+    store: &JsonFileStore<F>,
+    writes: &[Write],
+) -> BatchResults {
+    let hold = store.hold_writes();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut pending: Vec<Result<WriteFuture<'_>, Result<(), StorageError>>> = Vec::new();
+    for write in writes {
+        let mut future: WriteFuture<'_> = match write {
+            Write::Commit(group, offsets) => store.commit(group, offsets, CommitFence::none()),
+            Write::Delete(group, partitions) => {
+                store.delete(group, partitions.as_deref(), CommitFence::none())
+            }
+        };
+        pending.push(match future.as_mut().poll(&mut cx) {
+            Poll::Ready(result) => Err(result),
+            Poll::Pending => Ok(future),
+        });
+    }
+    let queued = pending.iter().filter(|p| p.is_ok()).count();
+    assert_eq!(
+        store.queued_writes(),
+        queued,
+        "every pending write is queued"
+    );
+    drop(hold);
+    let results = rt.block_on(async {
+        let mut results = Vec::new();
+        for p in pending {
+            results.push(match p {
+                Ok(future) => future.await,
+                Err(done) => done,
+            });
+        }
+        results
+    });
+    BatchResults { results, queued }
+}
+
+/// The temporary files beside the offset file `path` on `fs` (`<path>.tmp…`).
+pub fn temp_files(fs: &offset_store::testing::SimFs, path: &str) -> Vec<std::path::PathBuf> {
+    let prefix = format!("{path}.tmp");
+    fs.paths()
+        .into_iter()
+        .filter(|p| p.to_string_lossy().starts_with(&prefix))
+        .collect()
 }
 
 /// `Ok` if `err` is a `kind` error whose message names `path`.
