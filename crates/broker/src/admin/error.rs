@@ -329,6 +329,27 @@ pub fn kafka_error_name(code: i16) -> &'static str {
 mod tests {
     use super::*;
 
+    /// docs/errors.md's table for the tool lists exactly [`AdminError::CODES`].
+    #[test]
+    fn the_error_catalogue_lists_every_code() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/errors.md");
+        let text = std::fs::read_to_string(path).expect("docs/errors.md");
+        let section = text
+            .split("\n## The `groups` tool")
+            .nth(1)
+            .expect("a section for the groups tool");
+        let section = section.split("\n## ").next().unwrap_or_default();
+        let mut listed: Vec<&str> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split('`').next())
+            .collect();
+        let mut codes = AdminError::CODES.to_vec();
+        listed.sort_unstable();
+        codes.sort_unstable();
+        assert_eq!(listed, codes);
+    }
+
     #[test]
     fn every_code_is_listed_and_kinds_give_exit_codes() {
         let samples = [
