@@ -584,6 +584,47 @@ async fn an_unreachable_broker_and_bad_flags_are_one_line_each() {
     );
     assert_eq!(run.code, Some(1));
 
+    // A server that accepts and never answers: the tool gives up after --timeout. One that
+    // accepts and hangs up: the tool says so.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_addr = silent.local_addr().unwrap().to_string();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    let run = groups(&[
+        "--bootstrap-server",
+        &silent_addr,
+        "--timeout",
+        "300",
+        "--list",
+    ])
+    .await;
+    assert_eq!(
+        run.error_line(),
+        format!("error[REQUEST_TIMED_OUT]: the broker at {silent_addr} did not answer ApiVersions within 300 ms")
+    );
+    assert_eq!(run.code, Some(1));
+    holder.abort();
+    let rude = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rude_addr = rude.local_addr().unwrap().to_string();
+    let closer = tokio::spawn(async move {
+        while let Ok((stream, _)) = rude.accept().await {
+            drop(stream);
+        }
+    });
+    let run = groups(&["--bootstrap-server", &rude_addr, "--list"]).await;
+    let line = run.error_line();
+    assert!(
+        line.starts_with(&format!(
+            "error[NETWORK_EXCEPTION]: the broker at {rude_addr} failed ApiVersions: "
+        )),
+        "{line}"
+    );
+    closer.abort();
+
     for (args, expect) in [
         (
             vec!["--bootstrap-server", &address, "--lst"],
