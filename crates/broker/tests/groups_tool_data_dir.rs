@@ -284,7 +284,8 @@ async fn refusals_against_a_data_directory_change_nothing() {
     let run = on_dir(d, &["--list"]).await;
     let line = run.error_line();
     assert!(
-        line.starts_with("error[STORAGE_ERROR]: ") && line.contains("offsets.json"),
+        line.starts_with("error[STORAGE_ERROR]: cannot open the offsets of the data directory")
+            && line.contains("offsets.json"),
         "{line}"
     );
     assert_eq!(run.code, Some(1));
@@ -314,7 +315,9 @@ async fn the_tool_refuses_a_data_directory_a_broker_runs_on() {
         let run = on_dir(d, &args).await;
         let line = run.error_line();
         assert!(
-            line.starts_with("error[STORAGE_ERROR]: ") && line.contains("in use"),
+            line.starts_with("error[STORAGE_ERROR]: cannot open the offsets of the data directory")
+                && line.contains("in use")
+                && line.ends_with("use --bootstrap-server)"),
             "{args:?}: {line}"
         );
         assert_eq!(run.code, Some(1));

@@ -184,8 +184,18 @@ pub enum AdminError {
         path: PathBuf,
     },
 
-    /// The offset store refused or failed: the file is in use by a running broker, cannot
-    /// be read, is corrupt, or could not be written (then nothing was written).
+    /// The data directory's offset file could not be opened: a running broker owns it (the
+    /// store's lock), or it cannot be read, or it is corrupt.
+    #[error("cannot open the offsets of the data directory `{}`: {source} (while a broker runs on the directory, use --bootstrap-server)", path.display())]
+    DataDirUnavailable {
+        /// The directory.
+        path: PathBuf,
+        /// The store's error.
+        #[source]
+        source: StorageError,
+    },
+
+    /// The offset store refused or failed a read or a write (then nothing was written).
     #[error("{0}")]
     Store(#[from] StorageError),
 
@@ -256,7 +266,7 @@ impl AdminError {
                 name => name,
             },
             AdminError::DataDirMissing { .. } => "DATA_DIR_NOT_FOUND",
-            AdminError::Store(e) => e.code(),
+            AdminError::Store(e) | AdminError::DataDirUnavailable { source: e, .. } => e.code(),
             AdminError::Output(_) => "WRITE_FAILED",
         }
     }
@@ -273,7 +283,9 @@ impl AdminError {
             AdminError::Protocol { .. } => Some(13),
             AdminError::UnsupportedApi { .. } => Some(35),
             AdminError::Broker { code, .. } => Some(*code),
-            AdminError::Store(e) => e.kafka_code(),
+            AdminError::Store(e) | AdminError::DataDirUnavailable { source: e, .. } => {
+                e.kafka_code()
+            }
             _ => None,
         }
     }

@@ -795,7 +795,12 @@ impl DataDirSource {
                 path: dir.to_path_buf(),
             });
         }
-        let store = JsonFileStore::open_async(dir.join("offsets.json")).await?;
+        let store = JsonFileStore::open_async(dir.join("offsets.json"))
+            .await
+            .map_err(|source| AdminError::DataDirUnavailable {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         Ok(DataDirSource { store })
     }
 
