@@ -54,6 +54,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admin;
 mod api;
 pub mod codec;
 mod config;

@@ -5,7 +5,7 @@
 pub(crate) mod codes;
 
 mod api_versions;
-mod consumer_protocol;
+pub(crate) mod consumer_protocol;
 mod fetch;
 mod find_coordinator;
 mod groups;
