@@ -89,7 +89,7 @@ def parse_cgmd(blob):
 
 
 # ---------------------------------------------------------------------------------------------
-# consumers: start(), poll() -> [rec], ident() -> (gen, mid), commit({(t, p): next}), close()
+# consumers: start(), poll() -> [(gen0, gen, [rec])], ident() -> (gen, mid), commit({(t, p): next}), close()
 # rec = (topic, partition, offset, key bytes, value bytes, [(hk, hv)], timestamp, ts type)
 
 
@@ -155,12 +155,16 @@ class KafkaPythonConsumer:
         return m.generation_id, m.member_id
 
     def poll(self):
+        """KafkaConsumer.poll() rejoins the group (coordinator.poll) before it fetches, in the
+        caller's thread, and drops fetched records of partitions no longer assigned: the records
+        it returns belong to the generation current when it returns."""
         out = []
         for tp, msgs in self.c.poll(timeout_ms=200).items():
             for m in msgs:
                 out.append((m.topic, m.partition, m.offset, m.key, m.value, list(m.headers or []),
                             m.timestamp, ts_type_name(m.timestamp_type, "kafka-python")))
-        return out
+        gen = self.ident()[0]
+        return [(gen, gen, out)] if out else []
 
     def commit(self, offs):
         from kafka.structs import OffsetAndMetadata, TopicPartition
@@ -215,13 +219,17 @@ class AIOKafkaConsumer:
         return co.generation, co.member_id
 
     def poll(self):
+        """The coordinator runs as a task beside getmany(): a rebalance may complete while it
+        waits, so a batch whose generation changed meanwhile is ambiguous (gen0 != gen)."""
         out = []
+        gen0 = self.ident()[0]
         batches = self.run(self.c.getmany(timeout_ms=200))
+        gen = self.ident()[0]
         for tp, msgs in batches.items():
             for m in msgs:
                 out.append((m.topic, m.partition, m.offset, m.key, m.value, list(m.headers or []),
                             m.timestamp, ts_type_name(m.timestamp_type, "aiokafka")))
-        return out
+        return [(gen0, gen, out)] if out else []
 
     def commit(self, offs):
         from aiokafka.structs import TopicPartition
@@ -268,17 +276,30 @@ class ConfluentConsumer:
         return gen, (mid or self.c.memberid())
 
     def poll(self):
-        out = []
-        for m in self.c.consume(num_messages=500, timeout=0.2):
+        """One message per rd_kafka_consumer_poll(), so that a rebalance callback served inside
+        a call separates the messages before it from those after it: each message is tagged
+        with the generation read right before and right after its own poll."""
+        groups = []
+        deadline = time.monotonic() + 0.2
+        n = 0
+        while n < 500:
+            gen0 = self.ident()[0]
+            m = self.c.poll(max(0.0, deadline - time.monotonic()))
+            if m is None:
+                break
+            gen = self.ident()[0]
             if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF (not enabled, but harmless)
-                    continue
                 emit("error", msg="consume: %s" % m.error(), fatal=False)
                 continue
             ts_type, ts = m.timestamp()
-            out.append((m.topic(), m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []),
-                        ts, ts_type_name(ts_type, "confluent")))
-        return out
+            rec = (m.topic(), m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []),
+                   ts, ts_type_name(ts_type, "confluent"))
+            if groups and groups[-1][0] == gen0 and groups[-1][1] == gen:
+                groups[-1][2].append(rec)
+            else:
+                groups.append((gen0, gen, [rec]))
+            n += 1
+        return groups
 
     def commit(self, offs):
         from confluent_kafka import TopicPartition
@@ -301,28 +322,28 @@ def run_consumer(client, spec):
     full = spec.get("full", False)
     do_commit = spec.get("commit", True)
     while not stop.is_set():
-        gen0, _ = c.ident()
-        recs = c.poll()
-        gen, mid = c.ident()
-        if not recs:
-            continue
-        ev = {"gen": gen, "gen0": gen0, "mid": mid, "r": [[r[0], r[1], r[2], (r[3] or b"").decode("utf-8", "replace")] for r in recs]}
-        if full:
-            ev["f"] = [[r[0], r[1], r[2], None if r[3] is None else r[3].hex(), None if r[4] is None else r[4].hex(),
-                        [[hk, None if hv is None else bytes(hv).hex()] for hk, hv in r[5]], r[6], r[7]] for r in recs]
-        emit("recs", **ev)
-        if do_commit:
-            offs = {}
-            for r in recs:
-                offs[(r[0], r[1])] = max(offs.get((r[0], r[1]), 0), r[2] + 1)
-            t0 = time.monotonic()
-            try:
-                c.commit(offs)
-                ok, err = True, None
-            except Exception as e:  # a commit refused by a rebalance is expected, not fatal
-                ok, err = False, "%s: %s" % (type(e).__name__, e)
-            emit("commit", gen=gen, mid=mid, t0=t0, ok=ok, err=err,
-                 offs=sorted([t, p, o] for (t, p), o in offs.items()))
+        for gen0, gen, recs in c.poll():
+            mid = c.ident()[1]
+            ev = {"gen": gen, "gen0": gen0, "mid": mid,
+                  "r": [[r[0], r[1], r[2], (r[3] or b"").decode("utf-8", "replace")] for r in recs]}
+            if full:
+                ev["f"] = [[r[0], r[1], r[2], None if r[3] is None else r[3].hex(),
+                            None if r[4] is None else r[4].hex(),
+                            [[hk, None if hv is None else bytes(hv).hex()] for hk, hv in r[5]], r[6], r[7]]
+                           for r in recs]
+            emit("recs", **ev)
+            if do_commit:
+                offs = {}
+                for r in recs:
+                    offs[(r[0], r[1])] = max(offs.get((r[0], r[1]), 0), r[2] + 1)
+                t0 = time.monotonic()
+                try:
+                    c.commit(offs)
+                    ok, err = True, None
+                except Exception as e:  # a commit refused by a rebalance is expected, not fatal
+                    ok, err = False, "%s: %s" % (type(e).__name__, e)
+                emit("commit", gen=gen, mid=mid, t0=t0, ok=ok, err=err,
+                     offs=sorted([t, p, o] for (t, p), o in offs.items()))
     emit("closing")
     c.close()
     emit("closed")
