@@ -144,6 +144,8 @@ class Ctx:
     def stop(self, proc, timeout=20):
         """Graceful stop; checks that the worker closed and exited 0."""
         code = proc.stop(self.left(timeout))
+        errors = [e["msg"] for e in proc.snapshot() if e["ev"] == "error"]
+        self.check(not errors, "%s reported %d client error(s), first: %s" % (proc.label, len(errors), errors[:1]))
         if proc.role == "consume":
             self.check(any(e["ev"] == "closed" for e in proc.snapshot()), "%s did not close cleanly (exit %s)" % (proc.label, code))
         self.check(code == 0, "%s exited with %s" % (proc.label, code))

@@ -210,8 +210,8 @@ class AIOKafkaConsumer:
 
         async def go():
             self.c = C(**conf)
+            await self.c.start()  # subscribing before start() would make start() wait for an assignment
             self.c.subscribe(s["topics"], listener=L())
-            await self.c.start()
         self.run(go())
 
     def ident(self):
@@ -321,8 +321,20 @@ def run_consumer(client, spec):
     c.start()
     full = spec.get("full", False)
     do_commit = spec.get("commit", True)
+    errors = 0
     while not stop.is_set():
-        for gen0, gen, recs in c.poll():
+        try:
+            batches = c.poll()
+        except Exception as e:
+            # reported (the scenario fails on it) but not fatal: a client may recover by
+            # rejoining, and the rest of the scenario still tells what else went wrong
+            errors += 1
+            emit("error", msg="poll: %s: %s" % (type(e).__name__, e), fatal=errors > 50)
+            if errors > 50:
+                raise
+            time.sleep(0.2)
+            continue
+        for gen0, gen, recs in batches:
             mid = c.ident()[1]
             ev = {"gen": gen, "gen0": gen0, "mid": mid,
                   "r": [[r[0], r[1], r[2], (r[3] or b"").decode("utf-8", "replace")] for r in recs]}
