@@ -63,6 +63,8 @@ def main():
     ap.add_argument("--group-initial-rebalance-delay-ms", type=int, default=0)
     ap.add_argument("--brokers", type=int, default=1)
     ap.add_argument("--api-versions-like-broker", action="store_true")
+    ap.add_argument("--advertise", help="HOST:PORT the (single) mock broker advertises in Metadata "
+                                        "(a proxy in front of it, e.g. interop/lib/sniff.py)")
     # accepted and ignored: no counterpart in the mock
     for flag in ("--data-dir", "--group-min-session-timeout-ms", "--group-max-session-timeout-ms",
                  "--group-max-size", "--max-frame-bytes", "--max-connections"):
@@ -95,6 +97,8 @@ def main():
     lib.rd_kafka_mock_group_initial_rebalance_delay_ms.argtypes = [ctypes.c_void_p, ctypes.c_int32]
     lib.rd_kafka_mock_set_apiversion.restype = ctypes.c_int
     lib.rd_kafka_mock_set_apiversion.argtypes = [ctypes.c_void_p, ctypes.c_int16, ctypes.c_int16, ctypes.c_int16]
+    lib.rd_kafka_mock_broker_set_host_port.restype = ctypes.c_int
+    lib.rd_kafka_mock_broker_set_host_port.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int]
     lib.rd_kafka_mock_cluster_destroy.argtypes = [ctypes.c_void_p]
     lib.rd_kafka_destroy.argtypes = [ctypes.c_void_p]
     lib.rd_kafka_err2str.restype = ctypes.c_char_p
@@ -136,6 +140,12 @@ def main():
             return 1
 
     bootstraps = lib.rd_kafka_mock_cluster_bootstraps(mc).decode()
+    if args.advertise:
+        ahost, _, aport = args.advertise.rpartition(":")
+        err = lib.rd_kafka_mock_broker_set_host_port(mc, 1, ahost.encode(), int(aport))
+        if err:
+            print("mockcluster: --advertise: %s" % lib.rd_kafka_err2str(err).decode(), file=sys.stderr)
+            return 1
     print("listening on " + bootstraps.split(",")[0], flush=True)
 
     stop = threading.Event()
