@@ -117,7 +117,12 @@ class Ctx:
                    "--role", role, "--spec", json.dumps(spec)]
         env = dict(os.environ)
         env.setdefault("INTEROP_NODE_MODULES", self.suite.node_modules)
-        p = Proc(label, cmd, os.path.join(self.dir, label + ".log"), env=env)
+        name = label
+        n = 1
+        while any(q.name == name for q in self.procs):   # a restarted worker keeps its label
+            n += 1
+            name = "%s.%d" % (label, n)
+        p = Proc(name, cmd, os.path.join(self.dir, name + ".log"), env=env)
         p.client, p.role, p.label, p.group, p.spec = client, role, label, spec.get("group"), spec
         self.procs.append(p)
         return p
@@ -233,7 +238,7 @@ class Ctx:
                 p.stop(5)
         for p in self.procs:
             p.join_reader(2)
-            with open(os.path.join(self.dir, p.label + ".events.jsonl"), "w") as f:
+            with open(os.path.join(self.dir, p.name + ".events.jsonl"), "w") as f:
                 for e in p.snapshot():
                     f.write(json.dumps(e) + "\n")
             p.close_log()
