@@ -210,7 +210,7 @@ def failover(client):
     def run(ctx):
         kw = dict(session_ms=SESSION_MS, heartbeat_ms=HEARTBEAT_MS)
         all_parts = parts({topic: 4})
-        prod = ctx.producer("confluent", "producer", [topic], 6000, "fo-" + client, rate=250)
+        prod = ctx.producer("confluent", "producer", [topic], 3500, "fo-" + client, rate=250)
         b = ctx.consumer(client, "member-b", group, [topic], **kw)
         ctx.wait_assigned(b, 40)
         a = ctx.consumer(client, "member-a", group, [topic], **kw)
