@@ -167,6 +167,15 @@ class Ctx:
         return sorted(tuple(x) for x in owned)
 
     @staticmethod
+    def current_generation(proc):
+        """The generation the worker last reported holding (assign callback or generation event)."""
+        gen = None
+        for e in proc.snapshot():
+            if e["ev"] in ("assigned", "generation"):
+                gen = e["gen"]
+        return gen
+
+    @staticmethod
     def last_assignment(proc):
         last = None
         for e in proc.snapshot():
@@ -209,15 +218,14 @@ class Ctx:
         deadline = now() + self.left(timeout)
         while True:
             lasts = [self.last_assignment(p) for p in consumers]
-            if all(lasts):
-                gens = {e["gen"] for e in lasts}
-                owned = [self.owned(p) for p in consumers]
-                flat = sorted(x for o in owned for x in o)
-                if len(gens) == 1 and flat == partitions:
-                    return gens.pop()
+            gens = [self.current_generation(p) for p in consumers]
+            if all(lasts) and len(set(gens)) == 1 and gens[0] is not None and gens[0] >= 0:
+                flat = sorted(x for p in consumers for x in self.owned(p))
+                if flat == partitions:
+                    return gens[0]
             if now() >= deadline:
                 raise Timeout("group not stable after %.0f s: %s" % (timeout, [
-                    (p.label, e and e["gen"], self.owned(p)) for p, e in zip(consumers, lasts)]))
+                    (p.label, g, self.owned(p)) for p, g in zip(consumers, gens)]))
             time.sleep(0.1)
 
     def members(self, consumers):

@@ -88,6 +88,7 @@ async function consume (spec) {
     }
     added.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] - b[1]))
     owned = added
+    emit('generation', { gen: gen(), mid: e.payload.memberId })
     emit('assigned', { gen: gen(), mid: e.payload.memberId, added, owned, leader: e.payload.isLeader, proto: e.payload.groupProtocol })
   })
   consumer.on(REBALANCING, e => {

@@ -13,6 +13,7 @@ Consumer events:
   assigned  {gen, mid, added, owned, proto?}   after the client's assign callback
   revoked   {gen, mid, removed, owned}         revoke callback (eager: everything; cooperative: the moved part)
   lost      {gen, mid, removed, owned}
+  generation {gen, mid}                        the generation/member id the client holds changed
   recs      {gen, gen0, mid, r: [[topic, partition, offset, key]...], f?: full records}
             gen0/gen: the generation before/after the poll that returned the records
   commit    {gen, mid, t0, ok, err, offs: [[topic, partition, next offset]...]}
@@ -322,7 +323,14 @@ def run_consumer(client, spec):
     full = spec.get("full", False)
     do_commit = spec.get("commit", True)
     errors = 0
+    last_ident = None
     while not stop.is_set():
+        ident = c.ident()
+        if ident != last_ident:
+            # not every client calls its assign callback in every generation (kafka-python's
+            # cooperative protocol does not when nothing is added): report the change itself
+            emit("generation", gen=ident[0], mid=ident[1])
+            last_ident = ident
         try:
             batches = c.poll()
         except Exception as e:
