@@ -53,7 +53,7 @@ def main():
         print("0 passed, 1 failed")
         return 1
 
-    logdir = os.path.join(a.logdir, time.strftime("%Y%m%d-%H%M%S") + ("-mock" if a.mock else ""))
+    logdir = os.path.join(a.logdir, time.strftime("%Y%m%d-%H%M%S") + "-%d" % os.getpid() + ("-mock" if a.mock else ""))
     os.makedirs(logdir, exist_ok=True)
     latest = os.path.join(a.logdir, "latest")
     try:

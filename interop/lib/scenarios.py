@@ -85,6 +85,21 @@ def fetch_committed(ctx, group, partitions, bootstrap=None):
 
 
 # -------------------------------------------------------------------------------------------
+# 0. the checker itself: it catches each kind of violation, and passes what is allowed
+
+@scenario("checker-self-test", budget=30)
+def checker_self_test(ctx):
+    import unittest
+    import test_checker
+    result = unittest.TestResult()
+    unittest.defaultTestLoader.loadTestsFromModule(test_checker).run(result)
+    for test, tb in result.failures + result.errors:
+        ctx.fail("%s: %s" % (test.id(), tb.strip().splitlines()[-1]))
+    ctx.check(result.testsRun >= 10, "only %d checker tests ran" % result.testsRun)
+    ctx.note("%d checker tests" % result.testsRun)
+
+
+# -------------------------------------------------------------------------------------------
 # 1. round trip: 1,000 keyed records with headers, every field checked, commits honoured
 
 def roundtrip(client):
