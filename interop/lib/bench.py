@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: the same client workloads against librdkafka's mock cluster and
+against our broker (memory store, and --data-dir JSON store where it matters), in one run.
+
+    bench.py [--broker PATH] [--mock-only] [--only NAME]... [--quick] [--json FILE]
+
+Workloads (each bounded in time; see interop/README.md, "Benchmark"):
+  join8        8 confluent-kafka consumers (session.timeout.ms 6000, heartbeat.interval.ms 500)
+               subscribe to one 8-partition topic: seconds until every one has a non-empty
+               assignment (median of 3 runs, a fresh group each run). Target: ours >= 5x faster.
+  commits      2,000 synchronous commits from one confluent-kafka consumer: commits/s, p50, p99.
+  throughput   produce then fetch 16,000 1 KiB records (confluent-kafka): MB/s each way (the mock keeps
+               ~5 MB per partition, so 4 MB per partition stays under it).
+  offsetcommit OffsetCommit round trips per second from 16 raw connections, one request in
+               flight on each.
+  memory       broker RSS (/proc/PID/status VmRSS) per idle connection and per Stable member.
+"""
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kproto  # noqa: E402
+from harness import INTEROP, ROOT, Broker, python_exe, rss_kib  # noqa: E402
+
+TOPICS = {"bench-join": 8, "bench-commit": 1, "bench-tput": 4, "bench-oc": 16, "bench-mem": 8}
+
+
+def now():
+    return time.monotonic()
+
+
+# ---------------------------------------------------------------------------------------------
+# workloads: each takes the bootstrap address (and the broker, for RSS) and returns a dict
+
+
+def join8(addr, broker, runs=3, consumers=8, timeout=60):
+    from confluent_kafka import Consumer
+    times = []
+    for run in range(runs):
+        group = "bench-join-%d-%d" % (os.getpid(), run)
+        assigned = set()
+        cs = []
+        for i in range(consumers):
+            c = Consumer({"bootstrap.servers": addr, "group.id": group, "session.timeout.ms": 6000,
+                          "heartbeat.interval.ms": 500, "enable.auto.commit": False,
+                          "auto.offset.reset": "earliest", "client.id": "bench-%d" % i})
+            cs.append(c)
+
+        def on_assign(i):
+            def cb(c, parts):
+                if parts:
+                    assigned.add(i)
+            return cb
+        t0 = now()
+        for i, c in enumerate(cs):
+            c.subscribe(["bench-join"], on_assign=on_assign(i))
+        deadline = t0 + timeout
+        while len(assigned) < consumers and now() < deadline:
+            for c in cs:
+                c.poll(0)
+            time.sleep(0.001)
+        took = now() - t0
+        done = len(assigned) == consumers
+        for c in cs:
+            c.close()
+        if not done:
+            return {"error": "only %d of %d consumers assigned after %d s" % (len(assigned), consumers, timeout)}
+        times.append(took)
+    return {"seconds": statistics.median(times), "runs": [round(t, 3) for t in times]}
+
+
+def commits(addr, broker, n=2000, timeout=120):
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": addr, "group.id": "bench-commit-%d-%d" % (os.getpid(), int(now() * 1000)),
+                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "enable.auto.commit": False})
+    got = []
+    c.subscribe(["bench-commit"], on_assign=lambda c_, ps: got.extend(ps))
+    deadline = now() + 30
+    while not got and now() < deadline:
+        c.poll(0.1)
+    if not got:
+        c.close()
+        return {"error": "no assignment within 30 s"}
+    lat = []
+    t_start = now()
+    errors = 0
+    for i in range(n):
+        t0 = now()
+        try:
+            res = c.commit(offsets=[TopicPartition("bench-commit", 0, i + 1)], asynchronous=False)
+            if any(tp.error for tp in res or []):
+                errors += 1
+        except Exception:
+            errors += 1
+        lat.append(now() - t0)
+        if now() - t_start > timeout:
+            break
+    total = now() - t_start
+    stored = c.committed([TopicPartition("bench-commit", 0)], timeout=10)[0].offset
+    c.close()
+    lat.sort()
+    out = {"commits_per_s": len(lat) / total, "p50_ms": lat[len(lat) // 2] * 1000,
+           "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000, "n": len(lat), "errors": errors,
+           "committed_after": stored}
+    if stored != len(lat):
+        out["error"] = "committed offset read back as %s after %d commits" % (stored, len(lat))
+    return out
+
+
+def throughput(addr, broker, n=16000, size=1024, timeout=120):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    p = Producer({"bootstrap.servers": addr, "linger.ms": 5, "acks": "all", "batch.size": 1 << 20,
+                  "queue.buffering.max.messages": 200000})
+    value = b"v" * size
+    failed = []
+    t0 = now()
+    for i in range(n):
+        while True:
+            try:
+                p.produce("bench-tput", value=value, key=b"%08d" % i, partition=i % 4,
+                          on_delivery=lambda err, m: err and failed.append(err))
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 1000 == 0:
+            p.poll(0)
+    left = p.flush(timeout)
+    t_prod = now() - t0
+    if left or failed:
+        return {"error": "%d undelivered, %d failed" % (left, len(failed))}
+    c = Consumer({"bootstrap.servers": addr, "group.id": "bench-tput-reader", "enable.auto.commit": False,
+                  "fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 10 << 20})
+    from confluent_kafka import OFFSET_BEGINNING
+    c.assign([TopicPartition("bench-tput", part, OFFSET_BEGINNING) for part in range(4)])
+    got, nbytes = 0, 0
+    t0 = now()
+    t_first = None
+    deadline = t0 + timeout
+    while got < n and now() < deadline:
+        for m in c.consume(num_messages=10000, timeout=0.5):
+            if not m.error():
+                if t_first is None:
+                    t_first = now()
+                got += 1
+                nbytes += len(m.value())
+    t_end = now()
+    c.close()
+    mb = n * size / 1e6
+    # from the first record received: the offset lookups before it are not fetch throughput
+    t_fetch = t_end - (t_first or t0)
+    out = {"produce_MBps": mb / t_prod, "fetch_MBps": nbytes / 1e6 / t_fetch if t_fetch > 0 else 0.0,
+           "fetch_first_record_s": (t_first or t_end) - t0, "records": n}
+    if got < n:
+        out["error"] = "fetched %d of %d" % (got, n)
+    return out
+
+
+def offsetcommit(addr, broker, conns=16, seconds=3.0):
+    host, port = kproto.split_hostport(addr)
+
+    def request(corr, group):
+        body = kproto._str(group) + struct.pack(">i", -1) + kproto._str("") + struct.pack(">q", -1)
+        body += struct.pack(">i", 1) + kproto._str("bench-oc") + struct.pack(">i", 1)
+        body += struct.pack(">iq", corr % 16, corr) + kproto._str("")
+        hdr = struct.pack(">hhi", kproto.OFFSET_COMMIT, 2, corr) + kproto._str("bench")
+        msg = hdr + body
+        return struct.pack(">i", len(msg)) + msg
+
+    async def one(i, stop_at, counts, errors):
+        r, w = await asyncio.open_connection(host, port)
+        corr = 0
+        group = "bench-oc-%d" % i
+        try:
+            while now() < stop_at:
+                corr += 1
+                w.write(request(corr, group))
+                size = struct.unpack(">i", await r.readexactly(4))[0]
+                resp = await r.readexactly(size)
+                # correlation, topics[1], name, partitions[1], partition, error
+                err = struct.unpack(">h", resp[-2:])[0]
+                if err:
+                    errors[0] += 1
+                counts[i] += 1
+        finally:
+            w.close()
+
+    async def main():
+        counts, errors = [0] * conns, [0]
+        t0 = now()
+        await asyncio.wait_for(asyncio.gather(*(one(i, t0 + seconds, counts, errors) for i in range(conns))),
+                               seconds + 30)
+        return sum(counts) / (now() - t0), errors[0]
+    rate, errors = asyncio.run(main())
+    return {"round_trips_per_s": rate, "connections": conns, "errors": errors}
+
+
+def memory(addr, broker, idle=200, members=16, timeout=90):
+    if broker is None or broker.pid is None:
+        return {"error": "no broker process"}
+    from confluent_kafka import Consumer
+    host, port = kproto.split_hostport(addr)
+    time.sleep(0.5)
+    base = rss_kib(broker.pid)
+    socks = []
+    for _ in range(idle):
+        c = kproto.Conn(host, port, timeout=10)
+        c.api_versions()
+        socks.append(c)
+    time.sleep(0.5)
+    after_conns = rss_kib(broker.pid)
+    for c in socks:
+        c.close()
+    time.sleep(1.0)
+    base2 = rss_kib(broker.pid)
+    group = "bench-mem-%d" % os.getpid()
+    cs = [Consumer({"bootstrap.servers": addr, "group.id": group, "session.timeout.ms": 10000,
+                    "heartbeat.interval.ms": 1000, "enable.auto.commit": False}) for _ in range(members)]
+    assigned = set()
+    for i, c in enumerate(cs):
+        c.subscribe(["bench-mem"], on_assign=(lambda i: lambda c_, ps: assigned.add(i))(i))
+    deadline = now() + timeout
+    while len(assigned) < members and now() < deadline:
+        for c in cs:
+            c.poll(0)
+        time.sleep(0.002)
+    stable = len(assigned) == members
+    t_end = now() + 1.0
+    while now() < t_end:
+        for c in cs:
+            c.poll(0)
+        time.sleep(0.01)
+    after_members = rss_kib(broker.pid)
+    for c in cs:
+        c.close()
+    out = {"rss_base_KiB": base, "per_idle_connection_KiB": (after_conns - base) / idle,
+           "per_stable_member_KiB": (after_members - base2) / members, "members": members,
+           "idle_connections": idle}
+    if not stable:
+        out["error"] = "only %d of %d members assigned" % (len(assigned), members)
+    return out
+
+
+WORKLOADS = [("join8", join8), ("commits", commits), ("throughput", throughput),
+             ("offsetcommit", offsetcommit), ("memory", memory)]
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def start(kind, cmd, args, logdir):
+    b = Broker(cmd, args, os.path.join(logdir, kind + ".log"), name=kind)
+    b.start(30)
+    return b
+
+
+def broker_args(data_dir=None):
+    args = ["--listen", "127.0.0.1:0", "--group-initial-rebalance-delay-ms", "0",
+            "--group-min-session-timeout-ms", "1000"]
+    if data_dir:
+        args += ["--data-dir", data_dir]
+    for t, n in TOPICS.items():
+        args += ["--topic", "%s:%d" % (t, n)]
+    return args
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return ("%.3g" % v if v < 100 else "%.0f" % v) + unit
+    return str(v) + unit
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--broker", default=os.environ.get("INTEROP_BROKER") or os.path.join(ROOT, "target", "release", "broker"))
+    ap.add_argument("--mock-only", action="store_true")
+    ap.add_argument("--only", action="append", default=[], help="workload name (repeatable)")
+    ap.add_argument("--quick", action="store_true", help="smaller counts (a smoke run)")
+    ap.add_argument("--json", default=os.path.join(ROOT, "target", "interop", "bench.json"))
+    a = ap.parse_args()
+
+    logdir = os.path.join(ROOT, "target", "interop", "bench-logs")
+    os.makedirs(logdir, exist_ok=True)
+    have_ours = not a.mock_only and os.path.isfile(a.broker) and os.access(a.broker, os.X_OK)
+    targets = [("mock", [python_exe(), os.path.join(INTEROP, "lib", "mockcluster.py"), "--api-versions-like-broker"], None)]
+    if have_ours:
+        targets.append(("ours", [a.broker], None))
+        targets.append(("ours-json", [a.broker], "json"))
+    elif not a.mock_only:
+        print("bench: no broker binary at %s; measuring the mock only" % a.broker)
+
+    selected = [(n, f) for n, f in WORKLOADS if not a.only or n in a.only]
+    quick = {"join8": dict(runs=1), "commits": dict(n=300), "throughput": dict(n=5000),
+             "offsetcommit": dict(seconds=1.0), "memory": dict(idle=50, members=4)} if a.quick else {}
+    # the JSON store only matters where offsets are written
+    json_store_workloads = {"commits", "offsetcommit"}
+    results = {}
+    for kind, cmd, store in targets:
+        with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+            for name, fn in selected:
+                if store == "json" and name not in json_store_workloads:
+                    continue
+                # a fresh broker per workload: one workload's state does not weigh on the next
+                b = start(kind, cmd, broker_args(tmp if store == "json" else None), logdir)
+                try:
+                    t0 = now()
+                    r = fn(b.address, b, **quick.get(name, {}))
+                    r["wall_s"] = round(now() - t0, 2)
+                except Exception as e:
+                    r = {"error": "%s: %s" % (type(e).__name__, e)}
+                finally:
+                    b.stop(15)
+                    b.proc.close_log()
+                results.setdefault(name, {})[kind] = r
+                print("%-12s %-9s %s" % (name, kind, json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
+                                                                 for k, v in r.items()})), flush=True)
+
+    # side by side
+    rows = [("join8", "seconds", "join 8 consumers (s)", "lower"),
+            ("commits", "commits_per_s", "sync commits/s", "higher"),
+            ("commits", "p50_ms", "commit p50 (ms)", "lower"),
+            ("commits", "p99_ms", "commit p99 (ms)", "lower"),
+            ("throughput", "produce_MBps", "produce MB/s (1 KiB)", "higher"),
+            ("throughput", "fetch_MBps", "fetch MB/s (1 KiB)", "higher"),
+            ("offsetcommit", "round_trips_per_s", "OffsetCommit rt/s, 16 conns", "higher"),
+            ("memory", "per_idle_connection_KiB", "RSS per idle connection (KiB)", "lower"),
+            ("memory", "per_stable_member_KiB", "RSS per Stable member (KiB)", "lower")]
+    print()
+    print("%-32s %12s %12s %12s %14s" % ("workload", "mock", "ours", "ours-json", "ours vs mock"))
+    for wl, key, label, better in rows:
+        if wl not in results:
+            continue
+        vals = {k: results[wl].get(k, {}).get(key) for k in ("mock", "ours", "ours-json")}
+        ratio = "-"
+        m, o = vals["mock"], vals["ours"]
+        if isinstance(m, (int, float)) and isinstance(o, (int, float)) and m and o:
+            x = (m / o) if better == "lower" else (o / m)
+            ratio = "%.2fx %s" % (x, "better" if x >= 1 else "worse")
+        print("%-32s %12s %12s %12s %14s" % (label, fmt(vals["mock"]), fmt(vals["ours"]), fmt(vals["ours-json"]), ratio))
+    j8 = results.get("join8", {})
+    if "seconds" in j8.get("mock", {}) and "seconds" in j8.get("ours", {}):
+        x = j8["mock"]["seconds"] / j8["ours"]["seconds"]
+        print("\njoin8 target (ours >= 5x faster than the mock): %s (%.1fx)" % ("met" if x >= 5 else "NOT met", x))
+    errors = ["%s/%s: %s" % (wl, k, r["error"]) for wl, rs in results.items() for k, r in rs.items() if "error" in r]
+    for e in errors:
+        print("error: " + e)
+    os.makedirs(os.path.dirname(a.json), exist_ok=True)
+    with open(a.json, "w") as f:
+        json.dump(results, f, indent=2, sort_keys=True)
+    print("results: %s" % a.json)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""The checker: runs over what producers acknowledged and what consumers recorded.
+
+Input
+  produced: iterable of [topic, key, partition|None, offset|None] (acknowledged records)
+  members:  list of Member (label, pid, client, group, events) — one per consumer process.
+            The label names the logical member: a static member restarted keeps its label.
+
+Violations (each a string):
+  lost         a produced record that no member consumed
+  moved        a record consumed at another (partition, offset) than the producer was told
+  decreasing   a committed offset that decreases: commit B was sent after commit A completed,
+               for the same group and partition, with a smaller offset
+  double-owner a record consumed by two members (labels) that both tagged it with the same
+               generation, i.e. both held its partition in that generation
+  order        one process consumed records of one partition out of order within one generation
+
+Records whose generation changed during the poll that returned them (gen0 != gen) are not
+used for the double-owner rule (their generation is ambiguous); they are counted in the stats.
+"""
+from collections import defaultdict
+
+
+class Member:
+    def __init__(self, label, pid, client, group, events):
+        self.label, self.pid, self.client, self.group, self.events = label, pid, client, group, events
+
+
+def consumed_records(members):
+    """Yield (member, gen, gen0, topic, partition, offset, key) in each member's order."""
+    for m in members:
+        for ev in m.events:
+            if ev.get("ev") == "recs":
+                for t, p, o, k in ev["r"]:
+                    yield m, ev.get("gen"), ev.get("gen0", ev.get("gen")), t, p, o, k
+
+
+def check(produced, members, limit=20):
+    violations = []
+    stats = defaultdict(int)
+
+    def add(kind, msg):
+        stats["violations." + kind] += 1
+        if stats["violations." + kind] <= limit:
+            violations.append("%s: %s" % (kind, msg))
+
+    # where each record was consumed, by whom, in which generation
+    seen_at = defaultdict(set)         # (topic, key) -> {(partition, offset)}
+    owners = defaultdict(set)          # (group, topic, key) -> {(label, gen)}
+    last_offset = {}                   # (pid, topic, partition, gen) -> last offset
+    for m, gen, gen0, t, p, o, k in consumed_records(members):
+        stats["consumed"] += 1
+        seen_at[(t, k)].add((p, o))
+        if gen is None or gen < 0 or gen0 != gen:
+            stats["ambiguous_generation"] += 1
+        else:
+            owners[(m.group, t, k)].add((m.label, gen))
+        key = (m.pid, t, p, gen)
+        prev = last_offset.get(key)
+        if prev is not None and o <= prev:
+            add("order", "%s (pid %d) read %s[%d] offset %d after offset %d in generation %s"
+                % (m.label, m.pid, t, p, o, prev, gen))
+        last_offset[key] = o
+
+    produced = list(produced)
+    stats["produced"] = len(produced)
+    for t, k, p, o in produced:
+        at = seen_at.get((t, k))
+        if not at:
+            add("lost", "record %s/%s (partition %s, offset %s) was never consumed" % (t, k, p, o))
+        elif p is not None and o is not None and at != {(p, o)}:
+            add("moved", "record %s/%s produced at %s:%s, consumed at %s" % (t, k, p, o, sorted(at)))
+        elif len(at) > 1:
+            add("moved", "record %s/%s consumed at several positions %s" % (t, k, sorted(at)))
+
+    for (g, t, k), who in owners.items():
+        by_gen = defaultdict(set)
+        for label, gen in who:
+            by_gen[gen].add(label)
+        for gen, labels in by_gen.items():
+            if len(labels) > 1:
+                add("double-owner", "record %s/%s consumed in generation %s of group %s by %s"
+                    % (t, k, gen, g, sorted(labels)))
+        if len(who) > 1:
+            stats["redelivered"] += 1
+
+    # committed offsets never decrease
+    commits = defaultdict(list)   # (group, topic, partition) -> [(t0, t1, offset, label)]
+    for m in members:
+        for ev in m.events:
+            if ev.get("ev") == "commit" and ev.get("ok"):
+                for t, p, o in ev["offs"]:
+                    commits[(m.group, t, p)].append((ev["t0"], ev["t"], o, m.label))
+    for (g, t, p), cs in commits.items():
+        stats["commits"] += len(cs)
+        done = sorted(cs, key=lambda c: c[1])       # by completion
+        sent = sorted(cs, key=lambda c: c[0])       # by sending
+        i, best = 0, None
+        for t0, _t1, o, label in sent:
+            while i < len(done) and done[i][1] < t0:
+                if best is None or done[i][2] > best[2]:
+                    best = done[i]
+                i += 1
+            if best is not None and o < best[2]:
+                add("decreasing", "group %s %s[%d]: %s committed %d after %s's commit of %d had completed"
+                    % (g, t, p, label, o, best[3], best[2]))
+    return violations, dict(stats)
+
+
+def final_commits(members):
+    """{(group, topic, partition): highest successfully committed offset}."""
+    out = {}
+    for m in members:
+        for ev in m.events:
+            if ev.get("ev") == "commit" and ev.get("ok"):
+                for t, p, o in ev["offs"]:
+                    k = (m.group, t, p)
+                    out[k] = max(out.get(k, -1), o)
+    return out
+
+
+def fidelity(members, expected, limit=10):
+    """Compare every field of full records ("f") with expected(topic, key) -> dict of key,
+    value, headers (hex), timestamp. Returns (problems, number of records compared)."""
+    problems, n = [], 0
+    for m in members:
+        for ev in m.events:
+            if ev.get("ev") != "recs" or "f" not in ev:
+                continue
+            for t, p, o, khex, vhex, hdrs, ts, ts_type in ev["f"]:
+                n += 1
+                key = bytes.fromhex(khex).decode() if khex else None
+                exp = expected(t, key)
+                got = {"key": khex, "value": vhex, "headers": [list(h) for h in hdrs], "timestamp": ts}
+                want = {"key": exp["key"], "value": exp["value"], "headers": exp["headers"], "timestamp": exp["timestamp"]}
+                if got != want:
+                    diff = {f: (got[f], want[f]) for f in got if got[f] != want[f]}
+                    if len(problems) < limit:
+                        problems.append("%s read %s[%d]@%d with %s (got, expected)" % (m.label, t, p, o, diff))
+                if ts_type not in (None, "create"):
+                    if len(problems) < limit:
+                        problems.append("%s read %s[%d]@%d with timestamp type %s, expected create time"
+                                        % (m.label, t, p, o, ts_type))
+    return problems, n

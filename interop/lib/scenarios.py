@@ -1,0 +1,564 @@
+"""The scenarios. Each names the topics it needs (created at broker start with --topic), uses
+its own topics and group ids, and records failures on its Ctx. See interop/README.md for what
+each one checks and why.
+"""
+import json
+import os
+import random
+import socket
+import struct
+import subprocess
+import time
+
+import assigncmp
+import checker
+import kproto
+import records
+from harness import INTEROP, Timeout, now, python_exe
+from suite import Failed, scenario
+
+PY_CLIENTS = ("kafka-python", "aiokafka", "confluent")
+ALL_CLIENTS = PY_CLIENTS + ("kafkajs",)
+TS_BASE = 1_700_000_000_000
+
+# Known differences of librdkafka's mock cluster (interop/README.md, "The mock")
+MOCK_REBALANCE_DELAY = ("the mock completes a rebalance of a non-empty group only after session.timeout.ms - 1 s, "
+                        "even when every member rejoined at once (partitions move ~5 s after a close, ~11 s after SIGKILL)")
+MOCK_STATIC = ("the mock treats a static member that rejoins (JoinGroup with its group.instance.id and no member id) "
+               "as a new member and rebalances; Kafka swaps the member id and answers with the current generation "
+               "and assignment, without a rebalance")
+MOCK_LATE_SYNC = ("the mock answers a follower's SyncGroup that arrives after the leader's with INVALID_REQUEST "
+                  "(Kafka answers it with the assignment); kafka-python, aiokafka and kafkajs report it as an error")
+
+
+def parts(topics):
+    return sorted((t, p) for t, n in topics.items() for p in range(n))
+
+
+def expected_record(prefix, ts_base=TS_BASE):
+    def exp(topic, key):
+        i = records.index_of(key)
+        return {"key": records.key(prefix, i).encode().hex(), "value": records.value(prefix, i).hex(),
+                "headers": [[k, v.hex()] for k, v in records.headers(i)], "timestamp": records.timestamp(ts_base, i)}
+    return exp
+
+
+def end_offsets(consumers):
+    """{(topic, partition): last consumed offset + 1} over what the consumers read."""
+    out = {}
+    for p in consumers:
+        for e in p.snapshot():
+            if e["ev"] == "recs":
+                for t, part, o, _ in e["r"]:
+                    out[(t, part)] = max(out.get((t, part), 0), o + 1)
+    return out
+
+
+def check_final_commits(ctx, consumers, group):
+    """Every partition read was committed up to its end (the consumers commit after each batch)."""
+    ends = end_offsets(consumers)
+    commits = {(t, p): o for (g, t, p), o in checker.final_commits(ctx.members(consumers)).items() if g == group}
+    missing = {tp: (o, commits.get(tp)) for tp, o in ends.items() if commits.get(tp) != o}
+    ctx.check(not missing, "group %s: last commits differ from the ends read, {partition: (end, committed)}: %s"
+              % (group, missing))
+    return commits
+
+
+def fetch_committed(ctx, group, partitions, bootstrap=None):
+    """Committed offsets through a raw OffsetFetch v1 to the coordinator: {(t, p): offset}."""
+    host, port = kproto.split_hostport(bootstrap or ctx.bootstrap)
+    c = kproto.Conn(host, port, timeout=ctx.left(10))
+    try:
+        err, _node, chost, cport = c.find_coordinator(group)
+        if err:
+            raise Failed("FindCoordinator(%s) error %d" % (group, err))
+        if (chost, cport) != (host, port):
+            c.close()
+            c = kproto.Conn(chost, cport, timeout=ctx.left(10))
+        got = c.offset_fetch(group, partitions)
+    finally:
+        c.close()
+    bad = {tp: e for tp, (o, e) in got.items() if e}
+    if bad:
+        raise Failed("OffsetFetch(%s) errors %s" % (group, bad))
+    return {tp: o for tp, (o, e) in got.items()}
+
+
+# -------------------------------------------------------------------------------------------
+# 0. the checker itself: it catches each kind of violation, and passes what is allowed
+
+@scenario("checker-self-test", budget=30)
+def checker_self_test(ctx):
+    import unittest
+    import test_checker
+    result = unittest.TestResult()
+    unittest.defaultTestLoader.loadTestsFromModule(test_checker).run(result)
+    for test, tb in result.failures + result.errors:
+        ctx.fail("%s: %s" % (test.id(), tb.strip().splitlines()[-1]))
+    ctx.check(result.testsRun >= 10, "only %d checker tests ran" % result.testsRun)
+    ctx.note("%d checker tests" % result.testsRun)
+
+
+# -------------------------------------------------------------------------------------------
+# 1. round trip: 1,000 keyed records with headers, every field checked, commits honoured
+
+def roundtrip(client):
+    topic = "rt-%s" % client
+    group = "rt-%s" % client
+
+    @scenario("roundtrip-%s" % client, topics={topic: 4}, budget=90, clients=(client,))
+    def run(ctx):
+        prefix = "rt-" + client
+        prod = ctx.producer(client, "producer", [topic], 1000, prefix, ts_base=TS_BASE)
+        ctx.wait_done(prod, 60)
+        produced = ctx.produced([prod])
+        ctx.require(len(produced) == 1000, "producer acknowledged %d of 1000 records" % len(produced))
+        c1 = ctx.consumer(client, "consumer-1", group, [topic], full=True)
+        ctx.wait_consumed([c1], [(t, k) for t, k, _, _ in produced], 60)
+        ctx.stop(c1)
+        problems, n = checker.fidelity(ctx.members([c1]), expected_record(prefix))
+        for p in problems:
+            ctx.fail("fidelity: " + p)
+        ctx.check(n >= 1000, "only %d full records compared" % n)
+        commits = check_final_commits(ctx, [c1], group)
+        ctx.check(len(commits) == 4, "commits for %d of 4 partitions" % len(commits))
+        # a new member of the group starts at the committed offsets: it reads only what comes after
+        sentinel = ctx.producer(client, "producer-sentinel", [topic], 1, prefix, start=1000, ts_base=TS_BASE)
+        ctx.wait_done(sentinel, 30)
+        c2 = ctx.consumer(client, "consumer-2", group, [topic], full=True)
+        ctx.wait_consumed([c2], [(topic, records.key(prefix, 1000))], 40, "the record produced after the commit")
+        ctx.sleep(1.0)
+        ctx.stop(c2)
+        read = sorted(k for e in c2.snapshot() if e["ev"] == "recs" for _, _, _, k in e["r"])
+        ctx.check(read == [records.key(prefix, 1000)],
+                  "the new member read %d records (%s...), expected only the one produced after the commit"
+                  % (len(read), read[:3]))
+        ctx.run_checker([c1, c2], [prod, sentinel])
+    return run
+
+
+for _c in ALL_CLIENTS:
+    roundtrip(_c)
+
+
+# -------------------------------------------------------------------------------------------
+# 2. a mixed group: kafka-python + aiokafka + confluent-kafka, roundrobin and range
+
+def mixed(strategy):
+    ta, tb = "mixed-%s-a" % strategy, "mixed-%s-b" % strategy
+    topics = {ta: 5, tb: 3}
+    group = "mixed-%s" % strategy
+
+    @scenario("mixed-group-%s" % strategy, topics=topics, budget=120, clients=PY_CLIENTS,
+              mock_note=MOCK_LATE_SYNC)
+    def run(ctx):
+        labels = {"kafka-python": "kp", "aiokafka": "aio", "confluent": "rdk"}
+        consumers = [ctx.consumer(c, labels[c], group, [ta, tb], strategy=strategy, session_ms=10000,
+                                  heartbeat_ms=500) for c in PY_CLIENTS]
+        ctx.wait_assigned(consumers[0], 40)
+        prod = ctx.producer("confluent", "producer", [ta, tb], 3000, "mx-" + strategy, rate=800)
+        ctx.wait_done(prod, 60)
+        produced = ctx.produced([prod])
+        ctx.require(len(produced) == 3000, "producer acknowledged %d of 3000 records" % len(produced))
+        ctx.wait_consumed(consumers, [(t, k) for t, k, _, _ in produced], 60)
+        gen = ctx.wait_stable(consumers, parts(topics), 30)
+        ctx.note("stable in generation %s: %s" % (gen, {p.label: ctx.owned(p) for p in consumers}))
+        protos = {p.label: [e.get("proto") for e in p.snapshot() if e["ev"] == "assigned"] for p in consumers}
+        status, detail = assigncmp.compare(strategy, topics, [ta, tb], [p.snapshot() for p in consumers])
+        ctx.note("assignor comparison (%s): %s: %s" % (strategy, status, detail))
+        ctx.check(status != "different", "the leader's %s assignment differs from the project's: %s" % (strategy, detail))
+        for p in consumers:
+            ctx.stop(p)
+        check_final_commits(ctx, consumers, group)
+        ctx.run_checker(consumers, [prod])
+        del protos
+    return run
+
+
+mixed("roundrobin")
+mixed("range")
+
+
+# -------------------------------------------------------------------------------------------
+# 3. kafkajs: two kafkajs consumers (its strategy is named RoundRobinAssigner)
+
+@scenario("kafkajs-group", topics={"kjs": 6}, budget=90, clients=("kafkajs",),
+          mock_note=MOCK_LATE_SYNC)
+def kafkajs_group(ctx):
+    topic, group = "kjs", "kjs"
+    a = ctx.consumer("kafkajs", "kjs-a", group, [topic], session_ms=10000, heartbeat_ms=500)
+    ctx.wait_assigned(a, 40)
+    prod = ctx.producer("kafkajs", "producer", [topic], 1500, "kjs", rate=500)
+    ctx.sleep(1.0)
+    b = ctx.consumer("kafkajs", "kjs-b", group, [topic], session_ms=10000, heartbeat_ms=500)
+    ctx.wait_done(prod, 60)
+    produced = ctx.produced([prod])
+    ctx.require(len(produced) == 1500, "producer acknowledged %d of 1500 records" % len(produced))
+    ctx.wait_consumed([a, b], [(t, k) for t, k, _, _ in produced], 60)
+    gen = ctx.wait_stable([a, b], parts({topic: 6}), 30)
+    ctx.check(all(ctx.owned(p) for p in (a, b)), "a member of the stable group holds nothing: %s"
+              % {p.label: ctx.owned(p) for p in (a, b)})
+    protos = {e.get("proto") for p in (a, b) for e in p.snapshot() if e["ev"] == "assigned"}
+    ctx.check(protos == {"RoundRobinAssigner"}, "protocol chosen: %s" % protos)
+    status, detail = assigncmp.compare("roundrobin", {topic: 6}, [topic], [p.snapshot() for p in (a, b)])
+    ctx.note("generation %s; assignor comparison (kafkajs RoundRobinAssigner vs roundrobin): %s: %s" % (gen, status, detail))
+    ctx.check(status != "different", "kafkajs's RoundRobinAssigner differs from the project's roundrobin: %s" % detail)
+    ctx.stop(a)
+    ctx.stop(b)
+    check_final_commits(ctx, [a, b], group)
+    ctx.run_checker([a, b], [prod])
+
+
+# -------------------------------------------------------------------------------------------
+# 4. failure detection: SIGKILL -> partitions move after the session timeout;
+#    graceful close -> they move at once
+
+SESSION_MS, HEARTBEAT_MS = 6000, 500
+
+
+def failover(client):
+    topic = "fo-%s" % client
+    group = "fo-%s" % client
+
+    @scenario("kill-and-close-%s" % client, topics={topic: 4}, budget=120, clients=(client,),
+              mock_note=MOCK_REBALANCE_DELAY + "; " + MOCK_LATE_SYNC)
+    def run(ctx):
+        kw = dict(session_ms=SESSION_MS, heartbeat_ms=HEARTBEAT_MS)
+        all_parts = parts({topic: 4})
+        prod = ctx.producer("confluent", "producer", [topic], 3500, "fo-" + client, rate=250)
+        b = ctx.consumer(client, "member-b", group, [topic], **kw)
+        ctx.wait_assigned(b, 40)
+        a = ctx.consumer(client, "member-a", group, [topic], **kw)
+        ctx.wait_stable([a, b], all_parts, 40)
+        ctx.require(ctx.owned(a), "member-a got no partition")
+        ctx.sleep(1.0)
+        # SIGKILL: nobody tells the coordinator; the session timeout must pass first
+        mark = len(b.snapshot())
+        a.kill()
+        t_kill = a.killed_at
+        ev = ctx.wait_for(b, lambda e: e["ev"] == "assigned" and sorted(map(tuple, e["owned"])) == all_parts,
+                          SESSION_MS / 1000 + 15, "the killed member's partitions", start=mark)
+        moved = ev["t"] - t_kill
+        ctx.note("after SIGKILL the partitions moved in %.2f s (session timeout %.1f s)" % (moved, SESSION_MS / 1000))
+        ctx.check(moved >= (SESSION_MS - 2 * HEARTBEAT_MS) / 1000,
+                  "partitions moved %.2f s after SIGKILL: before the session timeout (%.1f s) could expire"
+                  % (moved, SESSION_MS / 1000))
+        ctx.check(moved <= SESSION_MS / 1000 + 4.0,
+                  "partitions moved %.2f s after SIGKILL: more than 4 s past the session timeout" % moved)
+        # a graceful close (LeaveGroup): the partitions move at once
+        c = ctx.consumer(client, "member-c", group, [topic], **kw)
+        ctx.wait_stable([b, c], all_parts, 40)
+        ctx.require(ctx.owned(c), "member-c got no partition")
+        ctx.sleep(1.0)
+        mark = len(b.snapshot())
+        t_close = now()
+        ctx.stop(c)
+        ev = ctx.wait_for(b, lambda e: e["ev"] == "assigned" and sorted(map(tuple, e["owned"])) == all_parts,
+                          SESSION_MS / 1000 + 15, "the closed member's partitions", start=mark)
+        moved = ev["t"] - t_close
+        ctx.note("after a graceful close the partitions moved in %.2f s" % moved)
+        ctx.check(moved < min(3.0, SESSION_MS / 2000),
+                  "partitions moved %.2f s after a graceful close; expected well under the session timeout "
+                  "(%.1f s): did the member leave the group?" % (moved, SESSION_MS / 1000))
+        ctx.wait_done(prod, 60)
+        produced = ctx.produced([prod])
+        ctx.wait_consumed([a, b, c], [(t, k) for t, k, _, _ in produced], 40)
+        ctx.stop(b)
+        ctx.run_checker([a, b, c], [prod])
+    return run
+
+
+for _c in ALL_CLIENTS:
+    failover(_c)
+
+
+# -------------------------------------------------------------------------------------------
+# 5. static membership: a restart within the session timeout causes no rebalance
+
+def static_restart(client):
+    topic = "st-%s" % client
+    group = "st-%s" % client
+
+    @scenario("static-member-restart-%s" % client, topics={topic: 4}, budget=90, clients=(client,),
+              mock_note=MOCK_STATIC)
+    def run(ctx):
+        kw = dict(session_ms=10000, heartbeat_ms=500)
+        all_parts = parts({topic: 4})
+        prod = ctx.producer("confluent", "producer", [topic], 3000, "st-" + client, rate=250)
+        a = ctx.consumer(client, "static-a", group, [topic], instance_id="static-a", **kw)
+        ctx.wait_assigned(a, 40)
+        b = ctx.consumer(client, "static-b", group, [topic], instance_id="static-b", **kw)
+        gen = ctx.wait_stable([a, b], all_parts, 40)
+        before = ctx.owned(a)
+        ctx.sleep(1.0)
+        mark_b = len(b.snapshot())
+        ctx.stop(a)   # a static member does not send LeaveGroup
+        a2 = ctx.consumer(client, "static-a", group, [topic], instance_id="static-a", **kw)
+        ev = ctx.wait_assigned(a2, 30)
+        ctx.check(ev["gen"] == gen, "the restarted static member got generation %s, expected %s (no rebalance)"
+                  % (ev["gen"], gen))
+        ctx.check(sorted(map(tuple, ev["owned"])) == before, "the restarted static member got %s, before it had %s"
+                  % (ev["owned"], before))
+        ctx.sleep(2.0)
+        moved = [e for e in b.snapshot()[mark_b:] if e["ev"] in ("assigned", "revoked", "lost")]
+        ctx.check(not moved, "the other member saw a rebalance during the restart: %s"
+                  % [(e["ev"], e["gen"], e.get("owned")) for e in moved])
+        ctx.wait_done(prod, 60)
+        ctx.wait_consumed([a, a2, b], [(t, k) for t, k, _, _ in ctx.produced([prod])], 40)
+        ctx.stop(a2)
+        ctx.stop(b)
+        # a and a2 are one logical member (same label): the checker treats them as one
+        ctx.run_checker([a, a2, b], [prod])
+    return run
+
+
+for _c in PY_CLIENTS:
+    static_restart(_c)
+
+
+# -------------------------------------------------------------------------------------------
+# 6. cooperative-sticky: the first member keeps its retained partitions throughout
+
+def cooperative(client):
+    topic = "coop-%s" % client
+    group = "coop-%s" % client
+
+    @scenario("cooperative-sticky-%s" % client, topics={topic: 8}, budget=90, clients=(client,),
+              mock_note=None if client == "confluent" else MOCK_LATE_SYNC)
+    def run(ctx):
+        kw = dict(session_ms=10000, heartbeat_ms=500, strategy="cooperative-sticky")
+        all_parts = parts({topic: 8})
+        prod = ctx.producer("confluent", "producer", [topic], 3000, "coop-" + client, rate=300)
+        a = ctx.consumer(client, "coop-a", group, [topic], **kw)
+        ctx.wait_for(a, lambda e: e["ev"] == "assigned" and len(e["owned"]) == 8, 40, "all 8 partitions")
+        ctx.sleep(1.0)
+        mark = len(a.snapshot())
+        t_join = now()
+        b = ctx.consumer(client, "coop-b", group, [topic], **kw)
+        ctx.wait_stable([a, b], all_parts, 40)
+        ctx.sleep(1.0)
+        ev_a = a.snapshot()[mark:]
+        owned_seen = [len(e["owned"]) for e in ev_a if e["ev"] in ("assigned", "revoked", "lost")]
+        revoked = sorted(tuple(x) for e in ev_a if e["ev"] == "revoked" for x in e["removed"])
+        lost = [e for e in ev_a if e["ev"] == "lost"]
+        ctx.check(not lost, "member a lost partitions: %s" % lost)
+        ctx.check(owned_seen and min(owned_seen) > 0,
+                  "member a's assignment went through %s partitions: a full revocation" % owned_seen)
+        ctx.check(len(revoked) == 4 and set(revoked) == set(ctx.owned(b)),
+                  "member a gave up %s; member b holds %s (expected exactly the 4 moved)" % (revoked, ctx.owned(b)))
+        retained = set(ctx.owned(a))
+        ctx.check(len(retained) == 4, "member a retains %s" % sorted(retained))
+        # the retained partitions were consumed while b joined (the stream never stopped for them)
+        t_b = min([e["t"] for e in b.snapshot() if e["ev"] == "assigned" and e["owned"]] or [now()])
+        during = [r for e in ev_a if e["ev"] == "recs" and t_join <= e["t"] <= t_b
+                  for r in e["r"] if (r[0], r[1]) in retained]
+        ctx.note("member a read %d records of its retained partitions between b's start and b's assignment (%.2f s)"
+                 % (len(during), t_b - t_join))
+        ctx.wait_done(prod, 60)
+        ctx.wait_consumed([a, b], [(t, k) for t, k, _, _ in ctx.produced([prod])], 40)
+        ctx.stop(b)
+        ctx.stop(a)
+        ctx.run_checker([a, b], [prod])
+    return run
+
+
+for _c in ("confluent", "kafka-python"):
+    cooperative(_c)
+
+
+# -------------------------------------------------------------------------------------------
+# 7. broker restart on the same data dir: committed offsets survive, records do not
+
+@scenario("restart-keeps-offsets", topics={"rs": 4}, budget=120, own_broker=True,
+          mock_note="the mock has no --data-dir: nothing survives it, and it does not lock a directory")
+def restart_keeps_offsets(ctx):
+    topics = {"rs": 4}
+    data_dir = os.path.join(ctx.suite.tmp, "restart-data")
+    os.makedirs(data_dir, exist_ok=True)
+    b1 = ctx.start_broker("broker-1", topics, data_dir)
+    prod = ctx.producer("confluent", "producer", ["rs"], 400, "rs", bootstrap=b1.address)
+    ctx.wait_done(prod, 60)
+    c = ctx.consumer("confluent", "consumer", "rs-group", ["rs"], bootstrap=b1.address)
+    ctx.wait_consumed([c], [(t, k) for t, k, _, _ in ctx.produced([prod])], 60)
+    ctx.stop(c)
+    # a second group's offsets committed directly ("simple" commit, no membership)
+    host, port = kproto.split_hostport(b1.address)
+    conn = kproto.Conn(host, port, timeout=ctx.left(10))
+    errs = conn.offset_commit("rs-simple", {("rs", 0): 7, ("rs", 3): 11})
+    conn.close()
+    ctx.check(not any(errs.values()), "simple OffsetCommit errors: %s" % errs)
+    tps = parts(topics)
+    before = {g: fetch_committed(ctx, g, tps, b1.address) for g in ("rs-group", "rs-simple")}
+    ctx.check(all(before["rs-group"][tp] >= 0 for tp in tps), "offsets before restart: %s" % before["rs-group"])
+    ctx.check(before["rs-simple"][("rs", 0)] == 7 and before["rs-simple"][("rs", 3)] == 11,
+              "simple commit read back as %s" % before["rs-simple"])
+    # a second broker on the same data dir is refused
+    b2 = ctx.start_broker("broker-2-same-dir", topics, data_dir, expect_listen=False)
+    try:
+        code = b2.proc.p.wait(ctx.left(15))
+    except subprocess.TimeoutExpired:
+        code = None
+    ctx.check(code not in (None, 0), "a second broker on the same --data-dir was not refused (exit %s)" % code)
+    if code is None:
+        b2.stop(5)
+    # SIGTERM: exit 0
+    code, took, killed = b1.stop(15)
+    ctx.check(code == 0 and not killed, "broker-1 on SIGTERM: exit %s after %.1f s%s" % (code, took, " (killed)" if killed else ""))
+    b3 = ctx.start_broker("broker-3", topics, data_dir)
+    after = {g: fetch_committed(ctx, g, tps, b3.address) for g in ("rs-group", "rs-simple")}
+    ctx.check(after == before, "committed offsets before the restart %s, after %s" % (before, after))
+    code, took, killed = b3.stop(15)
+    ctx.check(code == 0 and not killed, "broker-3 on SIGTERM: exit %s" % code)
+
+
+# -------------------------------------------------------------------------------------------
+# 8. kafka-python's admin client: list and describe groups, their committed offsets
+
+@scenario("admin-kafka-python", topics={"adm": 4}, budget=90,
+          mock_note="the mock implements neither ListGroups nor DescribeGroups")
+def admin(ctx):
+    topic, group = "adm", "adm-group"
+    prod = ctx.producer("confluent", "producer", [topic], 400, "adm")
+    ctx.wait_done(prod, 60)
+    cs = [ctx.consumer("kafka-python", "adm-%d" % i, group, [topic], session_ms=10000, heartbeat_ms=500)
+          for i in (1, 2)]
+    ctx.wait_consumed(cs, [(t, k) for t, k, _, _ in ctx.produced([prod])], 60)
+    ctx.wait_stable(cs, parts({topic: 4}), 30)
+    commits = check_final_commits(ctx, cs, group)
+    out = run_admin(ctx, group)
+    ctx.check(any(g == group for g, _ in out["groups"]), "list_consumer_groups: %s" % out["groups"])
+    d = out["describe"]
+    ctx.check(d.get("state") == "Stable", "describe_consumer_groups state: %s" % d.get("state"))
+    ctx.check(d.get("protocol_type") == "consumer" and d.get("protocol") == "range",
+              "protocol type/name: %s/%s" % (d.get("protocol_type"), d.get("protocol")))
+    mids = {p.label: ctx.last_assignment(p)["mid"] for p in cs}
+    described = {m["member_id"]: sorted(map(tuple, m["assignment"])) for m in d.get("members", [])}
+    ctx.check(set(described) == set(mids.values()), "described members %s, consumers are %s" % (sorted(described), mids))
+    for p in cs:
+        mid = mids[p.label]
+        if mid in described:
+            ctx.check(described[mid] == ctx.owned(p), "%s: described assignment %s, consumer holds %s"
+                      % (p.label, described[mid], ctx.owned(p)))
+    offsets = {(t, p): o for t, p, o in out["offsets"]}
+    ctx.check(offsets == commits, "list_consumer_group_offsets %s, consumers committed %s" % (offsets, commits))
+    for p in cs:
+        ctx.stop(p)
+    out = run_admin(ctx, group)
+    ctx.check(out["describe"].get("state") == "Empty", "after both closed, state %s" % out["describe"].get("state"))
+    ctx.check({(t, p): o for t, p, o in out["offsets"]} == commits, "offsets after close: %s" % out["offsets"])
+    ctx.run_checker(cs, [prod])
+
+
+def run_admin(ctx, group):
+    spec = ctx.spec(group=group)
+    r = subprocess.run([python_exe(), os.path.join(INTEROP, "workers", "admin.py"), json.dumps(spec)],
+                       capture_output=True, timeout=ctx.left(60))
+    with open(os.path.join(ctx.dir, "admin.log"), "ab") as f:
+        f.write(r.stderr)
+    if r.returncode != 0:
+        raise Failed("admin client failed (exit %d): %s" % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
+    return json.loads(r.stdout)
+
+
+# -------------------------------------------------------------------------------------------
+# 9. garbage and oversized frames next to a consuming group
+
+@scenario("bad-frames", topics={"bad": 4}, budget=90,
+          mock_note="the mock has no --max-frame-bytes: it waits for the body of a frame just over 16 MiB")
+def bad_frames(ctx):
+    topic, group = "bad", "bad-group"
+    kw = dict(session_ms=10000, heartbeat_ms=500)
+    prod = ctx.producer("confluent", "producer", [topic], 2500, "bad", rate=300)
+    cs = [ctx.consumer("confluent", "bad-%d" % i, group, [topic], **kw) for i in (1, 2)]
+    gen = ctx.wait_stable(cs, parts({topic: 4}), 40)
+    marks = [len(p.snapshot()) for p in cs]
+    host, port = kproto.split_hostport(ctx.bootstrap)
+    rnd = random.Random(7)
+    cases = [
+        ("unknown api key", struct.pack(">i", 64) + struct.pack(">hhi", 0x7ABC, 0, 1) + bytes(rnd.getrandbits(8) for _ in range(56))),
+        ("random bytes", struct.pack(">i", 200) + bytes(rnd.getrandbits(8) for _ in range(200))),
+        ("ApiVersions whose client id runs past the frame",
+         struct.pack(">i", 14) + struct.pack(">hhi", 18, 0, 1) + struct.pack(">h", 500) + b"abcd"),
+        ("frame one byte over --max-frame-bytes (16 MiB + 1 declared)", struct.pack(">i", (16 << 20) + 1) + b"\0" * 64),
+        ("oversized frame (1 GiB declared)", struct.pack(">i", 1 << 30) + b"\0" * 64),
+        ("negative frame size", struct.pack(">i", -5) + b"\0" * 16),
+    ]
+    for what, data in cases:
+        s = socket.create_connection((host, port), timeout=ctx.left(10))
+        closed, how = False, "open"
+        try:
+            s.sendall(data)
+            s.settimeout(ctx.left(5))
+            deadline = now() + 5
+            while now() < deadline:
+                chunk = s.recv(65536)
+                if not chunk:
+                    closed, how = True, "closed (EOF)"
+                    break
+                how = "answered %d bytes and stayed open" % len(chunk)
+        except socket.timeout:
+            how = "still open after 5 s"
+        except ConnectionError as e:
+            closed, how = True, "closed (%s)" % type(e).__name__
+        finally:
+            s.close()
+        ctx.note("%s: %s" % (what, how))
+        ctx.check(closed, "%s: the broker did not close the connection (%s)" % (what, how))
+    # the broker still serves
+    c = kproto.Conn(host, port, timeout=ctx.left(10))
+    try:
+        av = c.api_versions()
+        ctx.check(18 in av, "ApiVersions after the bad frames: %s" % av)
+    finally:
+        c.close()
+    ctx.sleep(1.5)
+    moved = [(p.label, e["ev"]) for p, m in zip(cs, marks) for e in p.snapshot()[m:]
+             if e["ev"] in ("assigned", "revoked", "lost")]
+    ctx.check(not moved, "the group rebalanced during the bad frames: %s" % moved)
+    ctx.wait_done(prod, 60)
+    ctx.wait_consumed(cs, [(t, k) for t, k, _, _ in ctx.produced([prod])], 40)
+    ctx.check(ctx.wait_stable(cs, parts({topic: 4}), 5) == gen, "the generation changed")
+    for p in cs:
+        ctx.stop(p)
+    ctx.run_checker(cs, [prod])
+
+
+# -------------------------------------------------------------------------------------------
+# 10. compressed batches: every codec in, read back by every Python client
+
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+
+
+@scenario("compression", topics={"comp-" + c: 2 for c in CODECS}, budget=120)
+def compression(ctx):
+    producers = []
+    for codec in CODECS:
+        producers.append(ctx.producer("confluent", "producer-rdk-" + codec, ["comp-" + codec], 300,
+                                      "comp-rdk-" + codec, compression=codec, ts_base=TS_BASE))
+    producers.append(ctx.producer("kafka-python", "producer-kp-gzip", ["comp-gzip"], 300, "comp-kp-gzip",
+                                  compression="gzip", ts_base=TS_BASE))
+    producers.append(ctx.producer("kafkajs", "producer-kjs-gzip", ["comp-gzip"], 300, "comp-kjs-gzip",
+                                  compression="gzip", ts_base=TS_BASE))
+    for p in producers:
+        ctx.wait_done(p, 60)
+    produced = ctx.produced(producers)
+    ctx.require(len(produced) == 300 * len(producers), "acknowledged %d records" % len(produced))
+    readers = {"confluent": list(CODECS), "kafka-python": list(CODECS), "aiokafka": list(CODECS), "kafkajs": ["gzip"]}
+    consumers = []
+    for client, codecs in readers.items():
+        consumers.append(ctx.consumer(client, "reader-" + client, "comp-" + client, ["comp-" + c for c in codecs],
+                                      full=True))
+    for p, (client, codecs) in zip(consumers, readers.items()):
+        want = [(t, k) for t, k, _, _ in produced if t in ["comp-" + c for c in codecs]]
+        ctx.wait_consumed([p], want, 60, "%s reading %s" % (client, codecs))
+    for p in consumers:
+        ctx.stop(p)
+    for p in consumers:
+        problems, n = checker.fidelity(ctx.members([p]), lambda t, k: expected_record(k.rsplit("-", 1)[0])(t, k))
+        for pr in problems:
+            ctx.fail("fidelity: " + pr)
+    for p, (client, codecs) in zip(consumers, readers.items()):
+        want = [r for r in produced if r[0] in ["comp-" + c for c in codecs]]
+        v, _ = checker.check(want, ctx.members([p]))
+        for x in v:
+            ctx.fail("checker (%s): %s" % (client, x))
