@@ -292,7 +292,6 @@ async fn refusals_against_a_data_directory_change_nothing() {
 }
 
 #[tokio::test]
-#[ignore = "needs JsonFileStore's owner lock (the `store` branch adds it); run with --ignored once it is merged"]
 async fn the_tool_refuses_a_data_directory_a_broker_runs_on() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

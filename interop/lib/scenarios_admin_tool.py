@@ -14,15 +14,14 @@ Two ways to run it:
 
 * Alone (needs kafka-python 3 and the two binaries):
 
-      python interop/scenarios_admin_tool.py [--broker target/release/broker]
+      python interop/lib/scenarios_admin_tool.py [--broker target/release/broker]
                                              [--groups target/release/groups]
                                              [--bootstrap HOST:PORT]
 
   It starts the broker on a free loopback port (unless --bootstrap is given), runs the
   scenario, stops the broker, and prints `N passed, M failed` as its last line.
 
-* In the real-client suite: copy this file to interop/lib/ and import it after `scenarios`
-  in interop/lib/cli.py (`import scenarios_admin_tool  # noqa: E402,F401`). It then
+* In the real-client suite (interop/lib/cli.py imports it after `scenarios`): it
   registers itself with `suite.scenario`, uses the suite's broker (`ctx.bootstrap`), its
   bounded waits (`ctx.left`) and its checks (`ctx.check`). The tool is
   `$INTEROP_GROUPS`, or `target/release/groups`, which `cargo build --release -p broker`
