@@ -33,8 +33,20 @@ use coordinator_core::{
 };
 use tokio::sync::Mutex;
 
+/// How a commit's tag must relate to the generation counter while the commit is in the store.
+#[derive(Clone, Copy)]
+enum Rule {
+    /// Chapter groups: the counter is the number of rebalances *begun* (assignor calls), so a
+    /// commit tagged G must find exactly G.
+    Exact,
+    /// Classic groups: the counter is the highest generation a member has been told about
+    /// (a JoinGroup answer), so a commit tagged G must never find a higher one.
+    NotBelow,
+}
+
 struct FencingCheckStore {
-    assignor: Arc<ModuloAssignor>,
+    counter: Box<dyn Fn() -> u64 + Send + Sync>,
+    rule: Rule,
     inner: TestStore,
     landed: AtomicU64,
     violations: std::sync::Mutex<Vec<String>>,
@@ -52,12 +64,16 @@ impl OffsetStore for FencingCheckStore {
         fence: CommitFence,
     ) -> Result<(), StorageError> {
         for _ in 0..3 {
-            let begun = u64::from(self.assignor.calls.load(Ordering::SeqCst));
+            let counter = (self.counter)();
             for (tp, &tag) in offsets {
-                if tag as u64 != begun {
+                let broken = match self.rule {
+                    Rule::Exact => tag as u64 != counter,
+                    Rule::NotBelow => (tag as u64) < counter,
+                };
+                if broken {
                     self.violations.lock().unwrap().push(format!(
-                        "commit of {tp} under generation {tag} reached the store after \
-                         {begun} rebalances had begun"
+                        "commit of {tp} under generation {tag} was in the store while the \
+                         generation counter was {counter}"
                     ));
                 }
             }
@@ -97,8 +113,10 @@ async fn maybe_yield(rng: &mut Rng) {
 
 async fn schedule(seed: u64) -> Outcome {
     let assignor = ModuloAssignor::named("modulo");
+    let calls = assignor.clone();
     let store = Arc::new(FencingCheckStore {
-        assignor: assignor.clone(),
+        counter: Box::new(move || u64::from(calls.calls.load(Ordering::SeqCst))),
+        rule: Rule::Exact,
         inner: TestStore::default(),
         landed: AtomicU64::new(0),
         violations: std::sync::Mutex::new(Vec::new()),
@@ -156,6 +174,26 @@ async fn schedule(seed: u64) -> Outcome {
             }
         }));
     }
+    // Reads that never take the commit gate: descriptions and assignment reads of the
+    // anchor, interleaved with everything else.
+    {
+        let (c, mut rng) = (coordinator.clone(), Rng::new(seed ^ 0xD));
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..12 {
+                let d = c.describe("g").await.unwrap();
+                assert!(
+                    d.members.iter().any(|m| m.member == "anchor"),
+                    "seed {seed}"
+                );
+                let view = c.assignment("g", "anchor").await.unwrap();
+                assert!(
+                    view.generation >= d.generation,
+                    "seed {seed}: generations only grow"
+                );
+                maybe_yield(&mut rng).await;
+            }
+        }));
+    }
     // Expiry: advance the clock and expire, keeping the anchor's lease fresh first.
     {
         let (c, clock, gate, mut rng) = (
@@ -196,6 +234,241 @@ async fn schedule(seed: u64) -> Outcome {
         fenced: fenced.load(Ordering::SeqCst),
         rebalances: d.generation.get(),
     }
+}
+
+/// Classic groups: commits checked against generation G race JoinGroup barriers that install
+/// G+1. An anchor member keeps the group alive: it heartbeats, and when told of a rebalance
+/// it joins again (recording the generation it is told about) and syncs. Static churn
+/// members join and leave by instance id, each join starting a rebalance. Committers commit
+/// for the anchor under the generation they just read, tagging offsets with it.
+async fn classic_schedule(seed: u64) -> Outcome {
+    use coordinator_core::{
+        ClassicProtocol, GroupState, JoinGroupRequest, LeavingMember, OffsetCommitRequest,
+        SyncAssignment, SyncGroupRequest,
+    };
+    let told = Arc::new(AtomicU64::new(0));
+    let seen = told.clone();
+    let store = Arc::new(FencingCheckStore {
+        counter: Box::new(move || seen.load(Ordering::SeqCst)),
+        rule: Rule::NotBelow,
+        inner: TestStore::default(),
+        landed: AtomicU64::new(0),
+        violations: std::sync::Mutex::new(Vec::new()),
+    });
+    let coordinator = Arc::new(
+        Coordinator::builder(
+            store.clone(),
+            Topics::with(&[("orders", 4)]),
+            ModuloAssignor::named("modulo"),
+        )
+        .clock(Arc::new(ManualClock::new()))
+        .member_ids(Arc::new(coordinator_core::SequentialMemberIds::new()))
+        .group_initial_rebalance_delay_ms(0)
+        .group_min_session_timeout_ms(1)
+        .build()
+        .unwrap(),
+    );
+    let join = |member: &str, instance: Option<&str>| JoinGroupRequest {
+        group_id: "g".into(),
+        member_id: member.into(),
+        group_instance_id: instance.map(str::to_string),
+        client_id: "stress".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![ClassicProtocol::new("range", vec![1u8])],
+        require_known_member_id: false,
+        supports_skip_assignment: false,
+        reason: None,
+    };
+    // The anchor alone, Stable.
+    let first = {
+        let (c, r) = (coordinator.clone(), join("", None));
+        tokio::spawn(async move { c.join_group(r).await })
+    };
+    while coordinator
+        .describe_group("g")
+        .await
+        .map_or(true, |d| d.state != GroupState::PreparingRebalance)
+    {
+        tokio::task::yield_now().await;
+    }
+    coordinator.handle_timeout().await;
+    let first = first.await.unwrap().unwrap();
+    let anchor = first.member_id.clone();
+    told.store(first.generation.get(), Ordering::SeqCst);
+    let sync_all = |generation, leader: &str, members: Vec<String>| SyncGroupRequest {
+        group_id: "g".into(),
+        generation: Some(generation),
+        member_id: leader.to_string(),
+        group_instance_id: None,
+        protocol_type: None,
+        protocol_name: None,
+        assignments: members
+            .into_iter()
+            .map(|m| SyncAssignment {
+                member_id: m,
+                assignment: vec![2u8].into(),
+                partitions: None,
+            })
+            .collect(),
+    };
+    coordinator
+        .sync_group(sync_all(first.generation, &anchor, vec![anchor.clone()]))
+        .await
+        .unwrap();
+
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fenced = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    // The anchor follows every rebalance.
+    {
+        let (c, told, done, anchor) = (
+            coordinator.clone(),
+            told.clone(),
+            done.clone(),
+            anchor.clone(),
+        );
+        let mut rng = Rng::new(seed ^ 0xA);
+        tasks.push(tokio::spawn(async move {
+            let mut generation = first.generation;
+            while !done.load(Ordering::SeqCst) {
+                match c
+                    .heartbeat_group("g", &anchor, None, Some(generation))
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(_) => {
+                        let r = c.join_group(join(&anchor, None)).await.unwrap();
+                        told.fetch_max(r.generation.get(), Ordering::SeqCst);
+                        generation = r.generation;
+                        if r.leader == anchor {
+                            let members = r.members.iter().map(|m| m.member_id.clone()).collect();
+                            let _ = c.sync_group(sync_all(generation, &anchor, members)).await;
+                        } else {
+                            let _ = c
+                                .sync_group(sync_all(generation, &anchor, Vec::new()))
+                                .await;
+                        }
+                    }
+                }
+                maybe_yield(&mut rng).await;
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    // Committers for the anchor.
+    for k in 0..3u64 {
+        let (c, fenced, anchor) = (coordinator.clone(), fenced.clone(), anchor.clone());
+        let mut rng = Rng::new(seed * 31 + k);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..12 {
+                let generation = c.describe_group("g").await.unwrap().generation;
+                maybe_yield(&mut rng).await;
+                let tag = i64::try_from(generation.get()).unwrap();
+                let request = OffsetCommitRequest {
+                    group_id: "g".into(),
+                    generation: Some(generation),
+                    member_id: anchor.clone(),
+                    group_instance_id: None,
+                    offsets: OffsetMap::from([(TopicPartition::new("orders", k as u32), tag)]),
+                };
+                match c.commit_offsets(&request).await {
+                    Ok(()) => {}
+                    Err(Error::IllegalGeneration { .. } | Error::RebalanceInProgress { .. }) => {
+                        fenced.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(e) => panic!("seed {seed}: unexpected {e}"),
+                }
+            }
+        }));
+    }
+    // Static churn members: each join starts a rebalance; each leave by instance id removes
+    // the member (and answers its waiting join).
+    let churn = {
+        let c = coordinator.clone();
+        let mut rng = Rng::new(seed * 17);
+        tokio::spawn(async move {
+            for i in 0..5u64 {
+                let instance = format!("churn-{}", i % 2);
+                let waiting = {
+                    let (c, r) = (c.clone(), join("", Some(&instance)));
+                    tokio::spawn(async move { c.join_group(r).await })
+                };
+                maybe_yield(&mut rng).await;
+                tokio::task::yield_now().await;
+                let leaving = [LeavingMember {
+                    member_id: String::new(),
+                    group_instance_id: Some(instance),
+                }];
+                let _ = c.leave_group("g", &leaving).await.unwrap();
+                let _ = waiting.await.unwrap();
+            }
+        })
+    };
+    let mut others = Vec::new();
+    for t in tasks.drain(1..) {
+        others.push(t);
+    }
+    for t in others {
+        t.await.unwrap();
+    }
+    churn.await.unwrap();
+    done.store(true, Ordering::SeqCst);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let violations = store.violations.lock().unwrap().clone();
+    assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
+    Outcome {
+        landed: store.landed.load(Ordering::SeqCst),
+        fenced: fenced.load(Ordering::SeqCst),
+        rebalances: told.load(Ordering::SeqCst),
+    }
+}
+
+fn run_classic(seeds: std::ops::Range<u64>, multi_thread: bool) -> Outcome {
+    let mut total = Outcome::default();
+    for seed in seeds {
+        let rt = if multi_thread {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(4)
+                .build()
+        } else {
+            tokio::runtime::Builder::new_current_thread().build()
+        }
+        .unwrap();
+        let o = rt.block_on(classic_schedule(seed));
+        total.landed += o.landed;
+        total.fenced += o.fenced;
+        total.rebalances += o.rebalances;
+    }
+    total
+}
+
+#[test]
+fn classic_stale_commits_never_land_multi_threaded() {
+    let range = seeds(0);
+    let n = (range.end - range.start).min(500);
+    let total = run_classic(range.start..range.start + n, true);
+    assert!(
+        n < 100 || (total.landed > 0 && total.fenced > 0),
+        "{total:?}"
+    );
+    eprintln!("{n} classic multi-threaded schedules: {total:?}");
+}
+
+#[test]
+fn classic_stale_commits_never_land_current_thread_replayable() {
+    let range = seeds(1_000_000);
+    let n = (range.end - range.start).min(500);
+    let total = run_classic(range.start..range.start + n, false);
+    assert!(
+        n < 100 || (total.landed > 0 && total.fenced > 0),
+        "{total:?}"
+    );
+    eprintln!("{n} classic current-thread schedules: {total:?}");
 }
 
 fn run(seeds: std::ops::Range<u64>, multi_thread: bool) -> Outcome {

@@ -91,9 +91,15 @@ pub struct TestStore {
     pub received: Mutex<Vec<(String, OffsetMap)>>,
     pub failing: AtomicBool,
     writes: Arc<tokio::sync::RwLock<()>>,
+    waiting: AtomicU32,
 }
 
 impl TestStore {
+    /// Whether a write is waiting for held writes to be released.
+    pub fn writes_waiting(&self) -> bool {
+        self.writes.try_read().is_err() && self.waiting.load(Ordering::SeqCst) > 0
+    }
+
     /// While the returned guard lives, every write waits (a disk that hangs).
     pub fn hold_writes(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
         self.writes
@@ -124,7 +130,9 @@ impl OffsetStore for TestStore {
         offsets: &OffsetMap,
         _fence: CommitFence,
     ) -> Result<(), StorageError> {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
         drop(self.writes.read().await);
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
         self.received
             .lock()
             .unwrap()
