@@ -141,8 +141,14 @@ impl Default for MonotonicClock {
 
 impl Clock for MonotonicClock {
     fn now_ms(&self) -> u64 {
-        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+        millis_between(self.start, Instant::now())
     }
+}
+
+/// Whole milliseconds from `start` to `now`: 0 if `now` is earlier, `u64::MAX` if the span
+/// does not fit.
+fn millis_between(start: Instant, now: Instant) -> u64 {
+    u64::try_from(now.saturating_duration_since(start).as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -176,13 +182,34 @@ mod tests {
     }
 
     #[test]
-    fn monotonic_clock_never_decreases() {
-        let c = MonotonicClock::new();
-        let mut last = c.now_ms();
-        for _ in 0..1000 {
-            let now = c.now_ms();
-            assert!(now >= last);
-            last = now;
-        }
+    fn monotonic_clock_counts_whole_milliseconds_from_its_epoch() {
+        use std::time::Duration;
+        let start = Instant::now();
+        let at = |d: Duration| millis_between(start, start + d);
+        assert_eq!(at(Duration::ZERO), 0);
+        assert_eq!(
+            at(Duration::from_micros(999)),
+            0,
+            "partial milliseconds are dropped"
+        );
+        assert_eq!(at(Duration::from_millis(1500)), 1500);
+        assert_eq!(at(Duration::from_secs(86_400 * 365)), 31_536_000_000);
+        assert_eq!(
+            millis_between(start + Duration::from_secs(5), start),
+            0,
+            "an instant before the epoch reads as 0, never wraps"
+        );
+    }
+
+    #[test]
+    fn copies_of_a_monotonic_clock_share_its_epoch() {
+        let a = MonotonicClock::new();
+        let b = a;
+        assert_eq!(a.start, b.start);
+        let later = MonotonicClock::new();
+        assert!(
+            later.start >= a.start,
+            "each clock's epoch is when it was made"
+        );
     }
 }
