@@ -114,6 +114,8 @@ fn gen_ops(seed: u64) -> Vec<Op> {
         .collect()
 }
 
+type SyncTask = JoinHandle<Result<SyncGroupResponse, Error>>;
+
 /// What the model knows of one member slot.
 #[derive(Default)]
 struct Slot {
@@ -128,11 +130,7 @@ struct Slot {
     /// The SyncGroup in flight: its generation, whether its answer renews the lease (Kafka
     /// renews the sessions of the members whose SyncGroup the leader's assignment answers;
     /// a SyncGroup answered at once in Stable does not renew), and the request.
-    sync: Option<(
-        Generation,
-        bool,
-        JoinHandle<Result<SyncGroupResponse, Error>>,
-    )>,
+    sync: Option<(Generation, bool, SyncTask)>,
 }
 
 struct Run {
