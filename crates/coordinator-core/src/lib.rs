@@ -1,49 +1,121 @@
 //! # coordinator-core
 //!
-//! The consumer-group coordinator of the consumer-groups chapter: group membership with
-//! session leases, generation numbers that fence stale workers, a pluggable partition
-//! assignment, and commits that reach the offset store only from the current owner.
+//! A consumer-group coordinator: group membership with session leases, generation numbers
+//! that fence stale workers, partition assignment, and commits that reach the offset store
+//! only from the current owner. Two kinds of group live side by side:
+//!
+//! - **The chapter's groups** ([`Coordinator::join`], [`leave`](Coordinator::leave),
+//!   [`heartbeat`](Coordinator::heartbeat), [`assignment`](Coordinator::assignment),
+//!   [`commit`](Coordinator::commit), …): the coordinator assigns, synchronously, with a
+//!   pluggable [`Assignor`], on every membership change. One call joins and returns the
+//!   member's partitions. Use them to embed a coordinator whose members are Rust objects.
+//! - **Kafka's classic groups** ([`Coordinator::join_group`], [`sync_group`](Coordinator::sync_group),
+//!   [`heartbeat_group`](Coordinator::heartbeat_group), [`leave_group`](Coordinator::leave_group),
+//!   [`commit_offsets`](Coordinator::commit_offsets), [`describe_group`](Coordinator::describe_group),
+//!   [`list_groups`](Coordinator::list_groups), [`delete_offsets`](Coordinator::delete_offsets),
+//!   [`delete_group`](Coordinator::delete_group)): the JoinGroup/SyncGroup protocol Kafka's
+//!   clients speak, with a leader that assigns, a join barrier, static members and Kafka's
+//!   error codes. A JoinGroup's future resolves when the barrier completes, a follower's
+//!   SyncGroup when the leader's arrives. Metadata and assignments are opaque bytes; a front
+//!   that decodes them may pass the topics and partitions too.
+//!
+//! Both share the offset store, the commit fencing, the timers, the lifecycle, tracing and
+//! one [`Error`] enum whose codes are Kafka's where Kafka has one. A call of one kind on a
+//! group of the other is refused with `INCONSISTENT_GROUP_PROTOCOL`, as Kafka refuses a
+//! protocol-type mismatch; an Empty group is taken over by whichever kind joins next.
 //!
 //! ## Where it sits
 //!
-//! This is the inner layer of a hexagonal design. It contains no networking, file-system or
-//! timer code, spawns nothing, and the coordinator never reads the operating system's clock
-//! itself: time comes from the [`Clock`] port (the crate ships two small clocks, the
-//! [`ManualClock`] for tests and the [`MonotonicClock`] adapter over `std::time::Instant`, the
-//! builder's default), persistence from the [`OffsetStore`] port, partition ownership from the [`Assignor`]
-//! port and topic sizes from the [`TopicMetadata`] port. The [`RecordSource`] port (and the
-//! [`Record`] vocabulary) is how consumers read partition logs; the core itself never reads
-//! records, it only names the contract that logs and their readers share. Adapters live in other crates and
-//! depend on this one, never the reverse:
+//! The inner layer of a hexagonal design. It contains no networking, file-system or timer
+//! code, spawns nothing, and never reads the operating system's clock: time comes from the
+//! [`Clock`] port ([`ManualClock`] for tests, [`MonotonicClock`] over `std::time::Instant`, the
+//! builder's default), persistence from [`OffsetStore`], partition ownership from
+//! [`Assignor`], topic sizes from [`TopicMetadata`], new classic member ids from
+//! [`MemberIdSource`]. The [`RecordSource`] port (and the [`Record`] vocabulary) is how
+//! consumers read partition logs; the core never reads records, it names the contract logs
+//! and their readers share. Adapters live in other crates and depend on this one:
 //!
 //! ```text
-//!   labs (binaries, cluster facade) ──► consumer ──► coordinator-core ◄── assignor
-//!            broker ─────────────────────────────────────▲────────── offset-store
-//!                                                         └────────── partition-log
+//!   labs ──► consumer ──► coordinator-core ◄── assignor, offset-store, partition-log
+//!   broker ─────────────────────▲      ▲────── coordinator-driver (runs the timers)
 //! ```
 //!
-//! ## Rules (SPEC.md)
+//! ## The chapter's rules
 //!
 //! - `join` creates the group if needed, inserts or replaces the member, sets its deadline to
 //!   `now + session_timeout`, and rebalances. Every rebalance increments the generation by
 //!   one, starting from 0; a group with no members becomes `Empty`.
-//! - `heartbeat` extends a lease and nothing else; `expire_members` removes members whose
-//!   `now > deadline` (strictly) and rebalances each affected group once; `leave` is idempotent.
+//! - `heartbeat` extends a lease and nothing else; expiry removes members whose
+//!   `now > deadline` (strictly) and rebalances each affected group once; `leave` is
+//!   idempotent, and removing members never fails (if the strategy fails, the chapter's
+//!   round-robin assigns and [`GroupDescription::assignment_error`] says so).
 //! - `commit` checks group, `Stable` state, generation, membership and ownership, in that
 //!   order, before the store is written. A rejected call changes nothing.
+//! - Assignments report, per partition, the generation since which the member has owned it
+//!   ([`MemberAssignment::owned_since`]), so a consumer keeps a fetch position only across a
+//!   continuous ownership.
+//! - A cooperative strategy's withheld partitions are handed over by a follow-up rebalance
+//!   once every member that lost one has read an assignment without it.
+//!
+//! ## The classic state machine
+//!
+//! ```text
+//!              first member joins             every member re-joined, none pending,
+//!   Empty ───────────────────────► Preparing ── or the rebalance timeout ran out ──► Completing
+//!     ▲   (after the initial delay)  Rebalance   (generation + 1, leader, protocol)   Rebalance
+//!     │                                ▲   ▲                                            │
+//!     │ the barrier completes          │   └── new metadata, the leader joining, ───────┤ the leader's
+//!     │ with no member left            │       a leave, a session or sync timeout       │ SyncGroup
+//!     └────────────────────────────────┘                                                ▼
+//!                                      └────────── the same, from Stable ──────────── Stable
+//! ```
+//!
+//! Kafka's rules as this crate applies them (MEMBER_ID_REQUIRED and pending members, the
+//! barrier, the initial rebalance delay and its extension, leader election, the protocol
+//! vote, sync and session timeouts, static members, which states accept commits) are
+//! documented on each method; `coordinator/classic.rs` follows Apache Kafka 4's
+//! `GroupMetadataManager` and `ClassicGroup`, and says where it differs.
 //!
 //! ## Concurrency
 //!
-//! [`Coordinator`] is `Send + Sync`. Groups live in a map guarded by a short-lived
-//! `std::sync::RwLock` (never held across an `.await`); each group has its own
-//! `tokio::sync::RwLock`. Commits and heartbeats take the group's lock shared; joins, leaves
-//! and expiries take it exclusively. A commit holds its shared guard **across the store
-//! write**, so a rebalance of that group cannot complete while a commit checked against the
-//! old generation is still on its way to the store. The price is that a slow store delays
-//! the rebalances of the group being committed to; commits to different groups, and
-//! commits of one group by different members, run in parallel. (The alternative — release
-//! the lock and let the store compare a fencing token — would push the generation into every
-//! store, which the port deliberately keeps ignorant of groups' membership.)
+//! [`Coordinator`] is `Send + Sync`. The groups live in a map behind a short-lived
+//! `std::sync::RwLock` (never held across an `.await`). Each group has two locks:
+//!
+//! - a **commit gate**, an async read-write lock that guards only ordering. A commit takes it
+//!   shared before its checks and keeps it until its write is visible in the store — the
+//!   store holds it as the commit's [`CommitFence`], even if the caller drops the commit
+//!   future while a blocking write goes on. Installing a new generation (a chapter
+//!   rebalance, a classic join barrier) takes it exclusively. So no commit checked against
+//!   generation G lands after G+1 is installed, while commits of one group (and of
+//!   different groups) run in parallel;
+//! - its **state**, behind a plain mutex that is never held across an `.await`. Heartbeats,
+//!   assignment reads and descriptions take only this lock, so they never wait for the
+//!   store, however slow its disk.
+//!
+//! The gate is always taken before the state lock. (The alternative — let the store compare
+//! a fencing token — would push generations into every store, which the port deliberately
+//! keeps ignorant of membership.)
+//!
+//! ## Timers
+//!
+//! Every deadline — sessions, the join barrier's rebalance timeout, the initial rebalance
+//! delay, pending members, the sync timeout, the new-member join timeout, a due cooperative
+//! follow-up, Empty groups' grace periods and offset retention — lives in one min-heap,
+//! armed lazily: a heartbeat touches no heap, and a group whose deadline moved later finds
+//! nothing due when its entry fires and re-arms. [`Coordinator::poll_timeout`] says when the
+//! core next needs attention; [`Coordinator::handle_timeout`] does everything due at the
+//! clock's current time (quinn-proto's `poll_timeout`/`handle_timeout`);
+//! [`Coordinator::timeout_changed`] resolves when an earlier deadline was armed. The
+//! `coordinator-driver` crate runs this live; tests move a [`ManualClock`] and call
+//! `handle_timeout`. A timer run costs the work of the due groups, never a scan of all.
+//!
+//! ## Lifecycle
+//!
+//! An Empty group without offsets is removed after `empty_group_grace_ms`; an Empty group's
+//! offsets are deleted `offsets_retention_ms` after it became Empty; [`Coordinator::delete_group`]
+//! deletes an Empty group and its offsets. A removed group leaves a tombstone with its last
+//! generation, so a re-created group continues from there: a stale member of an old
+//! incarnation can never present a generation the new one uses.
 //!
 //! ## Example
 //!
