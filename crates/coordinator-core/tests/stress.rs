@@ -428,30 +428,11 @@ async fn classic_schedule(seed: u64) -> Outcome {
     }
 }
 
-fn run_classic(seeds: std::ops::Range<u64>, multi_thread: bool) -> Outcome {
-    let mut total = Outcome::default();
-    for seed in seeds {
-        let rt = if multi_thread {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(4)
-                .build()
-        } else {
-            tokio::runtime::Builder::new_current_thread().build()
-        }
-        .unwrap();
-        let o = rt.block_on(classic_schedule(seed));
-        total.landed += o.landed;
-        total.fenced += o.fenced;
-        total.rebalances += o.rebalances;
-    }
-    total
-}
-
 #[test]
 fn classic_stale_commits_never_land_multi_threaded() {
     let range = seeds(0);
     let n = (range.end - range.start).min(500);
-    let total = run_classic(range.start..range.start + n, true);
+    let total = run(range.start..range.start + n, true, classic_schedule);
     assert!(
         n < 100 || (total.landed > 0 && total.fenced > 0),
         "{total:?}"
@@ -463,7 +444,7 @@ fn classic_stale_commits_never_land_multi_threaded() {
 fn classic_stale_commits_never_land_current_thread_replayable() {
     let range = seeds(1_000_000);
     let n = (range.end - range.start).min(500);
-    let total = run_classic(range.start..range.start + n, false);
+    let total = run(range.start..range.start + n, false, classic_schedule);
     assert!(
         n < 100 || (total.landed > 0 && total.fenced > 0),
         "{total:?}"
@@ -471,7 +452,11 @@ fn classic_stale_commits_never_land_current_thread_replayable() {
     eprintln!("{n} classic current-thread schedules: {total:?}");
 }
 
-fn run(seeds: std::ops::Range<u64>, multi_thread: bool) -> Outcome {
+fn run<F: std::future::Future<Output = Outcome>>(
+    seeds: std::ops::Range<u64>,
+    multi_thread: bool,
+    schedule: impl Fn(u64) -> F,
+) -> Outcome {
     let mut total = Outcome::default();
     for seed in seeds {
         let rt = if multi_thread {
@@ -504,7 +489,7 @@ fn seeds(first: u64) -> std::ops::Range<u64> {
 fn stale_commits_never_land_multi_threaded() {
     let range = seeds(0);
     let n = range.end - range.start;
-    let total = run(range, true);
+    let total = run(range, true, schedule);
     // The test means something only if both outcomes happened (over a real run, not a replay).
     assert!(
         n < 100 || (total.landed > 0 && total.fenced > 0),
@@ -517,7 +502,7 @@ fn stale_commits_never_land_multi_threaded() {
 fn stale_commits_never_land_current_thread_replayable() {
     let range = seeds(1_000_000);
     let n = range.end - range.start;
-    let total = run(range, false);
+    let total = run(range, false, schedule);
     assert!(
         n < 100 || (total.landed > 0 && total.fenced > 0),
         "{total:?}"

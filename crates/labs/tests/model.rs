@@ -659,15 +659,15 @@ fn run_blocking(ops: &[Op], real_disk: bool) -> Result<Tally, Failure> {
         .block_on(run_ops(ops, real_disk))
 }
 
-/// Greedy shrinking: drop chunks (halves, quarters, … single ops) while the failure remains.
-fn shrink(mut ops: Vec<Op>, real_disk: bool) -> Vec<Op> {
+/// Greedy shrinking: drop chunks (halves, quarters, … single ops) while `fails` still holds.
+fn shrink<T: Clone>(mut ops: Vec<T>, fails: impl Fn(&[T]) -> bool) -> Vec<T> {
     let mut chunk = ops.len() / 2;
     while chunk >= 1 {
         let mut i = 0;
         while i + chunk <= ops.len() {
             let mut candidate = ops.clone();
             candidate.drain(i..i + chunk);
-            if run_blocking(&candidate, real_disk).is_err() {
+            if fails(&candidate) {
                 ops = candidate;
             } else {
                 i += chunk;
@@ -693,7 +693,7 @@ fn check_seeds(seeds: impl Iterator<Item = u64>, real_disk: bool) -> (u64, u64, 
                 }
             }
             Err(failure) => {
-                let short = shrink(ops, real_disk);
+                let short = shrink(ops, |ops| run_blocking(ops, real_disk).is_err());
                 let last = run_blocking(&short, real_disk)
                     .err()
                     .map(|f| f.to_string())
@@ -923,22 +923,7 @@ fn consumer_commits_never_move_a_committed_offset_backwards() {
         match run_consumer_blocking(&ops) {
             Ok(n) => commits += n,
             Err(failure) => {
-                // Greedy shrink, as for the coordinator model.
-                let mut short = ops.clone();
-                let mut chunk = short.len() / 2;
-                while chunk >= 1 {
-                    let mut i = 0;
-                    while i + chunk <= short.len() {
-                        let mut candidate = short.clone();
-                        candidate.drain(i..i + chunk);
-                        if run_consumer_blocking(&candidate).is_err() {
-                            short = candidate;
-                        } else {
-                            i += chunk;
-                        }
-                    }
-                    chunk /= 2;
-                }
+                let short = shrink(ops.clone(), |ops| run_consumer_blocking(ops).is_err());
                 panic!(
                     "a committed offset moved backwards, seed {seed} (replay: MODEL_SEED={seed} \
                      cargo test -p labs --test model consumer_commits)\nfirst failure: {failure}\n\

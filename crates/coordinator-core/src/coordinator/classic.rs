@@ -296,6 +296,19 @@ impl ClassicGroup {
         }
     }
 
+    /// `ILLEGAL_GENERATION` unless `generation` is the group's.
+    fn check_generation(&self, generation: Option<Generation>, ctx: &Ctx<'_>) -> Result<(), Error> {
+        if generation == Some(*ctx.generation) {
+            Ok(())
+        } else {
+            Err(Error::IllegalGeneration {
+                group: self.id.to_string(),
+                requested: generation,
+                current: *ctx.generation,
+            })
+        }
+    }
+
     fn unknown(&self, member_id: &str) -> Error {
         Error::UnknownMember {
             group: self.id.to_string(),
@@ -891,12 +904,8 @@ impl ClassicGroup {
         if let Err(e) = self.validate_member(&req.member_id, req.group_instance_id.as_deref()) {
             return Answer::Now(Err(e));
         }
-        if req.generation != Some(*ctx.generation) {
-            return Answer::Now(Err(Error::IllegalGeneration {
-                group: self.id.to_string(),
-                requested: req.generation,
-                current: *ctx.generation,
-            }));
+        if let Err(e) = self.check_generation(req.generation, ctx) {
+            return Answer::Now(Err(e));
         }
         let mismatch = |theirs: &Option<String>, ours: &Option<String>| matches!((theirs, ours), (Some(a), Some(b)) if a != b);
         if mismatch(&req.protocol_type, &self.protocol_type)
@@ -1018,13 +1027,7 @@ impl ClassicGroup {
         ctx: &Ctx<'_>,
     ) -> Result<(), Error> {
         self.validate_member(member_id, instance)?;
-        if generation != Some(*ctx.generation) {
-            return Err(Error::IllegalGeneration {
-                group: self.id.to_string(),
-                requested: generation,
-                current: *ctx.generation,
-            });
-        }
+        self.check_generation(generation, ctx)?;
         if self.state == GroupState::Empty {
             return Err(self.unknown(member_id));
         }
@@ -1107,13 +1110,7 @@ impl ClassicGroup {
         }
         if generation.is_some() || !member_id.is_empty() || instance.is_some() {
             self.validate_member(member_id, instance)?;
-            if generation != Some(*ctx.generation) {
-                return Err(Error::IllegalGeneration {
-                    group: self.id.to_string(),
-                    requested: generation,
-                    current: *ctx.generation,
-                });
-            }
+            self.check_generation(generation, ctx)?;
         } else {
             return Err(self.unknown(member_id));
         }
