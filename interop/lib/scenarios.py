@@ -424,6 +424,9 @@ def admin(ctx):
           for i in (1, 2)]
     ctx.wait_consumed(cs, [(t, k) for t, k, _, _ in ctx.produced([prod])], 60)
     ctx.wait_stable(cs, parts({topic: 4}), 30)
+    # the consumers are still running (the admin client needs a Stable group): the commit of
+    # the last batch may still be in flight when its records are seen
+    ctx.wait_commits_reported(cs, 10)
     commits = check_final_commits(ctx, cs, group)
     out = run_admin(ctx, group)
     ctx.check(any(g == group for g, _ in out["groups"]), "list_consumer_groups: %s" % out["groups"])
