@@ -173,6 +173,12 @@ class KafkaPythonConsumer:
                 lst.revoked([(tp.topic, tp.partition) for tp in lost], ev="lost")
 
         self.c.subscribe(s["topics"], listener=L())
+        # kafka-python 3.0.12 can strand a member that rejoins because, as leader, it assigned
+        # before it had the topics' metadata (its first join does not wait for it): load the
+        # metadata before the first join (interop/README.md, "kafka-python 3.0.12: a rejoin
+        # finished in the background")
+        for t in s["topics"]:
+            self.c.partitions_for_topic(t)
 
     def ident(self):
         m = self.c.group_metadata()
