@@ -1,13 +1,17 @@
 """A few Kafka requests encoded by hand, for raw-socket checks and the benchmark.
 
 Only what the suite needs: ApiVersions v0, FindCoordinator v0, OffsetCommit v2 (a "simple"
-commit: generation -1, empty member id, which Kafka accepts for a group with no members),
-OffsetFetch v1. Every socket operation has a timeout.
+commit: generation -1, empty member id, which Kafka accepts for a group with no members; or a
+member's), OffsetFetch v1, and the classic group protocol as the clients speak it to the broker
+(JoinGroup v5, SyncGroup v3, Heartbeat v1) with the consumer protocol's assignment v0. Every
+socket operation has a timeout; a JoinGroup can be sent and its answer read later (it waits
+for the group's barrier).
 """
 import socket
 import struct
 
 API_VERSIONS, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 18, 10, 8, 9
+JOIN_GROUP, HEARTBEAT, SYNC_GROUP = 11, 12, 14
 
 API_NAMES = {
     0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
@@ -82,11 +86,26 @@ class Conn:
         return b"".join(chunks)
 
     def request(self, api_key, api_version, body):
+        self.send(api_key, api_version, body)
+        return self.receive()
+
+    def send(self, api_key, api_version, body):
+        """Sends one request; its answer is read by receive() (one request in flight)."""
         self.corr += 1
         header = struct.pack(">hhi", api_key, api_version, self.corr) + _str(self.client_id)
         msg = header + body
         self.sock.sendall(struct.pack(">i", len(msg)) + msg)
-        size = struct.unpack(">i", self.recv_exact(4))[0]
+
+    def receive(self, timeout=None):
+        """The answer to the last request sent, as a Reader positioned after the correlation id;
+        socket.timeout if none arrives within `timeout` (default: the connection's)."""
+        before = self.sock.gettimeout()
+        if timeout is not None:
+            self.sock.settimeout(timeout)
+        try:
+            size = struct.unpack(">i", self.recv_exact(4))[0]
+        finally:
+            self.sock.settimeout(before)
         resp = self.recv_exact(size)
         corr = struct.unpack(">i", resp[:4])[0]
         if corr != self.corr:
@@ -146,6 +165,77 @@ class Conn:
                 p, o, _meta, err = r.i32(), r.i64(), r.string(), r.i16()
                 out[(t, p)] = (o, err)
         return out
+
+
+    # ---- the classic group protocol, at the versions the clients use against the broker
+
+    def send_join(self, group, member="", session_ms=6000, rebalance_ms=None, topics=("t",),
+                  protocol="range", instance=None):
+        """Sends JoinGroup v5 (protocol type "consumer", one protocol whose metadata is a
+        consumer-protocol subscription v0 of `topics`); read the answer with join_result()."""
+        meta = struct.pack(">h", 0) + struct.pack(">i", len(topics)) + b"".join(_str(t) for t in topics)
+        meta += struct.pack(">i", -1)
+        body = _str(group) + struct.pack(">ii", session_ms, rebalance_ms or session_ms) + _str(member)
+        body += _str(instance) + _str("consumer") + struct.pack(">i", 1) + _str(protocol)
+        body += struct.pack(">i", len(meta)) + meta
+        self.send(JOIN_GROUP, 5, body)
+
+    def join_result(self, timeout=None):
+        """The JoinGroup v5 answer: dict(error, generation, protocol, leader, member, members)."""
+        r = self.receive(timeout)
+        r.i32()  # throttle
+        out = {"error": r.i16(), "generation": r.i32(), "protocol": r.string(), "leader": r.string(),
+               "member": r.string(), "members": []}
+        for _ in range(r.i32()):
+            mid, _instance, n = r.string(), r.string(), r.i32()
+            r.take(max(n, 0))
+            out["members"].append(mid)
+        return out
+
+    def join(self, group, member="", **kw):
+        self.send_join(group, member, **kw)
+        return self.join_result()
+
+    def sync(self, group, generation, member, assignments=None):
+        """SyncGroup v3; assignments {member: [(topic, partition)]} (the leader's), encoded as
+        consumer-protocol assignments v0. Returns (error, [(topic, partition)] assigned)."""
+        assignments = assignments or {}
+        body = _str(group) + struct.pack(">i", generation) + _str(member) + _str(None)
+        body += struct.pack(">i", len(assignments))
+        for mid, tps in assignments.items():
+            a = encode_assignment(tps)
+            body += _str(mid) + struct.pack(">i", len(a)) + a
+        r = self.request(SYNC_GROUP, 3, body)
+        r.i32()  # throttle
+        err, n = r.i16(), r.i32()
+        return err, decode_assignment(r.take(n)) if n > 0 else []
+
+    def heartbeat(self, group, generation, member):
+        """Heartbeat v1: the error code."""
+        r = self.request(HEARTBEAT, 1, _str(group) + struct.pack(">i", generation) + _str(member))
+        r.i32()  # throttle
+        return r.i16()
+
+
+def encode_assignment(tps):
+    """Consumer-protocol assignment v0: version, [topic, [partition]], user data (null)."""
+    by_topic = {}
+    for t, p in tps:
+        by_topic.setdefault(t, []).append(p)
+    out = struct.pack(">h", 0) + struct.pack(">i", len(by_topic))
+    for t, ps in sorted(by_topic.items()):
+        out += _str(t) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in sorted(ps))
+    return out + struct.pack(">i", -1)
+
+
+def decode_assignment(data):
+    r = Reader(data)
+    r.i16()
+    out = []
+    for _ in range(r.i32()):
+        t = r.string()
+        out += [(t, r.i32()) for _ in range(r.i32())]
+    return sorted(out)
 
 
 def split_hostport(addr):

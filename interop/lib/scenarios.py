@@ -5,6 +5,7 @@ each one checks and why.
 import json
 import os
 import random
+import select
 import socket
 import struct
 import subprocess
@@ -424,6 +425,9 @@ def admin(ctx):
           for i in (1, 2)]
     ctx.wait_consumed(cs, [(t, k) for t, k, _, _ in ctx.produced([prod])], 60)
     ctx.wait_stable(cs, parts({topic: 4}), 30)
+    # the consumers are still running (the admin client needs a Stable group): the commit of
+    # the last batch may still be in flight when its records are seen
+    ctx.wait_commits_reported(cs, 10)
     commits = check_final_commits(ctx, cs, group)
     out = run_admin(ctx, group)
     ctx.check(any(g == group for g, _ in out["groups"]), "list_consumer_groups: %s" % out["groups"])
@@ -562,3 +566,88 @@ def compression(ctx):
         v, _ = checker.check(want, ctx.members([p]))
         for x in v:
             ctx.fail("checker (%s): %s" % (client, x))
+
+
+# -------------------------------------------------------------------------------------------
+# 11. Kafka's classic group rules that librdkafka's mock does not follow, checked with the
+#     requests the clients send (JoinGroup v5, SyncGroup v3, Heartbeat v1, OffsetCommit v2)
+
+MOCK_GROUP_RULES = ("the mock never answers MEMBER_ID_REQUIRED, refuses commits while a rebalance is pending "
+                    "(REBALANCE_IN_PROGRESS) and answers a follower's SyncGroup after the leader's with INVALID_REQUEST")
+
+
+@scenario("group-rules-raw", topics={"rules": 2}, budget=60, mock_note=MOCK_GROUP_RULES)
+def group_rules_raw(ctx):
+    """Kafka (GroupMetadataManager.classicGroupJoinNewDynamicMember, ClassicGroup.validateOffsetCommit,
+    GroupMetadataManager.classicGroupSyncToClassicGroup):
+    a dynamic member's first JoinGroup (v4+) gets MEMBER_ID_REQUIRED with its member id
+    (<client id>-<uuid>) and nothing changes in the group; a current member's commit is
+    accepted while the group is PreparingRebalance; a follower that syncs after the leader
+    (group already Stable) gets its assignment."""
+    topic, group = "rules", "rules-group"
+    host, port = kproto.split_hostport(ctx.bootstrap)
+    a = kproto.Conn(host, port, timeout=ctx.left(15), client_id="rules-a")
+    b = kproto.Conn(host, port, timeout=ctx.left(15), client_id="rules-b")
+    kw = dict(session_ms=6000, topics=(topic,))
+    try:
+        # 1. MEMBER_ID_REQUIRED for a dynamic member's first JoinGroup v5
+        r = a.join(group, **kw)
+        ctx.note("a's first JoinGroup: error %s, generation %s, member id %r" % (r["error"], r["generation"], r["member"]))
+        ctx.check(r["error"] == 79 and r["generation"] == -1 and (r["member"] or "").startswith("rules-a-"),
+                  "a's first JoinGroup v5 (no member id): error %s, generation %s, member id %r; Kafka answers "
+                  "MEMBER_ID_REQUIRED (79), generation -1, member id <client id>-<uuid>" % (r["error"], r["generation"], r["member"]))
+        if r["error"] == 79:
+            r = a.join(group, r["member"], **kw)
+        ctx.require(r["error"] == 0 and r["leader"] == r["member"],
+                    "a's JoinGroup: error %s, leader %r, member %r" % (r["error"], r["leader"], r["member"]))
+        a_id, gen = r["member"], r["generation"]
+        err, got = a.sync(group, gen, a_id, {a_id: [(topic, 0), (topic, 1)]})
+        ctx.require(err == 0 and got == [(topic, 0), (topic, 1)], "a's SyncGroup: error %s, assignment %s" % (err, got))
+
+        # 2. b joins: the group prepares a rebalance; a, still in generation `gen`, commits.
+        #    a's heartbeat says when the group is preparing; b's answer is read when it comes
+        #    (Kafka: MEMBER_ID_REQUIRED at once, then b's second JoinGroup waits for the barrier)
+        b.send_join(group, **kw)
+        b_first = None  # the answer to b's first JoinGroup, once read
+        hb = None
+        deadline = now() + ctx.left(15)
+        while now() < deadline:
+            if b_first is None and select.select([b.sock], [], [], 0)[0]:
+                b_first = b.join_result()
+                if b_first["error"] == 79:
+                    b.send_join(group, b_first["member"], **kw)  # now b waits for the barrier
+            hb = a.heartbeat(group, gen, a_id)
+            if hb != 0:
+                break
+            time.sleep(0.05)
+        ctx.require(hb == 27, "a's heartbeat after b joined: error %s, expected REBALANCE_IN_PROGRESS (27)" % hb)
+        errs = a.offset_commit(group, {(topic, 0): 5, (topic, 1): 7}, generation=gen, member=a_id)
+        ctx.note("a's commit in generation %s while PreparingRebalance: %s" % (gen, errs))
+        ctx.check(set(errs.values()) == {0}, "a's commit in generation %s while the group prepares a rebalance: errors %s; "
+                  "Kafka accepts it (ClassicGroup.validateOffsetCommit refuses only CompletingRebalance)" % (gen, errs))
+
+        # 3. a rejoins: the barrier completes; the leader syncs first, then the follower
+        ra = a.join(group, a_id, **kw)
+        ctx.require(ra["error"] == 0, "a's rejoin: error %s" % ra["error"])
+        rb = b.join_result(timeout=ctx.left(15))
+        if b_first is None:  # b's first JoinGroup was not answered before the barrier
+            b_first = rb
+        ctx.check(b_first["error"] == 79 and b_first is not rb,
+                  "b's first JoinGroup v5 in a Stable group: error %s%s; Kafka answers MEMBER_ID_REQUIRED (79) at once"
+                  % (b_first["error"], ", answered only at the barrier" if b_first is rb else ""))
+        ctx.require(rb["error"] == 0 and rb["generation"] == ra["generation"],
+                    "b's JoinGroup: error %s, generation %s (a's %s)" % (rb["error"], rb["generation"], ra["generation"]))
+        leader, gen2 = ra["leader"], ra["generation"]
+        ctx.require(leader in (a_id, rb["member"]), "leader %r is neither member" % leader)
+        first, second = (a, b) if leader == a_id else (b, a)
+        ids = {a: a_id, b: rb["member"]}
+        plan = {ids[first]: [(topic, 0)], ids[second]: [(topic, 1)]}
+        err, got = first.sync(group, gen2, ids[first], plan)
+        ctx.require(err == 0 and got == [(topic, 0)], "the leader's SyncGroup: error %s, assignment %s" % (err, got))
+        err, got = second.sync(group, gen2, ids[second])
+        ctx.note("the follower's SyncGroup after the leader's: error %s, assignment %s" % (err, got))
+        ctx.check(err == 0 and got == [(topic, 1)], "the follower's SyncGroup after the leader's (group Stable): error %s, "
+                  "assignment %s; Kafka answers it with the assignment the leader gave, %s" % (err, got, [(topic, 1)]))
+    finally:
+        a.close()
+        b.close()

@@ -175,9 +175,14 @@ class Consumer(threading.Thread):
         super().__init__(daemon=True)
         from kafka import KafkaConsumer
         self.consumer = KafkaConsumer(
-            TOPIC, bootstrap_servers=env.bootstrap, group_id=GROUP, client_id=label,
+            bootstrap_servers=env.bootstrap, group_id=GROUP, client_id=label,
             auto_offset_reset="earliest", enable_auto_commit=False,
             session_timeout_ms=10000, heartbeat_interval_ms=500, max_poll_records=50)
+        self.consumer.subscribe([TOPIC])
+        # kafka-python 3.0.12 can strand a member that rejoins because, as leader, it assigned
+        # before it had the topic's metadata: load the metadata before the first join
+        # (interop/README.md, "kafka-python 3.0.12: a rejoin finished in the background")
+        self.consumer.partitions_for_topic(TOPIC)
         self.stop_event, self.read, self.error = threading.Event(), 0, None
 
     def run(self):

@@ -211,6 +211,28 @@ class Ctx:
                     raise Timeout("%s exited with %s while consuming" % (p.label, p.p.returncode))
             time.sleep(0.1)
 
+    def wait_commits_reported(self, consumers, timeout=10):
+        """Until each consumer has reported what it did with the last batch it read (a `commit`
+        or `uncommitted` event after its last `recs`): its commit may still be in flight when
+        the records are seen."""
+        deadline = now() + self.left(timeout)
+        while True:
+            pending = []
+            for p in consumers:
+                last = None
+                for e in p.snapshot():
+                    if e["ev"] == "recs":
+                        last = "recs"
+                    elif e["ev"] in ("commit", "uncommitted"):
+                        last = e["ev"]
+                if last == "recs":
+                    pending.append(p.label)
+            if not pending:
+                return
+            if now() >= deadline:
+                raise Timeout("%s did not report a commit of their last batch within %.0f s" % (pending, timeout))
+            time.sleep(0.05)
+
     def wait_stable(self, consumers, partitions, timeout=40):
         """Until the latest assignments of all consumers are of one generation, disjoint and
         cover `partitions`. Returns that generation."""

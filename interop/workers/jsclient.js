@@ -129,8 +129,15 @@ async function consume (spec) {
       const ev = { gen: g, gen0: g, mid: m, r }
       if (full) ev.f = f
       emit('recs', ev)
-      if (doCommit) {
-        const last = Number(batch.messages[batch.messages.length - 1].offset)
+      // Commit only while the batch's partition is still held in the batch's generation: Kafka
+      // accepts a current member's commit of any partition (see "Committing correctly" in
+      // interop/README.md). kafkajs does not rejoin while eachBatch runs (the runner rejoins
+      // after the fetcher's batches are processed), so this is not expected to skip anything.
+      const held = gen() === g && owned.some(([t, p]) => t === batch.topic && p === batch.partition)
+      const last = Number(batch.messages[batch.messages.length - 1].offset)
+      if (doCommit && !held) {
+        emit('uncommitted', { gen: g, mid: m, offs: [[batch.topic, batch.partition, last + 1]] })
+      } else if (doCommit) {
         const t0 = mono()
         let ok = true
         let err = null

@@ -17,6 +17,10 @@ Consumer events:
   recs      {gen, gen0, mid, r: [[topic, partition, offset, key]...], f?: full records}
             gen0/gen: the generation before/after the poll that returned the records
   commit    {gen, mid, t0, ok, err, offs: [[topic, partition, next offset]...]}
+  uncommitted {gen, mid, offs: [[topic, partition, next offset]...]}
+            records of partitions revoked (or lost) since their delivery: the worker does not
+            commit them (see "Committing correctly" in interop/README.md); whoever holds the
+            partition now reads them again from the group's committed offset
   closed    {}
 Producer events:
   produced  {r: [[topic, key, partition, offset]...]}   acknowledged records
@@ -91,23 +95,42 @@ def parse_cgmd(blob):
 
 # ---------------------------------------------------------------------------------------------
 # consumers: start(), poll() -> [(gen0, gen, [rec])], ident() -> (gen, mid), commit({(t, p): next}), close()
-# rec = (topic, partition, offset, key bytes, value bytes, [(hk, hv)], timestamp, ts type)
+# rec = (topic, partition, offset, key bytes, value bytes, [(hk, hv)], timestamp, ts type, holding)
+# holding = listener.holding((topic, partition)) taken when the record was delivered (see Listener)
 
 
 class Listener:
-    """Shared bookkeeping of the assign/revoke callbacks."""
+    """Shared bookkeeping of the assign/revoke callbacks.
+
+    `holding(tp)` names the member's current continuous holding of a partition: None when it
+    does not hold tp, and a number that changes every time tp is assigned, revoked or lost.
+    Each record carries the holding of its partition at delivery; the worker commits a record's
+    offset only while that holding is still the current one. Kafka accepts a current member's
+    commit of any partition (ClassicGroup.validateOffsetCommit checks member and generation,
+    not ownership), so committing a record delivered before a revocation, after it, can move
+    the group's committed offset backwards under the partition's next owner."""
 
     def __init__(self, consumer):
         self.consumer = consumer
         self.owned = set()
+        self.changes = {}   # tp -> how many assign/revoke/lost callbacks named it
+
+    def _changed(self, tps):
+        for tp in tps:
+            self.changes[tp] = self.changes.get(tp, 0) + 1
+
+    def holding(self, tp):
+        return self.changes.get(tp, 0) if tp in self.owned else None
 
     def assigned(self, tps, **extra):
         self.owned |= set(tps)
+        self._changed(tps)
         gen, mid = self.consumer.ident()
         emit("assigned", gen=gen, mid=mid, added=tp_list(tps), owned=tp_list(self.owned), **extra)
 
     def revoked(self, tps, ev="revoked"):
         self.owned -= set(tps)
+        self._changed(tps)
         gen, mid = self.consumer.ident()
         emit(ev, gen=gen, mid=mid, removed=tp_list(tps), owned=tp_list(self.owned))
 
@@ -150,6 +173,12 @@ class KafkaPythonConsumer:
                 lst.revoked([(tp.topic, tp.partition) for tp in lost], ev="lost")
 
         self.c.subscribe(s["topics"], listener=L())
+        # kafka-python 3.0.12 can strand a member that rejoins because, as leader, it assigned
+        # before it had the topics' metadata (its first join does not wait for it): load the
+        # metadata before the first join (interop/README.md, "kafka-python 3.0.12: a rejoin
+        # finished in the background")
+        for t in s["topics"]:
+            self.c.partitions_for_topic(t)
 
     def ident(self):
         m = self.c.group_metadata()
@@ -161,9 +190,10 @@ class KafkaPythonConsumer:
         it returns belong to the generation current when it returns."""
         out = []
         for tp, msgs in self.c.poll(timeout_ms=200).items():
+            holding = self.listener.holding((tp.topic, tp.partition))
             for m in msgs:
                 out.append((m.topic, m.partition, m.offset, m.key, m.value, list(m.headers or []),
-                            m.timestamp, ts_type_name(m.timestamp_type, "kafka-python")))
+                            m.timestamp, ts_type_name(m.timestamp_type, "kafka-python"), holding))
         gen = self.ident()[0]
         return [(gen, gen, out)] if out else []
 
@@ -227,9 +257,13 @@ class AIOKafkaConsumer:
         batches = self.run(self.c.getmany(timeout_ms=200))
         gen = self.ident()[0]
         for tp, msgs in batches.items():
+            # getmany() returns only records of the assignment active when it returns (the
+            # fetcher drops the others), and the callbacks run inside it: the holding now is
+            # the one they were delivered under
+            holding = self.listener.holding((tp.topic, tp.partition))
             for m in msgs:
                 out.append((m.topic, m.partition, m.offset, m.key, m.value, list(m.headers or []),
-                            m.timestamp, ts_type_name(m.timestamp_type, "aiokafka")))
+                            m.timestamp, ts_type_name(m.timestamp_type, "aiokafka"), holding))
         return [(gen0, gen, out)] if out else []
 
     def commit(self, offs):
@@ -279,7 +313,9 @@ class ConfluentConsumer:
     def poll(self):
         """One message per rd_kafka_consumer_poll(), so that a rebalance callback served inside
         a call separates the messages before it from those after it: each message is tagged
-        with the generation read right before and right after its own poll."""
+        with the generation read right before and right after its own poll. The messages of
+        up to 0.2 s are returned together, so a rebalance can fall between a message's
+        delivery and its commit: the holding each carries lets run_consumer leave it out."""
         groups = []
         deadline = time.monotonic() + 0.2
         n = 0
@@ -293,8 +329,11 @@ class ConfluentConsumer:
                 emit("error", msg="consume: %s" % m.error(), fatal=False)
                 continue
             ts_type, ts = m.timestamp()
+            # the callbacks served inside this poll ran before it returned the message, and
+            # librdkafka drops messages fetched under an assignment older than the current one
+            # (op version barrier), so the holding right after the poll is the message's
             rec = (m.topic(), m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []),
-                   ts, ts_type_name(ts_type, "confluent"))
+                   ts, ts_type_name(ts_type, "confluent"), self.listener.holding((m.topic(), m.partition())))
             if groups and groups[-1][0] == gen0 and groups[-1][1] == gen:
                 groups[-1][2].append(rec)
             else:
@@ -353,9 +392,16 @@ def run_consumer(client, spec):
                            for r in recs]
             emit("recs", **ev)
             if do_commit:
-                offs = {}
+                # commit only what was delivered under the holding still current (Listener)
+                offs, stale = {}, {}
                 for r in recs:
-                    offs[(r[0], r[1])] = max(offs.get((r[0], r[1]), 0), r[2] + 1)
+                    tp = (r[0], r[1])
+                    into = offs if r[8] is not None and r[8] == c.listener.holding(tp) else stale
+                    into[tp] = max(into.get(tp, 0), r[2] + 1)
+                if stale:
+                    emit("uncommitted", gen=gen, mid=mid, offs=sorted([t, p, o] for (t, p), o in stale.items()))
+                if not offs:
+                    continue
                 t0 = time.monotonic()
                 try:
                     c.commit(offs)
