@@ -107,12 +107,15 @@
 //! clock's current time (quinn-proto's `poll_timeout`/`handle_timeout`);
 //! [`Coordinator::timeout_changed`] resolves when an earlier deadline was armed. The
 //! `coordinator-driver` crate runs this live; tests move a [`ManualClock`] and call
-//! `handle_timeout`. A timer run costs the work of the due groups, never a scan of all.
+//! `handle_timeout`. A timer run costs the work of the due groups, never a scan of all;
+//! it works on the due groups concurrently (one group waiting for its commit gate never
+//! delays another) and is cancel-safe.
 //!
 //! ## Lifecycle
 //!
 //! An Empty group without offsets is removed after `empty_group_grace_ms`; an Empty group's
-//! offsets are deleted `offsets_retention_ms` after it became Empty; [`Coordinator::delete_group`]
+//! offsets are deleted `offsets_retention_ms` after it became Empty (a simple group's, one
+//! that only ever had plain commits, after its last commit); [`Coordinator::delete_group`]
 //! deletes an Empty group and its offsets. A removed group leaves a tombstone with its last
 //! generation, so a re-created group continues from there: a stale member of an old
 //! incarnation can never present a generation the new one uses.

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio::sync::OwnedRwLockReadGuard;
+use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 
 use crate::error::StorageError;
 use crate::types::{OffsetMap, TopicPartition};
@@ -133,6 +133,9 @@ pub struct CommitFence {
 enum Held {
     Nothing,
     Gate(#[allow(dead_code)] OwnedRwLockReadGuard<()>),
+    /// The gate exclusively, shared with the caller: the exclusion lasts until both the
+    /// store has dropped its fence and the caller has finished what follows the write.
+    Exclusive(#[allow(dead_code)] Arc<OwnedRwLockWriteGuard<()>>),
 }
 
 impl CommitFence {
@@ -150,6 +153,13 @@ impl CommitFence {
         }
     }
 
+    /// A fence holding a commit gate exclusively (a delete that no commit may run beside).
+    pub(crate) fn exclusive(guard: &Arc<OwnedRwLockWriteGuard<()>>) -> Self {
+        CommitFence {
+            held: Held::Exclusive(guard.clone()),
+        }
+    }
+
     /// Whether this fence holds anything.
     pub fn is_held(&self) -> bool {
         !matches!(self.held, Held::Nothing)
@@ -161,6 +171,7 @@ impl fmt::Debug for CommitFence {
         let holds = match self.held {
             Held::Nothing => "nothing",
             Held::Gate(_) => "a commit gate",
+            Held::Exclusive(_) => "a commit gate, exclusively",
         };
         f.debug_struct("CommitFence")
             .field("holds", &holds)

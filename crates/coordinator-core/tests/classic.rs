@@ -1366,3 +1366,388 @@ async fn scenario_a_dropped_join_future_leaves_the_group_consistent() {
     let after = h.c.describe_group("g").await.unwrap();
     assert_eq!(before.members.len(), after.members.len());
 }
+
+// ============================================== timers, the gate and retention (a review's findings)
+
+use async_trait::async_trait;
+use coordinator_core::{CommitFence, OffsetStore, StorageError};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// A static member replaced while its first join is parked is not new: Kafka's replacement
+/// is a fresh ClassicGroupMember (isNew = false), kept alive while it waits in the join,
+/// so it does not expire after its session timeout while parked.
+#[tokio::test]
+async fn a_replaced_static_member_parked_in_its_join_is_not_new_and_does_not_expire() {
+    let h = harness();
+    let (leader, follower, g1) = h.stable_pair("g").await;
+    // A new static member joins: rebalance; it is parked (new).
+    let s1 = h.spawn_join(static_req("g", "s", "s"));
+    settle().await;
+    // The leader re-joins; the follower is slow (still heartbeating).
+    let leader_client = if leader.starts_with("a-") { "a" } else { "b" };
+    let _jl = h.spawn_join(join_req("g", &leader, leader_client));
+    settle().await;
+    h.tick(1).await;
+    // The static member's client restarts and joins again with its instance id.
+    let s2 = h.spawn_join(static_req("g", "s", "s"));
+    settle().await;
+    assert_eq!(code(s1.await.unwrap()), "FENCED_INSTANCE_ID");
+    for _ in 0..3 {
+        h.tick(4_000).await;
+        let _ = h.c.heartbeat_group("g", &follower, None, Some(g1)).await;
+    }
+    // t = 12_001 > 1 + SESSION: the replacement, parked in its join, must still be there.
+    assert!(
+        !s2.is_finished(),
+        "the replaced static member's parked join was answered: {:?}",
+        s2.await.unwrap()
+    );
+    let d = h.c.describe_group("g").await.unwrap();
+    assert!(d
+        .members
+        .iter()
+        .any(|m| m.group_instance_id.as_deref() == Some("s")));
+}
+
+/// The leader's SyncGroup installs the assignment and gives every parked follower a finite
+/// session deadline, which may be earlier than the one armed: the sync arms it, so
+/// poll_timeout never answers later than a follower's real expiry.
+#[tokio::test]
+async fn the_leaders_sync_arms_the_followers_new_session_deadlines() {
+    let h = harness();
+    let a = h.member_id("g", "a").await;
+    let b = h.member_id("g", "b").await;
+    let mut ra = join_req("g", &a, "a");
+    ra.session_timeout_ms = 30_000;
+    let mut rb = join_req("g", &b, "b");
+    rb.session_timeout_ms = 1_000;
+    let ja = h.spawn_join(ra);
+    settle().await;
+    let jb = h.spawn_join(rb);
+    settle().await;
+    h.tick(0).await;
+    let (ja, jb) = (ja.await.unwrap().unwrap(), jb.await.unwrap().unwrap());
+    assert_eq!(ja.leader, a);
+    let gen = ja.generation;
+    assert_eq!(jb.generation, gen);
+    h.tick(10).await; // t = 10
+    let fsync = h.spawn_sync(sync_req("g", &b, gen)); // follower parks
+    settle().await;
+    h.tick(991).await; // t = 1_001: the follower's old deadline fires; it is parked
+    h.tick(18_999).await; // t = 20_000
+    let mut s = sync_req("g", &a, gen);
+    s.assignments = vec![assignment(&a, &[0, 1]), assignment(&b, &[2, 3])];
+    h.c.sync_group(s).await.unwrap();
+    fsync.await.unwrap().unwrap();
+    // The follower now expires at 20_000 + 1_000 (+1, strict).
+    let next = h.c.poll_timeout();
+    assert!(
+        next.is_some_and(|t| t <= 21_001),
+        "poll_timeout = {next:?}, but the follower's session ends at 21_000"
+    );
+}
+
+/// A simple group (generation -1 commits only) that keeps committing keeps its offsets:
+/// Kafka counts a simple group's offsets from their commit time, approximated here by the
+/// group's last commit, never by its first.
+#[tokio::test]
+async fn a_simple_groups_offsets_expire_counted_from_the_last_commit() {
+    let h = harness_with(|b| b.offsets_retention_ms(1_000));
+    h.c.commit_offsets(&commit_req("s", "", None, 1))
+        .await
+        .unwrap();
+    h.tick(999).await;
+    h.c.commit_offsets(&commit_req("s", "", None, 2))
+        .await
+        .unwrap();
+    h.tick(1).await; // t = 1_000: one ms after the last commit
+    let left = h.c.committed_offsets("s").await.unwrap();
+    assert!(!left.is_empty(), "an offset committed 1 ms ago was expired");
+}
+
+impl H {
+    /// A chapter commit of `member`, stuck in the store until the caller's hold is dropped.
+    async fn stuck_commit(
+        &self,
+        group: &'static str,
+        member: &'static str,
+        generation: Generation,
+    ) -> JoinHandle<Result<(), Error>> {
+        let c = self.c.clone();
+        let commit = tokio::spawn(async move {
+            let offsets = common::offsets(&[("orders", 0, 7)]);
+            c.commit(group, member, generation, &offsets).await
+        });
+        while !self.store.writes_waiting() {
+            tokio::task::yield_now().await;
+        }
+        commit
+    }
+}
+
+/// A group's timer work waits for that group's commit gate, so a commit stuck in the store
+/// holds up that group's expiry, but never another group's: the due groups of one run are
+/// worked on concurrently.
+#[tokio::test]
+async fn a_commit_stuck_in_the_store_does_not_delay_other_groups_timers() {
+    let h = harness_with(|b| b.session_timeout_ms(100));
+    let a = h.c.join("a-stuck", "m1", &["orders"]).await.unwrap();
+    h.c.join("b-other", "m1", &["orders"]).await.unwrap();
+    let hold = h.store.hold_writes();
+    let commit = h.stuck_commit("a-stuck", "m1", a.generation).await;
+    h.clock.advance(101);
+    let run = {
+        let c = h.c.clone();
+        tokio::spawn(async move { c.handle_timeout().await })
+    };
+    // b-other's member is expired while a-stuck's commit is still in the store.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while h.c.state("b-other").await.unwrap() != GroupState::Empty {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("b-other's expiry waited for a-stuck's commit");
+    assert_eq!(h.c.state("a-stuck").await.unwrap(), GroupState::Stable);
+    assert!(
+        !run.is_finished(),
+        "a-stuck's expiry did not wait for its gate"
+    );
+    // A second run meanwhile finds nothing to do: the first took a-stuck's work.
+    assert!(h.c.handle_timeout().await.is_empty());
+    drop(hold);
+    commit.await.unwrap().unwrap();
+    let expired = run.await.unwrap();
+    let groups: Vec<&str> = expired.iter().map(|e| e.group.as_str()).collect();
+    assert_eq!(groups, ["a-stuck", "b-other"]);
+    assert_eq!(h.c.state("a-stuck").await.unwrap(), GroupState::Empty);
+}
+
+/// Dropping a timer run while a group's work waits for its gate loses nothing: the group
+/// is armed again, and the next run does the work.
+#[tokio::test]
+async fn a_dropped_timer_run_arms_the_groups_it_had_not_finished() {
+    let h = harness_with(|b| b.session_timeout_ms(100));
+    let a = h.c.join("a-stuck", "m1", &["orders"]).await.unwrap();
+    let hold = h.store.hold_writes();
+    let commit = h.stuck_commit("a-stuck", "m1", a.generation).await;
+    h.clock.advance(101);
+    let waited = tokio::time::timeout(Duration::from_millis(50), h.c.handle_timeout()).await;
+    assert!(waited.is_err(), "the run should wait for a-stuck's gate");
+    assert!(
+        h.c.poll_timeout().is_some_and(|at| at <= 101),
+        "a-stuck is no longer armed after the run was dropped: {:?}",
+        h.c.poll_timeout()
+    );
+    drop(hold);
+    commit.await.unwrap().unwrap();
+    let expired = h.c.handle_timeout().await;
+    assert_eq!(expired.len(), 1, "{expired:?}");
+    assert_eq!(h.c.state("a-stuck").await.unwrap(), GroupState::Empty);
+}
+
+/// A timer run that waited for a group's gate acts at the time it got it: the sessions a
+/// completed barrier renews count from then, not from when the run started.
+#[tokio::test]
+async fn a_timer_run_that_waited_for_the_gate_counts_new_deadlines_from_when_it_got_it() {
+    let h = harness();
+    let (leader, _follower, g1) = h.stable_pair("g").await;
+    let leader_client = if leader.starts_with("a-") { "a" } else { "b" };
+    // A new member joins (rebalance); the leader re-joins; the follower never does.
+    let n = h.member_id("g", "c").await;
+    let jn = h.spawn_join(join_req("g", &n, "c"));
+    let jl = h.spawn_join(join_req("g", &leader, leader_client));
+    settle().await;
+    // The leader's commit (allowed while PreparingRebalance) is stuck in the store.
+    let hold = h.store.hold_writes();
+    let commit = {
+        let c = h.c.clone();
+        let leader = leader.clone();
+        tokio::spawn(async move {
+            c.commit_offsets(&commit_req("g", &leader, Some(g1), 5))
+                .await
+        })
+    };
+    while !h.store.writes_waiting() {
+        tokio::task::yield_now().await;
+    }
+    // The barrier's rebalance timeout passes; the run waits for the gate for 20 s more.
+    h.clock.advance(REBALANCE as u64 + 1);
+    let run = {
+        let c = h.c.clone();
+        tokio::spawn(async move { c.handle_timeout().await })
+    };
+    settle().await;
+    h.clock.advance(20_000);
+    drop(hold);
+    commit.await.unwrap().unwrap();
+    run.await.unwrap();
+    let (jl, jn) = (jl.await.unwrap().unwrap(), jn.await.unwrap().unwrap());
+    assert_eq!(jl.generation, jn.generation);
+    // Sessions renewed at the barrier run from 50_001: nobody is due 1 ms later.
+    let expired = h.tick(1).await;
+    assert!(
+        expired.is_empty(),
+        "members answered a moment ago were expired: {expired:?}"
+    );
+    let d = h.c.describe_group("g").await.unwrap();
+    assert_eq!(d.members.len(), 2, "{:?}", d.members);
+}
+
+/// A store whose commits and deletes can each be held.
+#[derive(Default)]
+struct GatedStore {
+    data: std::sync::Mutex<std::collections::BTreeMap<String, OffsetMap>>,
+    commits: Arc<tokio::sync::RwLock<()>>,
+    deletes: Arc<tokio::sync::RwLock<()>>,
+    in_commit: AtomicU32,
+    in_delete: AtomicU32,
+}
+
+#[async_trait]
+impl OffsetStore for GatedStore {
+    async fn committed(&self, g: &str, tp: &TopicPartition) -> Result<Option<i64>, StorageError> {
+        Ok(self
+            .data
+            .lock()
+            .unwrap()
+            .get(g)
+            .and_then(|m| m.get(tp))
+            .copied())
+    }
+    async fn list(&self, g: &str) -> Result<OffsetMap, StorageError> {
+        Ok(self
+            .data
+            .lock()
+            .unwrap()
+            .get(g)
+            .cloned()
+            .unwrap_or_default())
+    }
+    async fn groups(&self) -> Result<Vec<String>, StorageError> {
+        Ok(self.data.lock().unwrap().keys().cloned().collect())
+    }
+    async fn commit(&self, g: &str, o: &OffsetMap, _f: CommitFence) -> Result<(), StorageError> {
+        self.in_commit.fetch_add(1, Ordering::SeqCst);
+        drop(self.commits.read().await);
+        self.data
+            .lock()
+            .unwrap()
+            .entry(g.to_string())
+            .or_default()
+            .extend(o.clone());
+        Ok(())
+    }
+    async fn delete<'a>(
+        &self,
+        g: &str,
+        p: Option<&'a [TopicPartition]>,
+        _f: CommitFence,
+    ) -> Result<(), StorageError> {
+        self.in_delete.fetch_add(1, Ordering::SeqCst);
+        drop(self.deletes.read().await);
+        let mut all = self.data.lock().unwrap();
+        match p {
+            None => {
+                all.remove(g);
+            }
+            Some(p) => {
+                if let Some(m) = all.get_mut(g) {
+                    for tp in p {
+                        m.remove(tp);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The retention run deletes offsets with the group's gate held exclusively, so no plain
+/// commit runs beside it: a commit that landed after the delete while the run cleared
+/// `has_offsets` and removed the group would stay in the store with nothing to expire it.
+#[tokio::test]
+async fn the_retention_delete_never_runs_beside_a_commit() {
+    let clock = ManualClock::new();
+    let store = Arc::new(GatedStore::default());
+    let c = Arc::new(
+        Coordinator::builder(
+            store.clone(),
+            Topics::with(&[("orders", 4)]),
+            common::ModuloAssignor::named("modulo"),
+        )
+        .clock(Arc::new(clock.clone()))
+        .offsets_retention_ms(1_000)
+        .empty_group_grace_ms(0)
+        .build()
+        .unwrap(),
+    );
+    c.commit_offsets(&commit_req("s", "", None, 1))
+        .await
+        .unwrap();
+    clock.advance(1_000);
+    let hold_delete = store.deletes.clone().try_write_owned().unwrap();
+    let run = {
+        let c = c.clone();
+        tokio::spawn(async move { c.handle_timeout().await })
+    };
+    while store.in_delete.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    // A plain commit now: it shares the gate with the running delete.
+    let hold_commit = store.commits.clone().try_write_owned().unwrap();
+    let before = store.in_commit.load(Ordering::SeqCst);
+    let commit = {
+        let c = c.clone();
+        tokio::spawn(async move { c.commit_offsets(&commit_req("s", "", None, 2)).await })
+    };
+    for _ in 0..200 {
+        if store.in_commit.load(Ordering::SeqCst) > before {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    drop(hold_delete);
+    run.await.unwrap();
+    drop(hold_commit);
+    commit.await.unwrap().unwrap();
+    let kept = c.committed_offsets("s").await.unwrap();
+    // Either the commit was fenced out (not in the store) or the group still tracks it.
+    assert!(
+        kept.is_empty() || c.group_count() == 1,
+        "offsets {kept:?} are in the store but the group was removed: nothing will expire them"
+    );
+}
+
+/// A timer run removes expired members one by one; the first removal can complete the
+/// join phase, which renews everyone's session, so each later member is removed only if
+/// still expired: a member answered with a new generation is not removed in the same run.
+#[tokio::test]
+async fn a_member_answered_by_a_barrier_is_not_removed_in_the_same_timer_run() {
+    let h = harness_with(|b| b.new_member_join_timeout_ms(5_000));
+    let (leader, _follower, _g1) = h.stable_pair("g").await;
+    // t = 0: a new member joins (new-member join timeout 5 s), the leader re-joins, the
+    // follower never does (its session ends at 10 s).
+    let n = h.member_id("g", "c").await;
+    let jn = h.spawn_join(join_req("g", &n, "c"));
+    settle().await;
+    let leader_client = if leader.starts_with("a-") { "a" } else { "b" };
+    let jl = h.spawn_join(join_req("g", &leader, leader_client));
+    settle().await;
+    // One late timer run at t = 10_001 sees both the follower (session) and the new member
+    // (new-member timeout) as due. Kafka would have expired the new member at 5 s already
+    // (or, in the other order, renewed it at the barrier).
+    h.tick(10_001).await;
+    let jl = jl.await.unwrap();
+    let jn = jn.await.unwrap();
+    if let Ok(joined) = &jn {
+        let d = h.c.describe_group("g").await.unwrap();
+        assert!(
+            d.members.iter().any(|m| m.member_id == n),
+            "{n} got generation {:?} and was removed in the same run (leader: {jl:?}, state {:?})",
+            joined.generation,
+            d.state
+        );
+    }
+}

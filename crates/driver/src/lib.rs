@@ -8,7 +8,9 @@
 //! shape of quinn-proto's `poll_timeout` / `handle_timeout`. This crate is the small adapter
 //! that runs it live: one tokio task that sleeps until the next deadline, or until the core
 //! signals an earlier one ([`Coordinator::timeout_changed`](coordinator_core::Coordinator::timeout_changed)),
-//! then calls `handle_timeout`.
+//! then calls `handle_timeout`. A run whose group waits for its commit gate (a commit slow
+//! in the offset store) is handed to a task of its own after its first poll has taken the
+//! due work, so one slow group never delays another group's deadlines.
 //!
 //! ```text
 //!   broker, labs ──► coordinator-driver ──► coordinator-core
@@ -46,9 +48,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use coordinator_core::Coordinator;
+use std::future::Future;
+use std::task::Poll;
+
+use coordinator_core::{Coordinator, ExpiredMember};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinError, JoinHandle, JoinSet};
 
 /// The longest the driver sleeps without asking the core again, as a guard against a clock
 /// whose milliseconds do not match the runtime's (a `ManualClock` moved by hand).
@@ -79,7 +84,8 @@ impl Driver {
         Driver { stop, task }
     }
 
-    /// Stops the task and waits for it: a timer run in progress finishes first.
+    /// Stops the task and waits for it: timer runs in progress finish first (one waiting for
+    /// a group's commit gate finishes when that commit does).
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         if let Err(e) = self.task.await {
@@ -89,7 +95,12 @@ impl Driver {
 }
 
 async fn run(coordinator: Arc<Coordinator>, mut stopped: watch::Receiver<bool>) {
+    // Timer runs still waiting for a group's commit gate (a commit slow in the store).
+    let mut waiting = JoinSet::new();
     loop {
+        while let Some(done) = waiting.try_join_next() {
+            report(done);
+        }
         let now = coordinator.clock().now_ms();
         let sleep = match coordinator.poll_timeout() {
             Some(at) if at <= now => Duration::ZERO,
@@ -100,16 +111,40 @@ async fn run(coordinator: Arc<Coordinator>, mut stopped: watch::Receiver<bool>) 
             tokio::select! {
                 _ = tokio::time::sleep(sleep) => {}
                 _ = coordinator.timeout_changed() => {}
-                _ = stopped.changed() => return,
+                Some(done) = waiting.join_next(), if !waiting.is_empty() => {
+                    report(done);
+                    continue;
+                }
+                _ = stopped.changed() => break,
             }
         }
         if *stopped.borrow() {
-            return;
+            break;
         }
-        let expired = coordinator.handle_timeout().await;
-        if !expired.is_empty() {
+        // The first poll takes every due deadline off the core's heap and does the work of
+        // each group whose gate is free; a group whose gate is held by a commit in the store
+        // finishes in a task of its own, so it never delays the next deadline of another.
+        let c = coordinator.clone();
+        let mut timer_run = Box::pin(async move { c.handle_timeout().await });
+        match std::future::poll_fn(|cx| Poll::Ready(timer_run.as_mut().poll(cx))).await {
+            Poll::Ready(expired) => report(Ok(expired)),
+            Poll::Pending => {
+                waiting.spawn(timer_run);
+            }
+        }
+    }
+    while let Some(done) = waiting.join_next().await {
+        report(done);
+    }
+}
+
+fn report(done: Result<Vec<ExpiredMember>, JoinError>) {
+    match done {
+        Ok(expired) if !expired.is_empty() => {
             tracing::debug!(members = expired.len(), "timer run expired members");
         }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "a timer run ended abnormally"),
     }
 }
 
@@ -176,5 +211,94 @@ mod tests {
         // Stopped: nothing expires any more.
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert_eq!(c.state("g").await.unwrap(), GroupState::Stable);
+    }
+
+    /// A memory store whose commits wait while the test holds `hold`.
+    #[derive(Default)]
+    struct HeldStore {
+        inner: offset_store::MemoryStore,
+        hold: Arc<tokio::sync::RwLock<()>>,
+        waiting: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl coordinator_core::OffsetStore for HeldStore {
+        async fn committed(
+            &self,
+            group: &str,
+            tp: &coordinator_core::TopicPartition,
+        ) -> Result<Option<i64>, coordinator_core::StorageError> {
+            self.inner.committed(group, tp).await
+        }
+        async fn list(
+            &self,
+            group: &str,
+        ) -> Result<coordinator_core::OffsetMap, coordinator_core::StorageError> {
+            self.inner.list(group).await
+        }
+        async fn groups(&self) -> Result<Vec<String>, coordinator_core::StorageError> {
+            self.inner.groups().await
+        }
+        async fn commit(
+            &self,
+            group: &str,
+            offsets: &coordinator_core::OffsetMap,
+            fence: coordinator_core::CommitFence,
+        ) -> Result<(), coordinator_core::StorageError> {
+            self.waiting
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            drop(self.hold.read().await);
+            self.inner.commit(group, offsets, fence).await
+        }
+        async fn delete<'a>(
+            &self,
+            group: &str,
+            partitions: Option<&'a [coordinator_core::TopicPartition]>,
+            fence: coordinator_core::CommitFence,
+        ) -> Result<(), coordinator_core::StorageError> {
+            self.inner.delete(group, partitions, fence).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_commit_stuck_in_one_group_does_not_hold_up_another_groups_deadlines() {
+        let store = Arc::new(HeldStore::default());
+        let topics: BTreeMap<String, u32> = [("orders".to_string(), 2)].into();
+        let c = Arc::new(
+            Coordinator::builder(
+                store.clone(),
+                Arc::new(topics),
+                Arc::new(assignor::RangeAssignor),
+            )
+            .clock(Arc::new(TokioClock(tokio::time::Instant::now())))
+            .session_timeout_ms(30)
+            .build()
+            .unwrap(),
+        );
+        let driver = Driver::spawn(c.clone());
+        let a = c.join("a", "m1", &["orders"]).await.unwrap();
+        c.join("b", "m1", &["orders"]).await.unwrap();
+        let hold = store.hold.clone().write_owned().await;
+        let commit = {
+            let c = c.clone();
+            let offsets = [(coordinator_core::TopicPartition::new("orders", 0), 1)].into();
+            tokio::spawn(async move { c.commit("a", "m1", a.generation, &offsets).await })
+        };
+        while !store.waiting.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::task::yield_now().await;
+        }
+        // Both sessions end at 30 ms; a's expiry waits for its gate, b's does not.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(c.state("b").await.unwrap(), GroupState::Empty, "at 100 ms");
+        assert_eq!(c.state("a").await.unwrap(), GroupState::Stable);
+        // Later deadlines keep firing while a's run still waits.
+        c.join("b", "m2", &["orders"]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(c.state("b").await.unwrap(), GroupState::Empty, "at 200 ms");
+        drop(hold);
+        commit.await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(c.state("a").await.unwrap(), GroupState::Empty);
+        driver.shutdown().await;
     }
 }

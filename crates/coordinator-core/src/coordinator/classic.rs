@@ -629,6 +629,8 @@ impl ClassicGroup {
         let was_pending_sync = self.pending_sync.remove(&old_id);
         let mut member = old;
         member.id = new_id.clone();
+        // Kafka's replacement is a fresh member object: not new (isNew = false).
+        member.is_new = false;
         member.deadline_ms = ctx.now.saturating_add(member.session_timeout_ms);
         if let Some(instance) = &member.instance_id {
             self.static_members.insert(instance.clone(), new_id.clone());
@@ -1188,6 +1190,16 @@ impl ClassicGroup {
             .map(|m| m.id.clone())
             .collect();
         for id in gone {
+            // An earlier removal in this run may have completed the barrier, which renews
+            // every session: only remove a member that is still expired.
+            let still_expired = self
+                .members
+                .get(&id)
+                .and_then(Member::expiry_deadline)
+                .is_some_and(|d| now > d);
+            if !still_expired {
+                continue;
+            }
             info!(
                 group = &*self.id,
                 member = &*id,

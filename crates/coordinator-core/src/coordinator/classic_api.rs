@@ -144,8 +144,19 @@ impl Coordinator {
             let now = self.clock.now_ms();
             // A sync only moves deadlines later (sessions renewed, the sync timeout
             // cancelled): nothing to arm, and no O(members) scan per sync.
-            self.on_classic(&mut entry, now, |group, ctx| group.sync(&req, ctx))
-                .unwrap_or_else(|| Answer::Now(Err(unknown_member(&req.group_id, &req.member_id))))
+            let before = match &entry.body {
+                Body::Classic(g) => g.state,
+                _ => GroupState::Dead,
+            };
+            let answer = self
+                .on_classic(&mut entry, now, |group, ctx| group.sync(&req, ctx))
+                .unwrap_or_else(|| Answer::Now(Err(unknown_member(&req.group_id, &req.member_id))));
+            // The leader's sync installed the assignment: parked members got finite
+            // session deadlines, which may be earlier than the armed one.
+            if matches!(&entry.body, Body::Classic(g) if g.state != before) {
+                self.arm(&mut entry);
+            }
+            answer
         };
         match answer {
             Answer::Now(result) => result,
@@ -293,6 +304,11 @@ impl Coordinator {
                 return Ok(());
             }
             entry.has_offsets = true;
+            // A simple group's offsets expire counted from their commit (Kafka), not from
+            // the group's first commit.
+            if matches!(entry.body, Body::Unused) {
+                entry.empty_since = Some(now);
+            }
             entry.note_membership(now);
             self.arm(&mut entry);
             drop(entry);
@@ -374,7 +390,10 @@ impl Coordinator {
         partitions: &[TopicPartition],
     ) -> Result<Vec<(TopicPartition, Result<(), Error>)>, Error> {
         let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
-        let gate = cell.gate.clone().read_owned().await;
+        // Exclusive: a commit running beside the delete could be acknowledged and then
+        // deleted, or land after it while the group is marked as having no offsets (and be
+        // removed with the group, orphaned in the store).
+        let gate = Arc::new(cell.gate.clone().write_owned().await);
         let results: Vec<(TopicPartition, Result<(), Error>)> = {
             let entry = cell.lock();
             if entry.removed {
@@ -418,7 +437,7 @@ impl Coordinator {
             .collect();
         if !doomed.is_empty() {
             self.store
-                .delete(group_id, Some(&doomed), CommitFence::gate(gate))
+                .delete(group_id, Some(&doomed), CommitFence::exclusive(&gate))
                 .await?;
             info!(
                 group = group_id,
@@ -431,6 +450,7 @@ impl Coordinator {
                 self.arm(&mut entry);
             }
         }
+        drop(gate);
         Ok(results)
     }
 

@@ -248,7 +248,9 @@ impl CoordinatorBuilder {
     }
 
     /// Kafka's `offsets.retention.minutes`, in milliseconds (default
-    /// [`DEFAULT_OFFSETS_RETENTION_MS`]).
+    /// [`DEFAULT_OFFSETS_RETENTION_MS`]): an Empty group's offsets are deleted this long after
+    /// it became Empty; a simple group's (plain commits only) this long after its last
+    /// commit, Kafka's per-offset commit time approximated by the group's latest.
     #[must_use]
     pub fn offsets_retention_ms(mut self, ms: u64) -> Self {
         self.config.offsets_retention_ms = ms;
@@ -378,6 +380,28 @@ fn require(what: &'static str, value: &str) -> Result<(), Error> {
 fn not_found(group: &str) -> Error {
     Error::GroupIdNotFound {
         group: group.to_string(),
+    }
+}
+
+/// A group taken off the timer heap for a run. Unless the run says it armed (or removed)
+/// the group itself, dropping this arms the group's next deadline: when the work completes,
+/// and when the run is cancelled before it did (a dropped `handle_timeout` future).
+struct Rearm<'a> {
+    coordinator: &'a Coordinator,
+    cell: Arc<GroupCell>,
+    /// The run armed or removed the group itself.
+    done: bool,
+}
+
+impl Drop for Rearm<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut entry = self.cell.lock();
+        if !entry.removed {
+            self.coordinator.arm(&mut entry);
+        }
     }
 }
 
@@ -861,6 +885,19 @@ impl Coordinator {
     ///
     /// Returns the expired members ordered by group id, then member id. Costs O(log n) per
     /// due deadline plus the work of the groups that are due, not a scan of every group.
+    ///
+    /// **Waiting.** A group's work takes its commit gate, so it waits for that group's
+    /// commits in flight (a slow store write). The due groups are worked on concurrently:
+    /// one group waiting for its gate never delays another's. Each group's work reads the
+    /// clock again once it has the gate, so deadlines set then count from the real time.
+    ///
+    /// **When work is taken.** The first poll of the returned future takes every deadline
+    /// due at that moment off the timer heap, before it first waits; a driver can therefore
+    /// poll it once and hand the rest to a task of its own (as `coordinator-driver` does), and
+    /// a later call does not take the same work again.
+    ///
+    /// **Cancel safety.** Dropping the future before it completes loses nothing: every
+    /// group whose work had not finished has its next deadline armed again.
     pub async fn handle_timeout(&self) -> Vec<ExpiredMember> {
         let now = self.clock.now_ms();
         let mut expired = Vec::new();
@@ -868,7 +905,7 @@ impl Coordinator {
         // extended by a member that just arrived): a few passes finish it, without letting
         // a group that keeps re-arming at `now` hold the caller forever.
         for _ in 0..4 {
-            let mut due = self
+            let due = self
                 .timers
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -876,7 +913,7 @@ impl Coordinator {
             if due.is_empty() {
                 break;
             }
-            due.sort_unstable_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+            let mut cells = Vec::with_capacity(due.len());
             for (at, id) in due {
                 let Some(cell) = self.group(&id) else {
                     continue;
@@ -888,7 +925,16 @@ impl Coordinator {
                     }
                     entry.armed = None;
                 }
-                self.run_due(&cell, now, &mut expired).await;
+                // Armed again if this future is dropped before the group's work is done.
+                cells.push(Rearm {
+                    coordinator: self,
+                    cell,
+                    done: false,
+                });
+            }
+            let runs = cells.into_iter().map(|guard| self.run_due(guard, now));
+            for group_expired in futures_util::future::join_all(runs).await {
+                expired.extend(group_expired);
             }
         }
         expired.sort_unstable();
@@ -919,71 +965,78 @@ impl Coordinator {
         }
     }
 
-    /// Does what is due in one group, taking the locks that work needs.
-    async fn run_due(&self, cell: &Arc<GroupCell>, now: u64, expired: &mut Vec<ExpiredMember>) {
-        let due = self.what_is_due(&cell.lock(), now);
-        match due {
-            Due::Nothing => {}
-            Due::Rebalance => {
-                let _gate = cell.gate.clone().write_owned().await;
-                let mut entry = cell.lock();
-                if entry.removed {
-                    return;
-                }
-                if matches!(entry.body, Body::Classic(_)) {
-                    self.expire_classic(&mut entry, now, expired);
-                } else {
-                    self.expire_chapter(&mut entry, now, expired);
-                }
+    /// Does what is due in one group. Everything but re-arming happens under the group's
+    /// commit gate, held exclusively: expiry and rebalances install generations, the offsets
+    /// delete must not run beside a commit (an acknowledged commit deleted, or one landing
+    /// after the delete and orphaned), and a removal must not run beside a join.
+    async fn run_due(&self, mut guard: Rearm<'_>, popped_at: u64) -> Vec<ExpiredMember> {
+        let mut expired = Vec::new();
+        let cell = guard.cell.clone();
+        if matches!(self.what_is_due(&cell.lock(), popped_at), Due::Nothing) {
+            return expired; // fired early (a lease extended since): the guard arms the next
+        }
+        let gate = Arc::new(cell.gate.clone().write_owned().await);
+        // The wait may have been long (a slow commit of this group): act at the real time.
+        let now = self.clock.now_ms().max(popped_at);
+        let delete = {
+            let mut entry = cell.lock();
+            if entry.removed {
+                guard.done = true;
+                return expired;
             }
-            Due::DeleteOffsets => {
-                let gate = cell.gate.clone().read_owned().await;
-                let still_due = {
-                    let entry = cell.lock();
-                    !entry.removed && matches!(self.what_is_due(&entry, now), Due::DeleteOffsets)
-                };
-                if still_due {
-                    match self
-                        .store
-                        .delete(&cell.id, None, CommitFence::gate(gate))
-                        .await
-                    {
-                        Ok(()) => {
-                            info!(
-                                group = &*cell.id,
-                                "offsets expired after the retention period"
-                            );
-                            cell.lock().has_offsets = false;
-                        }
-                        Err(e) => {
-                            warn!(group = &*cell.id, error = %e, "expired offsets could not be deleted; retrying later");
-                            let mut entry = cell.lock();
-                            let retry = now.saturating_add(self.config.empty_group_grace_ms);
-                            self.arm_at(&mut entry, retry);
-                            return;
-                        }
+            match self.what_is_due(&entry, now) {
+                Due::Nothing | Due::Remove => false,
+                Due::Rebalance => {
+                    if matches!(entry.body, Body::Classic(_)) {
+                        self.expire_classic(&mut entry, now, &mut expired);
+                    } else {
+                        self.expire_chapter(&mut entry, now, &mut expired);
                     }
+                    false
+                }
+                Due::DeleteOffsets => true,
+            }
+        };
+        if delete {
+            let deleted = self
+                .store
+                .delete(&cell.id, None, CommitFence::exclusive(&gate))
+                .await;
+            let mut entry = cell.lock();
+            match deleted {
+                Ok(()) => {
+                    info!(
+                        group = &*cell.id,
+                        "offsets expired after the retention period"
+                    );
+                    entry.has_offsets = false;
+                }
+                Err(e) => {
+                    warn!(group = &*cell.id, error = %e, "expired offsets could not be deleted; retrying later");
+                    let retry = now.saturating_add(self.config.empty_group_grace_ms);
+                    self.arm_at(&mut entry, retry);
+                    guard.done = true;
+                    return expired;
                 }
             }
-            Due::Remove => {}
         }
         let mut entry = cell.lock();
-        if entry.removed {
-            return;
-        }
         if matches!(self.what_is_due(&entry, now), Due::Remove) {
             entry.removed = true;
             let generation = entry.generation;
             drop(entry);
-            self.forget(cell, generation);
+            self.forget(&cell, generation);
             info!(
                 group = &*cell.id,
                 generation = generation.get(),
                 "empty group removed"
             );
-            return;
+            guard.done = true;
+            return expired;
         }
-        self.arm(&mut entry);
+        drop(entry);
+        drop(gate);
+        expired // the guard arms the group's next deadline
     }
 
     /// Expires the chapter members whose session passed, and runs a due follow-up.
@@ -1280,8 +1333,10 @@ impl Coordinator {
     pub async fn delete_group(&self, group_id: &str) -> Result<(), Error> {
         require("group id", group_id)?;
         let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
-        // Exclusive: no join can make the group non-empty while its offsets are deleted.
-        let _gate = cell.gate.clone().write_owned().await;
+        // Exclusive: no join can make the group non-empty, and no commit can land, while
+        // its offsets are deleted. Shared with the store's fence, so a caller that drops
+        // this future mid-delete does not let a commit run beside the delete.
+        let gate = Arc::new(cell.gate.clone().write_owned().await);
         let generation = {
             let entry = cell.lock();
             if entry.removed {
@@ -1295,13 +1350,14 @@ impl Coordinator {
             entry.generation
         };
         self.store
-            .delete(group_id, None, CommitFence::none())
+            .delete(group_id, None, CommitFence::exclusive(&gate))
             .await?;
         {
             let mut entry = cell.lock();
             entry.has_offsets = false;
             entry.removed = true;
         }
+        drop(gate);
         self.forget(&cell, generation);
         info!(group = group_id, "group deleted");
         Ok(())
