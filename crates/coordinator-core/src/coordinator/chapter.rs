@@ -451,35 +451,52 @@ impl Group {
             }
         }
         let mut since = vec![next; owners.owners().len()];
-        let mut revoking: Vec<Vec<TopicPartition>> = vec![Vec::new(); self.members.len()];
-        for (t, spec) in new_topics.iter().enumerate() {
-            let old_t = if self.scratch.same_topics {
-                Some(t)
-            } else {
-                old.topics.binary_search_by(|o| o.name.cmp(&spec.name)).ok()
-            };
-            let base = owners
-                .slot(PartitionRef::new(t as TopicIndex, 0))
-                .unwrap_or(0);
-            for (p, &new_owner) in owners.topic_owners(t as TopicIndex).iter().enumerate() {
-                let old_ref = old_t.map(|o| PartitionRef::new(o as TopicIndex, p as u32));
-                let old_owner = match (&old.owners, old_ref) {
-                    (Some(o), Some(r)) => o.owner(r),
-                    _ => None,
+        // (member index, partition) for every partition withheld from a member.
+        let mut withheld: Vec<(usize, TopicPartition)> = Vec::new();
+        if let Some(old_owners) = &old.owners {
+            let mut base = 0usize;
+            for (t, spec) in new_topics.iter().enumerate() {
+                let new_t = owners.topic_owners(t as TopicIndex);
+                let Some(since_t) = since.get_mut(base..base + new_t.len()) else {
+                    break; // cannot happen: `since` has one entry per partition
                 };
-                if new_owner == Assignment::UNASSIGNED {
-                    // Withheld from its previous owner, which may still be working on it.
-                    if let Some(m) = old_owner.and_then(|o| member_of_old_slot.get(o as usize)) {
-                        if let Some(list) = revoking.get_mut(*m as usize) {
-                            list.push(TopicPartition::new(spec.name.clone(), p as u32));
-                        }
-                    }
-                } else if old_owner.is_some() && old_owner == slots.get(new_owner as usize).copied()
+                base += new_t.len();
+                let old_t = if self.scratch.same_topics {
+                    Some(t)
+                } else {
+                    old.topics.binary_search_by(|o| o.name.cmp(&spec.name)).ok()
+                };
+                let Some(old_t) = old_t else {
+                    continue; // a new topic: every owner is new
+                };
+                let old_t = old_t as TopicIndex;
+                let old_owners_t = old_owners.topic_owners(old_t);
+                let old_since_t = old_owners
+                    .slot(PartitionRef::new(old_t, 0))
+                    .and_then(|b| old.since.get(b..b + old_owners_t.len()))
+                    .unwrap_or(&[]);
+                // One pass over flat slices (partitions the topic gained have no old owner).
+                for (p, ((&new_owner, &old_owner), (since_p, &old_since))) in new_t
+                    .iter()
+                    .zip(old_owners_t)
+                    .zip(since_t.iter_mut().zip(old_since_t))
+                    .enumerate()
                 {
-                    if let (Some(o), Some(r)) = (&old.owners, old_ref) {
-                        if let Some(i) = o.slot(r) {
-                            since[base + p] = old.since[i];
+                    if old_owner == Assignment::UNASSIGNED {
+                        continue;
+                    }
+                    if new_owner == Assignment::UNASSIGNED {
+                        // Withheld from its previous owner, which may still be working on it.
+                        if let Some(&m) = member_of_old_slot.get(old_owner as usize) {
+                            if m != MemberIndex::MAX {
+                                withheld.push((
+                                    m as usize,
+                                    TopicPartition::new(spec.name.clone(), p as u32),
+                                ));
+                            }
                         }
+                    } else if slots.get(new_owner as usize) == Some(&old_owner) {
+                        *since_p = old_since;
                     }
                 }
             }
@@ -491,17 +508,28 @@ impl Group {
                 if let Ok(t) = new_topics.binary_search_by(|s| (*s.name).cmp(tp.topic())) {
                     let r = PartitionRef::new(t as TopicIndex, tp.partition());
                     if owners.slot(r).is_some() && owners.owner(r).is_none() {
-                        revoking[m].push(tp.clone());
+                        withheld.push((m, tp.clone()));
                     }
                 }
             }
         }
+        withheld.sort_unstable();
+        withheld.dedup();
+        // Hand each member its list; members with nothing withheld (nearly all, nearly
+        // always) cost one comparison, no allocation.
         let mut awaiting = 0;
-        for (member, mut list) in self.members.iter_mut().zip(revoking) {
-            list.sort_unstable();
-            list.dedup();
-            awaiting += u32::from(!list.is_empty());
-            member.revoking = list.into_boxed_slice();
+        let mut next = 0;
+        for (m, member) in self.members.iter_mut().enumerate() {
+            let start = next;
+            while withheld.get(next).is_some_and(|(owner, _)| *owner == m) {
+                next += 1;
+            }
+            if let Some(list) = withheld.get(start..next).filter(|l| !l.is_empty()) {
+                awaiting += 1;
+                member.revoking = list.iter().map(|(_, tp)| tp.clone()).collect();
+            } else if !member.revoking.is_empty() {
+                member.revoking = Box::default();
+            }
         }
         self.awaiting_acks = awaiting;
         self.followup = awaiting > 0;
