@@ -3,7 +3,7 @@
 use std::io;
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Why a frame could not be read. Any of them ends the connection.
@@ -21,9 +21,12 @@ pub(crate) enum FrameError {
 }
 
 /// One client's socket, with a read buffer for partial frames (mini-redis's `Connection`).
+///
+/// No write buffer: every response is one complete frame written with one `write_all`, so a
+/// `BufWriter` would only copy it (and cost every connection 8 KiB while idle).
 #[derive(Debug)]
 pub(crate) struct Connection {
-    stream: BufWriter<TcpStream>,
+    stream: TcpStream,
     buffer: BytesMut,
     max_frame: usize,
 }
@@ -31,7 +34,7 @@ pub(crate) struct Connection {
 impl Connection {
     pub(crate) fn new(socket: TcpStream, max_frame: usize) -> Connection {
         Connection {
-            stream: BufWriter::new(socket),
+            stream: socket,
             buffer: BytesMut::with_capacity(4 * 1024),
             max_frame,
         }
@@ -77,9 +80,8 @@ impl Connection {
         Ok(Some(self.buffer.split_to(size).freeze()))
     }
 
-    /// Writes one response frame (length prefix included) and flushes it.
+    /// Writes one response frame (length prefix included).
     pub(crate) async fn write_frame(&mut self, frame: &[u8]) -> io::Result<()> {
-        self.stream.write_all(frame).await?;
-        self.stream.flush().await
+        self.stream.write_all(frame).await
     }
 }

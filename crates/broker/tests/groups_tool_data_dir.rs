@@ -12,6 +12,13 @@ use coordinator_core::{CommitFence, OffsetMap, OffsetStore, TopicPartition};
 use offset_store::JsonFileStore;
 use tool::*;
 
+/// The tests of this file run one at a time. Each opens and drops stores in this process
+/// and spawns processes (the tool, a broker); a process spawned by one test starts with a
+/// copy of another test's open lock file until it `exec`s, so that test's immediate reopen
+/// after a drop could be refused as "in use" (the store's docs, "Ownership"). One test at a
+/// time keeps what each test checks its own.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn store(dir: &Path) -> JsonFileStore {
     JsonFileStore::open_async(dir.join("offsets.json"))
         .await
@@ -48,6 +55,7 @@ fn rows(v: &[(&str, u32, i64)]) -> Vec<(String, u32, i64)> {
 
 #[tokio::test]
 async fn a_data_directory_is_listed_described_reset_and_cleaned_while_nothing_runs() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     seed(d, "g1", &[("t", 0, 5), ("t", 1, 3), ("u", 0, 1)]).await;
@@ -214,6 +222,7 @@ async fn a_data_directory_is_listed_described_reset_and_cleaned_while_nothing_ru
 
 #[tokio::test]
 async fn refusals_against_a_data_directory_change_nothing() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     seed(d, "g", &[("t", 0, 5)]).await;
@@ -293,6 +302,7 @@ async fn refusals_against_a_data_directory_change_nothing() {
 
 #[tokio::test]
 async fn the_tool_refuses_a_data_directory_a_broker_runs_on() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let broker = Broker::start(&["--data-dir", d.to_str().unwrap(), "--topic", "t:1"]).await;
