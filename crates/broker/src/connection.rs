@@ -20,10 +20,16 @@ pub(crate) enum FrameError {
     Io(#[from] io::Error),
 }
 
+/// How much a read asks the socket for when the buffer is full (a frame whose length is
+/// known reserves exactly what it still needs instead).
+const READ_CHUNK: usize = 4 * 1024;
+
 /// One client's socket, with a read buffer for partial frames (mini-redis's `Connection`).
 ///
 /// No write buffer: every response is one complete frame written with one `write_all`, so a
-/// `BufWriter` would only copy it (and cost every connection 8 KiB while idle).
+/// `BufWriter` would only copy it (and cost every connection 8 KiB while idle). The read
+/// buffer is allocated when a request starts arriving and let go once it is taken out, so an
+/// idle connection holds neither.
 #[derive(Debug)]
 pub(crate) struct Connection {
     stream: TcpStream,
@@ -35,7 +41,7 @@ impl Connection {
     pub(crate) fn new(socket: TcpStream, max_frame: usize) -> Connection {
         Connection {
             stream: socket,
-            buffer: BytesMut::with_capacity(4 * 1024),
+            buffer: BytesMut::new(),
             max_frame,
         }
     }
@@ -47,7 +53,15 @@ impl Connection {
     pub(crate) async fn read_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
         loop {
             if let Some(frame) = self.parse_frame()? {
+                if self.buffer.is_empty() {
+                    // Nothing pipelined behind it: a connection waiting for its next request
+                    // holds no read buffer (the frame keeps what it needs).
+                    self.buffer = BytesMut::new();
+                }
                 return Ok(Some(frame));
+            }
+            if self.buffer.len() == self.buffer.capacity() {
+                self.buffer.reserve(READ_CHUNK);
             }
             if self.stream.read_buf(&mut self.buffer).await? == 0 {
                 return if self.buffer.is_empty() {

@@ -263,13 +263,15 @@ impl Handler {
                         client_id = header.client_id.as_deref().unwrap_or(""),
                     );
                     let started = Instant::now();
-                    let answer = api::handle(
+                    // Boxed: the handler's future is as large as its largest API's, and
+                    // inline it would make every connection's task that large while idle.
+                    let answer = Box::pin(api::handle(
                         &self.context,
                         &mut self.shutdown,
                         self.peer,
                         &header,
                         *request,
-                    )
+                    ))
                     .instrument(span.clone())
                     .await;
                     span.in_scope(|| {
