@@ -84,8 +84,9 @@ impl Driver {
         Driver { stop, task }
     }
 
-    /// Stops the task and waits for it: timer runs in progress finish first (one waiting for
-    /// a group's commit gate finishes when that commit does).
+    /// Stops the task and waits for it. A timer run still waiting for a group's commit gate
+    /// is cancelled (the core arms that group again), so a stuck store write cannot hold
+    /// up shutdown.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         if let Err(e) = self.task.await {
@@ -133,8 +134,13 @@ async fn run(coordinator: Arc<Coordinator>, mut stopped: watch::Receiver<bool>) 
             }
         }
     }
+    // A run still waiting for a gate at shutdown may wait for a store write that never
+    // ends; runs are cancel-safe (the core re-arms what they had not done), so stop them.
+    waiting.abort_all();
     while let Some(done) = waiting.join_next().await {
-        report(done);
+        if !matches!(&done, Err(e) if e.is_cancelled()) {
+            report(done);
+        }
     }
 }
 

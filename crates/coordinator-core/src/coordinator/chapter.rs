@@ -193,8 +193,12 @@ impl Group {
     }
 
     /// The earliest time at which a member's session will have expired (`now > deadline`,
-    /// so one millisecond after the earliest deadline).
+    /// so one millisecond after the earliest deadline); 0 (at once) while a cooperative
+    /// follow-up is due, so that every arm, including a cancelled timer run's, keeps it.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
+        if self.followup_due() {
+            return Some(0);
+        }
         self.members
             .iter()
             .map(|m| m.deadline_ms.saturating_add(1))

@@ -1312,7 +1312,13 @@ impl Coordinator {
                 continue;
             }
             entry.has_offsets = true;
-            entry.note_membership(self.clock.now_ms());
+            let now = self.clock.now_ms();
+            // A simple group's offsets expire counted from its last commit (as through
+            // `commit_offsets`).
+            if matches!(entry.body, Body::Unused) {
+                entry.empty_since = Some(now);
+            }
+            entry.note_membership(now);
             self.arm(&mut entry);
             drop(entry);
             break (cell, gate);
@@ -1357,8 +1363,8 @@ impl Coordinator {
             entry.has_offsets = false;
             entry.removed = true;
         }
-        drop(gate);
         self.forget(&cell, generation);
+        drop(gate);
         info!(group = group_id, "group deleted");
         Ok(())
     }
