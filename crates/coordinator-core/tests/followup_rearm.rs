@@ -5,32 +5,21 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestStore, Topics};
+use common::{ModuloAssignor, TestStore, Topics};
 use coordinator_core::{
     AssignError, Assignment, AssignmentInput, Assignor, Clock, Coordinator, ManualClock,
-    TopicIndex, TopicPartition,
+    TopicPartition,
 };
 
-/// Partition p goes to the (p mod n)-th subscriber, but a partition another member still
-/// owns is withheld (left unowned) until the follow-up: a cooperative strategy.
-struct Coop;
+/// The modulo assignment (`common::ModuloAssignor`), except that a partition another member
+/// still owns is withheld (left unowned) until the follow-up: a cooperative strategy.
+struct Coop(Arc<ModuloAssignor>);
 impl Assignor for Coop {
     fn name(&self) -> &str {
         "coop"
     }
     fn assign(&self, input: &AssignmentInput<'_>) -> Result<Assignment, AssignError> {
-        let mut out = Assignment::new(input);
-        for t in 0..input.topics().len() as TopicIndex {
-            let eligible: Vec<u32> = (0..input.member_count() as u32)
-                .filter(|&m| input.is_subscribed(m, t))
-                .collect();
-            if eligible.is_empty() {
-                continue;
-            }
-            for (p, owner) in out.topic_owners_mut(t).iter_mut().enumerate() {
-                *owner = eligible[p % eligible.len()];
-            }
-        }
+        let mut out = self.0.assign(input)?;
         for m in 0..input.member_count() as u32 {
             for &p in input.owned(m) {
                 if out.owner(p).is_some_and(|o| o != m) {
@@ -47,11 +36,15 @@ async fn a_dropped_timer_run_rearms_a_due_followup() {
     let clock = ManualClock::new();
     let store = Arc::new(TestStore::default());
     let c = Arc::new(
-        Coordinator::builder(store.clone(), Topics::with(&[("t", 4)]), Arc::new(Coop))
-            .clock(Arc::new(clock.clone()))
-            .session_timeout_ms(10_000)
-            .build()
-            .unwrap(),
+        Coordinator::builder(
+            store.clone(),
+            Topics::with(&[("t", 4)]),
+            Arc::new(Coop(ModuloAssignor::named("modulo"))),
+        )
+        .clock(Arc::new(clock.clone()))
+        .session_timeout_ms(10_000)
+        .build()
+        .unwrap(),
     );
     c.join("g", "m1", &["t"]).await.unwrap();
     let g2 = c.join("g", "m2", &["t"]).await.unwrap(); // withholds 1 and 3 from m1; m1 keeps 0 and 2
