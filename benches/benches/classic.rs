@@ -87,7 +87,7 @@ fn park<T>(mut f: Parked<T>) -> Result<T, Parked<T>> {
 fn parked_join(c: &Arc<Coordinator>, r: JoinGroupRequest) -> Parked<JoinGroupResponse> {
     let c = c.clone();
     let f: Parked<JoinGroupResponse> = Box::pin(tokio::task::unconstrained(async move {
-        c.join_group(r).await.unwrap()
+        c.classic().join(r).await.unwrap()
     }));
     match park(f) {
         Ok(answer) => Box::pin(async move { answer }),
@@ -114,7 +114,7 @@ async fn complete(
             let c = c.clone();
             let r = sync(id, generation, Vec::new());
             let f: Parked<_> = Box::pin(tokio::task::unconstrained(async move {
-                c.sync_group(r).await.unwrap()
+                c.classic().sync(r).await.unwrap()
             }));
             match park(f) {
                 Ok(answer) => Box::pin(async move { answer }) as Parked<_>,
@@ -130,7 +130,8 @@ async fn complete(
             partitions: None,
         })
         .collect();
-    c.sync_group(sync(&leader, generation, assignments))
+    c.classic()
+        .sync(sync(&leader, generation, assignments))
         .await
         .unwrap();
     for s in syncs {
@@ -205,7 +206,8 @@ fn heartbeat(crit: &mut Criterion) {
         b.to_async(&rt).iter(|| {
             let (c, id) = (&c, &id);
             async move {
-                c.heartbeat_group("g", id, None, Some(generation))
+                c.classic()
+                    .heartbeat("g", id, None, Some(generation))
                     .await
                     .unwrap();
             }

@@ -230,8 +230,125 @@ pub enum Error {
     Storage(StorageError),
 }
 
+/// A stable error code: the name callers log and match on, and Kafka's numeric code where
+/// Kafka has one. Codes are only ever added; a retired code is never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// `ILLEGAL_GENERATION`, Kafka 22.
+    IllegalGeneration,
+    /// `REBALANCE_IN_PROGRESS`, Kafka 27.
+    RebalanceInProgress,
+    /// `UNKNOWN_MEMBER`, Kafka's `UNKNOWN_MEMBER_ID` 25.
+    UnknownMember,
+    /// `NOT_PARTITION_OWNER`: no Kafka counterpart (the chapter's ownership check).
+    NotPartitionOwner,
+    /// `GROUP_ID_NOT_FOUND`, Kafka 69.
+    GroupIdNotFound,
+    /// `INVALID_ARGUMENT`: no Kafka counterpart (a malformed argument of a Rust call).
+    InvalidArgument,
+    /// `UNKNOWN_TOPIC`, Kafka's `UNKNOWN_TOPIC_OR_PARTITION` 3.
+    UnknownTopic,
+    /// `INCONSISTENT_GROUP_PROTOCOL`, Kafka 23.
+    InconsistentGroupProtocol,
+    /// `ASSIGNOR_FAILED`: no Kafka counterpart.
+    AssignorFailed,
+    /// `STORAGE_ERROR`, Kafka's `KAFKA_STORAGE_ERROR` 56.
+    StorageError,
+    /// `NON_EMPTY_GROUP`, Kafka 68.
+    NonEmptyGroup,
+    /// `INVALID_GROUP_ID`, Kafka 24.
+    InvalidGroupId,
+    /// `INVALID_SESSION_TIMEOUT`, Kafka 26.
+    InvalidSessionTimeout,
+    /// `GROUP_MAX_SIZE_REACHED`, Kafka 81.
+    GroupMaxSizeReached,
+    /// `MEMBER_ID_REQUIRED`, Kafka 79.
+    MemberIdRequired,
+    /// `FENCED_INSTANCE_ID`, Kafka 82.
+    FencedInstanceId,
+    /// `GROUP_SUBSCRIBED_TO_TOPIC`, Kafka 86.
+    GroupSubscribedToTopic,
+}
+
+impl ErrorCode {
+    /// Every code, in the order codes were introduced.
+    pub const ALL: &'static [ErrorCode] = &[
+        ErrorCode::IllegalGeneration,
+        ErrorCode::RebalanceInProgress,
+        ErrorCode::UnknownMember,
+        ErrorCode::NotPartitionOwner,
+        ErrorCode::GroupIdNotFound,
+        ErrorCode::InvalidArgument,
+        ErrorCode::UnknownTopic,
+        ErrorCode::InconsistentGroupProtocol,
+        ErrorCode::AssignorFailed,
+        ErrorCode::StorageError,
+        ErrorCode::NonEmptyGroup,
+        ErrorCode::InvalidGroupId,
+        ErrorCode::InvalidSessionTimeout,
+        ErrorCode::GroupMaxSizeReached,
+        ErrorCode::MemberIdRequired,
+        ErrorCode::FencedInstanceId,
+        ErrorCode::GroupSubscribedToTopic,
+    ];
+
+    /// The stable name, e.g. `ILLEGAL_GENERATION`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::IllegalGeneration => "ILLEGAL_GENERATION",
+            ErrorCode::RebalanceInProgress => "REBALANCE_IN_PROGRESS",
+            ErrorCode::UnknownMember => "UNKNOWN_MEMBER",
+            ErrorCode::NotPartitionOwner => "NOT_PARTITION_OWNER",
+            ErrorCode::GroupIdNotFound => "GROUP_ID_NOT_FOUND",
+            ErrorCode::InvalidArgument => "INVALID_ARGUMENT",
+            ErrorCode::UnknownTopic => "UNKNOWN_TOPIC",
+            ErrorCode::InconsistentGroupProtocol => "INCONSISTENT_GROUP_PROTOCOL",
+            ErrorCode::AssignorFailed => "ASSIGNOR_FAILED",
+            ErrorCode::StorageError => "STORAGE_ERROR",
+            ErrorCode::NonEmptyGroup => "NON_EMPTY_GROUP",
+            ErrorCode::InvalidGroupId => "INVALID_GROUP_ID",
+            ErrorCode::InvalidSessionTimeout => "INVALID_SESSION_TIMEOUT",
+            ErrorCode::GroupMaxSizeReached => "GROUP_MAX_SIZE_REACHED",
+            ErrorCode::MemberIdRequired => "MEMBER_ID_REQUIRED",
+            ErrorCode::FencedInstanceId => "FENCED_INSTANCE_ID",
+            ErrorCode::GroupSubscribedToTopic => "GROUP_SUBSCRIBED_TO_TOPIC",
+        }
+    }
+
+    /// Kafka's numeric error code, where Kafka has one.
+    pub const fn kafka(self) -> Option<i16> {
+        match self {
+            ErrorCode::IllegalGeneration => Some(22),
+            ErrorCode::RebalanceInProgress => Some(27),
+            ErrorCode::UnknownMember => Some(25),
+            ErrorCode::GroupIdNotFound => Some(69),
+            ErrorCode::UnknownTopic => Some(3),
+            ErrorCode::InconsistentGroupProtocol => Some(23),
+            ErrorCode::StorageError => Some(56),
+            ErrorCode::NonEmptyGroup => Some(68),
+            ErrorCode::InvalidGroupId => Some(24),
+            ErrorCode::InvalidSessionTimeout => Some(26),
+            ErrorCode::GroupMaxSizeReached => Some(81),
+            ErrorCode::MemberIdRequired => Some(79),
+            ErrorCode::FencedInstanceId => Some(82),
+            ErrorCode::GroupSubscribedToTopic => Some(86),
+            ErrorCode::NotPartitionOwner
+            | ErrorCode::InvalidArgument
+            | ErrorCode::AssignorFailed => None,
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Error {
-    /// Every code [`Error::code`] can return, in declaration order. Stable: codes are only added.
+    /// Every code [`Error::code`] can return, in declaration order. Stable: codes are only
+    /// added. The names of [`ErrorCode::ALL`].
     pub const CODES: &'static [&'static str] = &[
         "ILLEGAL_GENERATION",
         "REBALANCE_IN_PROGRESS",
@@ -252,56 +369,39 @@ impl Error {
         "GROUP_SUBSCRIBED_TO_TOPIC",
     ];
 
-    /// The stable code of this error, e.g. `ILLEGAL_GENERATION`.
-    pub fn code(&self) -> &'static str {
+    /// The error's code, to match on (never match on [`code`](Self::code)'s string).
+    pub fn error_code(&self) -> ErrorCode {
         match self {
-            Error::IllegalGeneration { .. } => "ILLEGAL_GENERATION",
-            Error::RebalanceInProgress { .. } => "REBALANCE_IN_PROGRESS",
-            Error::UnknownMember { .. } => "UNKNOWN_MEMBER",
-            Error::NotPartitionOwner { .. } => "NOT_PARTITION_OWNER",
-            Error::GroupIdNotFound { .. } => "GROUP_ID_NOT_FOUND",
-            Error::InvalidArgument { .. } => "INVALID_ARGUMENT",
-            Error::UnknownTopic { .. } => "UNKNOWN_TOPIC",
+            Error::IllegalGeneration { .. } => ErrorCode::IllegalGeneration,
+            Error::RebalanceInProgress { .. } => ErrorCode::RebalanceInProgress,
+            Error::UnknownMember { .. } => ErrorCode::UnknownMember,
+            Error::NotPartitionOwner { .. } => ErrorCode::NotPartitionOwner,
+            Error::GroupIdNotFound { .. } => ErrorCode::GroupIdNotFound,
+            Error::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            Error::UnknownTopic { .. } => ErrorCode::UnknownTopic,
             Error::InconsistentGroupProtocol { .. } | Error::WrongGroupType { .. } => {
-                "INCONSISTENT_GROUP_PROTOCOL"
+                ErrorCode::InconsistentGroupProtocol
             }
-            Error::NonEmptyGroup { .. } => "NON_EMPTY_GROUP",
-            Error::InvalidGroupId { .. } => "INVALID_GROUP_ID",
-            Error::InvalidSessionTimeout { .. } => "INVALID_SESSION_TIMEOUT",
-            Error::GroupMaxSizeReached { .. } => "GROUP_MAX_SIZE_REACHED",
-            Error::MemberIdRequired { .. } => "MEMBER_ID_REQUIRED",
-            Error::FencedInstanceId { .. } => "FENCED_INSTANCE_ID",
-            Error::GroupSubscribedToTopic { .. } => "GROUP_SUBSCRIBED_TO_TOPIC",
-            Error::AssignorFailed { .. } => "ASSIGNOR_FAILED",
-            Error::Storage(e) => e.code(),
+            Error::NonEmptyGroup { .. } => ErrorCode::NonEmptyGroup,
+            Error::InvalidGroupId { .. } => ErrorCode::InvalidGroupId,
+            Error::InvalidSessionTimeout { .. } => ErrorCode::InvalidSessionTimeout,
+            Error::GroupMaxSizeReached { .. } => ErrorCode::GroupMaxSizeReached,
+            Error::MemberIdRequired { .. } => ErrorCode::MemberIdRequired,
+            Error::FencedInstanceId { .. } => ErrorCode::FencedInstanceId,
+            Error::GroupSubscribedToTopic { .. } => ErrorCode::GroupSubscribedToTopic,
+            Error::AssignorFailed { .. } => ErrorCode::AssignorFailed,
+            Error::Storage(e) => e.error_code(),
         }
     }
 
-    /// Kafka's numeric error code for this error, where Kafka has one.
-    ///
-    /// `ILLEGAL_GENERATION` 22, `UNKNOWN_MEMBER_ID` 25, `REBALANCE_IN_PROGRESS` 27,
-    /// `GROUP_ID_NOT_FOUND` 69, `UNKNOWN_TOPIC_OR_PARTITION` 3, `INCONSISTENT_GROUP_PROTOCOL` 23,
-    /// `NON_EMPTY_GROUP` 68, `KAFKA_STORAGE_ERROR` 56. Ownership, argument and assignor errors have no Kafka code.
+    /// The stable name of this error's code, e.g. `ILLEGAL_GENERATION`, for logs and wires.
+    pub fn code(&self) -> &'static str {
+        self.error_code().as_str()
+    }
+
+    /// Kafka's numeric error code for this error, where Kafka has one (see [`ErrorCode::kafka`]).
     pub fn kafka_code(&self) -> Option<i16> {
-        match self {
-            Error::IllegalGeneration { .. } => Some(22),
-            Error::UnknownMember { .. } => Some(25),
-            Error::RebalanceInProgress { .. } => Some(27),
-            Error::GroupIdNotFound { .. } => Some(69),
-            Error::UnknownTopic { .. } => Some(3),
-            Error::InconsistentGroupProtocol { .. } | Error::WrongGroupType { .. } => Some(23),
-            Error::NonEmptyGroup { .. } => Some(68),
-            Error::InvalidGroupId { .. } => Some(24),
-            Error::InvalidSessionTimeout { .. } => Some(26),
-            Error::GroupMaxSizeReached { .. } => Some(81),
-            Error::MemberIdRequired { .. } => Some(79),
-            Error::FencedInstanceId { .. } => Some(82),
-            Error::GroupSubscribedToTopic { .. } => Some(86),
-            Error::Storage(e) => e.kafka_code(),
-            Error::NotPartitionOwner { .. }
-            | Error::InvalidArgument { .. }
-            | Error::AssignorFailed { .. } => None,
-        }
+        self.error_code().kafka()
     }
 
     /// What the caller should do next.
@@ -346,6 +446,13 @@ impl Error {
             group: group.to_string(),
             expected,
             actual,
+        }
+    }
+
+    pub(crate) fn unknown_member(group: &str, member: &str) -> Self {
+        Error::UnknownMember {
+            group: group.to_string(),
+            member: member.to_string(),
         }
     }
 
@@ -436,19 +543,21 @@ impl StorageError {
     }
 
     /// `INVALID_ARGUMENT` for a refused offset, `STORAGE_ERROR` otherwise.
-    pub fn code(&self) -> &'static str {
+    pub fn error_code(&self) -> ErrorCode {
         match self.kind {
-            StorageErrorKind::InvalidOffset => "INVALID_ARGUMENT",
-            _ => "STORAGE_ERROR",
+            StorageErrorKind::InvalidOffset => ErrorCode::InvalidArgument,
+            _ => ErrorCode::StorageError,
         }
+    }
+
+    /// The name of [`error_code`](Self::error_code).
+    pub fn code(&self) -> &'static str {
+        self.error_code().as_str()
     }
 
     /// Kafka's `KAFKA_STORAGE_ERROR` (56) for storage failures; none for a refused offset.
     pub fn kafka_code(&self) -> Option<i16> {
-        match self.kind {
-            StorageErrorKind::InvalidOffset => None,
-            _ => Some(56),
-        }
+        self.error_code().kafka()
     }
 }
 
@@ -482,6 +591,14 @@ impl fmt::Display for DisplayList<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn code_names_are_the_enum_in_order() {
+        let names: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(names, Error::CODES);
+        assert_eq!(ErrorCode::FencedInstanceId.kafka(), Some(82));
+        assert_eq!(ErrorCode::NotPartitionOwner.kafka(), None);
+    }
 
     #[test]
     fn codes_are_listed_and_unique() {

@@ -207,51 +207,50 @@
 
 #![forbid(unsafe_code)]
 
-mod assign;
-mod classic;
-mod clock;
 mod coordinator;
 mod error;
-mod log;
-mod metadata;
-mod offset_store;
+pub mod group;
+pub mod log;
+pub mod ports;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod types;
 
-pub use assign::{
-    AssignError, Assignment, AssignmentInput, AssignmentRequest, AssignmentRequestBuilder,
-    Assignor, MemberIndex, PartitionRef, TopicIndex, TopicSpec, MAX_PARTITIONS_PER_TOPIC,
-    MAX_TOTAL_PARTITIONS,
-};
-pub use classic::{
-    ClassicGroupDescription, ClassicMemberDescription, ClassicProtocol, GroupKind,
-    JoinGroupRequest, JoinGroupResponse, JoinedMember, LeavingMember, ListedGroup, MemberIdSource,
-    OffsetCommitRequest, Opaque, RandomMemberIds, SequentialMemberIds, SyncAssignment,
-    SyncGroupRequest, SyncGroupResponse,
-};
-pub use clock::{Clock, ClockWentBackwards, ManualClock, MonotonicClock};
+pub use coordinator::concurrency;
 pub use coordinator::{
-    Coordinator, CoordinatorBuilder, CoordinatorConfig, ExpiredMember, GroupDescription,
-    GroupSettings, MemberAssignment, MemberDescription, DEFAULT_EMPTY_GROUP_GRACE_MS,
-    DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS, DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
-    DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS, DEFAULT_OFFSETS_RETENTION_MS, DEFAULT_SESSION_TIMEOUT_MS,
-    NEW_MEMBER_JOIN_TIMEOUT_MS,
+    Coordinator, CoordinatorBuilder, CoordinatorConfig, ExpiredMember, GroupSettings, Offsets,
+    DEFAULT_EMPTY_GROUP_GRACE_MS, DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS,
+    DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS, DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
+    DEFAULT_OFFSETS_RETENTION_MS, DEFAULT_SESSION_TIMEOUT_MS, NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
-pub use error::{Error, ErrorClass, StorageError, StorageErrorKind};
+pub use error::{Error, ErrorClass, ErrorCode, StorageError, StorageErrorKind};
+pub use group::chapter::{GroupDescription, MemberAssignment, MemberDescription};
+pub use group::classic::{
+    ClassicGroupDescription, ClassicGroups, ClassicMemberDescription, ClassicProtocol,
+    JoinGroupRequest, JoinGroupResponse, JoinedMember, LeavingMember, OffsetCommitRequest, Opaque,
+    SyncAssignment, SyncGroupRequest, SyncGroupResponse,
+};
+pub use group::{CommitAuthority, GroupKind, ListedGroup};
 pub use log::{
     validate_topic_name, Bytes, Header, LogError, NewRecord, OutOfRange, Record, RecordSource,
     MAX_TOPIC_NAME_LEN,
 };
-pub use metadata::TopicMetadata;
-pub use offset_store::{validate_offsets, CommitFence, OffsetStore};
+pub use ports::assign::{
+    AssignError, Assignment, AssignmentInput, AssignmentRequest, AssignmentRequestBuilder,
+    MemberIndex, PartitionRef, TopicIndex, TopicSpec, MAX_PARTITIONS_PER_TOPIC,
+    MAX_TOTAL_PARTITIONS,
+};
+pub use ports::clock::{ClockWentBackwards, ManualClock, MonotonicClock};
+pub use ports::member_ids::{RandomMemberIds, SequentialMemberIds};
+pub use ports::offset_store::validate_offsets;
+pub use ports::{Assignor, Clock, CommitFence, MemberIdSource, OffsetStore, TopicMetadata};
 pub use types::{Generation, GroupState, OffsetMap, TopicPartition};
 
 /// mockall mocks of the ports, for tests in this and other crates (feature `mocks`).
 #[cfg(any(test, feature = "mocks"))]
 pub mod mocks {
-    pub use crate::assign::MockAssignor;
-    pub use crate::clock::MockClock;
-    pub use crate::metadata::MockTopicMetadata;
-    pub use crate::offset_store::MockOffsetStore;
+    pub use crate::ports::assign::MockAssignor;
+    pub use crate::ports::clock::MockClock;
+    pub use crate::ports::metadata::MockTopicMetadata;
+    pub use crate::ports::offset_store::MockOffsetStore;
 }

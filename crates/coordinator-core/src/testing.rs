@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio::sync::RwLock;
 
 use crate::error::{StorageError, StorageErrorKind};
-use crate::offset_store::{CommitFence, OffsetStore};
+use crate::ports::{CommitFence, OffsetStore};
 use crate::types::{OffsetMap, TopicPartition};
 
 fn tp(topic: &str, partition: u32) -> TopicPartition {

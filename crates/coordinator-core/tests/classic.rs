@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use common::{TestStore, Topics};
 use coordinator_core::{
-    ClassicProtocol, Coordinator, Error, Generation, GroupKind, GroupState, JoinGroupRequest,
-    JoinGroupResponse, LeavingMember, ManualClock, OffsetCommitRequest, OffsetMap,
-    SequentialMemberIds, SyncAssignment, SyncGroupRequest, SyncGroupResponse, TopicPartition,
+    ClassicProtocol, CommitAuthority, Coordinator, Error, Generation, GroupKind, GroupState,
+    JoinGroupRequest, JoinGroupResponse, LeavingMember, ManualClock, OffsetCommitRequest,
+    OffsetMap, SequentialMemberIds, SyncAssignment, SyncGroupRequest, SyncGroupResponse,
+    TopicPartition,
 };
 use tokio::task::JoinHandle;
 
@@ -109,9 +110,7 @@ fn commit_req(
 ) -> OffsetCommitRequest {
     OffsetCommitRequest {
         group_id: group.into(),
-        generation,
-        member_id: member.into(),
-        group_instance_id: None,
+        authority: CommitAuthority::generation(generation, member, None),
         offsets: OffsetMap::from([(TopicPartition::new("orders", 0), offset)]),
     }
 }
@@ -130,12 +129,12 @@ async fn settle() {
 impl H {
     fn spawn_join(&self, req: JoinGroupRequest) -> JoinHandle<Result<JoinGroupResponse, Error>> {
         let c = self.c.clone();
-        tokio::spawn(async move { c.join_group(req).await })
+        tokio::spawn(async move { c.classic().join(req).await })
     }
 
     fn spawn_sync(&self, req: SyncGroupRequest) -> JoinHandle<Result<SyncGroupResponse, Error>> {
         let c = self.c.clone();
-        tokio::spawn(async move { c.sync_group(req).await })
+        tokio::spawn(async move { c.classic().sync(req).await })
     }
 
     /// Advances the clock and runs whatever is due.
@@ -149,14 +148,14 @@ impl H {
 
     /// A new member's id, through the MEMBER_ID_REQUIRED round trip.
     async fn member_id(&self, group: &str, client: &str) -> String {
-        match self.c.join_group(join_req(group, "", client)).await {
+        match self.c.classic().join(join_req(group, "", client)).await {
             Err(Error::MemberIdRequired { member_id, .. }) => member_id,
             other => panic!("expected MEMBER_ID_REQUIRED, got {other:?}"),
         }
     }
 
     async fn state(&self, group: &str) -> GroupState {
-        self.c.describe_group(group).await.unwrap().state
+        self.c.classic().describe(group).await.unwrap().state
     }
 
     /// One member alone in a Stable group: (member id, generation).
@@ -167,7 +166,7 @@ impl H {
         let joined = join.await.unwrap().unwrap();
         let mut sync = sync_req(group, &id, joined.generation);
         sync.assignments = vec![assignment(&id, &[0, 1, 2, 3])];
-        self.c.sync_group(sync).await.unwrap();
+        self.c.classic().sync(sync).await.unwrap();
         (id, joined.generation)
     }
 
@@ -186,7 +185,7 @@ impl H {
         let f = self.spawn_sync(sync_req(group, &follower, generation));
         let mut s = sync_req(group, &leader, generation);
         s.assignments = vec![assignment(&leader, &[0, 1]), assignment(&follower, &[2, 3])];
-        self.c.sync_group(s).await.unwrap();
+        self.c.classic().sync(s).await.unwrap();
         f.await.unwrap().unwrap();
         assert_eq!(self.state(group).await, GroupState::Stable);
         (leader, follower, generation)
@@ -198,7 +197,7 @@ impl H {
 #[tokio::test]
 async fn join_with_an_empty_group_id_is_invalid_group_id() {
     let h = harness();
-    let err = h.c.join_group(join_req("", "", "a")).await.unwrap_err();
+    let err = h.c.classic().join(join_req("", "", "a")).await.unwrap_err();
     assert_eq!(
         (err.code(), err.kafka_code()),
         ("INVALID_GROUP_ID", Some(24))
@@ -211,7 +210,7 @@ async fn join_with_a_session_timeout_outside_the_bounds_is_invalid_session_timeo
     for bad in [99, 60_001, -1] {
         let mut r = join_req("g", "", "a");
         r.session_timeout_ms = bad;
-        let err = h.c.join_group(r).await.unwrap_err();
+        let err = h.c.classic().join(r).await.unwrap_err();
         assert_eq!(
             (err.code(), err.kafka_code()),
             ("INVALID_SESSION_TIMEOUT", Some(26)),
@@ -222,7 +221,7 @@ async fn join_with_a_session_timeout_outside_the_bounds_is_invalid_session_timeo
         let mut r = join_req("g", "", "a");
         r.session_timeout_ms = good;
         assert_eq!(
-            code(h.c.join_group(r).await),
+            code(h.c.classic().join(r).await),
             "MEMBER_ID_REQUIRED",
             "{good} is within bounds"
         );
@@ -237,7 +236,7 @@ async fn join_without_protocol_type_or_protocols_is_inconsistent_group_protocol(
     let mut no_protocols = join_req("g", "", "a");
     no_protocols.protocols.clear();
     for r in [no_type, no_protocols] {
-        let err = h.c.join_group(r).await.unwrap_err();
+        let err = h.c.classic().join(r).await.unwrap_err();
         assert_eq!(
             (err.code(), err.kafka_code()),
             ("INCONSISTENT_GROUP_PROTOCOL", Some(23))
@@ -252,13 +251,13 @@ async fn join_with_no_protocol_in_common_is_inconsistent_group_protocol() {
     let mut other = join_req("g", "", "b");
     other.protocols = vec![protocol("roundrobin", "b")];
     assert_eq!(
-        code(h.c.join_group(other).await),
+        code(h.c.classic().join(other).await),
         "INCONSISTENT_GROUP_PROTOCOL"
     );
     let mut other_type = join_req("g", "", "b");
     other_type.protocol_type = "connect".into();
     assert_eq!(
-        code(h.c.join_group(other_type).await),
+        code(h.c.classic().join(other_type).await),
         "INCONSISTENT_GROUP_PROTOCOL"
     );
 }
@@ -268,19 +267,24 @@ async fn join_of_a_full_group_is_group_max_size_reached() {
     let h = harness_with(|b| b.group_max_size(1));
     h.stable_alone("g", "a").await;
     // Kafka checks the size before anything else, so not even an id is handed out.
-    let err = h.c.join_group(join_req("g", "", "b")).await.unwrap_err();
+    let err =
+        h.c.classic()
+            .join(join_req("g", "", "b"))
+            .await
+            .unwrap_err();
     assert_eq!(
         (err.code(), err.kafka_code()),
         ("GROUP_MAX_SIZE_REACHED", Some(81))
     );
-    assert_eq!(h.c.describe_group("g").await.unwrap().members.len(), 1);
+    assert_eq!(h.c.classic().describe("g").await.unwrap().members.len(), 1);
 }
 
 #[tokio::test]
 async fn a_new_dynamic_member_gets_member_id_required_and_stays_pending() {
     let h = harness();
     let err =
-        h.c.join_group(join_req("g", "", "client"))
+        h.c.classic()
+            .join(join_req("g", "", "client"))
             .await
             .unwrap_err();
     let Error::MemberIdRequired { member_id, .. } = &err else {
@@ -289,7 +293,7 @@ async fn a_new_dynamic_member_gets_member_id_required_and_stays_pending() {
     assert_eq!(member_id, "client-00000000-0000-4000-8000-000000000001");
     assert_eq!(err.kafka_code(), Some(79));
     // Pending: no member yet, no rebalance.
-    let d = h.c.describe_group("g").await.unwrap();
+    let d = h.c.classic().describe("g").await.unwrap();
     assert_eq!((d.state, d.members.len()), (GroupState::Empty, 0));
     // Joining again with the id makes it a member.
     let join = h.spawn_join(join_req("g", member_id, "client"));
@@ -317,7 +321,7 @@ async fn a_pending_member_expires_after_its_session_timeout() {
     let id = h.member_id("g", "a").await;
     h.tick(SESSION as u64 + 1).await;
     assert_eq!(
-        code(h.c.join_group(join_req("g", &id, "a")).await),
+        code(h.c.classic().join(join_req("g", &id, "a")).await),
         "UNKNOWN_MEMBER",
         "the pending id is forgotten"
     );
@@ -327,11 +331,11 @@ async fn a_pending_member_expires_after_its_session_timeout() {
 async fn a_member_id_for_a_group_that_does_not_exist_is_unknown_member() {
     let h = harness();
     assert_eq!(
-        code(h.c.join_group(join_req("nobody", "m-1", "a")).await),
+        code(h.c.classic().join(join_req("nobody", "m-1", "a")).await),
         "UNKNOWN_MEMBER"
     );
     assert_eq!(
-        code(h.c.describe_group("nobody").await),
+        code(h.c.classic().describe("nobody").await),
         "GROUP_ID_NOT_FOUND",
         "not created"
     );
@@ -356,7 +360,11 @@ async fn a_known_member_in_preparing_rebalance_waits_for_the_barrier() {
 async fn a_follower_joining_again_unchanged_in_stable_is_answered_at_once() {
     let h = harness();
     let (leader, follower, g1) = h.stable_pair("g").await;
-    let again = h.c.join_group(join_req("g", &follower, "b")).await.unwrap();
+    let again =
+        h.c.classic()
+            .join(join_req("g", &follower, "b"))
+            .await
+            .unwrap();
     assert_eq!(again.generation, g1);
     assert_eq!(again.leader, leader);
     assert!(again.members.is_empty());
@@ -391,7 +399,7 @@ async fn a_join_in_completing_rebalance_with_unchanged_metadata_is_answered_at_o
     h.tick(0).await;
     let first = join.await.unwrap().unwrap();
     assert_eq!(h.state("g").await, GroupState::CompletingRebalance);
-    let again = h.c.join_group(join_req("g", &id, "a")).await.unwrap();
+    let again = h.c.classic().join(join_req("g", &id, "a")).await.unwrap();
     assert_eq!(again.generation, first.generation);
     assert_eq!(
         again.members.len(),
@@ -427,7 +435,11 @@ async fn members_not_joined_again_by_the_rebalance_timeout_are_removed() {
     for _ in 0..5 {
         h.tick(REBALANCE as u64 / 6).await;
         assert_eq!(
-            code(h.c.heartbeat_group("g", &follower, None, Some(g1)).await),
+            code(
+                h.c.classic()
+                    .heartbeat("g", &follower, None, Some(g1))
+                    .await
+            ),
             "REBALANCE_IN_PROGRESS"
         );
     }
@@ -438,7 +450,8 @@ async fn members_not_joined_again_by_the_rebalance_timeout_are_removed() {
     assert_eq!(l.members.len(), 1, "the follower is gone");
     assert_eq!(
         code(
-            h.c.heartbeat_group("g", &follower, None, Some(l.generation))
+            h.c.classic()
+                .heartbeat("g", &follower, None, Some(l.generation))
                 .await
         ),
         "UNKNOWN_MEMBER"
@@ -521,14 +534,15 @@ async fn sync_of_an_unknown_group_or_member_is_unknown_member() {
     let h = harness();
     assert_eq!(
         code(
-            h.c.sync_group(sync_req("nobody", "m", Generation::new(1)))
+            h.c.classic()
+                .sync(sync_req("nobody", "m", Generation::new(1)))
                 .await
         ),
         "UNKNOWN_MEMBER"
     );
     let (_, g1) = h.stable_alone("g", "a").await;
     assert_eq!(
-        code(h.c.sync_group(sync_req("g", "ghost", g1)).await),
+        code(h.c.classic().sync(sync_req("g", "ghost", g1)).await),
         "UNKNOWN_MEMBER"
     );
 }
@@ -538,7 +552,8 @@ async fn sync_with_another_generation_is_illegal_generation() {
     let h = harness();
     let (id, g1) = h.stable_alone("g", "a").await;
     let err =
-        h.c.sync_group(sync_req("g", &id, g1.next()))
+        h.c.classic()
+            .sync(sync_req("g", &id, g1.next()))
             .await
             .unwrap_err();
     assert_eq!(
@@ -547,7 +562,7 @@ async fn sync_with_another_generation_is_illegal_generation() {
     );
     let mut none = sync_req("g", &id, g1);
     none.generation = None;
-    assert_eq!(code(h.c.sync_group(none).await), "ILLEGAL_GENERATION");
+    assert_eq!(code(h.c.classic().sync(none).await), "ILLEGAL_GENERATION");
 }
 
 #[tokio::test]
@@ -557,7 +572,8 @@ async fn sync_during_preparing_rebalance_is_rebalance_in_progress() {
     let _lj = h.spawn_join(join_req("g", &leader, "a"));
     settle().await;
     let err =
-        h.c.sync_group(sync_req("g", &follower, g1))
+        h.c.classic()
+            .sync(sync_req("g", &follower, g1))
             .await
             .unwrap_err();
     assert_eq!(
@@ -572,11 +588,14 @@ async fn sync_with_another_protocol_is_inconsistent_group_protocol() {
     let (id, g1) = h.stable_alone("g", "a").await;
     let mut s = sync_req("g", &id, g1);
     s.protocol_name = Some("roundrobin".into());
-    assert_eq!(code(h.c.sync_group(s).await), "INCONSISTENT_GROUP_PROTOCOL");
+    assert_eq!(
+        code(h.c.classic().sync(s).await),
+        "INCONSISTENT_GROUP_PROTOCOL"
+    );
     let mut old = sync_req("g", &id, g1);
     (old.protocol_type, old.protocol_name) = (None, None);
     assert!(
-        h.c.sync_group(old).await.is_ok(),
+        h.c.classic().sync(old).await.is_ok(),
         "pre-v5 requests carry no protocol: not checked"
     );
 }
@@ -609,7 +628,7 @@ async fn a_followers_sync_waits_for_the_leaders_and_gets_what_the_leader_sent() 
     let mut lead = sync_req("g", &a, gen);
     // The leader leaves c out.
     lead.assignments = vec![assignment(&a, &[0, 1]), assignment(&b, &[2, 3])];
-    let own = h.c.sync_group(lead).await.unwrap();
+    let own = h.c.classic().sync(lead).await.unwrap();
     assert_eq!(&*own.assignment, format!("{a}:[0, 1]").as_bytes());
     assert_eq!(
         &*fb.await.unwrap().unwrap().assignment,
@@ -621,7 +640,7 @@ async fn a_followers_sync_waits_for_the_leaders_and_gets_what_the_leader_sent() 
     );
     assert_eq!(h.state("g").await, GroupState::Stable);
     // In Stable, a sync answers the installed assignment at once.
-    let again = h.c.sync_group(sync_req("g", &b, gen)).await.unwrap();
+    let again = h.c.classic().sync(sync_req("g", &b, gen)).await.unwrap();
     assert_eq!(&*again.assignment, format!("{b}:[2, 3]").as_bytes());
 }
 
@@ -644,19 +663,25 @@ async fn members_that_do_not_sync_within_the_rebalance_timeout_are_removed_and_a
     // Only the leader syncs (b never does), and keeps heartbeating.
     let mut lead = sync_req("g", &a, gen);
     lead.assignments = vec![assignment(&a, &[0, 1]), assignment(&b, &[2, 3])];
-    h.c.sync_group(lead).await.unwrap();
+    h.c.classic().sync(lead).await.unwrap();
     // Both keep their sessions alive; b just never syncs.
     for _ in 0..5 {
         h.tick(REBALANCE as u64 / 6).await;
-        h.c.heartbeat_group("g", &a, None, Some(gen)).await.unwrap();
-        h.c.heartbeat_group("g", &b, None, Some(gen)).await.unwrap();
+        h.c.classic()
+            .heartbeat("g", &a, None, Some(gen))
+            .await
+            .unwrap();
+        h.c.classic()
+            .heartbeat("g", &b, None, Some(gen))
+            .await
+            .unwrap();
     }
     let expired = h.tick(REBALANCE as u64 / 6).await;
     assert_eq!(expired.len(), 1);
     assert_eq!(expired[0].member, b);
     assert_eq!(h.state("g").await, GroupState::PreparingRebalance);
     assert_eq!(
-        code(h.c.heartbeat_group("g", &a, None, Some(gen)).await),
+        code(h.c.classic().heartbeat("g", &a, None, Some(gen)).await),
         "REBALANCE_IN_PROGRESS"
     );
 }
@@ -668,14 +693,16 @@ async fn heartbeat_of_an_unknown_member_or_group_is_unknown_member() {
     let h = harness();
     assert_eq!(
         code(
-            h.c.heartbeat_group("nobody", "m", None, Some(Generation::new(1)))
+            h.c.classic()
+                .heartbeat("nobody", "m", None, Some(Generation::new(1)))
                 .await
         ),
         "UNKNOWN_MEMBER"
     );
     let (_, g1) = h.stable_alone("g", "a").await;
     let err =
-        h.c.heartbeat_group("g", "ghost", None, Some(g1))
+        h.c.classic()
+            .heartbeat("g", "ghost", None, Some(g1))
             .await
             .unwrap_err();
     assert_eq!((err.code(), err.kafka_code()), ("UNKNOWN_MEMBER", Some(25)));
@@ -686,11 +713,15 @@ async fn heartbeat_with_another_generation_is_illegal_generation() {
     let h = harness();
     let (id, g1) = h.stable_alone("g", "a").await;
     assert_eq!(
-        code(h.c.heartbeat_group("g", &id, None, Some(g1.next())).await),
+        code(
+            h.c.classic()
+                .heartbeat("g", &id, None, Some(g1.next()))
+                .await
+        ),
         "ILLEGAL_GENERATION"
     );
     assert_eq!(
-        code(h.c.heartbeat_group("g", &id, None, None).await),
+        code(h.c.classic().heartbeat("g", &id, None, None).await),
         "ILLEGAL_GENERATION"
     );
 }
@@ -704,7 +735,11 @@ async fn heartbeat_during_preparing_rebalance_is_rebalance_in_progress_and_still
     settle().await;
     h.clock.advance(SESSION as u64 - 10);
     assert_eq!(
-        code(h.c.heartbeat_group("g", &follower, None, Some(g1)).await),
+        code(
+            h.c.classic()
+                .heartbeat("g", &follower, None, Some(g1))
+                .await
+        ),
         "REBALANCE_IN_PROGRESS"
     );
     // Without that heartbeat the follower would expire at SESSION + 1.
@@ -720,7 +755,8 @@ async fn heartbeat_during_completing_rebalance_succeeds() {
     h.tick(0).await;
     let gen = join.await.unwrap().unwrap().generation;
     assert_eq!(h.state("g").await, GroupState::CompletingRebalance);
-    h.c.heartbeat_group("g", &id, None, Some(gen))
+    h.c.classic()
+        .heartbeat("g", &id, None, Some(gen))
         .await
         .unwrap();
 }
@@ -731,7 +767,8 @@ async fn session_expiry_is_strict_and_starts_a_rebalance() {
     let (leader, follower, g1) = h.stable_pair("g").await;
     // Both synced at 0; the leader keeps heartbeating, the follower does not.
     h.clock.advance(SESSION as u64 - 1);
-    h.c.heartbeat_group("g", &leader, None, Some(g1))
+    h.c.classic()
+        .heartbeat("g", &leader, None, Some(g1))
         .await
         .unwrap();
     assert!(
@@ -756,21 +793,22 @@ async fn leave_answers_each_member_and_starts_a_rebalance_at_once() {
     let h = harness();
     let (leader, follower, g1) = h.stable_pair("g").await;
     let results =
-        h.c.leave_group(
-            "g",
-            &[
-                LeavingMember {
-                    member_id: follower.clone(),
-                    group_instance_id: None,
-                },
-                LeavingMember {
-                    member_id: "ghost".into(),
-                    group_instance_id: None,
-                },
-            ],
-        )
-        .await
-        .unwrap();
+        h.c.classic()
+            .leave(
+                "g",
+                &[
+                    LeavingMember {
+                        member_id: follower.clone(),
+                        group_instance_id: None,
+                    },
+                    LeavingMember {
+                        member_id: "ghost".into(),
+                        group_instance_id: None,
+                    },
+                ],
+            )
+            .await
+            .unwrap();
     assert!(results[0].is_ok());
     assert_eq!(results[1].as_ref().unwrap_err().code(), "UNKNOWN_MEMBER");
     assert_eq!(
@@ -788,15 +826,16 @@ async fn leave_answers_each_member_and_starts_a_rebalance_at_once() {
 async fn leave_of_an_unknown_group_answers_unknown_member_for_each() {
     let h = harness();
     let results =
-        h.c.leave_group(
-            "nobody",
-            &[LeavingMember {
-                member_id: "m".into(),
-                group_instance_id: None,
-            }],
-        )
-        .await
-        .unwrap();
+        h.c.classic()
+            .leave(
+                "nobody",
+                &[LeavingMember {
+                    member_id: "m".into(),
+                    group_instance_id: None,
+                }],
+            )
+            .await
+            .unwrap();
     assert_eq!(results[0].as_ref().unwrap_err().code(), "UNKNOWN_MEMBER");
 }
 
@@ -804,16 +843,17 @@ async fn leave_of_an_unknown_group_answers_unknown_member_for_each() {
 async fn the_last_member_leaving_makes_the_group_empty_in_a_new_generation() {
     let h = harness();
     let (id, g1) = h.stable_alone("g", "a").await;
-    h.c.leave_group(
-        "g",
-        &[LeavingMember {
-            member_id: id,
-            group_instance_id: None,
-        }],
-    )
-    .await
-    .unwrap();
-    let d = h.c.describe_group("g").await.unwrap();
+    h.c.classic()
+        .leave(
+            "g",
+            &[LeavingMember {
+                member_id: id,
+                group_instance_id: None,
+            }],
+        )
+        .await
+        .unwrap();
+    let d = h.c.classic().describe("g").await.unwrap();
     assert_eq!((d.state, d.generation), (GroupState::Empty, g1.next()));
     assert_eq!(
         d.protocol_type, "consumer",
@@ -858,19 +898,21 @@ async fn a_static_member_restarting_in_stable_keeps_generation_and_assignment_an
         old.clone()
     };
     let f = h.spawn_sync(sync_req("g", &follower, g1));
-    h.c.sync_group(s).await.unwrap();
+    h.c.classic().sync(s).await.unwrap();
     f.await.unwrap().unwrap();
 
     // The process restarts: same instance id, no member id.
     let again =
-        h.c.join_group(static_req("g", "instance-1", "a"))
+        h.c.classic()
+            .join(static_req("g", "instance-1", "a"))
             .await
             .unwrap();
     assert_ne!(again.member_id, old);
     assert_eq!(again.generation, g1, "no rebalance");
     assert_eq!(h.state("g").await, GroupState::Stable);
     let mine =
-        h.c.sync_group(sync_req("g", &again.member_id, g1))
+        h.c.classic()
+            .sync(sync_req("g", &again.member_id, g1))
             .await
             .unwrap();
     assert_eq!(
@@ -880,7 +922,8 @@ async fn a_static_member_restarting_in_stable_keeps_generation_and_assignment_an
     );
     // The old id, with its instance id, is fenced everywhere.
     let fenced =
-        h.c.heartbeat_group("g", &old, Some("instance-1"), Some(g1))
+        h.c.classic()
+            .heartbeat("g", &old, Some("instance-1"), Some(g1))
             .await
             .unwrap_err();
     assert_eq!(
@@ -889,10 +932,10 @@ async fn a_static_member_restarting_in_stable_keeps_generation_and_assignment_an
     );
     let mut s = sync_req("g", &old, g1);
     s.group_instance_id = Some("instance-1".into());
-    assert_eq!(code(h.c.sync_group(s).await), "FENCED_INSTANCE_ID");
+    assert_eq!(code(h.c.classic().sync(s).await), "FENCED_INSTANCE_ID");
     let mut cm = commit_req("g", &old, Some(g1), 5);
-    cm.group_instance_id = Some("instance-1".into());
-    assert_eq!(code(h.c.commit_offsets(&cm).await), "FENCED_INSTANCE_ID");
+    cm.authority = CommitAuthority::generation(Some(g1), old.as_str(), Some("instance-1".into()));
+    assert_eq!(code(h.c.offsets().commit(&cm).await), "FENCED_INSTANCE_ID");
     assert!(
         h.store.received.lock().unwrap().is_empty(),
         "nothing reached the store"
@@ -906,15 +949,16 @@ async fn a_static_member_leaves_by_instance_id_and_its_session_can_expire() {
     h.tick(0).await;
     join.await.unwrap().unwrap();
     let results =
-        h.c.leave_group(
-            "g",
-            &[LeavingMember {
-                member_id: String::new(),
-                group_instance_id: Some("i-1".into()),
-            }],
-        )
-        .await
-        .unwrap();
+        h.c.classic()
+            .leave(
+                "g",
+                &[LeavingMember {
+                    member_id: String::new(),
+                    group_instance_id: Some("i-1".into()),
+                }],
+            )
+            .await
+            .unwrap();
     assert!(results[0].is_ok());
     assert_eq!(h.state("g").await, GroupState::Empty);
 
@@ -939,24 +983,28 @@ async fn leaving_with_an_instance_id_that_is_now_another_member_is_fenced() {
     let old = join.await.unwrap().unwrap();
     let mut s = sync_req("g", &old.member_id, old.generation);
     s.assignments = vec![assignment(&old.member_id, &[0])];
-    h.c.sync_group(s).await.unwrap();
-    h.c.join_group(static_req("g", "i-1", "a")).await.unwrap();
-    let results =
-        h.c.leave_group(
-            "g",
-            &[LeavingMember {
-                member_id: old.member_id,
-                group_instance_id: Some("i-1".into()),
-            }],
-        )
+    h.c.classic().sync(s).await.unwrap();
+    h.c.classic()
+        .join(static_req("g", "i-1", "a"))
         .await
         .unwrap();
+    let results =
+        h.c.classic()
+            .leave(
+                "g",
+                &[LeavingMember {
+                    member_id: old.member_id,
+                    group_instance_id: Some("i-1".into()),
+                }],
+            )
+            .await
+            .unwrap();
     assert_eq!(
         results[0].as_ref().unwrap_err().code(),
         "FENCED_INSTANCE_ID"
     );
     assert_eq!(
-        h.c.describe_group("g").await.unwrap().members.len(),
+        h.c.classic().describe("g").await.unwrap().members.len(),
         1,
         "not removed"
     );
@@ -967,7 +1015,8 @@ async fn leaving_with_an_instance_id_that_is_now_another_member_is_fenced() {
 #[tokio::test]
 async fn a_plain_commit_is_allowed_while_the_group_is_empty_or_absent_and_creates_a_simple_group() {
     let h = harness();
-    h.c.commit_offsets(&commit_req("simple", "", None, 7))
+    h.c.offsets()
+        .commit(&commit_req("simple", "", None, 7))
         .await
         .unwrap();
     let listed = h.c.list_groups().await;
@@ -989,7 +1038,7 @@ async fn a_plain_commit_to_a_group_with_members_is_unknown_member() {
     let h = harness();
     h.stable_alone("g", "a").await;
     assert_eq!(
-        code(h.c.commit_offsets(&commit_req("g", "", None, 7)).await),
+        code(h.c.offsets().commit(&commit_req("g", "", None, 7)).await),
         "UNKNOWN_MEMBER"
     );
 }
@@ -998,7 +1047,8 @@ async fn a_plain_commit_to_a_group_with_members_is_unknown_member() {
 async fn a_members_commit_to_a_group_that_does_not_exist_is_group_id_not_found() {
     let h = harness();
     let err =
-        h.c.commit_offsets(&commit_req("nobody", "m", Some(Generation::new(1)), 7))
+        h.c.offsets()
+            .commit(&commit_req("nobody", "m", Some(Generation::new(1)), 7))
             .await
             .unwrap_err();
     assert_eq!(
@@ -1013,20 +1063,23 @@ async fn a_commit_by_an_unknown_member_or_generation_is_refused() {
     let (id, g1) = h.stable_alone("g", "a").await;
     assert_eq!(
         code(
-            h.c.commit_offsets(&commit_req("g", "ghost", Some(g1), 1))
+            h.c.offsets()
+                .commit(&commit_req("g", "ghost", Some(g1), 1))
                 .await
         ),
         "UNKNOWN_MEMBER"
     );
     assert_eq!(
         code(
-            h.c.commit_offsets(&commit_req("g", &id, Some(g1.next()), 1))
+            h.c.offsets()
+                .commit(&commit_req("g", &id, Some(g1.next()), 1))
                 .await
         ),
         "ILLEGAL_GENERATION"
     );
     assert!(h.store.received.lock().unwrap().is_empty());
-    h.c.commit_offsets(&commit_req("g", &id, Some(g1), 1))
+    h.c.offsets()
+        .commit(&commit_req("g", &id, Some(g1), 1))
         .await
         .unwrap();
     assert_eq!(h.store.received.lock().unwrap().len(), 1);
@@ -1041,7 +1094,8 @@ async fn a_commit_during_completing_rebalance_is_rebalance_in_progress() {
     let gen = join.await.unwrap().unwrap().generation;
     assert_eq!(
         code(
-            h.c.commit_offsets(&commit_req("g", &id, Some(gen), 1))
+            h.c.offsets()
+                .commit(&commit_req("g", &id, Some(gen), 1))
                 .await
         ),
         "REBALANCE_IN_PROGRESS"
@@ -1056,7 +1110,8 @@ async fn a_commit_during_preparing_rebalance_under_the_old_generation_succeeds()
     settle().await;
     assert_eq!(h.state("g").await, GroupState::PreparingRebalance);
     // An eager client commits before revoking.
-    h.c.commit_offsets(&commit_req("g", &follower, Some(g1), 9))
+    h.c.offsets()
+        .commit(&commit_req("g", &follower, Some(g1), 9))
         .await
         .unwrap();
     assert_eq!(
@@ -1074,7 +1129,8 @@ async fn the_ownership_check_is_off_by_default_and_refuses_foreign_partitions_wh
         let (_, follower, g1) = h.stable_pair("g").await;
         // The follower owns orders 2 and 3; orders-0 is the leader's.
         let result =
-            h.c.commit_offsets(&commit_req("g", &follower, Some(g1), 5))
+            h.c.offsets()
+                .commit(&commit_req("g", &follower, Some(g1), 5))
                 .await;
         if on {
             assert_eq!(code(result), "NOT_PARTITION_OWNER");
@@ -1093,7 +1149,7 @@ async fn a_commit_checked_against_a_generation_never_lands_after_the_next_is_ins
     let c = h.c.clone();
     let f = follower.clone();
     let commit =
-        tokio::spawn(async move { c.commit_offsets(&commit_req("g", &f, Some(g1), 3)).await });
+        tokio::spawn(async move { c.offsets().commit(&commit_req("g", &f, Some(g1), 3)).await });
     settle().await;
     let lj = h.spawn_join(join_req("g", &leader, "a"));
     let fj = h.spawn_join(join_req("g", &follower, "b"));
@@ -1102,7 +1158,7 @@ async fn a_commit_checked_against_a_generation_never_lands_after_the_next_is_ins
         !lj.is_finished() && !fj.is_finished(),
         "the barrier waits for the commit in flight"
     );
-    assert_eq!(h.c.describe_group("g").await.unwrap().generation, g1);
+    assert_eq!(h.c.classic().describe("g").await.unwrap().generation, g1);
     drop(gate);
     commit.await.unwrap().unwrap();
     settle().await;
@@ -1116,7 +1172,7 @@ async fn a_commit_checked_against_a_generation_never_lands_after_the_next_is_ins
 async fn describe_and_list_use_kafkas_state_names_and_member_details() {
     let h = harness();
     let (leader, _, g1) = h.stable_pair("g").await;
-    let d = h.c.describe_group("g").await.unwrap();
+    let d = h.c.classic().describe("g").await.unwrap();
     assert_eq!(
         (
             d.state.as_str(),
@@ -1142,7 +1198,7 @@ async fn describe_and_list_use_kafkas_state_names_and_member_details() {
         ("consumer", GroupKind::Classic)
     );
     assert_eq!(
-        code(h.c.describe_group("nobody").await),
+        code(h.c.classic().describe("nobody").await),
         "GROUP_ID_NOT_FOUND"
     );
 }
@@ -1151,7 +1207,8 @@ async fn describe_and_list_use_kafkas_state_names_and_member_details() {
 async fn delete_groups_refuses_a_group_with_members_and_removes_an_empty_ones_offsets() {
     let h = harness();
     let (id, g1) = h.stable_alone("g", "a").await;
-    h.c.commit_offsets(&commit_req("g", &id, Some(g1), 4))
+    h.c.offsets()
+        .commit(&commit_req("g", &id, Some(g1), 4))
         .await
         .unwrap();
     let err = h.c.delete_group("g").await.unwrap_err();
@@ -1159,15 +1216,16 @@ async fn delete_groups_refuses_a_group_with_members_and_removes_an_empty_ones_of
         (err.code(), err.kafka_code()),
         ("NON_EMPTY_GROUP", Some(68))
     );
-    h.c.leave_group(
-        "g",
-        &[LeavingMember {
-            member_id: id,
-            group_instance_id: None,
-        }],
-    )
-    .await
-    .unwrap();
+    h.c.classic()
+        .leave(
+            "g",
+            &[LeavingMember {
+                member_id: id,
+                group_instance_id: None,
+            }],
+        )
+        .await
+        .unwrap();
     h.c.delete_group("g").await.unwrap();
     assert_eq!(
         h.c.committed("g", &TopicPartition::new("orders", 0))
@@ -1175,7 +1233,10 @@ async fn delete_groups_refuses_a_group_with_members_and_removes_an_empty_ones_of
             .unwrap(),
         None
     );
-    assert_eq!(code(h.c.describe_group("g").await), "GROUP_ID_NOT_FOUND");
+    assert_eq!(
+        code(h.c.classic().describe("g").await),
+        "GROUP_ID_NOT_FOUND"
+    );
     assert_eq!(code(h.c.delete_group("g").await), "GROUP_ID_NOT_FOUND");
 }
 
@@ -1183,26 +1244,28 @@ async fn delete_groups_refuses_a_group_with_members_and_removes_an_empty_ones_of
 async fn offset_delete_refuses_subscribed_topics_while_the_group_has_members() {
     let h = harness();
     let (id, g1) = h.stable_alone("g", "a").await;
-    h.c.commit_offsets(&commit_req("g", &id, Some(g1), 4))
+    h.c.offsets()
+        .commit(&commit_req("g", &id, Some(g1), 4))
         .await
         .unwrap();
     let gone = [TopicPartition::new("orders", 0)];
-    let results = h.c.delete_offsets("g", &gone).await.unwrap();
+    let results = h.c.offsets().delete("g", &gone).await.unwrap();
     let err = results[0].1.as_ref().unwrap_err();
     assert_eq!(
         (err.code(), err.kafka_code()),
         ("GROUP_SUBSCRIBED_TO_TOPIC", Some(86))
     );
-    h.c.leave_group(
-        "g",
-        &[LeavingMember {
-            member_id: id,
-            group_instance_id: None,
-        }],
-    )
-    .await
-    .unwrap();
-    let results = h.c.delete_offsets("g", &gone).await.unwrap();
+    h.c.classic()
+        .leave(
+            "g",
+            &[LeavingMember {
+                member_id: id,
+                group_instance_id: None,
+            }],
+        )
+        .await
+        .unwrap();
+    let results = h.c.offsets().delete("g", &gone).await.unwrap();
     assert!(results[0].1.is_ok());
     assert_eq!(h.c.committed("g", &gone[0]).await.unwrap(), None);
 }
@@ -1212,7 +1275,8 @@ async fn a_call_for_the_other_kind_of_group_is_inconsistent_group_protocol() {
     let h = harness();
     h.c.join("chapter", "m1", &["orders"]).await.unwrap();
     let err =
-        h.c.join_group(join_req("chapter", "", "a"))
+        h.c.classic()
+            .join(join_req("chapter", "", "a"))
             .await
             .unwrap_err();
     assert_eq!(
@@ -1267,7 +1331,7 @@ async fn scenario_two_new_members_handshake_join_and_sync() {
     );
     let mut s = sync_req("g", &a, ra.generation);
     s.assignments = vec![assignment(&a, &[0, 1]), assignment(&b, &[2, 3])];
-    h.c.sync_group(s).await.unwrap();
+    h.c.classic().sync(s).await.unwrap();
     assert_eq!(
         &*fb.await.unwrap().unwrap().assignment,
         format!("{b}:[2, 3]").as_bytes()
@@ -1284,7 +1348,7 @@ async fn scenario_a_third_member_makes_everyone_rejoin_into_the_next_generation(
     settle().await;
     for m in [&leader, &follower] {
         assert_eq!(
-            code(h.c.heartbeat_group("g", m, None, Some(g1)).await),
+            code(h.c.classic().heartbeat("g", m, None, Some(g1)).await),
             "REBALANCE_IN_PROGRESS"
         );
     }
@@ -1305,15 +1369,16 @@ async fn scenario_a_third_member_makes_everyone_rejoin_into_the_next_generation(
 async fn scenario_the_leader_leaves_and_a_remaining_member_leads() {
     let h = harness();
     let (leader, follower, _) = h.stable_pair("g").await;
-    h.c.leave_group(
-        "g",
-        &[LeavingMember {
-            member_id: leader,
-            group_instance_id: None,
-        }],
-    )
-    .await
-    .unwrap();
+    h.c.classic()
+        .leave(
+            "g",
+            &[LeavingMember {
+                member_id: leader,
+                group_instance_id: None,
+            }],
+        )
+        .await
+        .unwrap();
     let jf = h.spawn_join(join_req("g", &follower, "b"));
     settle().await;
     let r = jf.await.unwrap().unwrap();
@@ -1342,10 +1407,11 @@ async fn scenario_a_dropped_join_future_leaves_the_group_consistent() {
     // starts; the leader, which heartbeats, stays.
     let mut s = sync_req("g", &leader, l.generation);
     s.assignments = vec![assignment(&leader, &[0, 1, 2, 3])];
-    h.c.sync_group(s).await.unwrap();
+    h.c.classic().sync(s).await.unwrap();
     for _ in 0..2 {
         h.tick(SESSION as u64 / 3).await;
-        h.c.heartbeat_group("g", &leader, None, Some(l.generation))
+        h.c.classic()
+            .heartbeat("g", &leader, None, Some(l.generation))
             .await
             .unwrap();
     }
@@ -1359,11 +1425,11 @@ async fn scenario_a_dropped_join_future_leaves_the_group_consistent() {
     );
     assert_eq!(h.state("g").await, GroupState::PreparingRebalance);
     // And a join that is dropped before the coordinator saw it changes nothing.
-    let before = h.c.describe_group("g").await.unwrap();
+    let before = h.c.classic().describe("g").await.unwrap();
     let ghost = h.spawn_join(join_req("g", "", "c"));
     ghost.abort();
     settle().await;
-    let after = h.c.describe_group("g").await.unwrap();
+    let after = h.c.classic().describe("g").await.unwrap();
     assert_eq!(before.members.len(), after.members.len());
 }
 
@@ -1395,7 +1461,10 @@ async fn a_replaced_static_member_parked_in_its_join_is_not_new_and_does_not_exp
     assert_eq!(code(s1.await.unwrap()), "FENCED_INSTANCE_ID");
     for _ in 0..3 {
         h.tick(4_000).await;
-        let _ = h.c.heartbeat_group("g", &follower, None, Some(g1)).await;
+        let _ =
+            h.c.classic()
+                .heartbeat("g", &follower, None, Some(g1))
+                .await;
     }
     // t = 12_001 > 1 + SESSION: the replacement, parked in its join, must still be there.
     assert!(
@@ -1403,7 +1472,7 @@ async fn a_replaced_static_member_parked_in_its_join_is_not_new_and_does_not_exp
         "the replaced static member's parked join was answered: {:?}",
         s2.await.unwrap()
     );
-    let d = h.c.describe_group("g").await.unwrap();
+    let d = h.c.classic().describe("g").await.unwrap();
     assert!(d
         .members
         .iter()
@@ -1438,7 +1507,7 @@ async fn the_leaders_sync_arms_the_followers_new_session_deadlines() {
     h.tick(18_999).await; // t = 20_000
     let mut s = sync_req("g", &a, gen);
     s.assignments = vec![assignment(&a, &[0, 1]), assignment(&b, &[2, 3])];
-    h.c.sync_group(s).await.unwrap();
+    h.c.classic().sync(s).await.unwrap();
     fsync.await.unwrap().unwrap();
     // The follower now expires at 20_000 + 1_000 (+1, strict).
     let next = h.c.poll_timeout();
@@ -1454,11 +1523,13 @@ async fn the_leaders_sync_arms_the_followers_new_session_deadlines() {
 #[tokio::test]
 async fn a_simple_groups_offsets_expire_counted_from_the_last_commit() {
     let h = harness_with(|b| b.offsets_retention_ms(1_000));
-    h.c.commit_offsets(&commit_req("s", "", None, 1))
+    h.c.offsets()
+        .commit(&commit_req("s", "", None, 1))
         .await
         .unwrap();
     h.tick(999).await;
-    h.c.commit_offsets(&commit_req("s", "", None, 2))
+    h.c.offsets()
+        .commit(&commit_req("s", "", None, 2))
         .await
         .unwrap();
     h.tick(1).await; // t = 1_000: one ms after the last commit
@@ -1565,7 +1636,8 @@ async fn a_timer_run_that_waited_for_the_gate_counts_new_deadlines_from_when_it_
         let c = h.c.clone();
         let leader = leader.clone();
         tokio::spawn(async move {
-            c.commit_offsets(&commit_req("g", &leader, Some(g1), 5))
+            c.offsets()
+                .commit(&commit_req("g", &leader, Some(g1), 5))
                 .await
         })
     };
@@ -1591,7 +1663,7 @@ async fn a_timer_run_that_waited_for_the_gate_counts_new_deadlines_from_when_it_
         expired.is_empty(),
         "members answered a moment ago were expired: {expired:?}"
     );
-    let d = h.c.describe_group("g").await.unwrap();
+    let d = h.c.classic().describe("g").await.unwrap();
     assert_eq!(d.members.len(), 2, "{:?}", d.members);
 }
 
@@ -1683,7 +1755,8 @@ async fn the_retention_delete_never_runs_beside_a_commit() {
         .build()
         .unwrap(),
     );
-    c.commit_offsets(&commit_req("s", "", None, 1))
+    c.offsets()
+        .commit(&commit_req("s", "", None, 1))
         .await
         .unwrap();
     clock.advance(1_000);
@@ -1700,7 +1773,7 @@ async fn the_retention_delete_never_runs_beside_a_commit() {
     let before = store.in_commit.load(Ordering::SeqCst);
     let commit = {
         let c = c.clone();
-        tokio::spawn(async move { c.commit_offsets(&commit_req("s", "", None, 2)).await })
+        tokio::spawn(async move { c.offsets().commit(&commit_req("s", "", None, 2)).await })
     };
     for _ in 0..200 {
         if store.in_commit.load(Ordering::SeqCst) > before {
@@ -1741,13 +1814,43 @@ async fn a_member_answered_by_a_barrier_is_not_removed_in_the_same_timer_run() {
     h.tick(10_001).await;
     let jl = jl.await.unwrap();
     let jn = jn.await.unwrap();
-    if let Ok(joined) = &jn {
-        let d = h.c.describe_group("g").await.unwrap();
-        assert!(
-            d.members.iter().any(|m| m.member_id == n),
-            "{n} got generation {:?} and was removed in the same run (leader: {jl:?}, state {:?})",
-            joined.generation,
-            d.state
+    // Members are removed in id order: the follower's removal completes the barrier, which
+    // answers the new member and renews its session, so it must not be removed after.
+    let joined = jn.expect("the barrier answered the new member with the new generation");
+    let leader_joined = jl.expect("the barrier answered the leader");
+    assert_eq!(joined.generation, leader_joined.generation);
+    let d = h.c.classic().describe("g").await.unwrap();
+    assert!(
+        d.members.iter().any(|m| m.member_id == n),
+        "{n} got generation {:?} and was removed in the same run (state {:?})",
+        joined.generation,
+        d.state
+    );
+}
+
+/// ListGroups and DescribeGroups report one protocol type for one group: a chapter group
+/// that became Empty is a consumer group in both (DescribeGroups said "" before).
+#[tokio::test]
+async fn list_and_describe_report_the_same_protocol_type() {
+    let h = harness();
+    h.c.join("chapter", "m1", &["orders"]).await.unwrap();
+    h.c.leave("chapter", "m1").await.unwrap();
+    h.c.offsets()
+        .commit(&commit_req("simple", "", None, 3))
+        .await
+        .unwrap();
+    let (_leader, _follower, _g) = h.stable_pair("classic").await;
+    let listed = h.c.list_groups().await;
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    for l in &listed {
+        let d = h.c.classic().describe(&l.group_id).await.unwrap();
+        assert_eq!(
+            (d.protocol_type.as_str(), d.state),
+            (l.protocol_type.as_str(), l.state),
+            "{}",
+            l.group_id
         );
     }
+    let types: Vec<&str> = listed.iter().map(|l| l.protocol_type.as_str()).collect();
+    assert_eq!(types, ["consumer", "consumer", ""]);
 }

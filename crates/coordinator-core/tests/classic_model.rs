@@ -28,10 +28,10 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use common::{ModuloAssignor, Rng, TestStore, Topics};
 use coordinator_core::{
-    ClassicProtocol, CommitFence, Coordinator, Error, Generation, JoinGroupRequest,
-    JoinGroupResponse, LeavingMember, ManualClock, OffsetCommitRequest, OffsetMap, OffsetStore,
-    SequentialMemberIds, StorageError, SyncAssignment, SyncGroupRequest, SyncGroupResponse,
-    TopicPartition,
+    ClassicProtocol, CommitAuthority, CommitFence, Coordinator, Error, Generation,
+    JoinGroupRequest, JoinGroupResponse, LeavingMember, ManualClock, OffsetCommitRequest,
+    OffsetMap, OffsetStore, SequentialMemberIds, StorageError, SyncAssignment, SyncGroupRequest,
+    SyncGroupResponse, TopicPartition,
 };
 use tokio::task::JoinHandle;
 
@@ -223,7 +223,7 @@ impl Run {
                             answer.generation
                         ));
                     }
-                    let current = self.c.describe_group("g").await.map(|d| d.generation);
+                    let current = self.c.classic().describe("g").await.map(|d| d.generation);
                     if current.as_ref().is_ok_and(|g| answer.generation > *g) {
                         return Err(format!(
                             "told generation {} ahead of the group",
@@ -295,7 +295,7 @@ impl Run {
                     // The member learns its generation the moment its answer arrives, even
                     // while other requests (a commit in the store) are still under way.
                     self.slots[i].join = Some(tokio::spawn(async move {
-                        let answer = c.join_group(r).await;
+                        let answer = c.classic().join(r).await;
                         if let Ok(a) = &answer {
                             told.fetch_max(a.generation.get(), Ordering::SeqCst);
                         }
@@ -332,11 +332,11 @@ impl Run {
                         protocol_name: joined.protocol_name.clone(),
                         assignments,
                     };
-                    let renews = self.c.describe_group("g").await.is_ok_and(|d| {
+                    let renews = self.c.classic().describe("g").await.is_ok_and(|d| {
                         d.state == coordinator_core::GroupState::CompletingRebalance
                     });
                     let c = self.c.clone();
-                    let h = tokio::spawn(async move { c.sync_group(r).await });
+                    let h = tokio::spawn(async move { c.classic().sync(r).await });
                     self.slots[i].sync = Some((generation, renews, h));
                 }
             }
@@ -345,7 +345,8 @@ impl Run {
                 if let (Some(id), Some(joined)) = (&slot.id, &slot.joined) {
                     let r = self
                         .c
-                        .heartbeat_group("g", id, None, Some(joined.generation))
+                        .classic()
+                        .heartbeat("g", id, None, Some(joined.generation))
                         .await;
                     if matches!(r, Ok(()) | Err(Error::RebalanceInProgress { .. })) {
                         self.slots[i].renewed = now;
@@ -358,15 +359,17 @@ impl Run {
                     let tag = joined.generation.get() as i64;
                     let r = OffsetCommitRequest {
                         group_id: "g".into(),
-                        generation: Some(joined.generation),
-                        member_id: id.clone(),
-                        group_instance_id: None,
+                        authority: CommitAuthority::generation(
+                            Some(joined.generation),
+                            id.clone(),
+                            None,
+                        ),
                         offsets: OffsetMap::from([(TopicPartition::new("orders", i as u32), tag)]),
                     };
                     let c = self.c.clone();
                     // Not awaited, and not even started: the commit races whatever the next
                     // operation starts.
-                    tokio::spawn(async move { c.commit_offsets(&r).await });
+                    tokio::spawn(async move { c.offsets().commit(&r).await });
                     return Ok(());
                 }
             }
@@ -376,7 +379,7 @@ impl Run {
                         member_id: id,
                         group_instance_id: None,
                     }];
-                    self.c.leave_group("g", &leaving).await.unwrap();
+                    self.c.classic().leave("g", &leaving).await.unwrap();
                     let slot = &mut self.slots[i];
                     slot.joined = None;
                     slot.synced = None;
@@ -393,7 +396,13 @@ impl Run {
             Op::Advance(ms) => {
                 self.clock.advance(ms);
                 let now = self.now();
-                let generation = self.c.describe_group("g").await.map(|d| d.generation).ok();
+                let generation = self
+                    .c
+                    .classic()
+                    .describe("g")
+                    .await
+                    .map(|d| d.generation)
+                    .ok();
                 let expired = self.c.handle_timeout().await;
                 for e in expired {
                     let Some(slot) = self

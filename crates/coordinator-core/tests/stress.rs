@@ -28,8 +28,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use common::*;
 use coordinator_core::{
-    CommitFence, Coordinator, Error, ManualClock, OffsetMap, OffsetStore, StorageError,
-    TopicPartition,
+    CommitAuthority, CommitFence, Coordinator, Error, ManualClock, OffsetMap, OffsetStore,
+    StorageError, TopicPartition,
 };
 use tokio::sync::Mutex;
 
@@ -285,10 +285,11 @@ async fn classic_schedule(seed: u64) -> Outcome {
     // The anchor alone, Stable.
     let first = {
         let (c, r) = (coordinator.clone(), join("", None));
-        tokio::spawn(async move { c.join_group(r).await })
+        tokio::spawn(async move { c.classic().join(r).await })
     };
     while coordinator
-        .describe_group("g")
+        .classic()
+        .describe("g")
         .await
         .map_or(true, |d| d.state != GroupState::PreparingRebalance)
     {
@@ -315,7 +316,8 @@ async fn classic_schedule(seed: u64) -> Outcome {
             .collect(),
     };
     coordinator
-        .sync_group(sync_all(first.generation, &anchor, vec![anchor.clone()]))
+        .classic()
+        .sync(sync_all(first.generation, &anchor, vec![anchor.clone()]))
         .await
         .unwrap();
 
@@ -335,20 +337,25 @@ async fn classic_schedule(seed: u64) -> Outcome {
             let mut generation = first.generation;
             while !done.load(Ordering::SeqCst) {
                 match c
-                    .heartbeat_group("g", &anchor, None, Some(generation))
+                    .classic()
+                    .heartbeat("g", &anchor, None, Some(generation))
                     .await
                 {
                     Ok(()) => {}
                     Err(_) => {
-                        let r = c.join_group(join(&anchor, None)).await.unwrap();
+                        let r = c.classic().join(join(&anchor, None)).await.unwrap();
                         told.fetch_max(r.generation.get(), Ordering::SeqCst);
                         generation = r.generation;
                         if r.leader == anchor {
                             let members = r.members.iter().map(|m| m.member_id.clone()).collect();
-                            let _ = c.sync_group(sync_all(generation, &anchor, members)).await;
+                            let _ = c
+                                .classic()
+                                .sync(sync_all(generation, &anchor, members))
+                                .await;
                         } else {
                             let _ = c
-                                .sync_group(sync_all(generation, &anchor, Vec::new()))
+                                .classic()
+                                .sync(sync_all(generation, &anchor, Vec::new()))
                                 .await;
                         }
                     }
@@ -364,17 +371,15 @@ async fn classic_schedule(seed: u64) -> Outcome {
         let mut rng = Rng::new(seed * 31 + k);
         tasks.push(tokio::spawn(async move {
             for _ in 0..12 {
-                let generation = c.describe_group("g").await.unwrap().generation;
+                let generation = c.classic().describe("g").await.unwrap().generation;
                 maybe_yield(&mut rng).await;
                 let tag = i64::try_from(generation.get()).unwrap();
                 let request = OffsetCommitRequest {
                     group_id: "g".into(),
-                    generation: Some(generation),
-                    member_id: anchor.clone(),
-                    group_instance_id: None,
+                    authority: CommitAuthority::generation(Some(generation), anchor.clone(), None),
                     offsets: OffsetMap::from([(TopicPartition::new("orders", k as u32), tag)]),
                 };
-                match c.commit_offsets(&request).await {
+                match c.offsets().commit(&request).await {
                     Ok(()) => {}
                     Err(Error::IllegalGeneration { .. } | Error::RebalanceInProgress { .. }) => {
                         fenced.fetch_add(1, Ordering::SeqCst);
@@ -394,7 +399,7 @@ async fn classic_schedule(seed: u64) -> Outcome {
                 let instance = format!("churn-{}", i % 2);
                 let waiting = {
                     let (c, r) = (c.clone(), join("", Some(&instance)));
-                    tokio::spawn(async move { c.join_group(r).await })
+                    tokio::spawn(async move { c.classic().join(r).await })
                 };
                 maybe_yield(&mut rng).await;
                 tokio::task::yield_now().await;
@@ -402,7 +407,7 @@ async fn classic_schedule(seed: u64) -> Outcome {
                     member_id: String::new(),
                     group_instance_id: Some(instance),
                 }];
-                let _ = c.leave_group("g", &leaving).await.unwrap();
+                let _ = c.classic().leave("g", &leaving).await.unwrap();
                 let _ = waiting.await.unwrap();
             }
         })

@@ -246,9 +246,9 @@ async fn provoke_classic() -> Vec<Seen> {
         let first = {
             let c = c.clone();
             let r = join("", Some("instance"));
-            tokio::spawn(async move { c.join_group(r).await })
+            tokio::spawn(async move { c.classic().join(r).await })
         };
-        while c.describe_group("classic").await.map_or(true, |d| {
+        while c.classic().describe("classic").await.map_or(true, |d| {
             d.state != coordinator_core::GroupState::PreparingRebalance
         }) {
             tokio::task::yield_now().await;
@@ -264,32 +264,34 @@ async fn provoke_classic() -> Vec<Seen> {
             protocol_name: None,
             assignments: Vec::new(),
         };
-        c.sync_group(sync.clone()).await.unwrap();
+        c.classic().sync(sync.clone()).await.unwrap();
         sync
     };
     let mut seen = Vec::new();
     let c = coordinator(u32::MAX);
     seen.push(core(
-        c.join_group(join("", None).tap(|r| r.group_id.clear()))
+        c.classic()
+            .join(join("", None).tap(|r| r.group_id.clear()))
             .await
             .unwrap_err(),
     ));
     seen.push(core(
-        c.join_group(join("", None).tap(|r| r.session_timeout_ms = 1))
+        c.classic()
+            .join(join("", None).tap(|r| r.session_timeout_ms = 1))
             .await
             .unwrap_err(),
     ));
-    seen.push(core(c.join_group(join("", None)).await.unwrap_err()));
+    seen.push(core(c.classic().join(join("", None)).await.unwrap_err()));
     let old = stable_static(c.clone()).await;
     // The instance restarts: its old member id is fenced.
-    c.join_group(join("", Some("instance"))).await.unwrap();
-    seen.push(core(c.sync_group(old).await.unwrap_err()));
+    c.classic().join(join("", Some("instance"))).await.unwrap();
+    seen.push(core(c.classic().sync(old).await.unwrap_err()));
     let orders0 = [TopicPartition::new("orders", 0)];
-    let deleted = c.delete_offsets("classic", &orders0).await.unwrap();
+    let deleted = c.offsets().delete("classic", &orders0).await.unwrap();
     seen.push(core(deleted.into_iter().next().unwrap().1.unwrap_err()));
     let full = coordinator(1);
     stable_static(full.clone()).await;
-    seen.push(core(full.join_group(join("", None)).await.unwrap_err()));
+    seen.push(core(full.classic().join(join("", None)).await.unwrap_err()));
     seen
 }
 

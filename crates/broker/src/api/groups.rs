@@ -8,8 +8,8 @@
 
 use bytes::Bytes;
 use coordinator_core::{
-    ClassicProtocol, Error, Generation, GroupState, JoinGroupRequest as CoreJoin, LeavingMember,
-    SyncAssignment, SyncGroupRequest as CoreSync,
+    ClassicProtocol, Error, ErrorCode, Generation, GroupState, JoinGroupRequest as CoreJoin,
+    LeavingMember, SyncAssignment, SyncGroupRequest as CoreSync,
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -25,9 +25,9 @@ use crate::shutdown::Shutdown;
 /// beyond Kafka) has none: it is sent as ILLEGAL_GENERATION, because the member's view of its
 /// assignment is stale and every client rejoins on 22.
 pub(super) fn code(e: &Error) -> i16 {
-    match e.code() {
-        "NOT_PARTITION_OWNER" => codes::ILLEGAL_GENERATION,
-        _ => e.kafka_code().unwrap_or(codes::UNKNOWN_SERVER_ERROR),
+    match e.error_code() {
+        ErrorCode::NotPartitionOwner => codes::ILLEGAL_GENERATION,
+        other => other.kafka().unwrap_or(codes::UNKNOWN_SERVER_ERROR),
     }
 }
 
@@ -90,7 +90,7 @@ pub(super) async fn join(
         reason: optional(&request.reason),
     };
     let result = tokio::select! {
-        result = call.context.coordinator.join_group(core) => Some(result),
+        result = call.context.coordinator.classic().join(core) => Some(result),
         _ = shutdown.recv() => None,
     };
     // v0-6 need a protocol name even on errors; v7+ (not served) would send null.
@@ -172,7 +172,7 @@ pub(super) async fn sync(
             .collect(),
     };
     let result = tokio::select! {
-        result = call.context.coordinator.sync_group(core) => Some(result),
+        result = call.context.coordinator.classic().sync(core) => Some(result),
         _ = shutdown.recv() => None,
     };
     match result {
@@ -199,7 +199,8 @@ pub(super) async fn heartbeat(call: &Call<'_>, request: HeartbeatRequest) -> Hea
     let result = call
         .context
         .coordinator
-        .heartbeat_group(
+        .classic()
+        .heartbeat(
             &request.group_id,
             &request.member_id,
             request.group_instance_id.as_deref(),
@@ -218,7 +219,8 @@ pub(super) async fn leave(call: &Call<'_>, request: LeaveGroupRequest) -> LeaveG
     let error = match call
         .context
         .coordinator
-        .leave_group(&request.group_id, &members)
+        .classic()
+        .leave(&request.group_id, &members)
         .await
     {
         Ok(results) => results
@@ -241,7 +243,7 @@ pub(super) async fn describe(
     for group in request.groups {
         let described =
             describe_groups_response::DescribedGroup::default().with_group_id(group.clone());
-        let answer = match call.context.coordinator.describe_group(&group).await {
+        let answer = match call.context.coordinator.classic().describe(&group).await {
             Ok(d) => {
                 let stable = d.state == GroupState::Stable;
                 let consumer = d.protocol_type == CONSUMER;

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use coordinator_core::{
-    OffsetCommitRequest as CoreCommit, OffsetMap, TopicMetadata, TopicPartition,
+    CommitAuthority, OffsetCommitRequest as CoreCommit, OffsetMap, TopicMetadata, TopicPartition,
 };
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponsePartition, OffsetFetchResponseTopic,
@@ -62,12 +62,14 @@ pub(super) async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> Off
     } else {
         let core = CoreCommit {
             group_id: request.group_id.to_string(),
-            generation: generation(request.generation_id_or_member_epoch),
-            member_id: request.member_id.to_string(),
-            group_instance_id: request.group_instance_id.as_ref().map(|s| s.to_string()),
+            authority: CommitAuthority::generation(
+                generation(request.generation_id_or_member_epoch),
+                request.member_id.to_string(),
+                request.group_instance_id.as_ref().map(|s| s.to_string()),
+            ),
             offsets,
         };
-        match call.context.coordinator.commit_offsets(&core).await {
+        match call.context.coordinator.offsets().commit(&core).await {
             Ok(()) => codes::NONE,
             // A member's commit to a group that does not exist: OffsetCommit before v9 says
             // ILLEGAL_GENERATION (v9+, not served, says GROUP_ID_NOT_FOUND).
@@ -211,7 +213,8 @@ pub(super) async fn delete(call: &Call<'_>, request: OffsetDeleteRequest) -> Off
         match call
             .context
             .coordinator
-            .delete_offsets(&request.group_id, &asked)
+            .offsets()
+            .delete(&request.group_id, &asked)
             .await
         {
             Ok(per_partition) => {

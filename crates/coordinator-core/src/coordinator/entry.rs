@@ -4,10 +4,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::RwLock;
 
-use super::chapter::Group;
-use super::classic::ClassicGroup;
-use crate::classic::GroupKind;
-use crate::types::Generation;
+use crate::group::{downcast, downcast_mut, Group, GroupKind};
+use crate::types::{Generation, GroupState};
 
 /// A group's place in the coordinator.
 ///
@@ -31,11 +29,11 @@ pub(crate) struct GroupCell {
 }
 
 impl GroupCell {
-    pub(crate) fn new(id: Arc<str>, generation: Generation, strategies: usize) -> Self {
+    pub(crate) fn new(id: Arc<str>, generation: Generation) -> Self {
         GroupCell {
             id: id.clone(),
             gate: Arc::new(RwLock::new(())),
-            state: Mutex::new(GroupEntry::new(id, generation, strategies)),
+            state: Mutex::new(GroupEntry::new(id, generation)),
         }
     }
 
@@ -46,25 +44,15 @@ impl GroupCell {
     }
 }
 
-/// What kind of group an entry holds.
-#[derive(Debug)]
-pub(crate) enum Body {
-    /// No members have ever joined this incarnation: the group has committed offsets only
-    /// (direct commits), or a first join failed.
-    Unused,
-    /// The chapter's group.
-    Chapter(Box<Group>),
-    /// Kafka's classic group.
-    Classic(Box<ClassicGroup>),
-}
-
 /// A group's data, under its cell's state lock.
 #[derive(Debug)]
 pub(crate) struct GroupEntry {
     pub(crate) id: Arc<str>,
-    /// The group's generation; a re-created group continues from its tombstone.
+    /// The group id's generation; a re-created group continues from its tombstone.
     pub(crate) generation: Generation,
-    pub(crate) body: Body,
+    /// The group, of whichever kind; `None` while no member ever joined this incarnation (a
+    /// simple group, known by its committed offsets only, or a first join that failed).
+    pub(crate) group: Option<Box<dyn Group>>,
     /// Whether the store may hold offsets of this group (set before a commit is written,
     /// cleared when they are deleted).
     pub(crate) has_offsets: bool,
@@ -75,77 +63,66 @@ pub(crate) struct GroupEntry {
     pub(crate) removed: bool,
     /// The time of this group's live entry in the timer heap.
     pub(crate) armed: Option<u64>,
-    strategies: usize,
 }
 
 impl GroupEntry {
-    fn new(id: Arc<str>, generation: Generation, strategies: usize) -> Self {
+    fn new(id: Arc<str>, generation: Generation) -> Self {
         GroupEntry {
             id,
             generation,
-            body: Body::Unused,
+            group: None,
             has_offsets: false,
             empty_since: None,
             removed: false,
             armed: None,
-            strategies,
-        }
-    }
-
-    /// The chapter group, if this is one.
-    pub(crate) fn chapter(&self) -> Option<&Group> {
-        match &self.body {
-            Body::Chapter(g) => Some(g),
-            _ => None,
-        }
-    }
-
-    /// The chapter group, if this is one.
-    pub(crate) fn chapter_mut(&mut self) -> Option<&mut Group> {
-        match &mut self.body {
-            Body::Chapter(g) => Some(g),
-            _ => None,
         }
     }
 
     /// The kind of group this is.
     pub(crate) fn kind(&self) -> GroupKind {
-        match &self.body {
-            Body::Unused => GroupKind::Simple,
-            Body::Chapter(_) => GroupKind::Chapter,
-            Body::Classic(_) => GroupKind::Classic,
+        self.group.as_ref().map_or(GroupKind::Simple, |g| g.kind())
+    }
+
+    /// The group as kind `G`, if it is one.
+    pub(crate) fn get<G: Group>(&self) -> Option<&G> {
+        downcast(self.group.as_deref()?)
+    }
+
+    /// The group as kind `G`, if it is one.
+    pub(crate) fn get_mut<G: Group>(&mut self) -> Option<&mut G> {
+        downcast_mut(self.group.as_deref_mut()?)
+    }
+
+    /// Makes the group one of kind `G` with `new` if it has no members (an unused entry, or
+    /// an Empty group of another kind: the next group to join decides the kind, as in
+    /// Kafka). A group of another kind with members stays as it is.
+    pub(crate) fn convert_if_empty<G: Group>(&mut self, new: impl FnOnce(Arc<str>) -> G) {
+        if !self.has_members() && self.get::<G>().is_none() {
+            self.group = Some(Box::new(new(self.id.clone())));
         }
     }
 
-    /// The chapter group, made one if the entry has no members (an unused entry, or an
-    /// Empty group of the other kind: the next group to join decides the kind, as in Kafka).
-    /// `None`: a classic group with members.
-    pub(crate) fn chapter_or_convert(&mut self) -> Option<&mut Group> {
-        if !self.has_members() && !matches!(self.body, Body::Chapter(_)) {
-            self.body = Body::Chapter(Box::new(Group::new(self.id.clone(), self.strategies)));
-        }
-        self.chapter_mut()
-    }
-
-    /// The classic group, made one if the entry has no members. `None`: a chapter group
-    /// with members.
-    pub(crate) fn classic_or_convert(&mut self) -> Option<&mut ClassicGroup> {
-        if !self.has_members() && !matches!(self.body, Body::Classic(_)) {
-            self.body = Body::Classic(Box::new(ClassicGroup::new(self.id.clone())));
-        }
-        match &mut self.body {
-            Body::Classic(g) => Some(g),
-            _ => None,
-        }
+    /// The group as kind `G` with the group id's generation, if it is one.
+    pub(crate) fn split_mut<G: Group>(&mut self) -> Option<(&mut G, &mut Generation)> {
+        let GroupEntry {
+            generation, group, ..
+        } = self;
+        Some((downcast_mut(group.as_deref_mut()?)?, generation))
     }
 
     /// Whether the group has members.
     pub(crate) fn has_members(&self) -> bool {
-        match &self.body {
-            Body::Chapter(g) => !g.ids.is_empty(),
-            Body::Classic(g) => g.has_members(),
-            Body::Unused => false,
-        }
+        self.group.as_ref().is_some_and(|g| g.has_members())
+    }
+
+    /// The group's state; a simple group is Empty.
+    pub(crate) fn state(&self) -> GroupState {
+        self.group.as_ref().map_or(GroupState::Empty, |g| g.state())
+    }
+
+    /// The protocol type ListGroups and DescribeGroups report; empty for a simple group.
+    pub(crate) fn protocol_type(&self) -> &str {
+        self.group.as_ref().map_or("", |g| g.protocol_type())
     }
 
     /// Records whether the group has members now, starting or stopping its Empty clock.
@@ -171,11 +148,7 @@ impl GroupEntry {
 
     /// The earliest time at which anything of this group is due.
     pub(crate) fn next_deadline(&self, retention_ms: u64, grace_ms: u64) -> Option<u64> {
-        let members = match &self.body {
-            Body::Chapter(g) => g.next_deadline(),
-            Body::Classic(g) => g.next_deadline(),
-            Body::Unused => None,
-        };
+        let members = self.group.as_ref().and_then(|g| g.next_deadline());
         let lifecycle = self.lifecycle_deadline(retention_ms, grace_ms);
         match (members, lifecycle) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -1,4 +1,5 @@
-//! The coordinator's deadlines: one min-heap of (time, group), armed lazily.
+//! The coordinator's deadlines — one min-heap of (time, group), armed lazily — and the
+//! timer run that does what is due (`poll_timeout`, `handle_timeout`).
 //!
 //! Every group keeps in its entry the time of the one heap entry that is live for it
 //! (`armed`). Arming an earlier time pushes a new entry and makes the old one stale; a stale
@@ -10,7 +11,12 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
+
+use tracing::{info, warn};
+
+use super::{Coordinator, ExpiredMember, GroupCell, GroupEntry};
+use crate::ports::CommitFence;
 
 /// The heap of deadlines.
 #[derive(Debug, Default)]
@@ -49,6 +55,216 @@ impl Timers {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.heap.len()
+    }
+}
+
+/// A group taken off the timer heap for a run. Unless the run says it armed (or removed)
+/// the group itself, dropping this arms the group's next deadline: when the work completes,
+/// and when the run is cancelled before it did (a dropped `handle_timeout` future).
+struct Rearm<'a> {
+    coordinator: &'a Coordinator,
+    cell: Arc<GroupCell>,
+    /// The run armed or removed the group itself.
+    done: bool,
+}
+
+impl Drop for Rearm<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut entry = self.cell.lock();
+        if !entry.removed {
+            self.coordinator.arm(&mut entry);
+        }
+    }
+}
+
+/// What a timer run found due in one group.
+enum Due {
+    /// Nothing (a lease was extended since the deadline was armed).
+    Nothing,
+    /// Members to expire, or a follow-up rebalance: needs the commit gate.
+    Rebalance,
+    /// The group's offsets expired.
+    DeleteOffsets,
+    /// The group is Empty, without offsets, past its grace period.
+    Remove,
+}
+
+impl Coordinator {
+    /// When the coordinator next needs [`handle_timeout`](Self::handle_timeout), in clock
+    /// milliseconds (`None`: nothing is scheduled). It may answer earlier than necessary
+    /// (a lease extended since), never later.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.timers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next()
+    }
+
+    /// Resolves when a deadline earlier than every other one was armed since the last call
+    /// (or since the coordinator was built): a driver sleeping until
+    /// [`poll_timeout`](Self::poll_timeout) should wake and ask again.
+    pub async fn timeout_changed(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Does everything that is due at the clock's current time: expires members whose
+    /// session passed (and rebalances their groups once each), runs follow-up rebalances of
+    /// cooperative hand-overs that could not run at once, deletes the offsets of groups that
+    /// have been Empty for `offsets_retention_ms`, and removes Empty groups without offsets
+    /// after `empty_group_grace_ms`. The core never does any of this by itself: a driver (or
+    /// a test with a [`ManualClock`](crate::ManualClock)) calls this when
+    /// [`poll_timeout`](Self::poll_timeout) says.
+    ///
+    /// Returns the expired members ordered by group id, then member id. Costs O(log n) per
+    /// due deadline plus the work of the groups that are due, not a scan of every group.
+    ///
+    /// **Waiting.** A group's work takes its commit gate, so it waits for that group's
+    /// commits in flight (a slow store write). The due groups are worked on concurrently:
+    /// one group waiting for its gate never delays another's. Each group's work reads the
+    /// clock again once it has the gate, so deadlines set then count from the real time.
+    ///
+    /// **When work is taken.** The first poll of the returned future takes every deadline
+    /// due at that moment off the timer heap, before it first waits; a driver can therefore
+    /// poll it once and hand the rest to a task of its own (as `coordinator-driver` does), and
+    /// a later call does not take the same work again.
+    ///
+    /// **Cancel safety.** Dropping the future before it completes loses nothing: every
+    /// group whose work had not finished has its next deadline armed again.
+    pub async fn handle_timeout(&self) -> Vec<ExpiredMember> {
+        let now = self.clock.now_ms();
+        let mut expired = Vec::new();
+        // Work done now may arm more work due now (a classic group's initial delay of 0 ms
+        // extended by a member that just arrived): a few passes finish it, without letting
+        // a group that keeps re-arming at `now` hold the caller forever.
+        for _ in 0..4 {
+            let due = self
+                .timers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop_due(now);
+            if due.is_empty() {
+                break;
+            }
+            let mut cells = Vec::with_capacity(due.len());
+            for (at, id) in due {
+                let Some(cell) = self.group(&id) else {
+                    continue;
+                };
+                {
+                    let mut entry = cell.lock();
+                    if entry.removed || entry.armed != Some(at) {
+                        continue; // a stale entry: the live one is elsewhere in the heap
+                    }
+                    entry.armed = None;
+                }
+                // Armed again if this future is dropped before the group's work is done.
+                cells.push(Rearm {
+                    coordinator: self,
+                    cell,
+                    done: false,
+                });
+            }
+            let runs = cells.into_iter().map(|guard| self.run_due(guard, now));
+            for group_expired in futures_util::future::join_all(runs).await {
+                expired.extend(group_expired);
+            }
+        }
+        expired.sort_unstable();
+        expired
+    }
+
+    fn what_is_due(&self, entry: &GroupEntry, now: u64) -> Due {
+        if entry.group.as_ref().is_some_and(|g| g.is_due(now)) {
+            return Due::Rebalance;
+        }
+        match entry.lifecycle_deadline(
+            self.config.offsets_retention_ms,
+            self.config.empty_group_grace_ms,
+        ) {
+            Some(at) if now >= at && entry.has_offsets => Due::DeleteOffsets,
+            Some(at) if now >= at => Due::Remove,
+            _ => Due::Nothing,
+        }
+    }
+
+    /// Does what is due in one group. Everything but re-arming happens under the group's
+    /// commit gate, held exclusively: expiry and rebalances install generations, the offsets
+    /// delete must not run beside a commit (an acknowledged commit deleted, or one landing
+    /// after the delete and orphaned), and a removal must not run beside a join.
+    async fn run_due(&self, mut guard: Rearm<'_>, popped_at: u64) -> Vec<ExpiredMember> {
+        let mut expired = Vec::new();
+        let cell = guard.cell.clone();
+        if matches!(self.what_is_due(&cell.lock(), popped_at), Due::Nothing) {
+            return expired; // fired early (a lease extended since): the guard arms the next
+        }
+        let gate = Arc::new(cell.gate.clone().write_owned().await);
+        // The wait may have been long (a slow commit of this group): act at the real time.
+        let now = self.clock.now_ms().max(popped_at);
+        let delete = {
+            let mut entry = cell.lock();
+            if entry.removed {
+                guard.done = true;
+                return expired;
+            }
+            match self.what_is_due(&entry, now) {
+                Due::Nothing | Due::Remove => false,
+                Due::Rebalance => {
+                    let GroupEntry {
+                        generation, group, ..
+                    } = &mut *entry;
+                    if let Some(group) = group {
+                        expired = group.handle_due(&mut self.ctx(now, generation));
+                    }
+                    entry.note_membership(now);
+                    self.arm(&mut entry);
+                    false
+                }
+                Due::DeleteOffsets => true,
+            }
+        };
+        if delete {
+            let deleted = self
+                .store
+                .delete(&cell.id, None, CommitFence::exclusive(&gate))
+                .await;
+            let mut entry = cell.lock();
+            match deleted {
+                Ok(()) => {
+                    info!(
+                        group = &*cell.id,
+                        "offsets expired after the retention period"
+                    );
+                    entry.has_offsets = false;
+                }
+                Err(e) => {
+                    warn!(group = &*cell.id, error = %e, "expired offsets could not be deleted; retrying later");
+                    let retry = now.saturating_add(self.config.empty_group_grace_ms);
+                    self.arm_at(&mut entry, retry);
+                    guard.done = true;
+                    return expired;
+                }
+            }
+        }
+        let mut entry = cell.lock();
+        if matches!(self.what_is_due(&entry, now), Due::Remove) {
+            entry.removed = true;
+            let generation = entry.generation;
+            drop(entry);
+            self.forget(&cell, generation);
+            info!(
+                group = &*cell.id,
+                generation = generation.get(),
+                "empty group removed"
+            );
+            guard.done = true;
+            return expired;
+        }
+        drop(entry);
+        drop(gate);
+        expired // the guard arms the group's next deadline
     }
 }
 

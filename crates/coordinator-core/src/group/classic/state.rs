@@ -23,15 +23,17 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use tracing::info;
 
-use crate::classic::{
-    ClassicGroupDescription, ClassicMemberDescription, ClassicProtocol, JoinGroupRequest,
-    JoinGroupResponse, JoinedMember, LeavingMember, MemberIdSource, Opaque, SyncAssignment,
-    SyncGroupRequest, SyncGroupResponse,
-};
-use crate::error::Error;
-use crate::types::{Generation, GroupState, TopicPartition};
+use std::any::Any;
 
-use super::{ExpiredMember, GroupSettings};
+use super::protocol::{
+    ClassicGroupDescription, ClassicMemberDescription, ClassicProtocol, JoinGroupRequest,
+    JoinGroupResponse, JoinedMember, LeavingMember, Opaque, SyncAssignment, SyncGroupRequest,
+    SyncGroupResponse,
+};
+use crate::coordinator::ExpiredMember;
+use crate::error::Error;
+use crate::group::{CommitAuthority, Ctx, Group, GroupKind};
+use crate::types::{Generation, GroupState, TopicPartition};
 
 /// What a parked JoinGroup is eventually answered with.
 pub(crate) type JoinReply = Result<JoinGroupResponse, Error>;
@@ -146,14 +148,6 @@ pub(crate) struct ClassicGroup {
 /// What `handle_due` removed.
 pub(crate) type Expired = Vec<ExpiredMember>;
 
-/// The context every transition needs.
-pub(crate) struct Ctx<'a> {
-    pub(crate) now: u64,
-    pub(crate) generation: &'a mut Generation,
-    pub(crate) settings: &'a GroupSettings,
-    pub(crate) ids: &'a dyn MemberIdSource,
-}
-
 impl ClassicGroup {
     pub(crate) fn new(id: Arc<str>) -> Self {
         ClassicGroup {
@@ -174,13 +168,8 @@ impl ClassicGroup {
         }
     }
 
-    /// Whether the group has members (pending ones do not count, as in Kafka).
-    pub(crate) fn has_members(&self) -> bool {
-        !self.members.is_empty()
-    }
-
     /// The earliest time anything of this group is due.
-    pub(crate) fn next_deadline(&self) -> Option<u64> {
+    fn earliest_deadline(&self) -> Option<u64> {
         let members = self
             .members
             .values()
@@ -192,11 +181,6 @@ impl ClassicGroup {
             .chain(self.join_timer.map(|t| t.at))
             .chain(self.sync_timer.map(|(at, _)| at))
             .min()
-    }
-
-    /// Whether anything is due at `now`.
-    pub(crate) fn is_due(&self, now: u64) -> bool {
-        self.next_deadline().is_some_and(|at| at <= now)
     }
 
     fn rebalance_timeout_ms(&self) -> u64 {
@@ -1099,23 +1083,36 @@ impl ClassicGroup {
     // ------------------------------------------------------------------------ commits
 
     /// Kafka's `validateOffsetCommit`, plus the optional ownership check.
-    pub(crate) fn validate_commit(
+    fn validate_commit(
         &mut self,
-        generation: Option<Generation>,
-        member_id: &str,
-        instance: Option<&str>,
+        authority: &CommitAuthority,
         partitions: &mut dyn Iterator<Item = &TopicPartition>,
         ctx: &Ctx<'_>,
     ) -> Result<(), Error> {
+        let (generation, member_id, instance) = match authority {
+            CommitAuthority::Plain => (None, "", None),
+            CommitAuthority::Generation {
+                generation,
+                member_id,
+                group_instance_id,
+            } => (
+                *generation,
+                member_id.as_str(),
+                group_instance_id.as_deref(),
+            ),
+            // A consumer-protocol member is no member of a classic group.
+            CommitAuthority::MemberEpoch { member_id, .. } => {
+                return Err(self.unknown(member_id));
+            }
+        };
         if generation.is_none() && self.state == GroupState::Empty {
             return Ok(());
         }
-        if generation.is_some() || !member_id.is_empty() || instance.is_some() {
-            self.validate_member(member_id, instance)?;
-            self.check_generation(generation, ctx)?;
-        } else {
+        if matches!(authority, CommitAuthority::Plain) {
             return Err(self.unknown(member_id));
         }
+        self.validate_member(member_id, instance)?;
+        self.check_generation(generation, ctx)?;
         if self.state == GroupState::CompletingRebalance {
             return Err(Error::RebalanceInProgress {
                 group: self.id.to_string(),
@@ -1152,7 +1149,7 @@ impl ClassicGroup {
 
     /// Whether the members subscribe to `topic` (Kafka's `isSubscribedToTopic`): with an
     /// unknown subscription, every topic counts for a consumer group.
-    pub(crate) fn is_subscribed_to(&self, topic: &str) -> bool {
+    fn subscribed_to(&self, topic: &str) -> bool {
         if self.members.is_empty() || self.protocol_type.as_deref() != Some("consumer") {
             return false;
         }
@@ -1167,7 +1164,7 @@ impl ClassicGroup {
 
     /// Does what is due at `ctx.now`: expired pending members and sessions, the join
     /// barrier's timer, the sync timeout. The caller holds the commit gate.
-    pub(crate) fn handle_due(&mut self, ctx: &mut Ctx<'_>) -> Expired {
+    fn expire(&mut self, ctx: &mut Ctx<'_>) -> Expired {
         let now = ctx.now;
         let mut expired = Vec::new();
         let gone_pending: Vec<Arc<str>> = self
@@ -1237,9 +1234,8 @@ impl ClassicGroup {
                 _ => self.complete_join(ctx),
             }
         }
-        if let Some((at, generation)) = self.sync_timer.filter(|(at, _)| *at <= now) {
+        if let Some((_, generation)) = self.sync_timer.filter(|(at, _)| *at <= now) {
             self.sync_timer = None;
-            let _ = at;
             if generation == *ctx.generation
                 && matches!(
                     self.state,
@@ -1304,6 +1300,66 @@ impl ClassicGroup {
                 })
                 .collect(),
         }
+    }
+}
+
+impl Group for ClassicGroup {
+    fn kind(&self) -> GroupKind {
+        GroupKind::Classic
+    }
+
+    fn state(&self) -> GroupState {
+        self.state
+    }
+
+    /// Pending members (MEMBER_ID_REQUIRED) do not count, as in Kafka.
+    fn has_members(&self) -> bool {
+        !self.members.is_empty()
+    }
+
+    fn protocol_type(&self) -> &str {
+        self.protocol_type.as_deref().unwrap_or_default()
+    }
+
+    /// Kafka's `validateOffsetCommit`, plus the optional ownership check.
+    fn validate_offset_commit(
+        &mut self,
+        authority: &CommitAuthority,
+        partitions: &mut dyn Iterator<Item = &TopicPartition>,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), Error> {
+        self.validate_commit(authority, partitions, ctx)
+    }
+
+    /// A group with members whose protocol type is not `consumer` has subscriptions the
+    /// coordinator cannot read: none of its offsets can be deleted (NON_EMPTY_GROUP).
+    fn validate_offset_delete(&self, group_id: &str) -> Result<(), Error> {
+        if self.has_members() && self.protocol_type.as_deref() != Some("consumer") {
+            return Err(Error::NonEmptyGroup {
+                group: group_id.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    fn is_subscribed_to(&self, topic: &str) -> bool {
+        self.subscribed_to(topic)
+    }
+
+    fn next_deadline(&self) -> Option<u64> {
+        self.earliest_deadline()
+    }
+
+    fn handle_due(&mut self, ctx: &mut Ctx<'_>) -> Vec<ExpiredMember> {
+        self.expire(ctx)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
     }
 }
 

@@ -5,12 +5,10 @@
 //! subscribed topics and the assigned partitions, which the core then uses for
 //! descriptions, offset deletion and the optional ownership check on commit.
 
-use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::group::CommitAuthority;
 use crate::types::{Generation, GroupState, OffsetMap, TopicPartition};
 
 /// Bytes the core stores and hands back without reading them (protocol metadata,
@@ -204,59 +202,18 @@ pub struct LeavingMember {
     pub group_instance_id: Option<String>,
 }
 
-/// An OffsetCommit request of the classic protocol.
+/// Kafka's OffsetCommit request, for a group of any kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OffsetCommitRequest {
     /// The group id.
     pub group_id: String,
-    /// The member's generation; `None` (a negative wire value, normally −1) for a plain
-    /// commit that is not a member's, allowed only while the group is Empty or absent.
-    pub generation: Option<Generation>,
-    /// The member id (empty for a plain commit).
-    pub member_id: String,
-    /// The static member's instance id, if any.
-    pub group_instance_id: Option<String>,
+    /// Who commits, and under what generation or epoch.
+    pub authority: CommitAuthority,
     /// Partition → next offset to read.
     pub offsets: OffsetMap,
 }
 
-/// Which kind of group an entry is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum GroupKind {
-    /// The chapter's group: the coordinator assigns, synchronously.
-    Chapter,
-    /// Kafka's classic protocol: a leader assigns through JoinGroup/SyncGroup.
-    Classic,
-    /// No members ever joined: a group known only by its committed offsets (Kafka's
-    /// "simple" group).
-    Simple,
-}
-
-impl GroupKind {
-    /// `chapter`, `classic` or `simple`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GroupKind::Chapter => "chapter",
-            GroupKind::Classic => "classic",
-            GroupKind::Simple => "simple",
-        }
-    }
-}
-
-/// One group in [`Coordinator::list_groups`](crate::Coordinator::list_groups).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListedGroup {
-    /// The group id.
-    pub group_id: String,
-    /// The protocol type (`consumer` for consumer groups; empty for simple groups).
-    pub protocol_type: String,
-    /// The state.
-    pub state: GroupState,
-    /// The kind of group.
-    pub kind: GroupKind,
-}
-
-/// A classic group, as [`Coordinator::describe_group`](crate::Coordinator::describe_group)
+/// A classic group, as [`ClassicGroups::describe`](crate::ClassicGroups::describe)
 /// reports it (Kafka's DescribeGroups).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClassicGroupDescription {
@@ -309,120 +266,5 @@ impl fmt::Debug for ClassicMemberDescription {
             .field("topics", &self.topics)
             .field("partitions", &self.partitions)
             .finish()
-    }
-}
-
-/// Where new members' ids come from: `<prefix>-<unique>`, the prefix being the client id
-/// (or the instance id of a static member), as in Kafka.
-///
-/// # To ensure correctness
-/// Ids must never repeat, not even across restarts of the process: a client that kept an
-/// old member id must not be taken for a new member that happens to get the same id.
-pub trait MemberIdSource: Send + Sync {
-    /// A fresh member id starting with `prefix`.
-    fn member_id(&self, prefix: &str) -> String;
-}
-
-/// Kafka's `<prefix>-<uuid>` ids with random version-4 UUIDs, from std's per-process random
-/// keys (`RandomState`, seeded by the operating system) hashed with a counter. The
-/// coordinator's default.
-pub struct RandomMemberIds {
-    keys: RandomState,
-    counter: AtomicU64,
-}
-
-impl RandomMemberIds {
-    /// A source with fresh random keys.
-    pub fn new() -> Self {
-        RandomMemberIds {
-            keys: RandomState::new(),
-            counter: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Default for RandomMemberIds {
-    fn default() -> Self {
-        RandomMemberIds::new()
-    }
-}
-
-impl fmt::Debug for RandomMemberIds {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RandomMemberIds").finish_non_exhaustive()
-    }
-}
-
-impl MemberIdSource for RandomMemberIds {
-    fn member_id(&self, prefix: &str) -> String {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let hi = self.keys.hash_one((n, 0u8));
-        let lo = self.keys.hash_one((n, 1u8));
-        uuid_form(prefix, hi, lo)
-    }
-}
-
-/// Deterministic ids for tests: `<prefix>-00000000-0000-4000-8000-000000000001`,
-/// `…-000000000002`, … Unique within one source only: never use it where a member id may
-/// outlive the process.
-#[derive(Debug, Default)]
-pub struct SequentialMemberIds {
-    counter: AtomicU64,
-}
-
-impl SequentialMemberIds {
-    /// A source starting at 1.
-    pub fn new() -> Self {
-        SequentialMemberIds::default()
-    }
-}
-
-impl MemberIdSource for SequentialMemberIds {
-    fn member_id(&self, prefix: &str) -> String {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
-        uuid_form(prefix, 0, n)
-    }
-}
-
-/// `prefix-xxxxxxxx-xxxx-4xxx-8xxx-xxxxxxxxxxxx` from 128 bits (version and variant set).
-fn uuid_form(prefix: &str, hi: u64, lo: u64) -> String {
-    let hi = (hi & 0xFFFF_FFFF_FFFF_0FFF) | 0x0000_0000_0000_4000;
-    let lo = (lo & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000;
-    format!(
-        "{prefix}-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        hi >> 32,
-        (hi >> 16) & 0xFFFF,
-        hi & 0xFFFF,
-        lo >> 48,
-        lo & 0xFFFF_FFFF_FFFF
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sequential_ids_look_like_kafkas_and_count_up() {
-        let ids = SequentialMemberIds::new();
-        assert_eq!(
-            ids.member_id("client"),
-            "client-00000000-0000-4000-8000-000000000001"
-        );
-        assert_eq!(
-            ids.member_id("client"),
-            "client-00000000-0000-4000-8000-000000000002"
-        );
-    }
-
-    #[test]
-    fn random_ids_differ_between_sources_and_calls() {
-        let (a, b) = (RandomMemberIds::new(), RandomMemberIds::new());
-        let (x, y, z) = (a.member_id("c"), a.member_id("c"), b.member_id("c"));
-        assert_ne!(x, y);
-        assert_ne!(x, z);
-        assert!(x.starts_with("c-"));
-        assert_eq!(x.len(), "c-".len() + 36);
-        assert_eq!(&x[2 + 14..2 + 15], "4", "version 4: {x}");
     }
 }

@@ -4,12 +4,18 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::assign::{
+use std::any::Any;
+
+use tracing::{info, warn};
+
+use crate::coordinator::ExpiredMember;
+use crate::error::Error;
+use crate::group::{CommitAuthority, Ctx, Group, GroupKind};
+use crate::ports::assign::{
     AssignError, Assignment, AssignmentInput, Assignor, MemberIndex, PartitionRef, TopicIndex,
     TopicSpec, MAX_PARTITIONS_PER_TOPIC, MAX_TOTAL_PARTITIONS,
 };
-use crate::error::Error;
-use crate::metadata::TopicMetadata;
+use crate::ports::TopicMetadata;
 use crate::types::{Generation, GroupState, TopicPartition};
 
 /// Index of a member in the current generation's assignment; `NO_SLOT` for a member that has
@@ -137,7 +143,7 @@ struct Scratch {
 /// A group of the chapter's kind: the coordinator assigns, synchronously, on every
 /// membership change.
 #[derive(Debug)]
-pub(crate) struct Group {
+pub(crate) struct ChapterGroup {
     pub(crate) id: Arc<str>,
     pub(crate) state: GroupState,
     /// Member ids, sorted; `members[i]` belongs to `ids[i]`.
@@ -170,9 +176,9 @@ pub(crate) enum Undo {
     Replaced(usize, MemberEntry),
 }
 
-impl Group {
+impl ChapterGroup {
     pub(crate) fn new(id: Arc<str>, strategies: usize) -> Self {
-        Group {
+        ChapterGroup {
             id,
             state: GroupState::Empty,
             ids: Vec::new(),
@@ -684,6 +690,158 @@ impl Group {
         self.strategy
             .and_then(|s| assignors.get(s))
             .map(|a| a.name())
+    }
+}
+
+impl ChapterGroup {
+    /// Logs a completed rebalance into `to`.
+    pub(crate) fn log_rebalance(&self, to: Generation, assignors: &[Arc<dyn Assignor>]) {
+        info!(
+            group = &*self.id,
+            from = to.get() - 1,
+            to = to.get(),
+            members = self.ids.len(),
+            assigned = self.current.assigned_count(),
+            strategy = self.strategy_name(assignors).unwrap_or("none"),
+            state = self.state.as_str(),
+            withheld_from = self.awaiting_acks,
+            "group rebalanced"
+        );
+    }
+
+    /// Removes the members at `indices` and rebalances into the next generation; never
+    /// fails (see [`rebalance_after_removal`](Self::rebalance_after_removal)). The caller
+    /// holds the commit gate exclusively.
+    pub(crate) fn remove_members(&mut self, indices: &[usize], ctx: &mut Ctx<'_>) {
+        let next = ctx.generation.next();
+        self.remove(indices);
+        if let Some(e) = self.rebalance_after_removal(next, ctx.assignors, ctx.metadata) {
+            warn!(
+                group = &*self.id,
+                generation = next.get(),
+                code = e.code(),
+                error = %e,
+                fallback = self.degraded.as_deref().unwrap_or(""),
+                "the strategy failed during a removal; the fallback assigned this generation"
+            );
+        }
+        self.log_rebalance(next, ctx.assignors);
+        *ctx.generation = next;
+    }
+
+    /// Hands over the partitions a cooperative rebalance withheld, now that every member
+    /// that lost one has seen it. The caller holds the commit gate exclusively. Returns
+    /// whether a generation was installed.
+    pub(crate) fn run_followup(&mut self, ctx: &mut Ctx<'_>) -> bool {
+        let next = ctx.generation.next();
+        match self.rebalance(next, ctx.assignors, ctx.metadata) {
+            Ok(()) => {
+                info!(
+                    group = &*self.id,
+                    generation = next.get(),
+                    "follow-up rebalance hands over withheld partitions"
+                );
+                self.log_rebalance(next, ctx.assignors);
+                *ctx.generation = next;
+                true
+            }
+            Err(e) => {
+                // Nothing changed; members keep what they have and the withheld partitions
+                // wait for the next membership change.
+                self.followup = false;
+                warn!(group = &*self.id, code = e.code(), error = %e, "follow-up rebalance failed");
+                false
+            }
+        }
+    }
+}
+
+impl Group for ChapterGroup {
+    fn kind(&self) -> GroupKind {
+        GroupKind::Chapter
+    }
+
+    fn state(&self) -> GroupState {
+        self.state
+    }
+
+    fn has_members(&self) -> bool {
+        !self.ids.is_empty()
+    }
+
+    /// The chapter's groups are consumer groups: they assign topic partitions.
+    fn protocol_type(&self) -> &str {
+        "consumer"
+    }
+
+    /// A chapter group's members commit through the chapter's own call
+    /// ([`Coordinator::commit`](crate::Coordinator::commit)). Through Kafka's OffsetCommit,
+    /// only a plain commit while the group is Empty is accepted.
+    fn validate_offset_commit(
+        &mut self,
+        authority: &CommitAuthority,
+        _partitions: &mut dyn Iterator<Item = &TopicPartition>,
+        _ctx: &Ctx<'_>,
+    ) -> Result<(), Error> {
+        if self.has_members() {
+            return Err(Error::wrong_group_type(&self.id, "classic", "chapter"));
+        }
+        match authority {
+            CommitAuthority::Plain => Ok(()),
+            other => Err(Error::UnknownMember {
+                group: self.id.to_string(),
+                member: other.member_id().to_string(),
+            }),
+        }
+    }
+
+    fn validate_offset_delete(&self, _group_id: &str) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn is_subscribed_to(&self, topic: &str) -> bool {
+        self.members
+            .iter()
+            .any(|m| m.topics.iter().any(|t| &**t == topic))
+    }
+
+    fn next_deadline(&self) -> Option<u64> {
+        ChapterGroup::next_deadline(self)
+    }
+
+    /// Expires the members whose session passed (`now > deadline`) in one rebalance, or
+    /// runs a due follow-up.
+    fn handle_due(&mut self, ctx: &mut Ctx<'_>) -> Vec<ExpiredMember> {
+        let now = ctx.now;
+        let gone: Vec<usize> = (0..self.ids.len())
+            .filter(|&i| now > self.members[i].deadline_ms)
+            .collect();
+        if gone.is_empty() {
+            if self.followup_due() {
+                self.run_followup(ctx);
+            }
+            return Vec::new();
+        }
+        let names: Vec<ExpiredMember> = gone
+            .iter()
+            .map(|&i| ExpiredMember {
+                group: self.id.to_string(),
+                member: self.ids[i].to_string(),
+            })
+            .collect();
+        self.remove_members(&gone, ctx);
+        for e in &names {
+            info!(group = %e.group, member = %e.member, now_ms = now, "member session expired");
+        }
+        names
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
     }
 }
 

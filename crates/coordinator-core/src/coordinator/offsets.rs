@@ -1,0 +1,278 @@
+//! Committed offsets: Kafka's OffsetCommit for any kind of group, direct commits, fetches
+//! and OffsetDelete (Kafka's `OffsetMetadataManager`). Every write holds the group's commit
+//! gate until the store has made it visible: see [`concurrency`](super::concurrency).
+
+use std::sync::Arc;
+
+use tracing::info;
+
+use super::{not_found, require, Coordinator, GroupEntry};
+use crate::error::Error;
+use crate::group::classic::OffsetCommitRequest;
+use crate::group::CommitAuthority;
+use crate::ports::CommitFence;
+use crate::types::{OffsetMap, TopicPartition};
+
+/// Committed offsets of every kind of group, as Kafka's OffsetCommit, OffsetFetch and
+/// OffsetDelete reach them (`coordinator.offsets()`). The group's kind validates the
+/// request's [`CommitAuthority`].
+#[derive(Clone, Copy, Debug)]
+pub struct Offsets<'a> {
+    coordinator: &'a Coordinator,
+}
+
+impl Coordinator {
+    /// Kafka's offset calls: OffsetCommit, OffsetFetch and OffsetDelete, for any kind.
+    pub fn offsets(&self) -> Offsets<'_> {
+        Offsets { coordinator: self }
+    }
+
+    /// Commits offsets for `group` straight to the store, with no membership or generation
+    /// checks: the path of a consumer with a manual assignment (the chapter's direct
+    /// commits). The group's offsets then follow the group lifecycle (they expire `offsets_retention_ms` after the group is, or
+    /// became, Empty; a simple group's after its last commit).
+    pub async fn commit_direct(&self, group_id: &str, offsets: &OffsetMap) -> Result<(), Error> {
+        require("group id", group_id)?;
+        if !check_offsets(offsets)? {
+            return Ok(());
+        }
+        let (cell, gate) = loop {
+            let cell = self.group_or_insert(group_id);
+            let gate = cell.gate.clone().read_owned().await;
+            let mut entry = cell.lock();
+            if entry.removed {
+                continue;
+            }
+            self.note_commit(&mut entry);
+            drop(entry);
+            break (cell, gate);
+        };
+        drop(cell);
+        self.store
+            .commit(group_id, offsets, CommitFence::gate(gate))
+            .await?;
+        Ok(())
+    }
+
+    /// The committed next offset of `tp` for `group` (any group id, as Kafka's OffsetFetch).
+    pub async fn committed(
+        &self,
+        group_id: &str,
+        tp: &TopicPartition,
+    ) -> Result<Option<i64>, Error> {
+        require("group id", group_id)?;
+        Ok(self.store.committed(group_id, tp).await?)
+    }
+
+    /// Every committed offset of `group`.
+    pub async fn committed_offsets(&self, group_id: &str) -> Result<OffsetMap, Error> {
+        require("group id", group_id)?;
+        Ok(self.store.list(group_id).await?)
+    }
+
+    /// The bookkeeping of every commit about to be written, under the group's state lock:
+    /// the store may hold offsets of the group now, and a simple group's retention restarts
+    /// (its offsets expire counted from its last commit).
+    fn note_commit(&self, entry: &mut GroupEntry) {
+        let now = self.clock.now_ms();
+        entry.has_offsets = true;
+        if entry.group.is_none() {
+            entry.empty_since = Some(now);
+        }
+        entry.note_membership(now);
+        self.arm(entry);
+    }
+
+    /// Kafka's OffsetCommit; see [`Offsets::commit`].
+    #[deprecated(since = "0.2.0", note = "use `coordinator.offsets().commit(req)`")]
+    pub async fn commit_offsets(&self, req: &OffsetCommitRequest) -> Result<(), Error> {
+        self.offsets().commit(req).await
+    }
+
+    /// Kafka's OffsetDelete; see [`Offsets::delete`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `coordinator.offsets().delete(group_id, partitions)`"
+    )]
+    pub async fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<(TopicPartition, Result<(), Error>)>, Error> {
+        self.offsets().delete(group_id, partitions).await
+    }
+}
+
+impl Offsets<'_> {
+    /// Kafka's OffsetCommit, for a group of any kind (the caller checked that the topics and
+    /// partitions exist, as Kafka's front does). The group's kind validates the request's
+    /// authority; a [plain](CommitAuthority::Plain) commit is allowed while the group is
+    /// Empty or absent, and creates a simple group. An empty group id is a group id like any
+    /// other, as in Kafka.
+    ///
+    /// Errors, applying to every partition: `GROUP_ID_NOT_FOUND` (a member's commit for a
+    /// group that does not exist; Kafka before OffsetCommit v9 says `ILLEGAL_GENERATION`),
+    /// `UNKNOWN_MEMBER`, `FENCED_INSTANCE_ID`, `ILLEGAL_GENERATION`, `REBALANCE_IN_PROGRESS`
+    /// (CompletingRebalance: commits are allowed while PreparingRebalance, when eager
+    /// clients commit before revoking), `NOT_PARTITION_OWNER` (only with
+    /// [`check_classic_commit_ownership`](crate::CoordinatorBuilder::check_classic_commit_ownership)),
+    /// `INCONSISTENT_GROUP_PROTOCOL` (a chapter group with members), `INVALID_ARGUMENT`
+    /// (a negative offset), `STORAGE_ERROR`.
+    ///
+    /// Fencing as for the chapter's commits: the commit holds its group's commit gate until
+    /// its write is visible, so no commit checked against generation G lands after the join
+    /// barrier installed G+1.
+    pub async fn commit(self, req: &OffsetCommitRequest) -> Result<(), Error> {
+        let c = self.coordinator;
+        let group_id = req.group_id.as_str();
+        let authority = &req.authority;
+        let anything = check_offsets(&req.offsets)?;
+        let (cell, gate) = loop {
+            let cell = match c.group(group_id) {
+                Some(cell) => cell,
+                None if !matches!(
+                    authority,
+                    CommitAuthority::Generation {
+                        generation: Some(_),
+                        ..
+                    } | CommitAuthority::MemberEpoch { .. }
+                ) =>
+                {
+                    c.group_or_insert(group_id)
+                }
+                None => return Err(not_found(group_id)),
+            };
+            let gate = cell.gate.clone().read_owned().await;
+            let mut entry = cell.lock();
+            if entry.removed {
+                continue;
+            }
+            let now = c.clock.now_ms();
+            let GroupEntry {
+                generation, group, ..
+            } = &mut *entry;
+            match group {
+                None => {
+                    if !matches!(authority, CommitAuthority::Plain) {
+                        return Err(Error::unknown_member(group_id, authority.member_id()));
+                    }
+                }
+                Some(group) => {
+                    let ctx = c.ctx(now, generation);
+                    group.validate_offset_commit(authority, &mut req.offsets.keys(), &ctx)?;
+                }
+            }
+            if !anything {
+                return Ok(());
+            }
+            c.note_commit(&mut entry);
+            drop(entry);
+            break (cell, gate);
+        };
+        drop(cell);
+        c.store
+            .commit(group_id, &req.offsets, CommitFence::gate(gate))
+            .await?;
+        Ok(())
+    }
+
+    /// Kafka's OffsetFetch: the committed offsets of `partitions` of `group` (all of them
+    /// with `None`). Any group id may be read, the empty one included, as in Kafka; a group
+    /// the coordinator does not know has no offsets.
+    pub async fn fetch(
+        self,
+        group_id: &str,
+        authority: &CommitAuthority,
+    ) -> Result<OffsetMap, Error> {
+        let c = self.coordinator;
+        if let Some(cell) = c.group(group_id) {
+            let entry = cell.lock();
+            if let Some(group) = entry.group.as_ref().filter(|_| !entry.removed) {
+                group.validate_offset_fetch(authority)?;
+            }
+        }
+        Ok(c.store.list(group_id).await?)
+    }
+
+    /// Kafka's OffsetDelete: deletes the committed offsets of `partitions`. Returns each
+    /// partition's result, in request order.
+    ///
+    /// Errors of the whole request: `GROUP_ID_NOT_FOUND`; `NON_EMPTY_GROUP` (68) for a group
+    /// with members whose protocol type is not `consumer` (its subscriptions are unknown);
+    /// `STORAGE_ERROR`. Per partition: `GROUP_SUBSCRIBED_TO_TOPIC` (86) while a member
+    /// subscribes to the topic.
+    pub async fn delete(
+        self,
+        group_id: &str,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<(TopicPartition, Result<(), Error>)>, Error> {
+        let c = self.coordinator;
+        let cell = c.group(group_id).ok_or_else(|| not_found(group_id))?;
+        // Exclusive: a commit running beside the delete could be acknowledged and then
+        // deleted, or land after it while the group is marked as having no offsets (and be
+        // removed with the group, orphaned in the store).
+        let gate = Arc::new(cell.gate.clone().write_owned().await);
+        let results: Vec<(TopicPartition, Result<(), Error>)> = {
+            let entry = cell.lock();
+            if entry.removed {
+                return Err(not_found(group_id));
+            }
+            if let Some(group) = &entry.group {
+                group.validate_offset_delete(group_id)?;
+            }
+            let subscribed = |topic: &str| {
+                entry
+                    .group
+                    .as_ref()
+                    .is_some_and(|g| g.is_subscribed_to(topic))
+            };
+            partitions
+                .iter()
+                .map(|tp| {
+                    let result = if subscribed(tp.topic()) {
+                        Err(Error::GroupSubscribedToTopic {
+                            group: group_id.to_string(),
+                            topic: tp.topic().to_string(),
+                        })
+                    } else {
+                        Ok(())
+                    };
+                    (tp.clone(), result)
+                })
+                .collect()
+        };
+        let doomed: Vec<TopicPartition> = results
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        if !doomed.is_empty() {
+            c.store
+                .delete(group_id, Some(&doomed), CommitFence::exclusive(&gate))
+                .await?;
+            info!(
+                group = group_id,
+                partitions = doomed.len(),
+                "offsets deleted"
+            );
+            if c.store.list(group_id).await?.is_empty() {
+                let mut entry = cell.lock();
+                entry.has_offsets = false;
+                c.arm(&mut entry);
+            }
+        }
+        drop(gate);
+        Ok(results)
+    }
+}
+
+/// Refuses negative offsets; returns whether there is anything to write.
+pub(crate) fn check_offsets(offsets: &OffsetMap) -> Result<bool, Error> {
+    match offsets.iter().find(|(_, &o)| o < 0) {
+        Some((tp, offset)) => Err(Error::invalid(
+            "offset",
+            format!("{tp}: offset {offset} is negative"),
+        )),
+        None => Ok(!offsets.is_empty()),
+    }
+}

@@ -1,0 +1,320 @@
+//! The calls of Kafka's classic group protocol: the [`ClassicGroups`] view
+//! (`coordinator.classic()`).
+//!
+//! Each call answers when Kafka would: a JoinGroup when the join barrier completes (or at
+//! once where Kafka answers at once), a follower's SyncGroup when the leader's arrives.
+//! A caller that drops a waiting future (a client that disconnects) leaves the group as
+//! Kafka does: the member stays until its session expires, it leaves, or a rebalance or sync
+//! timeout removes it.
+
+use tracing::debug;
+
+use super::protocol::{
+    ClassicGroupDescription, JoinGroupRequest, JoinGroupResponse, LeavingMember, SyncGroupRequest,
+    SyncGroupResponse,
+};
+use super::state::{Answer, ClassicGroup};
+use crate::coordinator::{not_found, Coordinator, GroupEntry};
+use crate::error::Error;
+use crate::group::{Ctx, GroupKind};
+use crate::types::{Generation, GroupState};
+
+fn invalid_group_id() -> Error {
+    Error::InvalidGroupId {
+        reason: "the group id must not be empty".into(),
+    }
+}
+
+/// A classic call on a group of another kind.
+fn other_kind(group: &str, kind: GroupKind) -> Error {
+    Error::wrong_group_type(group, "classic", kind.as_str())
+}
+
+/// Refuses a classic call on a group of another kind (with or without members; a simple
+/// group, known by its offsets only, is no other kind).
+fn refuse_other_kind(group: &str, kind: GroupKind) -> Result<(), Error> {
+    match kind {
+        GroupKind::Classic | GroupKind::Simple => Ok(()),
+        other => Err(other_kind(group, other)),
+    }
+}
+
+/// A parked request whose answer never came: its member joined again (superseding it) or
+/// the group moved on. The client joins again.
+fn superseded(group: &str) -> Error {
+    Error::RebalanceInProgress {
+        group: group.to_string(),
+        state: GroupState::PreparingRebalance,
+    }
+}
+
+/// Kafka's classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
+/// DescribeGroups, as a wire front calls them (`coordinator.classic()`). A call on a group
+/// of another kind with members is refused with `INCONSISTENT_GROUP_PROTOCOL`; an Empty group
+/// of another kind is taken over by the next JoinGroup, as in Kafka.
+#[derive(Clone, Copy, Debug)]
+pub struct ClassicGroups<'a> {
+    coordinator: &'a Coordinator,
+}
+
+impl Coordinator {
+    /// The calls of Kafka's classic group protocol.
+    pub fn classic(&self) -> ClassicGroups<'_> {
+        ClassicGroups { coordinator: self }
+    }
+
+    /// Runs `f` on the classic group of `entry`, with its context; `None` for another kind
+    /// or a simple group.
+    fn on_classic<T>(
+        &self,
+        entry: &mut GroupEntry,
+        now: u64,
+        f: impl FnOnce(&mut ClassicGroup, &mut Ctx<'_>) -> T,
+    ) -> Option<T> {
+        let (group, generation) = entry.split_mut::<ClassicGroup>()?;
+        Some(f(group, &mut self.ctx(now, generation)))
+    }
+
+    /// Kafka's JoinGroup; see [`ClassicGroups::join`].
+    #[deprecated(since = "0.2.0", note = "use `coordinator.classic().join(req)`")]
+    pub async fn join_group(&self, req: JoinGroupRequest) -> Result<JoinGroupResponse, Error> {
+        self.classic().join(req).await
+    }
+
+    /// Kafka's SyncGroup; see [`ClassicGroups::sync`].
+    #[deprecated(since = "0.2.0", note = "use `coordinator.classic().sync(req)`")]
+    pub async fn sync_group(&self, req: SyncGroupRequest) -> Result<SyncGroupResponse, Error> {
+        self.classic().sync(req).await
+    }
+
+    /// Kafka's Heartbeat; see [`ClassicGroups::heartbeat`].
+    #[deprecated(since = "0.2.0", note = "use `coordinator.classic().heartbeat(..)`")]
+    pub async fn heartbeat_group(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation: Option<Generation>,
+    ) -> Result<(), Error> {
+        self.classic()
+            .heartbeat(group_id, member_id, group_instance_id, generation)
+            .await
+    }
+
+    /// Kafka's LeaveGroup; see [`ClassicGroups::leave`].
+    #[deprecated(since = "0.2.0", note = "use `coordinator.classic().leave(..)`")]
+    pub async fn leave_group(
+        &self,
+        group_id: &str,
+        members: &[LeavingMember],
+    ) -> Result<Vec<Result<(), Error>>, Error> {
+        self.classic().leave(group_id, members).await
+    }
+
+    /// Kafka's DescribeGroups for one group; see [`ClassicGroups::describe`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `coordinator.classic().describe(group_id)`"
+    )]
+    pub async fn describe_group(&self, group_id: &str) -> Result<ClassicGroupDescription, Error> {
+        self.classic().describe(group_id).await
+    }
+}
+
+impl ClassicGroups<'_> {
+    /// Kafka's JoinGroup.
+    ///
+    /// Errors, in Kafka's check order: `INVALID_GROUP_ID` (24), `INVALID_SESSION_TIMEOUT`
+    /// (26), `UNKNOWN_MEMBER` (25: a member id for a group that does not exist),
+    /// `INCONSISTENT_GROUP_PROTOCOL` (23: no protocol type or protocols, none in common with
+    /// the group, or a chapter group with members), `GROUP_MAX_SIZE_REACHED` (81),
+    /// `MEMBER_ID_REQUIRED` (79, carrying the id to join with), `FENCED_INSTANCE_ID` (82),
+    /// `REBALANCE_IN_PROGRESS` (27: a later JoinGroup of the same member superseded this one).
+    pub async fn join(self, req: JoinGroupRequest) -> Result<JoinGroupResponse, Error> {
+        if req.group_id.is_empty() {
+            return Err(invalid_group_id());
+        }
+        let g = &self.coordinator.config.groups;
+        let session = i64::from(req.session_timeout_ms);
+        if session < g.min_session_timeout_ms as i64 || session > g.max_session_timeout_ms as i64 {
+            return Err(Error::InvalidSessionTimeout {
+                requested: session,
+                min: g.min_session_timeout_ms,
+                max: g.max_session_timeout_ms,
+            });
+        }
+        if !req.member_id.is_empty() && self.coordinator.group(&req.group_id).is_none() {
+            return Err(Error::unknown_member(&req.group_id, &req.member_id));
+        }
+        let answer = {
+            let (cell, _gate) = self.coordinator.install_lock(&req.group_id).await;
+            let mut entry = cell.lock();
+            let now = self.coordinator.clock.now_ms();
+            entry.convert_if_empty(ClassicGroup::new);
+            let kind = entry.kind();
+            let Some(answer) = self
+                .coordinator
+                .on_classic(&mut entry, now, |group, ctx| group.join(&req, ctx))
+            else {
+                return Err(other_kind(&req.group_id, kind));
+            };
+            entry.note_membership(now);
+            self.coordinator.arm(&mut entry);
+            answer
+        };
+        let result = match answer {
+            Answer::Now(result) => result,
+            Answer::Later(rx) => rx.await.unwrap_or_else(|_| Err(superseded(&req.group_id))),
+        };
+        if let Err(e) = &result {
+            debug!(group = %req.group_id, member = %req.member_id, code = e.code(), error = %e, "join answered with an error");
+        }
+        result
+    }
+
+    /// Kafka's SyncGroup.
+    ///
+    /// Errors: `INVALID_GROUP_ID`, `UNKNOWN_MEMBER` (unknown group or member, or an Empty
+    /// group), `FENCED_INSTANCE_ID`, `ILLEGAL_GENERATION`, `INCONSISTENT_GROUP_PROTOCOL`
+    /// (a protocol type or name that is not the group's, or a chapter group),
+    /// `REBALANCE_IN_PROGRESS` (the group is re-joining).
+    pub async fn sync(self, req: SyncGroupRequest) -> Result<SyncGroupResponse, Error> {
+        if req.group_id.is_empty() {
+            return Err(invalid_group_id());
+        }
+        let cell = self
+            .coordinator
+            .group(&req.group_id)
+            .ok_or_else(|| Error::unknown_member(&req.group_id, &req.member_id))?;
+        let answer = {
+            let mut entry = cell.lock();
+            if entry.removed {
+                return Err(Error::unknown_member(&req.group_id, &req.member_id));
+            }
+            refuse_other_kind(&req.group_id, entry.kind())?;
+            let now = self.coordinator.clock.now_ms();
+            // A sync only moves deadlines later (sessions renewed, the sync timeout
+            // cancelled): nothing to arm, and no O(members) scan per sync.
+            let before = entry.state();
+            let answer = self
+                .coordinator
+                .on_classic(&mut entry, now, |group, ctx| group.sync(&req, ctx))
+                .unwrap_or_else(|| {
+                    Answer::Now(Err(Error::unknown_member(&req.group_id, &req.member_id)))
+                });
+            // The leader's sync installed the assignment: parked members got finite
+            // session deadlines, which may be earlier than the armed one.
+            if entry.state() != before {
+                self.coordinator.arm(&mut entry);
+            }
+            answer
+        };
+        match answer {
+            Answer::Now(result) => result,
+            Answer::Later(rx) => rx.await.unwrap_or_else(|_| Err(superseded(&req.group_id))),
+        }
+    }
+
+    /// Kafka's Heartbeat: extends the member's session. Never waits for the offset store.
+    ///
+    /// Errors: `INVALID_GROUP_ID`, `UNKNOWN_MEMBER`, `FENCED_INSTANCE_ID`,
+    /// `ILLEGAL_GENERATION`, `REBALANCE_IN_PROGRESS` (the lease is still extended: the member
+    /// must join again), `INCONSISTENT_GROUP_PROTOCOL` for a chapter group.
+    pub async fn heartbeat(
+        self,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation: Option<Generation>,
+    ) -> Result<(), Error> {
+        if group_id.is_empty() {
+            return Err(invalid_group_id());
+        }
+        let cell = self
+            .coordinator
+            .group(group_id)
+            .ok_or_else(|| Error::unknown_member(group_id, member_id))?;
+        let mut entry = cell.lock();
+        if entry.removed {
+            return Err(Error::unknown_member(group_id, member_id));
+        }
+        refuse_other_kind(group_id, entry.kind())?;
+        let now = self.coordinator.clock.now_ms();
+        self.coordinator
+            .on_classic(&mut entry, now, |group, ctx| {
+                group.heartbeat(member_id, group_instance_id, generation, ctx)
+            })
+            .unwrap_or_else(|| Err(Error::unknown_member(group_id, member_id)))
+    }
+
+    /// Kafka's LeaveGroup, for one or several members (by member id, or by instance id
+    /// alone for a static member). Returns each member's result in request order; a leave
+    /// starts a rebalance at once.
+    ///
+    /// Errors of the whole request: `INVALID_GROUP_ID`; `INCONSISTENT_GROUP_PROTOCOL` for a
+    /// chapter group. Per member: `UNKNOWN_MEMBER`, `FENCED_INSTANCE_ID`.
+    pub async fn leave(
+        self,
+        group_id: &str,
+        members: &[LeavingMember],
+    ) -> Result<Vec<Result<(), Error>>, Error> {
+        if group_id.is_empty() {
+            return Err(invalid_group_id());
+        }
+        let unknown_all = || {
+            members
+                .iter()
+                .map(|m| Err(Error::unknown_member(group_id, &m.member_id)))
+                .collect()
+        };
+        let Some(cell) = self.coordinator.group(group_id) else {
+            return Ok(unknown_all());
+        };
+        let _gate = cell.gate.clone().write_owned().await;
+        let mut entry = cell.lock();
+        if entry.removed {
+            return Ok(unknown_all());
+        }
+        refuse_other_kind(group_id, entry.kind())?;
+        let now = self.coordinator.clock.now_ms();
+        let results = self
+            .coordinator
+            .on_classic(&mut entry, now, |group, ctx| group.leave(members, ctx))
+            .unwrap_or_else(unknown_all);
+        entry.note_membership(now);
+        self.coordinator.arm(&mut entry);
+        Ok(results)
+    }
+
+    /// Kafka's DescribeGroups for one group. A group known only by its offsets is an Empty
+    /// group without a protocol type.
+    ///
+    /// Errors: `GROUP_ID_NOT_FOUND` (Kafka's DescribeGroups before v6 answers `Dead` with no
+    /// error instead); `INCONSISTENT_GROUP_PROTOCOL` for a chapter group.
+    pub async fn describe(self, group_id: &str) -> Result<ClassicGroupDescription, Error> {
+        let cell = self
+            .coordinator
+            .group(group_id)
+            .ok_or_else(|| not_found(group_id))?;
+        let entry = cell.lock();
+        if entry.removed {
+            return Err(not_found(group_id));
+        }
+        if let Some(g) = entry.get::<ClassicGroup>() {
+            return Ok(g.describe(entry.generation));
+        }
+        if entry.has_members() {
+            return Err(other_kind(group_id, entry.kind()));
+        }
+        // Another kind's Empty group, or a simple one: reported as ListGroups lists it.
+        Ok(ClassicGroupDescription {
+            group_id: group_id.to_string(),
+            state: GroupState::Empty,
+            protocol_type: entry.protocol_type().to_string(),
+            protocol_name: String::new(),
+            generation: entry.generation,
+            leader: None,
+            members: Vec::new(),
+        })
+    }
+}

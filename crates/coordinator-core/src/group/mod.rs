@@ -1,0 +1,207 @@
+//! The kinds of group, behind one interface.
+//!
+//! Each kind is a folder: its state machine (`state.rs`: synchronous, no I/O, no awaits),
+//! and its calls on the [`Coordinator`](crate::Coordinator) (`api.rs`). Everything the
+//! coordinator does for *any* group — commit and fetch validation, deletion of offsets,
+//! listing, descriptions, the timers and the lifecycle — goes through [`Group`], the way
+//! Apache Kafka 4's `GroupMetadataManager` and `OffsetMetadataManager` go through its `Group`
+//! interface. The coordinator dispatches on the kind in one place: a group's cell holds a
+//! `Box<dyn Group>`, and a kind's own calls reach their state with [`downcast`]. Adding a
+//! kind adds a folder, a [`GroupKind`] and the calls that create it; no `match` on kinds
+//! elsewhere changes.
+//!
+//! - [`chapter`]: the book's groups. The coordinator assigns, synchronously, on every
+//!   membership change.
+//! - [`classic`]: Kafka's JoinGroup/SyncGroup protocol, with a leader that assigns.
+
+pub(crate) mod chapter;
+pub(crate) mod classic;
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::coordinator::{ExpiredMember, GroupSettings};
+use crate::error::Error;
+use crate::ports::{Assignor, MemberIdSource, TopicMetadata};
+use crate::types::{Generation, GroupState, TopicPartition};
+
+/// Which kind of group an entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GroupKind {
+    /// The chapter's group: the coordinator assigns, synchronously.
+    Chapter,
+    /// Kafka's classic protocol: a leader assigns through JoinGroup/SyncGroup.
+    Classic,
+    /// No members ever joined: a group known only by its committed offsets (Kafka's
+    /// "simple" group).
+    Simple,
+}
+
+impl GroupKind {
+    /// `chapter`, `classic` or `simple`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupKind::Chapter => "chapter",
+            GroupKind::Classic => "classic",
+            GroupKind::Simple => "simple",
+        }
+    }
+}
+
+/// One group in [`Coordinator::list_groups`](crate::Coordinator::list_groups).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedGroup {
+    /// The group id.
+    pub group_id: String,
+    /// The protocol type (`consumer` for consumer groups; empty for simple groups).
+    pub protocol_type: String,
+    /// The state.
+    pub state: GroupState,
+    /// The kind of group.
+    pub kind: GroupKind,
+}
+
+/// Who commits offsets (or fetches them), and under what: what a group checks the request
+/// against. Kafka's OffsetCommit carries the three forms as a generation-or-epoch number, a
+/// member id and an instance id; the wire front turns them into one of these.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommitAuthority {
+    /// No member and no generation (Kafka's generation −1 with an empty member id): an
+    /// admin tool, or a consumer with a manual assignment. Accepted while the group has no
+    /// members; such commits create a simple group where there is none.
+    Plain,
+    /// A member of a generation-fenced group (the chapter's, Kafka's classic protocol).
+    Generation {
+        /// The member's generation; `None` when the request names a member but no
+        /// generation (a negative number on Kafka's wire).
+        generation: Option<Generation>,
+        /// The member id (may be empty when an instance id names a static member).
+        member_id: String,
+        /// The static member's instance id, if any.
+        group_instance_id: Option<String>,
+    },
+    /// A member of a consumer-protocol group (KIP-848), fenced by its member epoch.
+    MemberEpoch {
+        /// The member id.
+        member_id: String,
+        /// The member's epoch.
+        member_epoch: i32,
+    },
+}
+
+impl CommitAuthority {
+    /// A classic member's authority; [`Plain`](Self::Plain) when it names neither a
+    /// generation, a member nor an instance.
+    pub fn generation(
+        generation: Option<Generation>,
+        member_id: impl Into<String>,
+        group_instance_id: Option<String>,
+    ) -> Self {
+        let member_id = member_id.into();
+        if generation.is_none() && member_id.is_empty() && group_instance_id.is_none() {
+            CommitAuthority::Plain
+        } else {
+            CommitAuthority::Generation {
+                generation,
+                member_id,
+                group_instance_id,
+            }
+        }
+    }
+
+    /// The member id the authority names (empty for a plain commit).
+    pub fn member_id(&self) -> &str {
+        match self {
+            CommitAuthority::Plain => "",
+            CommitAuthority::Generation { member_id, .. }
+            | CommitAuthority::MemberEpoch { member_id, .. } => member_id,
+        }
+    }
+}
+
+/// What every transition of a kind may need from the coordinator.
+pub(crate) struct Ctx<'a> {
+    /// The clock's time of this call.
+    pub(crate) now: u64,
+    /// The group id's generation: one counter per group id, shared by the incarnations and
+    /// kinds the id goes through (and kept in its tombstone), so that a member of an old
+    /// incarnation never presents a number the new one uses.
+    pub(crate) generation: &'a mut Generation,
+    pub(crate) settings: &'a GroupSettings,
+    pub(crate) ids: &'a dyn MemberIdSource,
+    pub(crate) assignors: &'a [Arc<dyn Assignor>],
+    pub(crate) metadata: &'a dyn TopicMetadata,
+}
+
+/// One kind of group, as the coordinator sees every kind (Kafka's `Group` interface).
+///
+/// Implementations are synchronous state machines: they run under the group's state lock,
+/// never wait and do no I/O. What needs the commit gate (anything that installs a
+/// generation) is documented on the coordinator call that runs it.
+pub(crate) trait Group: fmt::Debug + Send + Any {
+    /// The kind.
+    fn kind(&self) -> GroupKind;
+
+    /// The group's state.
+    fn state(&self) -> GroupState;
+
+    /// Whether the group has members (an Empty group has none).
+    fn has_members(&self) -> bool;
+
+    /// The protocol type, as ListGroups and DescribeGroups report it.
+    fn protocol_type(&self) -> &str;
+
+    /// Kafka's `validateOffsetCommit`: may `authority` commit offsets of `partitions` now?
+    /// May renew the committing member's session, as Kafka's commits do.
+    fn validate_offset_commit(
+        &mut self,
+        authority: &CommitAuthority,
+        partitions: &mut dyn Iterator<Item = &TopicPartition>,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), Error>;
+
+    /// Kafka's `validateOffsetFetch`: may `authority` read the committed offsets? Every
+    /// member and every tool may, in the generation-fenced kinds.
+    fn validate_offset_fetch(&self, _authority: &CommitAuthority) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// Kafka's `validateOffsetDelete`: may offsets be deleted at all now? (Per partition,
+    /// [`is_subscribed_to`](Self::is_subscribed_to) decides.)
+    fn validate_offset_delete(&self, group_id: &str) -> Result<(), Error>;
+
+    /// Whether a member subscribes to `topic` (Kafka's `isSubscribedToTopic`): its offsets
+    /// cannot be deleted then.
+    fn is_subscribed_to(&self, topic: &str) -> bool;
+
+    /// The earliest clock time at which something of this group is due (a session, a
+    /// barrier, a follow-up); `None` if nothing is scheduled.
+    fn next_deadline(&self) -> Option<u64>;
+
+    /// Whether something is due at `now`.
+    fn is_due(&self, now: u64) -> bool {
+        self.next_deadline().is_some_and(|at| at <= now)
+    }
+
+    /// Does everything due at `ctx.now`, returning the members it removed. The caller holds
+    /// the commit gate exclusively (removals install generations).
+    fn handle_due(&mut self, ctx: &mut Ctx<'_>) -> Vec<ExpiredMember>;
+
+    /// `self`, to downcast to the concrete kind.
+    fn as_any(&self) -> &dyn Any;
+
+    /// `self`, to downcast to the concrete kind.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// The concrete kind `G` of `group`, if it is one.
+pub(crate) fn downcast<G: Group>(group: &dyn Group) -> Option<&G> {
+    group.as_any().downcast_ref::<G>()
+}
+
+/// The concrete kind `G` of `group`, if it is one.
+pub(crate) fn downcast_mut<G: Group>(group: &mut dyn Group) -> Option<&mut G> {
+    group.as_any_mut().downcast_mut::<G>()
+}
