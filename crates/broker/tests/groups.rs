@@ -453,3 +453,50 @@ async fn a_join_waiting_at_shutdown_is_answered_not_coordinator() {
     assert_eq!(r.error_code, 16, "NOT_COORDINATOR");
     bounded("stop", stopping).await.unwrap().unwrap();
 }
+
+/// OffsetCommit keeps the metadata a client committed (the memory store keeps it),
+/// OffsetFetch returns it, and metadata over `offset.metadata.max.bytes` is refused for that
+/// partition alone. (Leader epochs travel from OffsetCommit v6 and OffsetFetch v5, above the
+/// versions served.)
+#[tokio::test]
+async fn offset_fetch_returns_the_metadata_a_client_committed() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let mut request = commit("meta", "", -1, &[("t", 0, 7), ("t", 1, 8)]);
+    request.topics[0].partitions[0].committed_metadata = Some(s("checkpoint-7"));
+    request.topics[1].partitions[0].committed_metadata = Some(s(&"x".repeat(4097)));
+    let r = c.call(&request, 3).await;
+    assert_eq!(
+        commit_codes(&r),
+        [0, 12],
+        "OFFSET_METADATA_TOO_LARGE for the second"
+    );
+    let r = c.call(&offset_fetch("meta", &[0, 1]), 3).await;
+    let partitions = &r.topics[0].partitions;
+    assert_eq!(fetched(&r), [7, -1]);
+    assert_eq!(
+        partitions[0].metadata.as_ref().map(|m| m.as_str()),
+        Some("checkpoint-7")
+    );
+}
+
+/// Kafka accepts the empty group id on OffsetCommit, OffsetFetch and DeleteGroups (for
+/// backwards compatibility): OffsetFetch of "" returns that group's offsets, DeleteGroups
+/// of "" deletes it, or answers GROUP_ID_NOT_FOUND (69) when it does not exist. Both
+/// answered UNKNOWN_SERVER_ERROR (-1) before.
+#[tokio::test]
+async fn the_empty_group_id_is_a_group_id_like_any_other() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let delete_empty = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(""))]);
+    let r = c.call(&delete_empty, 2).await;
+    assert_eq!(r.results[0].error_code, 69, "GROUP_ID_NOT_FOUND");
+    let r = c.call(&commit("", "", -1, &[("t", 0, 5)]), 2).await;
+    assert_eq!(commit_codes(&r), [0]);
+    let r = c.call(&offset_fetch("", &[0]), 1).await;
+    assert_eq!((r.error_code, fetched(&r)), (0, vec![5]));
+    let r = c.call(&delete_empty, 2).await;
+    assert_eq!(r.results[0].error_code, 0);
+    let r = c.call(&offset_fetch("", &[0]), 1).await;
+    assert_eq!(fetched(&r), [-1], "deleted with its offsets");
+}

@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use coordinator_core::{Coordinator, Generation, MemberAssignment, OffsetMap, TopicPartition};
+use coordinator_core::{
+    CommittedOffsets, Coordinator, Generation, MemberAssignment, OffsetAndMetadata, OffsetMap,
+    TopicPartition,
+};
 use tracing::{debug, info};
 
 use crate::error::ConsumerError;
@@ -556,6 +559,66 @@ impl Consumer {
         Ok(offsets)
     }
 
+    /// Like [`commit`](Self::commit), with `metadata` beside every committed offset (Kafka's
+    /// `commitSync(Map<TopicPartition, OffsetAndMetadata>)`), read back by
+    /// [`committed_with_metadata`](Self::committed_with_metadata) where the store keeps it.
+    ///
+    /// Errors: those of `commit`, and `OFFSET_METADATA_TOO_LARGE` for metadata longer than
+    /// the coordinator's `offset.metadata.max.bytes`.
+    pub async fn commit_with_metadata(
+        &mut self,
+        metadata: &str,
+    ) -> Result<CommittedOffsets, ConsumerError> {
+        self.ensure_open("commit")?;
+        let offsets: CommittedOffsets = self
+            .positions
+            .iter()
+            .map(|(tp, &o)| {
+                (
+                    tp.clone(),
+                    OffsetAndMetadata::new(o).with_metadata(metadata),
+                )
+            })
+            .collect();
+        match &self.mode {
+            Mode::Subscribed { generation, .. } => {
+                self.coordinator
+                    .commit_with_metadata(
+                        &self.config.group_id,
+                        &self.config.member_id,
+                        *generation,
+                        &offsets,
+                    )
+                    .await?;
+            }
+            Mode::Manual => {
+                self.coordinator
+                    .commit_direct_with_metadata(&self.config.group_id, &offsets)
+                    .await?;
+            }
+            Mode::Idle => {
+                return Err(ConsumerError::illegal_state(
+                    "commit",
+                    "the consumer has neither subscribed nor been assigned partitions",
+                ))
+            }
+        }
+        Ok(offsets)
+    }
+
+    /// The group's committed offset for `tp` with its metadata (empty from a store that
+    /// keeps offsets only).
+    pub async fn committed_with_metadata(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<Option<OffsetAndMetadata>, ConsumerError> {
+        self.ensure_open("read a committed offset")?;
+        Ok(self
+            .coordinator
+            .committed_with_metadata(&self.config.group_id, tp)
+            .await?)
+    }
+
     /// How far this consumer is behind: `max(0, visible end − position)`.
     ///
     /// Errors: `NOT_ASSIGNED`, `NO_POSITION`, `ILLEGAL_STATE` after close; the log's errors.
@@ -994,6 +1057,34 @@ mod tests {
         assert_eq!(a.commit().await.unwrap_err().code(), "ILLEGAL_GENERATION");
         a.refresh_assignment().await.unwrap();
         a.commit().await.unwrap(); // the one allowed store write
+    }
+
+    #[tokio::test]
+    async fn commit_with_metadata_reads_back_through_the_group() {
+        let store = Arc::new(offset_store::MemoryStore::new());
+        let f = Fixture::with_store(1, store.clone());
+        f.fill(0, 3);
+        let mut c = f.consumer("m", Earliest);
+        c.subscribe(&["t"]).await.unwrap();
+        c.poll(10).await.unwrap();
+        c.commit_with_metadata("batch-1").await.unwrap();
+        let read = c.committed_with_metadata(&tp(0)).await.unwrap().unwrap();
+        assert_eq!((read.offset, read.metadata.as_str()), (3, "batch-1"));
+        let too_long = "x".repeat(coordinator_core::DEFAULT_OFFSET_METADATA_MAX_BYTES + 1);
+        let err = c.commit_with_metadata(&too_long).await.unwrap_err();
+        assert_eq!(
+            (err.code(), err.kafka_code()),
+            ("OFFSET_METADATA_TOO_LARGE", Some(12))
+        );
+        assert_eq!(
+            c.committed_with_metadata(&tp(0))
+                .await
+                .unwrap()
+                .unwrap()
+                .metadata,
+            "batch-1",
+            "the refused commit changed nothing"
+        );
     }
 
     #[tokio::test]

@@ -225,6 +225,22 @@ pub enum Error {
         reason: String,
     },
 
+    /// A commit's metadata string is longer than `offset.metadata.max.bytes`.
+    #[error(
+        "the metadata committed with {partition} in group `{group}` is {size} bytes, more \
+         than offset.metadata.max.bytes ({max}): nothing was committed"
+    )]
+    OffsetMetadataTooLarge {
+        /// The group id.
+        group: String,
+        /// The first partition whose metadata is too long.
+        partition: TopicPartition,
+        /// Its metadata's length in bytes.
+        size: usize,
+        /// `offset.metadata.max.bytes`.
+        max: usize,
+    },
+
     /// The offset store failed. Nothing was committed.
     #[error(transparent)]
     Storage(StorageError),
@@ -269,6 +285,8 @@ pub enum ErrorCode {
     FencedInstanceId,
     /// `GROUP_SUBSCRIBED_TO_TOPIC`, Kafka 86.
     GroupSubscribedToTopic,
+    /// `OFFSET_METADATA_TOO_LARGE`, Kafka 12.
+    OffsetMetadataTooLarge,
 }
 
 impl ErrorCode {
@@ -291,6 +309,7 @@ impl ErrorCode {
         ErrorCode::MemberIdRequired,
         ErrorCode::FencedInstanceId,
         ErrorCode::GroupSubscribedToTopic,
+        ErrorCode::OffsetMetadataTooLarge,
     ];
 
     /// The stable name, e.g. `ILLEGAL_GENERATION`.
@@ -313,6 +332,7 @@ impl ErrorCode {
             ErrorCode::MemberIdRequired => "MEMBER_ID_REQUIRED",
             ErrorCode::FencedInstanceId => "FENCED_INSTANCE_ID",
             ErrorCode::GroupSubscribedToTopic => "GROUP_SUBSCRIBED_TO_TOPIC",
+            ErrorCode::OffsetMetadataTooLarge => "OFFSET_METADATA_TOO_LARGE",
         }
     }
 
@@ -333,6 +353,7 @@ impl ErrorCode {
             ErrorCode::MemberIdRequired => Some(79),
             ErrorCode::FencedInstanceId => Some(82),
             ErrorCode::GroupSubscribedToTopic => Some(86),
+            ErrorCode::OffsetMetadataTooLarge => Some(12),
             ErrorCode::NotPartitionOwner
             | ErrorCode::InvalidArgument
             | ErrorCode::AssignorFailed => None,
@@ -367,6 +388,7 @@ impl Error {
         "MEMBER_ID_REQUIRED",
         "FENCED_INSTANCE_ID",
         "GROUP_SUBSCRIBED_TO_TOPIC",
+        "OFFSET_METADATA_TOO_LARGE",
     ];
 
     /// The error's code, to match on (never match on [`code`](Self::code)'s string).
@@ -390,6 +412,7 @@ impl Error {
             Error::FencedInstanceId { .. } => ErrorCode::FencedInstanceId,
             Error::GroupSubscribedToTopic { .. } => ErrorCode::GroupSubscribedToTopic,
             Error::AssignorFailed { .. } => ErrorCode::AssignorFailed,
+            Error::OffsetMetadataTooLarge { .. } => ErrorCode::OffsetMetadataTooLarge,
             Error::Storage(e) => e.error_code(),
         }
     }
@@ -421,7 +444,8 @@ impl Error {
             | Error::InvalidGroupId { .. }
             | Error::InvalidSessionTimeout { .. }
             | Error::GroupMaxSizeReached { .. }
-            | Error::GroupSubscribedToTopic { .. } => ErrorClass::InvalidRequest,
+            | Error::GroupSubscribedToTopic { .. }
+            | Error::OffsetMetadataTooLarge { .. } => ErrorClass::InvalidRequest,
             // Another instance took this static member's place: retrying cannot help.
             Error::FencedInstanceId { .. } => ErrorClass::Fatal,
             Error::Storage(e) if e.kind() == StorageErrorKind::InvalidOffset => {

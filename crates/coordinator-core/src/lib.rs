@@ -221,7 +221,8 @@ pub use coordinator::{
     Coordinator, CoordinatorBuilder, CoordinatorConfig, ExpiredMember, GroupSettings, Offsets,
     DEFAULT_EMPTY_GROUP_GRACE_MS, DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS,
     DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS, DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
-    DEFAULT_OFFSETS_RETENTION_MS, DEFAULT_SESSION_TIMEOUT_MS, NEW_MEMBER_JOIN_TIMEOUT_MS,
+    DEFAULT_OFFSETS_RETENTION_MS, DEFAULT_OFFSET_METADATA_MAX_BYTES, DEFAULT_SESSION_TIMEOUT_MS,
+    NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
 pub use error::{Error, ErrorClass, ErrorCode, StorageError, StorageErrorKind};
 pub use group::chapter::{GroupDescription, MemberAssignment, MemberDescription};
@@ -244,7 +245,10 @@ pub use ports::clock::{ClockWentBackwards, ManualClock, MonotonicClock};
 pub use ports::member_ids::{RandomMemberIds, SequentialMemberIds};
 pub use ports::offset_store::validate_offsets;
 pub use ports::{Assignor, Clock, CommitFence, MemberIdSource, OffsetStore, TopicMetadata};
-pub use types::{Generation, GroupState, OffsetMap, TopicPartition};
+pub use types::{
+    offsets_of, with_no_metadata, CommittedOffsets, Generation, GroupState, OffsetAndMetadata,
+    OffsetMap, TopicPartition,
+};
 
 /// mockall mocks of the ports, for tests in this and other crates (feature `mocks`).
 #[cfg(any(test, feature = "mocks"))]

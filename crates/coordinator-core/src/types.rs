@@ -59,6 +59,66 @@ impl fmt::Debug for TopicPartition {
 /// coordinator and every store reject negative values with `INVALID_ARGUMENT`).
 pub type OffsetMap = BTreeMap<TopicPartition, i64>;
 
+/// Kafka's `OffsetAndMetadata`: a committed offset and what came with it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct OffsetAndMetadata {
+    /// The next offset to read; never negative.
+    pub offset: i64,
+    /// The leader epoch of the last record the committer consumed (KIP-320), if it sent one.
+    pub leader_epoch: Option<i32>,
+    /// The committer's metadata string (empty if it sent none), at most
+    /// `offset.metadata.max.bytes` long
+    /// ([`CoordinatorBuilder::offset_metadata_max_bytes`](crate::CoordinatorBuilder::offset_metadata_max_bytes)).
+    pub metadata: String,
+    /// When the coordinator accepted the commit, in its [`Clock`](crate::Clock)'s
+    /// milliseconds; set by the coordinator, whatever a request carries. 0 from a store that
+    /// keeps offsets only.
+    pub commit_timestamp_ms: u64,
+}
+
+impl OffsetAndMetadata {
+    /// An offset with no leader epoch, no metadata and no commit time yet.
+    pub fn new(offset: i64) -> Self {
+        OffsetAndMetadata {
+            offset,
+            ..OffsetAndMetadata::default()
+        }
+    }
+
+    /// The same, with `metadata`.
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: impl Into<String>) -> Self {
+        self.metadata = metadata.into();
+        self
+    }
+
+    /// The same, with a leader epoch.
+    #[must_use]
+    pub fn with_leader_epoch(mut self, epoch: Option<i32>) -> Self {
+        self.leader_epoch = epoch;
+        self
+    }
+}
+
+/// A group's committed offsets with their metadata: partition → [`OffsetAndMetadata`].
+pub type CommittedOffsets = BTreeMap<TopicPartition, OffsetAndMetadata>;
+
+/// `offsets` with no leader epoch and no metadata.
+pub fn with_no_metadata(offsets: &OffsetMap) -> CommittedOffsets {
+    offsets
+        .iter()
+        .map(|(tp, &o)| (tp.clone(), OffsetAndMetadata::new(o)))
+        .collect()
+}
+
+/// The offsets alone of `committed`.
+pub fn offsets_of(committed: &CommittedOffsets) -> OffsetMap {
+    committed
+        .iter()
+        .map(|(tp, o)| (tp.clone(), o.offset))
+        .collect()
+}
+
 /// A group's generation: the authority token of one complete assignment.
 ///
 /// Starts at 0 when the group is created and grows by exactly one per rebalance. A request

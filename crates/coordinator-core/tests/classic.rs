@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use common::{TestStore, Topics};
 use coordinator_core::{
-    ClassicProtocol, CommitAuthority, Coordinator, Error, Generation, GroupKind, GroupState,
-    JoinGroupRequest, JoinGroupResponse, LeavingMember, ManualClock, OffsetCommitRequest,
-    OffsetMap, SequentialMemberIds, SyncAssignment, SyncGroupRequest, SyncGroupResponse,
-    TopicPartition,
+    with_no_metadata, ClassicProtocol, CommitAuthority, Coordinator, Error, Generation, GroupKind,
+    GroupState, JoinGroupRequest, JoinGroupResponse, LeavingMember, ManualClock,
+    OffsetCommitRequest, OffsetMap, SequentialMemberIds, SyncAssignment, SyncGroupRequest,
+    SyncGroupResponse, TopicPartition,
 };
 use tokio::task::JoinHandle;
 
@@ -111,7 +111,10 @@ fn commit_req(
     OffsetCommitRequest {
         group_id: group.into(),
         authority: CommitAuthority::generation(generation, member, None),
-        offsets: OffsetMap::from([(TopicPartition::new("orders", 0), offset)]),
+        offsets: with_no_metadata(&OffsetMap::from([(
+            TopicPartition::new("orders", 0),
+            offset,
+        )])),
     }
 }
 

@@ -28,10 +28,10 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use common::{ModuloAssignor, Rng, TestStore, Topics};
 use coordinator_core::{
-    ClassicProtocol, CommitAuthority, CommitFence, Coordinator, Error, Generation,
-    JoinGroupRequest, JoinGroupResponse, LeavingMember, ManualClock, OffsetCommitRequest,
-    OffsetMap, OffsetStore, SequentialMemberIds, StorageError, SyncAssignment, SyncGroupRequest,
-    SyncGroupResponse, TopicPartition,
+    with_no_metadata, ClassicProtocol, CommitAuthority, CommitFence, Coordinator, Error,
+    Generation, JoinGroupRequest, JoinGroupResponse, LeavingMember, ManualClock,
+    OffsetCommitRequest, OffsetMap, OffsetStore, SequentialMemberIds, StorageError, SyncAssignment,
+    SyncGroupRequest, SyncGroupResponse, TopicPartition,
 };
 use tokio::task::JoinHandle;
 
@@ -364,7 +364,10 @@ impl Run {
                             id.clone(),
                             None,
                         ),
-                        offsets: OffsetMap::from([(TopicPartition::new("orders", i as u32), tag)]),
+                        offsets: with_no_metadata(&OffsetMap::from([(
+                            TopicPartition::new("orders", i as u32),
+                            tag,
+                        )])),
                     };
                     let c = self.c.clone();
                     // Not awaited, and not even started: the commit races whatever the next

@@ -28,8 +28,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use common::*;
 use coordinator_core::{
-    CommitAuthority, CommitFence, Coordinator, Error, ManualClock, OffsetMap, OffsetStore,
-    StorageError, TopicPartition,
+    with_no_metadata, CommitAuthority, CommitFence, Coordinator, Error, ManualClock, OffsetMap,
+    OffsetStore, StorageError, TopicPartition,
 };
 use tokio::sync::Mutex;
 
@@ -377,7 +377,10 @@ async fn classic_schedule(seed: u64) -> Outcome {
                 let request = OffsetCommitRequest {
                     group_id: "g".into(),
                     authority: CommitAuthority::generation(Some(generation), anchor.clone(), None),
-                    offsets: OffsetMap::from([(TopicPartition::new("orders", k as u32), tag)]),
+                    offsets: with_no_metadata(&OffsetMap::from([(
+                        TopicPartition::new("orders", k as u32),
+                        tag,
+                    )])),
                 };
                 match c.offsets().commit(&request).await {
                     Ok(()) => {}

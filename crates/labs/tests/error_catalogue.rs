@@ -147,6 +147,16 @@ async fn provoke_all() -> Vec<Seen> {
     seen.push(consumer(plain.subscribe(&["orders"]).await.unwrap_err()));
     // NON_EMPTY_GROUP: only an Empty group can be deleted.
     seen.push(core(c.delete_group("picky").await.unwrap_err()));
+    // OFFSET_METADATA_TOO_LARGE: metadata over offset.metadata.max.bytes.
+    let long = coordinator_core::OffsetAndMetadata::new(1)
+        .with_metadata("m".repeat(coordinator_core::DEFAULT_OFFSET_METADATA_MAX_BYTES + 1));
+    let too_long: coordinator_core::CommittedOffsets =
+        [(TopicPartition::new("orders", 0), long)].into();
+    seen.push(core(
+        c.commit_direct_with_metadata("manual", &too_long)
+            .await
+            .unwrap_err(),
+    ));
     // The classic protocol's own codes.
     seen.extend(provoke_classic().await);
     // ASSIGNOR_FAILED

@@ -6,15 +6,17 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use coordinator_core::{
-    validate_offsets, CommitFence, OffsetMap, OffsetStore, StorageError, StorageErrorKind,
-    TopicPartition,
+    offsets_of, validate_offsets, CommitFence, CommittedOffsets, OffsetAndMetadata, OffsetMap,
+    OffsetStore, StorageError, StorageErrorKind, TopicPartition,
 };
 
-/// One group's offsets behind its own lock.
-type Shard = Arc<Mutex<OffsetMap>>;
+/// One group's offsets, with their metadata, behind its own lock.
+type Shard = Arc<Mutex<CommittedOffsets>>;
 
 /// An in-memory [`OffsetStore`]: nothing survives the process. For tests, benches and
-/// deployments that keep offsets elsewhere.
+/// deployments that keep offsets elsewhere. It keeps Kafka's whole [`OffsetAndMetadata`]
+/// (leader epoch, metadata string, commit time); a plain [`commit`](OffsetStore::commit)
+/// stores an offset with none.
 ///
 /// Each group has its own mutex, found through a map that is write-locked only when a group
 /// is seen for the first time, so commits to different groups do not contend. The locks are
@@ -81,7 +83,22 @@ impl MemoryStore {
         validate_offsets(group, offsets)?;
         self.injected_commit_failure()?;
         if !offsets.is_empty() {
-            merge(&mut lock(&self.shard(group)), offsets);
+            lock(&self.shard(group)).extend(
+                offsets
+                    .iter()
+                    .map(|(tp, &o)| (tp.clone(), OffsetAndMetadata::new(o))),
+            );
+        }
+        Ok(())
+    }
+
+    fn commit_full_now(&self, group: &str, offsets: &CommittedOffsets) -> Result<(), StorageError> {
+        if let Some((tp, o)) = offsets.iter().find(|(_, o)| o.offset < 0) {
+            return Err(StorageError::invalid_offset(group, tp, o.offset));
+        }
+        self.injected_commit_failure()?;
+        if !offsets.is_empty() {
+            lock(&self.shard(group)).extend(offsets.iter().map(|(tp, o)| (tp.clone(), o.clone())));
         }
         Ok(())
     }
@@ -94,14 +111,14 @@ impl MemoryStore {
             .map(|(group, shard)| (group.clone(), Arc::clone(shard)))
             .collect();
         // Locked in group-id order, and all held while copying.
-        let guards: Vec<(&String, MutexGuard<'_, OffsetMap>)> = shards
+        let guards: Vec<(&String, MutexGuard<'_, CommittedOffsets>)> = shards
             .iter()
             .map(|(group, shard)| (group, lock(shard)))
             .collect();
         guards
             .iter()
             .filter(|(_, offsets)| !offsets.is_empty())
-            .map(|(group, offsets)| ((*group).clone(), (**offsets).clone()))
+            .map(|(group, offsets)| ((*group).clone(), offsets_of(offsets)))
             .collect()
     }
 
@@ -154,12 +171,8 @@ fn injected(what: &str) -> StorageError {
 
 /// Shard updates cannot be left half-done by a panic (an insert either happened or did not),
 /// so a poisoned shard is still consistent.
-fn lock(shard: &Mutex<OffsetMap>) -> MutexGuard<'_, OffsetMap> {
+fn lock(shard: &Mutex<CommittedOffsets>) -> MutexGuard<'_, CommittedOffsets> {
     shard.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn merge(into: &mut OffsetMap, offsets: &OffsetMap) {
-    into.extend(offsets.iter().map(|(tp, &o)| (tp.clone(), o)));
 }
 
 #[async_trait]
@@ -172,7 +185,7 @@ impl OffsetStore for MemoryStore {
         self.injected_read_failure()?;
         Ok(self
             .existing_shard(group)
-            .and_then(|shard| lock(&shard).get(tp).copied()))
+            .and_then(|shard| lock(&shard).get(tp).map(|o| o.offset)))
     }
 
     /// The write happens before this returns, so the fence only has to outlive the call.
@@ -226,8 +239,30 @@ impl OffsetStore for MemoryStore {
         self.injected_read_failure()?;
         Ok(self
             .existing_shard(group)
+            .map(|shard| offsets_of(&lock(&shard)))
+            .unwrap_or_default())
+    }
+
+    fn keeps_metadata(&self) -> bool {
+        true
+    }
+
+    async fn list_with_metadata(&self, group: &str) -> Result<CommittedOffsets, StorageError> {
+        self.injected_read_failure()?;
+        Ok(self
+            .existing_shard(group)
             .map(|shard| lock(&shard).clone())
             .unwrap_or_default())
+    }
+
+    /// The write happens before this returns, so the fence only has to outlive the call.
+    async fn commit_with_metadata(
+        &self,
+        group: &str,
+        offsets: &CommittedOffsets,
+        _fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        self.commit_full_now(group, offsets)
     }
 }
 
@@ -300,6 +335,46 @@ mod tests {
             StorageErrorKind::Io,
             "the injected failure was still pending"
         );
+    }
+
+    #[tokio::test]
+    async fn keeps_metadata_and_a_plain_commit_clears_it() {
+        let store = MemoryStore::new();
+        let tp = TopicPartition::new("t", 0);
+        let full: CommittedOffsets = [(
+            tp.clone(),
+            OffsetAndMetadata {
+                offset: 5,
+                leader_epoch: Some(3),
+                metadata: "checkpoint-5".into(),
+                commit_timestamp_ms: 77,
+            },
+        )]
+        .into();
+        store
+            .commit_with_metadata("g", &full, CommitFence::none())
+            .await
+            .unwrap();
+        assert!(store.keeps_metadata());
+        assert_eq!(store.list_with_metadata("g").await.unwrap(), full);
+        assert_eq!(store.list("g").await.unwrap(), offsets(&[("t", 0, 5)]));
+        assert_eq!(store.committed("g", &tp).await.unwrap(), Some(5));
+        store
+            .commit("g", &offsets(&[("t", 0, 6)]), CommitFence::none())
+            .await
+            .unwrap();
+        assert_eq!(
+            store.list_with_metadata("g").await.unwrap()[&tp],
+            OffsetAndMetadata::new(6)
+        );
+        let mut negative = full.clone();
+        negative.get_mut(&tp).unwrap().offset = -1;
+        let err = store
+            .commit_with_metadata("g", &negative, CommitFence::none())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), StorageErrorKind::InvalidOffset);
+        assert_eq!(store.list("g").await.unwrap(), offsets(&[("t", 0, 6)]));
     }
 
     #[tokio::test]

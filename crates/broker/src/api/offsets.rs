@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 
 use coordinator_core::{
-    CommitAuthority, OffsetCommitRequest as CoreCommit, OffsetMap, TopicMetadata, TopicPartition,
+    CommitAuthority, CommittedOffsets, OffsetAndMetadata, OffsetCommitRequest as CoreCommit,
+    TopicMetadata, TopicPartition,
 };
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponsePartition, OffsetFetchResponseTopic,
@@ -19,9 +20,6 @@ use tracing::debug;
 use super::groups::{code, generation};
 use super::{codes, Call};
 
-/// Kafka's `offset.metadata.max.bytes`.
-const MAX_METADATA: usize = 4096;
-
 /// The partition if its topic and number exist in the log.
 fn existing(call: &Call<'_>, topic: &str, partition: i32) -> Option<TopicPartition> {
     let p = u32::try_from(partition).ok()?;
@@ -32,24 +30,37 @@ fn existing(call: &Call<'_>, topic: &str, partition: i32) -> Option<TopicPartiti
 pub(super) async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
     // Per (topic index, partition index): a code decided before the coordinator is asked.
     let mut early: BTreeMap<(usize, usize), i16> = BTreeMap::new();
-    let mut offsets = OffsetMap::new();
+    let mut offsets = CommittedOffsets::new();
+    let max_metadata = call.context.coordinator.config().offset_metadata_max_bytes;
     for (t, topic) in request.topics.iter().enumerate() {
         for (p, partition) in topic.partitions.iter().enumerate() {
             let too_large = partition
                 .committed_metadata
                 .as_ref()
-                .is_some_and(|m| m.len() > MAX_METADATA);
+                .is_some_and(|m| m.len() > max_metadata);
             let checked = match existing(call, &topic.name, partition.partition_index) {
                 None => Err(codes::UNKNOWN_TOPIC_OR_PARTITION),
                 Some(_) if too_large => Err(codes::OFFSET_METADATA_TOO_LARGE),
-                // The core keeps offsets only, never negative ones; Kafka would store a
-                // negative offset. No client commits one.
+                // The core never keeps a negative offset; Kafka would store one. No client
+                // commits one.
                 Some(_) if partition.committed_offset < 0 => Err(codes::INVALID_REQUEST),
                 Some(tp) => Ok(tp),
             };
             match checked {
                 Ok(tp) => {
-                    offsets.insert(tp, partition.committed_offset);
+                    let metadata = partition
+                        .committed_metadata
+                        .as_ref()
+                        .map(|m| m.to_string())
+                        .unwrap_or_default();
+                    // -1 (v6+) or absent (older versions): no leader epoch.
+                    let epoch = Some(partition.committed_leader_epoch).filter(|&e| e >= 0);
+                    offsets.insert(
+                        tp,
+                        OffsetAndMetadata::new(partition.committed_offset)
+                            .with_metadata(metadata)
+                            .with_leader_epoch(epoch),
+                    );
                 }
                 Err(code) => {
                     early.insert((t, p), code);
@@ -104,12 +115,18 @@ pub(super) async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> Off
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-/// OffsetFetch v1-3: the group's committed offsets; -1 for none. An unknown group has none
-/// and is no error (Kafka's behaviour). Commit metadata is not kept: it reads back empty.
+/// OffsetFetch v1-3: the group's committed offsets with the metadata they were committed
+/// with; -1 for none. An unknown group has none and is no error, and the empty group id is a
+/// group id like any other (Kafka's behaviour). A store that keeps offsets only (the JSON
+/// file) reads the metadata back empty.
 pub(super) async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchResponse {
     let coordinator = &call.context.coordinator;
     let group = request.group_id.as_str();
-    let committed = match coordinator.committed_offsets(group).await {
+    let committed = match coordinator
+        .offsets()
+        .fetch(group, &CommitAuthority::Plain)
+        .await
+    {
         Ok(map) => map,
         Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND => Default::default(),
         Err(e) => {
@@ -141,11 +158,14 @@ pub(super) async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> Offse
                 );
         }
     };
-    let partition = |index: i32, offset: Option<i64>| {
+    let partition = |index: i32, offset: Option<&OffsetAndMetadata>| {
         OffsetFetchResponsePartition::default()
             .with_partition_index(index)
-            .with_committed_offset(offset.unwrap_or(-1))
-            .with_metadata(Some(StrBytes::default()))
+            .with_committed_offset(offset.map_or(-1, |o| o.offset))
+            .with_committed_leader_epoch(offset.and_then(|o| o.leader_epoch).unwrap_or(-1))
+            .with_metadata(Some(StrBytes::from_string(
+                offset.map(|o| o.metadata.clone()).unwrap_or_default(),
+            )))
     };
     let topics: Vec<OffsetFetchResponseTopic> = match request.topics {
         Some(topics) => topics
@@ -156,9 +176,7 @@ pub(super) async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> Offse
                     .iter()
                     .map(|&p| {
                         let offset = u32::try_from(p).ok().and_then(|p| {
-                            committed
-                                .get(&TopicPartition::new(t.name.0.as_str(), p))
-                                .copied()
+                            committed.get(&TopicPartition::new(t.name.0.as_str(), p))
                         });
                         partition(p, offset)
                     })
@@ -172,7 +190,7 @@ pub(super) async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> Offse
         None => {
             let mut topics: Vec<OffsetFetchResponseTopic> = Vec::new();
             for (tp, offset) in &committed {
-                let entry = partition(tp.partition() as i32, Some(*offset));
+                let entry = partition(tp.partition() as i32, Some(offset));
                 match topics.last_mut() {
                     Some(last) if last.name.0.as_str() == tp.topic() => last.partitions.push(entry),
                     _ => topics.push(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tracing::info;
 
-use super::{not_found, require, Coordinator, GroupCell};
+use super::{not_found, Coordinator, GroupCell};
 use crate::error::Error;
 use crate::group::ListedGroup;
 use crate::ports::CommitFence;
@@ -42,13 +42,13 @@ impl Coordinator {
     }
 
     /// Deletes an Empty group and its committed offsets (Kafka's DeleteGroups). A group
-    /// known only by its offsets counts as Empty.
+    /// known only by its offsets counts as Empty. The empty group id is a group id like any
+    /// other, as in Kafka (which accepts it on DeleteGroups, OffsetCommit and OffsetFetch for
+    /// backwards compatibility).
     ///
-    /// Errors: `INVALID_ARGUMENT`; `GROUP_ID_NOT_FOUND` for a group the coordinator does not
-    /// know; `NON_EMPTY_GROUP` (68) while it has members; `STORAGE_ERROR` if the offsets
+    /// Errors: `GROUP_ID_NOT_FOUND` for a group the coordinator does not know; `NON_EMPTY_GROUP` (68) while it has members; `STORAGE_ERROR` if the offsets
     /// cannot be deleted (then nothing changed).
     pub async fn delete_group(&self, group_id: &str) -> Result<(), Error> {
-        require("group id", group_id)?;
         let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
         // Exclusive: no join can make the group non-empty, and no commit can land, while
         // its offsets are deleted. Shared with the store's fence, so a caller that drops

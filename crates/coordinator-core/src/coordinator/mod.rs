@@ -29,10 +29,12 @@ use crate::ports::{Assignor, Clock, MemberIdSource, OffsetStore, TopicMetadata};
 use crate::types::Generation;
 
 pub(crate) use entry::{GroupCell, GroupEntry};
-pub(crate) use offsets::check_offsets;
+pub(crate) use offsets::Batch;
 pub use offsets::Offsets;
 use timers::Timers;
 
+/// Kafka's default `offset.metadata.max.bytes`.
+pub const DEFAULT_OFFSET_METADATA_MAX_BYTES: usize = 4096;
 /// Kafka's default `session.timeout.ms` (45 s).
 pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 45_000;
 /// Kafka's default `offsets.retention.minutes` (7 days), in milliseconds.
@@ -73,6 +75,9 @@ pub struct CoordinatorConfig {
     /// How long an Empty group without committed offsets is kept before it is removed
     /// (default 10 minutes, Kafka's `offsets.retention.check.interval.ms`).
     pub empty_group_grace_ms: u64,
+    /// Kafka's `offset.metadata.max.bytes` (default 4096): the longest metadata string a
+    /// commit may carry, in bytes; a longer one is refused with `OFFSET_METADATA_TOO_LARGE`.
+    pub offset_metadata_max_bytes: usize,
 }
 
 /// Settings of Kafka's classic groups, with Kafka's names.
@@ -115,6 +120,7 @@ impl Default for CoordinatorConfig {
             groups: GroupSettings::default(),
             offsets_retention_ms: DEFAULT_OFFSETS_RETENTION_MS,
             empty_group_grace_ms: DEFAULT_EMPTY_GROUP_GRACE_MS,
+            offset_metadata_max_bytes: DEFAULT_OFFSET_METADATA_MAX_BYTES,
         }
     }
 }
@@ -204,6 +210,14 @@ impl CoordinatorBuilder {
     #[must_use]
     pub fn offsets_retention_ms(mut self, ms: u64) -> Self {
         self.config.offsets_retention_ms = ms;
+        self
+    }
+
+    /// Kafka's `offset.metadata.max.bytes`: the longest metadata string a commit may carry
+    /// (default [`DEFAULT_OFFSET_METADATA_MAX_BYTES`]).
+    #[must_use]
+    pub fn offset_metadata_max_bytes(mut self, bytes: usize) -> Self {
+        self.config.offset_metadata_max_bytes = bytes;
         self
     }
 

@@ -2,6 +2,7 @@
 //! and OffsetDelete (Kafka's `OffsetMetadataManager`). Every write holds the group's commit
 //! gate until the store has made it visible: see [`concurrency`](super::concurrency).
 
+use std::collections::btree_map;
 use std::sync::Arc;
 
 use tracing::info;
@@ -10,8 +11,8 @@ use super::{not_found, require, Coordinator, GroupEntry};
 use crate::error::Error;
 use crate::group::classic::OffsetCommitRequest;
 use crate::group::CommitAuthority;
-use crate::ports::CommitFence;
-use crate::types::{OffsetMap, TopicPartition};
+use crate::ports::{CommitFence, OffsetStore};
+use crate::types::{CommittedOffsets, OffsetAndMetadata, OffsetMap, TopicPartition};
 
 /// Committed offsets of every kind of group, as Kafka's OffsetCommit, OffsetFetch and
 /// OffsetDelete reach them (`coordinator.offsets()`). The group's kind validates the
@@ -29,11 +30,30 @@ impl Coordinator {
 
     /// Commits offsets for `group` straight to the store, with no membership or generation
     /// checks: the path of a consumer with a manual assignment (the chapter's direct
-    /// commits). The group's offsets then follow the group lifecycle (they expire `offsets_retention_ms` after the group is, or
-    /// became, Empty; a simple group's after its last commit).
+    /// commits). The group's offsets then follow the group lifecycle (see
+    /// [`handle_timeout`](Self::handle_timeout)).
     pub async fn commit_direct(&self, group_id: &str, offsets: &OffsetMap) -> Result<(), Error> {
+        self.commit_direct_batch(group_id, Batch::Plain(offsets))
+            .await
+    }
+
+    /// [`commit_direct`](Self::commit_direct) with each offset's leader epoch and metadata
+    /// (Kafka's `OffsetAndMetadata`; the commit time is set here).
+    ///
+    /// Errors: `INVALID_ARGUMENT` (empty group id, negative offset),
+    /// `OFFSET_METADATA_TOO_LARGE`, `STORAGE_ERROR`.
+    pub async fn commit_direct_with_metadata(
+        &self,
+        group_id: &str,
+        offsets: &CommittedOffsets,
+    ) -> Result<(), Error> {
+        self.commit_direct_batch(group_id, Batch::Full(offsets))
+            .await
+    }
+
+    async fn commit_direct_batch(&self, group_id: &str, batch: Batch<'_>) -> Result<(), Error> {
         require("group id", group_id)?;
-        if !check_offsets(offsets)? {
+        if !batch.check(group_id, self.config.offset_metadata_max_bytes)? {
             return Ok(());
         }
         let (cell, gate) = loop {
@@ -48,10 +68,10 @@ impl Coordinator {
             break (cell, gate);
         };
         drop(cell);
-        self.store
-            .commit(group_id, offsets, CommitFence::gate(gate))
-            .await?;
-        Ok(())
+        let now = self.clock.now_ms();
+        batch
+            .write(&*self.store, group_id, now, CommitFence::gate(gate))
+            .await
     }
 
     /// The committed next offset of `tp` for `group` (any group id, as Kafka's OffsetFetch).
@@ -70,9 +90,20 @@ impl Coordinator {
         Ok(self.store.list(group_id).await?)
     }
 
+    /// The committed offset of `tp` for `group` with its leader epoch, metadata and commit
+    /// time (as far as the store keeps them: see
+    /// [`OffsetStore::keeps_metadata`](crate::OffsetStore::keeps_metadata)).
+    pub async fn committed_with_metadata(
+        &self,
+        group_id: &str,
+        tp: &TopicPartition,
+    ) -> Result<Option<OffsetAndMetadata>, Error> {
+        require("group id", group_id)?;
+        Ok(self.store.list_with_metadata(group_id).await?.remove(tp))
+    }
+
     /// The bookkeeping of every commit about to be written, under the group's state lock:
-    /// the store may hold offsets of the group now, and a simple group's retention restarts
-    /// (its offsets expire counted from its last commit).
+    /// the store may hold offsets of the group now.
     fn note_commit(&self, entry: &mut GroupEntry) {
         let now = self.clock.now_ms();
         entry.has_offsets = true;
@@ -103,6 +134,104 @@ impl Coordinator {
     }
 }
 
+/// The offsets of one commit: bare offsets (the chapter's calls), or Kafka's
+/// `OffsetAndMetadata` (the wire, and the `_with_metadata` calls). Bare offsets go to the
+/// store's `commit` as they are, so the chapter's hot path copies nothing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Batch<'a> {
+    Plain(&'a OffsetMap),
+    Full(&'a CommittedOffsets),
+}
+
+/// The partitions of a [`Batch`], in order (no allocation on the commit path).
+pub(crate) enum Partitions<'a> {
+    Plain(btree_map::Keys<'a, TopicPartition, i64>),
+    Full(btree_map::Keys<'a, TopicPartition, OffsetAndMetadata>),
+}
+
+impl<'a> Iterator for Partitions<'a> {
+    type Item = &'a TopicPartition;
+
+    fn next(&mut self) -> Option<&'a TopicPartition> {
+        match self {
+            Partitions::Plain(k) => k.next(),
+            Partitions::Full(k) => k.next(),
+        }
+    }
+}
+
+impl Batch<'_> {
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            Batch::Plain(o) => o.is_empty(),
+            Batch::Full(o) => o.is_empty(),
+        }
+    }
+
+    pub(crate) fn partitions(&self) -> Partitions<'_> {
+        match self {
+            Batch::Plain(o) => Partitions::Plain(o.keys()),
+            Batch::Full(o) => Partitions::Full(o.keys()),
+        }
+    }
+
+    /// The checks every commit makes before the store sees it: no negative offset
+    /// (`INVALID_ARGUMENT`), no metadata longer than `max` bytes (Kafka's
+    /// `offset.metadata.max.bytes`: `OFFSET_METADATA_TOO_LARGE`). Returns whether there is
+    /// anything to write.
+    pub(crate) fn check(&self, group_id: &str, max: usize) -> Result<bool, Error> {
+        let negative = |tp: &TopicPartition, offset: i64| {
+            Error::invalid("offset", format!("{tp}: offset {offset} is negative"))
+        };
+        match self {
+            Batch::Plain(o) => {
+                if let Some((tp, &offset)) = o.iter().find(|(_, &v)| v < 0) {
+                    return Err(negative(tp, offset));
+                }
+            }
+            Batch::Full(o) => {
+                for (tp, m) in o.iter() {
+                    if m.offset < 0 {
+                        return Err(negative(tp, m.offset));
+                    }
+                    if m.metadata.len() > max {
+                        return Err(Error::OffsetMetadataTooLarge {
+                            group: group_id.to_string(),
+                            partition: tp.clone(),
+                            size: m.metadata.len(),
+                            max,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(!self.is_empty())
+    }
+
+    /// Writes the batch, the full form stamped with the commit time `now`.
+    pub(crate) async fn write(
+        self,
+        store: &dyn OffsetStore,
+        group_id: &str,
+        now: u64,
+        fence: CommitFence,
+    ) -> Result<(), Error> {
+        match self {
+            Batch::Plain(o) => store.commit(group_id, o, fence).await?,
+            Batch::Full(o) => {
+                let mut stamped = o.clone();
+                for m in stamped.values_mut() {
+                    m.commit_timestamp_ms = now;
+                }
+                store
+                    .commit_with_metadata(group_id, &stamped, fence)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Offsets<'_> {
     /// Kafka's OffsetCommit, for a group of any kind (the caller checked that the topics and
     /// partitions exist, as Kafka's front does). The group's kind validates the request's
@@ -126,7 +255,8 @@ impl Offsets<'_> {
         let c = self.coordinator;
         let group_id = req.group_id.as_str();
         let authority = &req.authority;
-        let anything = check_offsets(&req.offsets)?;
+        let batch = Batch::Full(&req.offsets);
+        let anything = batch.check(group_id, c.config.offset_metadata_max_bytes)?;
         let (cell, gate) = loop {
             let cell = match c.group(group_id) {
                 Some(cell) => cell,
@@ -170,20 +300,20 @@ impl Offsets<'_> {
             break (cell, gate);
         };
         drop(cell);
-        c.store
-            .commit(group_id, &req.offsets, CommitFence::gate(gate))
-            .await?;
-        Ok(())
+        let now = c.clock.now_ms();
+        batch
+            .write(&*c.store, group_id, now, CommitFence::gate(gate))
+            .await
     }
 
-    /// Kafka's OffsetFetch: the committed offsets of `partitions` of `group` (all of them
-    /// with `None`). Any group id may be read, the empty one included, as in Kafka; a group
-    /// the coordinator does not know has no offsets.
+    /// Kafka's OffsetFetch: every committed offset of `group` with its metadata (as far as
+    /// the store keeps it). Any group id may be read, the empty one included, as in Kafka; a
+    /// group nobody committed for has no offsets. The group's kind validates `authority`.
     pub async fn fetch(
         self,
         group_id: &str,
         authority: &CommitAuthority,
-    ) -> Result<OffsetMap, Error> {
+    ) -> Result<CommittedOffsets, Error> {
         let c = self.coordinator;
         if let Some(cell) = c.group(group_id) {
             let entry = cell.lock();
@@ -191,7 +321,7 @@ impl Offsets<'_> {
                 group.validate_offset_fetch(authority)?;
             }
         }
-        Ok(c.store.list(group_id).await?)
+        Ok(c.store.list_with_metadata(group_id).await?)
     }
 
     /// Kafka's OffsetDelete: deletes the committed offsets of `partitions`. Returns each
@@ -263,16 +393,5 @@ impl Offsets<'_> {
         }
         drop(gate);
         Ok(results)
-    }
-}
-
-/// Refuses negative offsets; returns whether there is anything to write.
-pub(crate) fn check_offsets(offsets: &OffsetMap) -> Result<bool, Error> {
-    match offsets.iter().find(|(_, &o)| o < 0) {
-        Some((tp, offset)) => Err(Error::invalid(
-            "offset",
-            format!("{tp}: offset {offset} is negative"),
-        )),
-        None => Ok(!offsets.is_empty()),
     }
 }

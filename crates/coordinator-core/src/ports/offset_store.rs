@@ -7,12 +7,16 @@ use async_trait::async_trait;
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 
 use crate::error::StorageError;
-use crate::types::{OffsetMap, TopicPartition};
+use crate::types::{offsets_of, CommittedOffsets, OffsetAndMetadata, OffsetMap, TopicPartition};
 
 /// Durable committed offsets, per group.
 ///
 /// Object-safe (`Arc<dyn OffsetStore>`), `async` so that a store may do blocking or network
-/// I/O without holding a runtime worker. Five methods: three reads, two writes.
+/// I/O without holding a runtime worker. Five required methods: three reads, two writes.
+/// A store that keeps Kafka's [`OffsetAndMetadata`] (leader epoch, metadata string, commit
+/// time) also implements [`list_with_metadata`](OffsetStore::list_with_metadata) and
+/// [`commit_with_metadata`](OffsetStore::commit_with_metadata) and answers `true` from
+/// [`keeps_metadata`](OffsetStore::keeps_metadata); the defaults keep the offsets alone.
 ///
 /// # To ensure correctness
 /// - **All or nothing**: a [`commit`](OffsetStore::commit) or [`delete`](OffsetStore::delete)
@@ -34,7 +38,6 @@ use crate::types::{OffsetMap, TopicPartition};
 ///   generation G lands after G+1 is installed) rests on this.
 /// - The coordinator calls the writes while holding its group's commit gate, so a write must
 ///   not call back into the coordinator.
-#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
 #[async_trait]
 pub trait OffsetStore: Send + Sync {
     /// The committed next offset of `tp` for `group`, if one was committed.
@@ -69,6 +72,67 @@ pub trait OffsetStore: Send + Sync {
         partitions: Option<&'a [TopicPartition]>,
         fence: CommitFence,
     ) -> Result<(), StorageError>;
+
+    /// Whether the store keeps what [`commit_with_metadata`](OffsetStore::commit_with_metadata)
+    /// gives it beyond the offsets. Default: `false`.
+    fn keeps_metadata(&self) -> bool {
+        false
+    }
+
+    /// Every committed offset of `group` with its metadata, sorted by partition. The same
+    /// offsets as [`list`](OffsetStore::list). Default: those offsets with no leader epoch,
+    /// empty metadata and commit time 0 (a store that keeps offsets only).
+    async fn list_with_metadata(&self, group: &str) -> Result<CommittedOffsets, StorageError> {
+        Ok(self
+            .list(group)
+            .await?
+            .into_iter()
+            .map(|(tp, offset)| (tp, OffsetAndMetadata::new(offset)))
+            .collect())
+    }
+
+    /// Merges `offsets` with their metadata into `group`'s, as
+    /// [`commit`](OffsetStore::commit) does (same contract, same fence). Default: commits the
+    /// offsets alone.
+    async fn commit_with_metadata(
+        &self,
+        group: &str,
+        offsets: &CommittedOffsets,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        self.commit(group, &offsets_of(offsets), fence).await
+    }
+}
+
+// The mock mocks the five required methods; the metadata methods keep their defaults, so an
+// expectation on `commit` or `list` also covers a commit or fetch with metadata.
+#[cfg(any(test, feature = "mocks"))]
+mockall::mock! {
+    /// A mockall mock of [`OffsetStore`]'s required methods.
+    pub OffsetStore {}
+
+    #[async_trait]
+    impl OffsetStore for OffsetStore {
+        async fn committed(
+            &self,
+            group: &str,
+            tp: &TopicPartition,
+        ) -> Result<Option<i64>, StorageError>;
+        async fn list(&self, group: &str) -> Result<OffsetMap, StorageError>;
+        async fn groups(&self) -> Result<Vec<String>, StorageError>;
+        async fn commit(
+            &self,
+            group: &str,
+            offsets: &OffsetMap,
+            fence: CommitFence,
+        ) -> Result<(), StorageError>;
+        async fn delete<'a>(
+            &self,
+            group: &str,
+            partitions: Option<&'a [TopicPartition]>,
+            fence: CommitFence,
+        ) -> Result<(), StorageError>;
+    }
 }
 
 #[async_trait]
@@ -105,6 +169,23 @@ impl<S: OffsetStore + ?Sized> OffsetStore for Arc<S> {
         fence: CommitFence,
     ) -> Result<(), StorageError> {
         (**self).delete(group, partitions, fence).await
+    }
+
+    fn keeps_metadata(&self) -> bool {
+        (**self).keeps_metadata()
+    }
+
+    async fn list_with_metadata(&self, group: &str) -> Result<CommittedOffsets, StorageError> {
+        (**self).list_with_metadata(group).await
+    }
+
+    async fn commit_with_metadata(
+        &self,
+        group: &str,
+        offsets: &CommittedOffsets,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        (**self).commit_with_metadata(group, offsets, fence).await
     }
 }
 

@@ -8,13 +8,13 @@ use tracing::{debug, info, warn};
 use super::state::MemberEntry;
 use super::ChapterGroup;
 use crate::coordinator::{
-    check_offsets, not_found, require, Coordinator, ExpiredMember, GroupCell, GroupEntry,
+    not_found, require, Batch, Coordinator, ExpiredMember, GroupCell, GroupEntry,
 };
 use crate::error::Error;
 use crate::group::{downcast_mut, GroupKind};
 use crate::ports::assign::MAX_PARTITIONS_PER_TOPIC;
 use crate::ports::CommitFence;
-use crate::types::{Generation, GroupState, OffsetMap, TopicPartition};
+use crate::types::{CommittedOffsets, Generation, GroupState, OffsetMap, TopicPartition};
 
 /// topic then partition order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -497,9 +497,33 @@ impl Coordinator {
         generation: Generation,
         offsets: &OffsetMap,
     ) -> Result<(), Error> {
-        let result = self
-            .commit_inner(group_id, member, generation, offsets)
-            .await;
+        self.commit_batch(group_id, member, generation, Batch::Plain(offsets))
+            .await
+    }
+
+    /// [`commit`](Self::commit) with each offset's leader epoch and metadata (Kafka's
+    /// `OffsetAndMetadata`; the commit time is set here). The same checks, in the same
+    /// order, and then `OFFSET_METADATA_TOO_LARGE` for a metadata string longer than
+    /// `offset.metadata.max.bytes`.
+    pub async fn commit_with_metadata(
+        &self,
+        group_id: &str,
+        member: &str,
+        generation: Generation,
+        offsets: &CommittedOffsets,
+    ) -> Result<(), Error> {
+        self.commit_batch(group_id, member, generation, Batch::Full(offsets))
+            .await
+    }
+
+    async fn commit_batch(
+        &self,
+        group_id: &str,
+        member: &str,
+        generation: Generation,
+        batch: Batch<'_>,
+    ) -> Result<(), Error> {
+        let result = self.commit_inner(group_id, member, generation, batch).await;
         if let Err(e) = &result {
             debug!(group = group_id, member, generation = generation.get(), code = e.code(), error = %e, "commit rejected");
         }
@@ -511,7 +535,7 @@ impl Coordinator {
         group_id: &str,
         member: &str,
         generation: Generation,
-        offsets: &OffsetMap,
+        batch: Batch<'_>,
     ) -> Result<(), Error> {
         require("group id", group_id)?;
         require("member id", member)?;
@@ -530,27 +554,28 @@ impl Coordinator {
                 .find(member)
                 .ok_or_else(|| Error::unknown_member(group_id, member))?;
             let slot = group.members[index].slot;
-            if !offsets.keys().all(|tp| group.current.owns(slot, tp)) {
+            if !batch.partitions().all(|tp| group.current.owns(slot, tp)) {
                 return Err(Error::NotPartitionOwner {
                     group: group_id.to_string(),
                     member: member.to_string(),
                     generation: current,
-                    partitions: offsets
-                        .keys()
+                    partitions: batch
+                        .partitions()
                         .filter(|tp| !group.current.owns(slot, tp))
                         .cloned()
                         .collect(),
                 });
             }
-            if !check_offsets(offsets)? {
+            if !batch.check(group_id, self.config.offset_metadata_max_bytes)? {
                 return Ok(());
             }
             entry.has_offsets = true;
         }
         // The fence holds the gate until the store is done with this write, even if this
         // future is dropped first: that is the fencing guarantee.
-        self.store
-            .commit(group_id, offsets, CommitFence::gate(gate))
+        let now = self.clock.now_ms();
+        batch
+            .write(&*self.store, group_id, now, CommitFence::gate(gate))
             .await?;
         Ok(())
     }

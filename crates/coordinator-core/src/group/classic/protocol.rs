@@ -9,7 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::group::CommitAuthority;
-use crate::types::{Generation, GroupState, OffsetMap, TopicPartition};
+use crate::types::{CommittedOffsets, Generation, GroupState, TopicPartition};
 
 /// Bytes the core stores and hands back without reading them (protocol metadata,
 /// assignments). Cheap to clone.
@@ -209,8 +209,9 @@ pub struct OffsetCommitRequest {
     pub group_id: String,
     /// Who commits, and under what generation or epoch.
     pub authority: CommitAuthority,
-    /// Partition → next offset to read.
-    pub offsets: OffsetMap,
+    /// Partition → next offset to read, with its leader epoch and metadata (the commit
+    /// timestamp is the coordinator's to set: whatever is here is replaced).
+    pub offsets: CommittedOffsets,
 }
 
 /// A classic group, as [`ClassicGroups::describe`](crate::ClassicGroups::describe)
