@@ -339,8 +339,8 @@ impl Group {
         }
     }
 
-    /// Runs the rebalance of SPEC.md into generation `next`: a new assignment (or Empty). On
-    /// error nothing has changed; the caller publishes `next` on success.
+    /// Runs the rebalance (docs/rules.md#rebalance) into generation `next`: a new assignment
+    /// (or Empty). On error nothing has changed; the caller publishes `next` on success.
     pub(crate) fn rebalance(
         &mut self,
         next: Generation,
@@ -687,8 +687,9 @@ impl Group {
     }
 }
 
-/// The chapter's round-robin (SPEC.md): sorted members and topics, one cursor shared across
-/// topics. The fallback when the negotiated strategy fails during a removal; it cannot fail.
+/// The chapter's round-robin (docs/rules.md#round-robin): sorted members and topics, one
+/// cursor shared across topics. The fallback when the negotiated strategy fails during a
+/// removal; it cannot fail.
 fn fallback_round_robin(input: &AssignmentInput<'_>) -> Assignment {
     let mut out = Assignment::new(input);
     let mut cursor = 0usize;

@@ -1296,7 +1296,7 @@ impl Coordinator {
     }
 
     /// Commits offsets for `group` straight to the store, with no membership or generation
-    /// checks: the path of a consumer with a manual assignment (SPEC.md: direct commits).
+    /// checks: the path of a consumer with a manual assignment (docs/rules.md#commit-direct).
     /// The group's offsets then follow the group lifecycle (they expire
     /// `offsets_retention_ms` after the group is, or became, Empty).
     pub async fn commit_direct(&self, group_id: &str, offsets: &OffsetMap) -> Result<(), Error> {
