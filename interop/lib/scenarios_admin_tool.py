@@ -24,7 +24,7 @@ Two ways to run it:
 * In the real-client suite (interop/lib/cli.py imports it after `scenarios`): it
   registers itself with `suite.scenario`, uses the suite's broker (`ctx.bootstrap`), its
   bounded waits (`ctx.left`) and its checks (`ctx.check`). The tool is
-  `$INTEROP_GROUPS`, or `target/release/groups`, which `cargo build --release -p broker`
+  `$INTEROP_GROUPS`, or `target/release/groups`, which `cargo build --release -p consumer-groups-broker`
   (run by interop/run) already builds.
 
 Every wait is bounded (consumers' polls, the tool's --timeout, subprocess timeouts) and

@@ -28,7 +28,7 @@ const fn api(key: ApiKey, min: i16, max: i16) -> ApiRange {
     }
 }
 
-/// The versions the broker advertises: SPEC-wire's "safe maximum for all" column, intersected
+/// The versions the broker advertises: docs/wire.md#api-versions, "safe maximum for all", intersected
 /// with what kafka-protocol 0.18 decodes (its request structs start at Produce 3, Fetch 4,
 /// ListOffsets 1, OffsetCommit 2, OffsetFetch 1). The group admin APIs are advertised at the
 /// ranges Kafka 3.x brokers advertise, which every client here handles.

@@ -1,4 +1,4 @@
-//! SPEC-wire's bad input: a malformed frame, an oversized frame, an unknown API key or an
+//! docs/wire.md#bad-input: a malformed frame, an oversized frame, an unknown API key or an
 //! undecodable request closes that connection only; an unsupported version of a known API
 //! gets UNSUPPORTED_VERSION (35) where its response can carry it.
 

@@ -387,8 +387,8 @@ impl Consumer {
     /// A position outside the log is reset per policy and fetched once more (policy `error`:
     /// the error propagates). `max_records = 0` returns nothing.
     ///
-    /// If the call fails, no position moves, so no record is skipped. (SPEC.md's "negative
-    /// `max_records` is invalid" cannot arise: the count is a `usize`.)
+    /// If the call fails, no position moves, so no record is skipped. (The rule "negative
+    /// `max_records` is invalid" of docs/rules.md#consumer-poll cannot arise: it is a `usize`.)
     ///
     /// Errors: `ILLEGAL_STATE` after close; `OFFSET_OUT_OF_RANGE`; the log's and the offset
     /// store's errors.

@@ -64,8 +64,8 @@ pub enum ConsumerError {
     OffsetOutOfRange(OutOfRange),
 
     /// A partition has neither a position nor a committed offset, and the reset policy is
-    /// `error`. Same code as [`OffsetOutOfRange`](Self::OffsetOutOfRange), as SPEC.md
-    /// requires (Kafka's client names this case `NoOffsetForPartitionException`).
+    /// `error`. Same code as [`OffsetOutOfRange`](Self::OffsetOutOfRange), as the rules require
+    /// (docs/rules.md#consumer-poll; Kafka's client calls it `NoOffsetForPartitionException`).
     #[error(
         "partition {partition} has no committed offset and auto_offset_reset is `error`: \
          seek to an offset or commit one first"

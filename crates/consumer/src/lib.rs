@@ -20,7 +20,7 @@
 //! adapter crate: which assignor and offset store the coordinator uses is the composition
 //! root's business (the `labs` crate's cluster facade).
 //!
-//! ## Rules (SPEC.md, "Consumer")
+//! ## Rules (docs/rules.md#consumer)
 //!
 //! - [`Consumer::subscribe`] joins the group and stores the generation and assignment;
 //!   [`Consumer::assign`] picks partitions by hand. The two exclude each other.

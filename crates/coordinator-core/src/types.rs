@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 /// A partition of a topic: `(topic name, partition number)`.
 ///
-/// Ordered by topic, then partition, as SPEC.md's vocabulary requires. The topic name is an
+/// Ordered by topic, then partition, as docs/rules.md#vocabulary requires. The topic name is an
 /// `Arc<str>`, so cloning a `TopicPartition` never copies the name.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TopicPartition {

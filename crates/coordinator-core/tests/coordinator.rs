@@ -1,4 +1,4 @@
-//! Every coordinator rule of SPEC.md, and the chapter's exercises 2, 3 and 4.
+//! Every coordinator rule of docs/rules.md, and the chapter's exercises 2, 3 and 4.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -1,5 +1,5 @@
 //! The cluster facade: topic rules, member ids, durability across reopen, and the refusal of
-//! every invalid call of SPEC.md with its code.
+//! every invalid call of docs/rules.md with its code.
 
 mod common;
 
@@ -171,7 +171,7 @@ async fn expire_group_members_follows_the_builders_clock_and_timeout() {
     );
 }
 
-/// Every call SPEC.md says a consumer must refuse, with the code it is refused with.
+/// Every call docs/rules.md#consumer says a consumer must refuse, with the code it is refused with.
 #[tokio::test]
 async fn every_invalid_consumer_call_is_refused_with_its_code() {
     let t = TestCluster::new();

@@ -152,7 +152,7 @@ impl MGroup {
         !self.members.is_empty()
     }
 
-    /// SPEC.md's rebalance with the chapter's round-robin, written the plain way.
+    /// docs/rules.md#rebalance with the chapter's round-robin, written the plain way.
     fn rebalance(&mut self) {
         self.generation += 1;
         self.assignment.clear();

@@ -300,7 +300,7 @@ async fn a_position_survives_a_rebalance_that_left_the_partition_with_its_member
     assert_eq!(a.position(&orders0).unwrap(), 7);
 }
 
-/// SPEC.md exercise 4: a current-generation member cannot commit another member's partition.
+/// docs/rules.md#exercise-4: a current-generation member cannot commit another member's partition.
 #[tokio::test]
 async fn a_current_member_cannot_commit_another_members_partition() {
     let t = TestCluster::new();

@@ -3,7 +3,7 @@
 //! Adapters of coordinator-core's [`OffsetStore`](coordinator_core::OffsetStore) port:
 //!
 //! - [`JsonFileStore`]: every group's committed offsets in one JSON file, written with the
-//!   temp-file, fsync, rename, directory-fsync protocol of SPEC.md, so a crash at any point
+//!   temp-file, fsync, rename, directory-fsync protocol (docs/rules.md#json-persist): a crash
 //!   leaves the old file or the new one and an acknowledged commit is never lost. A file has
 //!   one owner (an OS lock on `<name>.lock`, taken by `open`); writes are group-committed by
 //!   the store's writer thread: every commit and delete queued while a file write is in

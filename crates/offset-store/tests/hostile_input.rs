@@ -1,7 +1,7 @@
 //! Hostile input for the JSON store's loader: generated malformed, truncated and torn files.
 //!
 //! Each file's verdict is checked against an independent oracle: a generic JSON tree that
-//! keeps repeated keys, validated by hand against SPEC.md's format. The loader must accept
+//! keeps repeated keys, validated by hand against docs/rules.md#json-format. The loader must accept
 //! exactly what the oracle accepts (with the same offsets), and refuse everything else with
 //! a `Corrupt` error naming the file — never panic, never load an empty store instead.
 

@@ -1,5 +1,6 @@
-//! The JSON store's rules from SPEC.md on the real file system (and the simulated one where a
-//! fault is needed): the exact format, reopening, corrupt files, failed writes, cancellation.
+//! The JSON store's rules (docs/rules.md#json-offset-store) on the real file system (and the
+//! simulated one where a fault is needed): the exact format, reopening, corrupt files, failed
+//! writes, cancellation.
 
 #[macro_use]
 mod common;

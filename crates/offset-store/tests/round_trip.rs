@@ -1,5 +1,5 @@
 //! Save-then-load round trips over random offset maps: what a commit writes is exactly
-//! serde_json's rendering of SPEC.md's format, and reopening the file gives back the map.
+//! serde_json's rendering of docs/rules.md#json-format, and reopening the file gives back the map.
 
 #[macro_use]
 mod common;

@@ -29,8 +29,8 @@ impl Coordinator {
     }
 
     /// Commits offsets for `group` straight to the store, with no membership or generation
-    /// checks: the path of a consumer with a manual assignment (the chapter's direct
-    /// commits). The group's offsets then follow the group lifecycle (see
+    /// checks: the path of a consumer with a manual assignment (docs/rules.md#commit-direct).
+    /// The group's offsets then follow the group lifecycle (see
     /// [`handle_timeout`](Self::handle_timeout)).
     pub async fn commit_direct(&self, group_id: &str, offsets: &OffsetMap) -> Result<(), Error> {
         self.commit_direct_batch(group_id, Batch::Plain(offsets))

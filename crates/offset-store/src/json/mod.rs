@@ -32,7 +32,7 @@ use crate::fs::{Fs, StdFs};
 /// # Format
 ///
 /// Version 1, compact, keys sorted, groups sorted by id and each group's entries sorted by
-/// topic, then partition (SPEC.md, "JSON offset store"):
+/// topic, then partition (docs/rules.md#json-format):
 ///
 /// ```text
 /// {"groups":{"<group>":[{"offset":N,"partition":P,"topic":"T"},…]},"version":1}

@@ -218,8 +218,8 @@ pub fn merged(groups: &Groups, commit: &Groups) -> Groups {
     out
 }
 
-/// The file SPEC.md describes for `groups`, built with serde_json's own writer: compact,
-/// keys sorted, groups sorted by id, entries by (topic, partition).
+/// The file docs/rules.md#json-format describes for `groups`, built with serde_json's own
+/// writer: compact, keys sorted, groups sorted by id, entries by (topic, partition).
 pub fn reference_encoding(groups: &Groups) -> Vec<u8> {
     let mut json_groups = serde_json::Map::new();
     for (group, offsets) in groups {

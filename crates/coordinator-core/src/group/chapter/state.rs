@@ -345,8 +345,8 @@ impl ChapterGroup {
         }
     }
 
-    /// Runs the rebalance of SPEC.md into generation `next`: a new assignment (or Empty). On
-    /// error nothing has changed; the caller publishes `next` on success.
+    /// Runs the rebalance (docs/rules.md#rebalance) into generation `next`: a new assignment
+    /// (or Empty). On error nothing has changed; the caller publishes `next` on success.
     pub(crate) fn rebalance(
         &mut self,
         next: Generation,
@@ -845,8 +845,9 @@ impl Group for ChapterGroup {
     }
 }
 
-/// The chapter's round-robin (SPEC.md): sorted members and topics, one cursor shared across
-/// topics. The fallback when the negotiated strategy fails during a removal; it cannot fail.
+/// The chapter's round-robin (docs/rules.md#round-robin): sorted members and topics, one
+/// cursor shared across topics. The fallback when the negotiated strategy fails during a
+/// removal; it cannot fail.
 fn fallback_round_robin(input: &AssignmentInput<'_>) -> Assignment {
     let mut out = Assignment::new(input);
     let mut cursor = 0usize;
