@@ -1520,9 +1520,9 @@ async fn the_leaders_sync_arms_the_followers_new_session_deadlines() {
     );
 }
 
-/// A simple group (generation -1 commits only) that keeps committing keeps its offsets:
-/// Kafka counts a simple group's offsets from their commit time, approximated here by the
-/// group's last commit, never by its first.
+/// A simple group (generation -1 commits only) that keeps committing a partition keeps its
+/// offset: Kafka counts a simple group's offsets each from its own last commit, never from
+/// the group's first.
 #[tokio::test]
 async fn a_simple_groups_offsets_expire_counted_from_the_last_commit() {
     let h = harness_with(|b| b.offsets_retention_ms(1_000));

@@ -220,3 +220,60 @@ async fn a_recreated_group_continues_its_generation_so_a_stale_member_cannot_com
     assert_eq!(err.code(), "ILLEGAL_GENERATION");
     assert!(f.store.received.lock().unwrap().is_empty());
 }
+
+/// A simple group's offsets expire each from its own commit, as in Kafka 4: one committed
+/// later outlives one committed earlier (before, the group's last commit restarted every
+/// offset's retention).
+#[tokio::test]
+async fn a_simple_groups_offsets_expire_each_from_its_own_commit() {
+    let f = f();
+    f.c.commit_direct("manual", &offsets(&[("orders", 0, 1)]))
+        .await
+        .unwrap();
+    f.at(RETENTION / 2).await;
+    f.c.commit_direct("manual", &offsets(&[("orders", 1, 2)]))
+        .await
+        .unwrap();
+    f.at(RETENTION - 1).await;
+    assert_eq!(f.c.committed_offsets("manual").await.unwrap().len(), 2);
+    f.at(RETENTION).await;
+    assert_eq!(
+        f.c.committed_offsets("manual").await.unwrap(),
+        offsets(&[("orders", 1, 2)]),
+        "orders-0 expired a retention after its commit; orders-1 is younger"
+    );
+    f.at(RETENTION / 2 + RETENTION).await;
+    assert!(f.c.committed_offsets("manual").await.unwrap().is_empty());
+    assert_eq!(
+        f.c.group_count(),
+        0,
+        "no offsets left, past its grace period"
+    );
+}
+
+/// A Stable group's offsets of a topic no member subscribes to expire from their commit
+/// (Kafka 4's rule for a consumer group that knows its subscriptions); those of subscribed
+/// topics never do, however old.
+#[tokio::test]
+async fn a_stable_groups_offsets_of_unsubscribed_topics_expire() {
+    let f = f();
+    let a = f.c.join("g", "m1", &["orders"]).await.unwrap();
+    f.c.commit("g", "m1", a.generation, &offsets(&[("orders", 0, 5)]))
+        .await
+        .unwrap();
+    // Left from before: an offset of a topic the group no longer reads.
+    f.c.commit_direct("g", &offsets(&[("payments", 0, 3)]))
+        .await
+        .unwrap();
+    for t in (SESSION / 2..=RETENTION + SESSION).step_by(SESSION as usize / 2) {
+        f.clock.set(t).unwrap();
+        f.c.heartbeat("g", "m1", a.generation).await.unwrap();
+        f.c.handle_timeout().await;
+    }
+    assert_eq!(f.c.state("g").await.unwrap(), GroupState::Stable);
+    assert_eq!(
+        f.c.committed_offsets("g").await.unwrap(),
+        offsets(&[("orders", 0, 5)]),
+        "payments-0 expired; the subscribed orders-0 did not"
+    );
+}

@@ -1,11 +1,141 @@
 //! One group's cell in the coordinator's map: a commit gate and the group's state.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::RwLock;
 
-use crate::group::{downcast, downcast_mut, Group, GroupKind};
-use crate::types::{Generation, GroupState};
+use crate::group::{downcast, downcast_mut, Group, GroupKind, OffsetExpiration};
+use crate::types::{Generation, GroupState, TopicPartition};
+
+/// Partitions below this have their own commit time; a commit of one above it (no real topic
+/// has that many: the core assigns at most 2^20 per topic) is timed per topic, which can only
+/// make its expiry later, never earlier. Bounds the memory a caller can make one group hold.
+const TIMED_PARTITIONS: u32 = 4096;
+
+/// The commit times of one topic's partitions.
+#[derive(Debug, Default)]
+struct TopicTimes {
+    /// By partition number; `None`: not committed through this coordinator.
+    partitions: Vec<Option<u64>>,
+    /// The last commit of any partition at or above [`TIMED_PARTITIONS`].
+    beyond: Option<u64>,
+}
+
+impl TopicTimes {
+    /// Records a commit at `now`; returns whether the partition had no time before.
+    fn set(&mut self, partition: u32, now: u64) -> bool {
+        if partition >= TIMED_PARTITIONS {
+            return self.beyond.replace(now).is_none();
+        }
+        let i = partition as usize;
+        if self.partitions.len() <= i {
+            self.partitions.resize(i + 1, None);
+        }
+        self.partitions[i].replace(now).is_none()
+    }
+
+    fn get(&self, partition: u32) -> Option<u64> {
+        if partition >= TIMED_PARTITIONS {
+            return self.beyond;
+        }
+        self.partitions.get(partition as usize).copied().flatten()
+    }
+
+    fn clear(&mut self, partition: u32) {
+        if let Some(t) = self.partitions.get_mut(partition as usize) {
+            *t = None;
+        }
+    }
+}
+
+/// What the coordinator knows of a group's committed offsets, to expire them as Kafka 4
+/// does: each from its commit time, or all from when the group became Empty, per
+/// [`OffsetExpiration`]. Recording a commit costs one map lookup per topic of the batch and
+/// a slot per partition: the commit path stays free of per-partition hashing.
+#[derive(Debug, Default)]
+pub(crate) struct OffsetTimes {
+    topics: HashMap<Arc<str>, TopicTimes>,
+    /// The store may hold offsets this coordinator did not commit (loaded at start): they
+    /// count from `known_since`, never from earlier.
+    pub(crate) untimed: bool,
+    /// When this coordinator learned of the group's offsets.
+    pub(crate) known_since: u64,
+    /// The earliest expiry, cached with the (generation, state) it was computed under; a
+    /// commit of a partition not timed before clears it.
+    cached: Option<((Generation, GroupState), Option<u64>)>,
+}
+
+impl OffsetTimes {
+    /// A commit of `partitions` (sorted by topic, as offset maps are) at `now`.
+    pub(crate) fn committed<'a>(
+        &mut self,
+        partitions: impl Iterator<Item = &'a TopicPartition>,
+        now: u64,
+    ) {
+        let mut partitions = partitions.peekable();
+        while let Some(first) = partitions.next() {
+            let times = match self.topics.get_mut(first.topic()) {
+                Some(times) => times,
+                None => self.topics.entry(first.topic_arc().clone()).or_default(),
+            };
+            let mut new = times.set(first.partition(), now);
+            while let Some(tp) = partitions.next_if(|tp| tp.topic() == first.topic()) {
+                new |= times.set(tp.partition(), now);
+            }
+            if new {
+                self.cached = None;
+            }
+        }
+    }
+
+    /// The commit time of `tp` through this coordinator, if any.
+    pub(crate) fn get(&self, tp: &TopicPartition) -> Option<u64> {
+        self.topics.get(tp.topic())?.get(tp.partition())
+    }
+
+    /// Forgets the times of `partitions` (their offsets were deleted), or of all of them.
+    pub(crate) fn forget(&mut self, partitions: Option<&[TopicPartition]>) {
+        match partitions {
+            Some(partitions) => {
+                for tp in partitions {
+                    if let Some(times) = self.topics.get_mut(tp.topic()) {
+                        times.clear(tp.partition());
+                    }
+                }
+            }
+            None => {
+                self.topics.clear();
+                self.untimed = false;
+            }
+        }
+        self.cached = None;
+    }
+
+    /// Every offset the store holds was seen: one without a time counts from `known_since`.
+    pub(crate) fn timed_all<'a>(&mut self, partitions: impl Iterator<Item = &'a TopicPartition>) {
+        let since = self.known_since;
+        for tp in partitions {
+            if self.get(tp).is_none() {
+                self.committed(std::iter::once(tp), since);
+            }
+        }
+        self.untimed = false;
+        self.cached = None;
+    }
+
+    /// The earliest commit time among the partitions of topics `expires` accepts (and
+    /// `known_since` while untimed offsets may exist).
+    fn earliest(&self, expires: impl Fn(&str) -> bool) -> Option<u64> {
+        let untimed = self.untimed.then_some(self.known_since);
+        self.topics
+            .iter()
+            .filter(|(topic, _)| expires(topic))
+            .flat_map(|(_, t)| t.partitions.iter().flatten().copied().chain(t.beyond))
+            .chain(untimed)
+            .min()
+    }
+}
 
 /// A group's place in the coordinator.
 ///
@@ -58,6 +188,8 @@ pub(crate) struct GroupEntry {
     pub(crate) has_offsets: bool,
     /// Since when (clock ms) the group has had no members; `None` while it has some.
     pub(crate) empty_since: Option<u64>,
+    /// The commit times of its offsets, for their expiry.
+    pub(crate) offset_times: OffsetTimes,
     /// The cell was taken out of the coordinator's map: whoever still holds it must look
     /// the group up again.
     pub(crate) removed: bool,
@@ -73,6 +205,7 @@ impl GroupEntry {
             group: None,
             has_offsets: false,
             empty_since: None,
+            offset_times: OffsetTimes::default(),
             removed: false,
             armed: None,
         }
@@ -134,20 +267,73 @@ impl GroupEntry {
         }
     }
 
-    /// When the group's lifecycle next needs attention: its offsets expire
-    /// `retention_ms` after it became Empty; without offsets it is removed `grace_ms` after.
-    pub(crate) fn lifecycle_deadline(&self, retention_ms: u64, grace_ms: u64) -> Option<u64> {
-        let since = self.empty_since?;
-        let wait = if self.has_offsets {
-            retention_ms
-        } else {
-            grace_ms
+    /// How the group's offsets expire now; a simple group's each from its commit.
+    pub(crate) fn offset_expiration(&self) -> OffsetExpiration {
+        self.group
+            .as_ref()
+            .map_or(OffsetExpiration::SinceCommit, |g| g.offset_expiration())
+    }
+
+    /// The time from which the offset of `tp` counts toward its expiry, `None` if it does
+    /// not expire now.
+    pub(crate) fn expiry_base(&self, tp: &TopicPartition, how: OffsetExpiration) -> Option<u64> {
+        match how {
+            OffsetExpiration::Never => None,
+            OffsetExpiration::SinceEmpty => self.empty_since,
+            OffsetExpiration::SinceCommit => {
+                if self
+                    .group
+                    .as_ref()
+                    .is_some_and(|g| g.is_subscribed_to(tp.topic()))
+                {
+                    return None;
+                }
+                let times = &self.offset_times;
+                Some(times.get(tp).unwrap_or(times.known_since))
+            }
+        }
+    }
+
+    /// When the group's offsets may first expire (a lower bound: an untimed offset counts
+    /// from when the coordinator learned of it). Cached per generation and state.
+    fn offsets_deadline(&mut self, retention_ms: u64) -> Option<u64> {
+        if !self.has_offsets {
+            return None;
+        }
+        let key = (self.generation, self.state());
+        if let Some((k, at)) = self.offset_times.cached {
+            if k == key {
+                return at;
+            }
+        }
+        let how = self.offset_expiration();
+        let base = match how {
+            OffsetExpiration::Never => None,
+            OffsetExpiration::SinceEmpty => self.empty_since,
+            OffsetExpiration::SinceCommit => {
+                let group = self.group.as_deref();
+                self.offset_times
+                    .earliest(|topic| !group.is_some_and(|g| g.is_subscribed_to(topic)))
+            }
         };
-        Some(since.saturating_add(wait))
+        let at = base.map(|b| b.saturating_add(retention_ms));
+        self.offset_times.cached = Some((key, at));
+        at
+    }
+
+    /// When the group's lifecycle next needs attention: its offsets' expiry (see
+    /// [`OffsetExpiration`]); without offsets, an Empty group is removed `grace_ms` after it
+    /// became Empty.
+    pub(crate) fn lifecycle_deadline(&mut self, retention_ms: u64, grace_ms: u64) -> Option<u64> {
+        if self.has_offsets {
+            self.offsets_deadline(retention_ms)
+        } else {
+            Some(self.empty_since?.saturating_add(grace_ms))
+        }
     }
 
     /// The earliest time at which anything of this group is due.
-    pub(crate) fn next_deadline(&self, retention_ms: u64, grace_ms: u64) -> Option<u64> {
+    pub(crate) fn next_deadline(&mut self, retention_ms: u64, grace_ms: u64) -> Option<u64> {
         let members = self.group.as_ref().and_then(|g| g.next_deadline());
         let lifecycle = self.lifecycle_deadline(retention_ms, grace_ms);
         match (members, lifecycle) {

@@ -72,6 +72,7 @@ impl Coordinator {
         {
             let mut entry = cell.lock();
             entry.has_offsets = false;
+            entry.offset_times.forget(None);
             entry.removed = true;
         }
         self.forget(&cell, generation);
@@ -80,8 +81,8 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Registers every group the store holds offsets for, as an Empty group whose retention
-    /// period starts now. Call it once after building a coordinator over a store with
+    /// Registers every group the store holds offsets for, as an Empty group whose offsets'
+    /// retention starts now (the coordinator does not know when they were committed). Call it once after building a coordinator over a store with
     /// history, so that those offsets expire and those groups are listed; until then the
     /// coordinator only knows the groups used since it was built.
     ///
@@ -93,6 +94,9 @@ impl Coordinator {
             let cell = self.group_or_insert(id);
             let mut entry = cell.lock();
             entry.has_offsets = true;
+            // Offsets committed before this coordinator: they count from now.
+            entry.offset_times.untimed = true;
+            entry.offset_times.known_since = entry.offset_times.known_since.max(now);
             entry.note_membership(now);
             self.arm(&mut entry);
         }

@@ -414,6 +414,8 @@ impl Coordinator {
             .remove(group)
             .unwrap_or(Generation::INITIAL);
         let cell = Arc::new(GroupCell::new(id.clone(), generation));
+        // Offsets the store may hold from before count from now, never from earlier.
+        cell.lock().offset_times.known_since = self.clock.now_ms();
         groups.map.insert(id, cell.clone());
         cell
     }

@@ -63,7 +63,7 @@ impl Coordinator {
             if entry.removed {
                 continue;
             }
-            self.note_commit(&mut entry);
+            self.note_commit(&mut entry, batch);
             drop(entry);
             break (cell, gate);
         };
@@ -103,14 +103,15 @@ impl Coordinator {
     }
 
     /// The bookkeeping of every commit about to be written, under the group's state lock:
-    /// the store may hold offsets of the group now.
-    fn note_commit(&self, entry: &mut GroupEntry) {
+    /// the store may hold offsets of the group now, committed at the clock's time (for
+    /// their expiry). A commit changes no membership: a group's Empty clock runs on.
+    fn note_commit(&self, entry: &mut GroupEntry, batch: Batch<'_>) {
         let now = self.clock.now_ms();
         entry.has_offsets = true;
-        if entry.group.is_none() {
+        entry.offset_times.committed(batch.partitions(), now);
+        if entry.empty_since.is_none() && !entry.has_members() {
             entry.empty_since = Some(now);
         }
-        entry.note_membership(now);
         self.arm(entry);
     }
 
@@ -295,7 +296,7 @@ impl Offsets<'_> {
             if !anything {
                 return Ok(());
             }
-            c.note_commit(&mut entry);
+            c.note_commit(&mut entry, batch);
             drop(entry);
             break (cell, gate);
         };
@@ -385,11 +386,14 @@ impl Offsets<'_> {
                 partitions = doomed.len(),
                 "offsets deleted"
             );
-            if c.store.list(group_id).await?.is_empty() {
-                let mut entry = cell.lock();
+            let empty = c.store.list(group_id).await?.is_empty();
+            let mut entry = cell.lock();
+            entry.offset_times.forget(Some(&doomed));
+            if empty {
                 entry.has_offsets = false;
-                c.arm(&mut entry);
+                entry.offset_times.forget(None);
             }
+            c.arm(&mut entry);
         }
         drop(gate);
         Ok(results)

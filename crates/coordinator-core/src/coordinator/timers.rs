@@ -15,8 +15,12 @@ use std::sync::{Arc, PoisonError};
 
 use tracing::{info, warn};
 
+use tokio::sync::OwnedRwLockWriteGuard;
+
 use super::{Coordinator, ExpiredMember, GroupCell, GroupEntry};
+use crate::error::StorageError;
 use crate::ports::CommitFence;
+use crate::types::TopicPartition;
 
 /// The heap of deadlines.
 #[derive(Debug, Default)]
@@ -86,8 +90,8 @@ enum Due {
     Nothing,
     /// Members to expire, or a follow-up rebalance: needs the commit gate.
     Rebalance,
-    /// The group's offsets expired.
-    DeleteOffsets,
+    /// Some of the group's offsets may have expired.
+    ExpireOffsets,
     /// The group is Empty, without offsets, past its grace period.
     Remove,
 }
@@ -176,7 +180,7 @@ impl Coordinator {
         expired
     }
 
-    fn what_is_due(&self, entry: &GroupEntry, now: u64) -> Due {
+    fn what_is_due(&self, entry: &mut GroupEntry, now: u64) -> Due {
         if entry.group.as_ref().is_some_and(|g| g.is_due(now)) {
             return Due::Rebalance;
         }
@@ -184,7 +188,7 @@ impl Coordinator {
             self.config.offsets_retention_ms,
             self.config.empty_group_grace_ms,
         ) {
-            Some(at) if now >= at && entry.has_offsets => Due::DeleteOffsets,
+            Some(at) if now >= at && entry.has_offsets => Due::ExpireOffsets,
             Some(at) if now >= at => Due::Remove,
             _ => Due::Nothing,
         }
@@ -197,7 +201,7 @@ impl Coordinator {
     async fn run_due(&self, mut guard: Rearm<'_>, popped_at: u64) -> Vec<ExpiredMember> {
         let mut expired = Vec::new();
         let cell = guard.cell.clone();
-        if matches!(self.what_is_due(&cell.lock(), popped_at), Due::Nothing) {
+        if matches!(self.what_is_due(&mut cell.lock(), popped_at), Due::Nothing) {
             return expired; // fired early (a lease extended since): the guard arms the next
         }
         let gate = Arc::new(cell.gate.clone().write_owned().await);
@@ -209,7 +213,7 @@ impl Coordinator {
                 guard.done = true;
                 return expired;
             }
-            match self.what_is_due(&entry, now) {
+            match self.what_is_due(&mut entry, now) {
                 Due::Nothing | Due::Remove => false,
                 Due::Rebalance => {
                     let GroupEntry {
@@ -222,34 +226,20 @@ impl Coordinator {
                     self.arm(&mut entry);
                     false
                 }
-                Due::DeleteOffsets => true,
+                Due::ExpireOffsets => true,
             }
         };
         if delete {
-            let deleted = self
-                .store
-                .delete(&cell.id, None, CommitFence::exclusive(&gate))
-                .await;
-            let mut entry = cell.lock();
-            match deleted {
-                Ok(()) => {
-                    info!(
-                        group = &*cell.id,
-                        "offsets expired after the retention period"
-                    );
-                    entry.has_offsets = false;
-                }
-                Err(e) => {
-                    warn!(group = &*cell.id, error = %e, "expired offsets could not be deleted; retrying later");
-                    let retry = now.saturating_add(self.config.empty_group_grace_ms);
-                    self.arm_at(&mut entry, retry);
-                    guard.done = true;
-                    return expired;
-                }
+            if let Err(e) = self.expire_offsets(&cell, &gate, now).await {
+                warn!(group = &*cell.id, error = %e, "expired offsets could not be deleted; retrying later");
+                let retry = now.saturating_add(self.config.empty_group_grace_ms);
+                self.arm_at(&mut cell.lock(), retry);
+                guard.done = true;
+                return expired;
             }
         }
         let mut entry = cell.lock();
-        if matches!(self.what_is_due(&entry, now), Due::Remove) {
+        if matches!(self.what_is_due(&mut entry, now), Due::Remove) {
             entry.removed = true;
             let generation = entry.generation;
             drop(entry);
@@ -265,6 +255,60 @@ impl Coordinator {
         drop(entry);
         drop(gate);
         expired // the guard arms the group's next deadline
+    }
+}
+
+impl Coordinator {
+    /// Deletes the group's offsets whose retention has passed at `now` (Kafka's
+    /// `cleanupExpiredOffsets`), under the exclusive gate `gate`: what the store holds is
+    /// listed, each offset's base time decided by the group's [`OffsetExpiration`], and the
+    /// expired ones deleted in one write. An offset never expires early: one the coordinator
+    /// did not see committed counts from when it learned of the group.
+    async fn expire_offsets(
+        &self,
+        cell: &GroupCell,
+        gate: &Arc<OwnedRwLockWriteGuard<()>>,
+        now: u64,
+    ) -> Result<(), StorageError> {
+        let listed = self.store.list(&cell.id).await?;
+        let retention = self.config.offsets_retention_ms;
+        let expired: Vec<TopicPartition> = {
+            let mut entry = cell.lock();
+            let how = entry.offset_expiration();
+            let expired = listed
+                .keys()
+                .filter(|tp| {
+                    entry
+                        .expiry_base(tp, how)
+                        .is_some_and(|base| now >= base.saturating_add(retention))
+                })
+                .cloned()
+                .collect();
+            entry.offset_times.timed_all(listed.keys());
+            if listed.is_empty() {
+                entry.has_offsets = false;
+            }
+            expired
+        };
+        if expired.is_empty() {
+            return Ok(());
+        }
+        self.store
+            .delete(&cell.id, Some(&expired), CommitFence::exclusive(gate))
+            .await?;
+        let mut entry = cell.lock();
+        entry.offset_times.forget(Some(&expired));
+        if expired.len() == listed.len() {
+            entry.has_offsets = false;
+            entry.offset_times.forget(None);
+        }
+        info!(
+            group = &*cell.id,
+            partitions = expired.len(),
+            left = listed.len() - expired.len(),
+            "offsets expired after the retention period"
+        );
+        Ok(())
     }
 }
 

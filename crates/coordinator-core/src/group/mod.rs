@@ -121,6 +121,20 @@ impl CommitAuthority {
     }
 }
 
+/// How a group's committed offsets expire now: Kafka 4's `offsetExpirationCondition`. An
+/// offset expires once `offsets.retention.ms` has passed since its base time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum OffsetExpiration {
+    /// None expires (a group with members whose subscriptions are unknown, or that is
+    /// rebalancing).
+    Never,
+    /// Every offset counts from when the group became Empty.
+    SinceEmpty,
+    /// Each offset counts from its own commit, except those of topics a member subscribes
+    /// to (a simple group, or a Stable consumer group that knows its subscriptions).
+    SinceCommit,
+}
+
 /// What every transition of a kind may need from the coordinator.
 pub(crate) struct Ctx<'a> {
     /// The clock's time of this call.
@@ -173,8 +187,11 @@ pub(crate) trait Group: fmt::Debug + Send + Any {
     fn validate_offset_delete(&self, group_id: &str) -> Result<(), Error>;
 
     /// Whether a member subscribes to `topic` (Kafka's `isSubscribedToTopic`): its offsets
-    /// cannot be deleted then.
+    /// cannot be deleted then, and do not expire.
     fn is_subscribed_to(&self, topic: &str) -> bool;
+
+    /// How the group's committed offsets expire in its current state.
+    fn offset_expiration(&self) -> OffsetExpiration;
 
     /// The earliest clock time at which something of this group is due (a session, a
     /// barrier, a follow-up); `None` if nothing is scheduled.

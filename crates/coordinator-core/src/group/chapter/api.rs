@@ -570,6 +570,8 @@ impl Coordinator {
                 return Ok(());
             }
             entry.has_offsets = true;
+            let now = self.clock.now_ms();
+            entry.offset_times.committed(batch.partitions(), now);
         }
         // The fence holds the gate until the store is done with this write, even if this
         // future is dropped first: that is the fencing guarantee.

@@ -10,7 +10,7 @@ use tracing::{info, warn};
 
 use crate::coordinator::ExpiredMember;
 use crate::error::Error;
-use crate::group::{CommitAuthority, Ctx, Group, GroupKind};
+use crate::group::{CommitAuthority, Ctx, Group, GroupKind, OffsetExpiration};
 use crate::ports::assign::{
     AssignError, Assignment, AssignmentInput, Assignor, MemberIndex, PartitionRef, TopicIndex,
     TopicSpec, MAX_PARTITIONS_PER_TOPIC, MAX_TOTAL_PARTITIONS,
@@ -803,6 +803,16 @@ impl Group for ChapterGroup {
         self.members
             .iter()
             .any(|m| m.topics.iter().any(|t| &**t == topic))
+    }
+
+    /// An Empty group's offsets count from when it became Empty; a group with members is
+    /// Stable and knows its subscriptions (Kafka's rule for a Stable consumer group).
+    fn offset_expiration(&self) -> OffsetExpiration {
+        match self.state {
+            GroupState::Empty => OffsetExpiration::SinceEmpty,
+            GroupState::Stable => OffsetExpiration::SinceCommit,
+            _ => OffsetExpiration::Never,
+        }
     }
 
     fn next_deadline(&self) -> Option<u64> {

@@ -32,7 +32,7 @@ use super::protocol::{
 };
 use crate::coordinator::ExpiredMember;
 use crate::error::Error;
-use crate::group::{CommitAuthority, Ctx, Group, GroupKind};
+use crate::group::{CommitAuthority, Ctx, Group, GroupKind, OffsetExpiration};
 use crate::types::{Generation, GroupState, TopicPartition};
 
 /// What a parked JoinGroup is eventually answered with.
@@ -1344,6 +1344,25 @@ impl Group for ClassicGroup {
 
     fn is_subscribed_to(&self, topic: &str) -> bool {
         self.subscribed_to(topic)
+    }
+
+    /// Kafka's `ClassicGroup.offsetExpirationCondition`: Empty, from when it became Empty;
+    /// Stable with protocol type `consumer` and every member's subscription decoded, each
+    /// offset from its commit (those of subscribed topics never); otherwise never.
+    fn offset_expiration(&self) -> OffsetExpiration {
+        if self.state == GroupState::Empty {
+            return OffsetExpiration::SinceEmpty;
+        }
+        let protocol = self.protocol_name.clone().unwrap_or_default();
+        let known = self.members.values().all(|m| m.topics(&protocol).is_some());
+        if self.state == GroupState::Stable
+            && self.protocol_type.as_deref() == Some("consumer")
+            && known
+        {
+            OffsetExpiration::SinceCommit
+        } else {
+            OffsetExpiration::Never
+        }
     }
 
     fn next_deadline(&self) -> Option<u64> {
