@@ -3,7 +3,8 @@
 //! Codes are part of the public contract: they are logged, sent over wires and matched on by
 //! callers. A code is never renamed, and a retired code is never reused.
 
-use coordinator_core::{ErrorClass, LogError, OutOfRange, TopicPartition};
+use coordinator_core::log::{LogError, OutOfRange};
+use coordinator_core::{ErrorClass, TopicPartition};
 
 /// Every error a [`Consumer`](crate::Consumer) returns.
 ///

@@ -93,7 +93,7 @@ pub use error::ConsumerError;
 pub use reset::AutoOffsetReset;
 // The record vocabulary and the port moved to the core (so the broker can share the log
 // without depending on this client); re-exported so this crate's API stays the same.
-pub use coordinator_core::{
+pub use coordinator_core::log::{
     validate_topic_name, Bytes, Header, LogError, NewRecord, OutOfRange, Record, RecordSource,
     MAX_TOPIC_NAME_LEN,
 };

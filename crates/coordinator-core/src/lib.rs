@@ -31,7 +31,7 @@
 //! [`Clock`] port ([`ManualClock`] for tests, [`MonotonicClock`] over `std::time::Instant`, the
 //! builder's default), persistence from [`OffsetStore`], partition ownership from
 //! [`Assignor`], topic sizes from [`TopicMetadata`], new classic member ids from
-//! [`MemberIdSource`]. The [`RecordSource`] port (and the [`Record`] vocabulary) is how
+//! [`MemberIdSource`]. The [`log::RecordSource`] port (and the [`log`] vocabulary) is how
 //! consumers read partition logs; the core never reads records, it names the contract logs
 //! and their readers share. Adapters live in other crates and depend on this one:
 //!
@@ -231,7 +231,11 @@ pub use group::classic::{
     JoinGroupRequest, JoinGroupResponse, JoinedMember, LeavingMember, OffsetCommitRequest, Opaque,
     SyncAssignment, SyncGroupRequest, SyncGroupResponse,
 };
-pub use group::{CommitAuthority, GroupKind, ListedGroup};
+pub use group::{CommitAuthority, GroupKind, GroupRecord, ListedGroup, MemberRecord};
+// The log vocabulary lives in `log`, where logs live: the coordinator never reads records.
+// These root names are kept, hidden, so that code written against 0.1 keeps compiling; new
+// code names `coordinator_core::log::…`.
+#[doc(hidden)]
 pub use log::{
     validate_topic_name, Bytes, Header, LogError, NewRecord, OutOfRange, Record, RecordSource,
     MAX_TOPIC_NAME_LEN,

@@ -1857,3 +1857,92 @@ async fn list_and_describe_report_the_same_protocol_type() {
     let types: Vec<&str> = listed.iter().map(|l| l.protocol_type.as_str()).collect();
     assert_eq!(types, ["consumer", "consumer", ""]);
 }
+
+/// A Stable classic group's durable record holds what a restart must know: generation,
+/// leader, protocol, and each member with its protocols and installed assignment.
+#[tokio::test]
+async fn a_stable_groups_record_holds_generation_leader_protocol_and_assignments() {
+    let h = harness();
+    assert_eq!(h.c.group_record("g"), None);
+    let (leader, follower, generation) = h.stable_pair("g").await;
+    let record = h.c.group_record("g").expect("a record");
+    assert_eq!(
+        (
+            record.kind,
+            record.generation,
+            record.state,
+            record.protocol_type.as_str(),
+            record.protocol.as_deref(),
+            record.leader.as_deref(),
+        ),
+        (
+            GroupKind::Classic,
+            generation,
+            GroupState::Stable,
+            "consumer",
+            Some("range"),
+            Some(leader.as_str()),
+        )
+    );
+    let ids: Vec<&str> = record
+        .members
+        .iter()
+        .map(|m| m.member_id.as_str())
+        .collect();
+    let mut expected = vec![leader.as_str(), follower.as_str()];
+    expected.sort_unstable();
+    assert_eq!(ids, expected);
+    let of = |id: &str| record.members.iter().find(|m| m.member_id == id).unwrap();
+    assert_eq!(
+        of(&leader).assignment,
+        assignment(&leader, &[0, 1]).assignment
+    );
+    assert_eq!(
+        of(&follower).assignment,
+        assignment(&follower, &[2, 3]).assignment
+    );
+    assert_eq!(of(&leader).protocols[0].name, "range");
+    // After the members leave, the record says the group is Empty at the next generation.
+    h.c.classic()
+        .leave(
+            "g",
+            &[
+                LeavingMember {
+                    member_id: leader.clone(),
+                    group_instance_id: None,
+                },
+                LeavingMember {
+                    member_id: follower.clone(),
+                    group_instance_id: None,
+                },
+            ],
+        )
+        .await
+        .unwrap();
+    h.tick(0).await;
+    let empty = h.c.group_record("g").unwrap();
+    assert!(empty.members.is_empty(), "{empty:?}");
+    assert!(empty.generation > generation);
+}
+
+/// A chapter group's record names its strategy and each member's topics and partitions.
+#[tokio::test]
+async fn a_chapter_groups_record_names_strategy_topics_and_partitions() {
+    let h = harness();
+    let joined = h.c.join("chapter", "m1", &["orders"]).await.unwrap();
+    let record = h.c.group_record("chapter").unwrap();
+    assert_eq!(
+        (record.kind, record.generation, record.state),
+        (GroupKind::Chapter, joined.generation, GroupState::Stable)
+    );
+    assert_eq!(record.members.len(), 1);
+    assert_eq!(record.members[0].partitions, joined.partitions);
+    assert_eq!(
+        record.members[0].protocols[0].topics.as_deref(),
+        Some(&["orders".to_string()][..])
+    );
+    assert_eq!(
+        record.protocol.as_deref(),
+        h.c.strategies().first().copied()
+    );
+}

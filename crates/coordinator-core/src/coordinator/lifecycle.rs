@@ -8,7 +8,7 @@ use tracing::info;
 
 use super::{not_found, Coordinator, GroupCell};
 use crate::error::Error;
-use crate::group::ListedGroup;
+use crate::group::{GroupRecord, ListedGroup};
 use crate::ports::CommitFence;
 
 impl Coordinator {
@@ -33,6 +33,18 @@ impl Coordinator {
             .collect();
         listed.sort_unstable_by(|a, b| a.group_id.cmp(&b.group_id));
         listed
+    }
+
+    /// The durable record of `group_id`'s state (see [`GroupRecord`]); `None` for a group
+    /// the coordinator does not know, or one known only by its offsets.
+    pub fn group_record(&self, group_id: &str) -> Option<GroupRecord> {
+        let cell = self.group(group_id)?;
+        let entry = cell.lock();
+        if entry.removed {
+            return None;
+        }
+        let group = entry.group.as_ref()?;
+        Some(group.record(entry.generation, &self.assignors))
     }
 
     /// How many group entries the coordinator holds (existing groups of both kinds and

@@ -3,19 +3,23 @@
 //! Each kind is a folder: its state machine (`state.rs`: synchronous, no I/O, no awaits),
 //! and its calls on the [`Coordinator`](crate::Coordinator) (`api.rs`). Everything the
 //! coordinator does for *any* group — commit and fetch validation, deletion of offsets,
-//! listing, descriptions, the timers and the lifecycle — goes through [`Group`], the way
+//! listing, descriptions, the timers and the lifecycle — goes through the crate-private
+//! `Group` trait, the way
 //! Apache Kafka 4's `GroupMetadataManager` and `OffsetMetadataManager` go through its `Group`
 //! interface. The coordinator dispatches on the kind in one place: a group's cell holds a
-//! `Box<dyn Group>`, and a kind's own calls reach their state with [`downcast`]. Adding a
+//! `Box<dyn Group>`, and a kind's own calls reach their state with `downcast`. Adding a
 //! kind adds a folder, a [`GroupKind`] and the calls that create it; no `match` on kinds
 //! elsewhere changes.
 //!
-//! - [`chapter`]: the book's groups. The coordinator assigns, synchronously, on every
+//! - `chapter`: the book's groups. The coordinator assigns, synchronously, on every
 //!   membership change.
-//! - [`classic`]: Kafka's JoinGroup/SyncGroup protocol, with a leader that assigns.
+//! - `classic`: Kafka's JoinGroup/SyncGroup protocol, with a leader that assigns.
 
 pub(crate) mod chapter;
 pub(crate) mod classic;
+mod record;
+
+pub use record::{GroupRecord, MemberRecord};
 
 use std::any::Any;
 use std::fmt;
@@ -205,6 +209,10 @@ pub(crate) trait Group: fmt::Debug + Send + Any {
     /// Does everything due at `ctx.now`, returning the members it removed. The caller holds
     /// the commit gate exclusively (removals install generations).
     fn handle_due(&mut self, ctx: &mut Ctx<'_>) -> Vec<ExpiredMember>;
+
+    /// The durable record of the group's state (see [`GroupRecord`]), under `generation`,
+    /// with the coordinator's registered strategies (to name the chapter's).
+    fn record(&self, generation: Generation, assignors: &[Arc<dyn Assignor>]) -> GroupRecord;
 
     /// `self`, to downcast to the concrete kind.
     fn as_any(&self) -> &dyn Any;

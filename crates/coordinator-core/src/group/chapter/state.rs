@@ -10,7 +10,10 @@ use tracing::{info, warn};
 
 use crate::coordinator::ExpiredMember;
 use crate::error::Error;
-use crate::group::{CommitAuthority, Ctx, Group, GroupKind, OffsetExpiration};
+use crate::group::classic::{ClassicProtocol, Opaque};
+use crate::group::{
+    CommitAuthority, Ctx, Group, GroupKind, GroupRecord, MemberRecord, OffsetExpiration,
+};
 use crate::ports::assign::{
     AssignError, Assignment, AssignmentInput, Assignor, MemberIndex, PartitionRef, TopicIndex,
     TopicSpec, MAX_PARTITIONS_PER_TOPIC, MAX_TOTAL_PARTITIONS,
@@ -844,6 +847,43 @@ impl Group for ChapterGroup {
             info!(group = %e.group, member = %e.member, now_ms = now, "member session expired");
         }
         names
+    }
+
+    fn record(&self, generation: Generation, assignors: &[Arc<dyn Assignor>]) -> GroupRecord {
+        let name = |s: usize| assignors.get(s).map_or("", |a| a.name()).to_string();
+        GroupRecord {
+            group_id: self.id.to_string(),
+            kind: GroupKind::Chapter,
+            generation,
+            state: self.state,
+            protocol_type: "consumer".to_string(),
+            protocol: self.strategy_name(assignors).map(str::to_string),
+            leader: None,
+            members: self
+                .ids
+                .iter()
+                .zip(&self.members)
+                .enumerate()
+                .map(|(i, (id, m))| MemberRecord {
+                    member_id: id.to_string(),
+                    group_instance_id: None,
+                    client_id: String::new(),
+                    client_host: String::new(),
+                    session_timeout_ms: 0,
+                    rebalance_timeout_ms: 0,
+                    protocols: m
+                        .strategies
+                        .iter()
+                        .map(|&s| {
+                            ClassicProtocol::new(name(s), Opaque::from([]))
+                                .with_topics(m.topics.iter().map(|t| t.to_string()))
+                        })
+                        .collect(),
+                    assignment: Opaque::from([]),
+                    partitions: self.member_assignment(i),
+                })
+                .collect(),
+        }
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -32,7 +32,10 @@ use super::protocol::{
 };
 use crate::coordinator::ExpiredMember;
 use crate::error::Error;
-use crate::group::{CommitAuthority, Ctx, Group, GroupKind, OffsetExpiration};
+use crate::group::{
+    CommitAuthority, Ctx, Group, GroupKind, GroupRecord, MemberRecord, OffsetExpiration,
+};
+use crate::ports::Assignor;
 use crate::types::{Generation, GroupState, TopicPartition};
 
 /// What a parked JoinGroup is eventually answered with.
@@ -1371,6 +1374,33 @@ impl Group for ClassicGroup {
 
     fn handle_due(&mut self, ctx: &mut Ctx<'_>) -> Vec<ExpiredMember> {
         self.expire(ctx)
+    }
+
+    fn record(&self, generation: Generation, _assignors: &[Arc<dyn Assignor>]) -> GroupRecord {
+        GroupRecord {
+            group_id: self.id.to_string(),
+            kind: GroupKind::Classic,
+            generation,
+            state: self.state,
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            protocol: self.protocol_name.clone(),
+            leader: self.leader.as_deref().map(str::to_string),
+            members: self
+                .members
+                .values()
+                .map(|m| MemberRecord {
+                    member_id: m.id.to_string(),
+                    group_instance_id: m.instance_id.as_deref().map(str::to_string),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout_ms: m.session_timeout_ms,
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    protocols: m.protocols.clone(),
+                    assignment: m.assignment.clone(),
+                    partitions: m.partitions.clone().unwrap_or_default(),
+                })
+                .collect(),
+        }
     }
 
     fn as_any(&self) -> &dyn Any {
