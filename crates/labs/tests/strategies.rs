@@ -253,3 +253,99 @@ async fn cooperative_partitions_never_reach_a_new_owner_before_the_old_one_let_g
         }
     }
 }
+
+/// The chapter's round-robin as a strategy, whose joins can be made to fail on command.
+struct Switchable {
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl coordinator_core::Assignor for Switchable {
+    fn name(&self) -> &str {
+        "minikafka-roundrobin"
+    }
+    fn assign(
+        &self,
+        input: &coordinator_core::AssignmentInput<'_>,
+    ) -> Result<coordinator_core::Assignment, coordinator_core::AssignError> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(coordinator_core::AssignError::new("switched off"));
+        }
+        assignor::MiniKafkaRoundRobinAssignor.assign(input)
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// When the strategy fails during a removal, the coordinator's fallback assigns exactly
+    /// what the assignor crate's chapter round-robin assigns the remaining members: the two
+    /// copies of the chapter's rule agree (the core cannot depend on the assignor crate).
+    #[test]
+    fn the_removal_fallback_is_the_assignor_crates_round_robin(
+        topics in proptest::collection::vec(1u32..6, 1..4),
+        subscriptions in proptest::collection::vec(proptest::collection::vec(proptest::bool::ANY, 3), 2..7),
+        leaving in 0usize..6,
+    ) {
+        use std::collections::BTreeMap;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let names: Vec<String> = (0..topics.len()).map(|t| format!("t{t}")).collect();
+        let sizes: BTreeMap<String, u32> =
+            names.iter().cloned().zip(topics.iter().copied()).collect();
+        let strategy = Arc::new(Switchable { failing: AtomicBool::new(false) });
+        let c = coordinator_core::Coordinator::builder(
+            Arc::new(offset_store::MemoryStore::new()),
+            Arc::new(sizes.clone()),
+            strategy.clone(),
+        )
+        .build()
+        .unwrap();
+        let members: Vec<(String, Vec<String>)> = subscriptions
+            .iter()
+            .enumerate()
+            .map(|(i, subs)| {
+                let mut own: Vec<String> = names
+                    .iter()
+                    .zip(subs)
+                    .filter(|(_, &on)| on)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                if own.is_empty() {
+                    own.push(names[0].clone());
+                }
+                (format!("m{i}"), own)
+            })
+            .collect();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(async {
+            for (id, subs) in &members {
+                c.join("g", id, subs).await.unwrap();
+            }
+            strategy.failing.store(true, Ordering::SeqCst);
+            let gone = &members[leaving % members.len()].0;
+            c.leave("g", gone).await.unwrap();
+            let d = c.describe("g").await.unwrap();
+            proptest::prop_assert!(d.assignment_error.is_some(), "the fallback assigned");
+            let mut request = coordinator_core::AssignmentRequest::builder();
+            for (name, &n) in &sizes {
+                request = request.topic(name.clone(), n);
+            }
+            for (id, subs) in members.iter().filter(|(id, _)| id != gone) {
+                request = request.member(id.clone(), subs.clone());
+            }
+            let request = request.build().unwrap();
+            let expected = {
+                use coordinator_core::Assignor;
+                assignor::MiniKafkaRoundRobinAssignor
+                    .assign(&request.input())
+                    .unwrap()
+                    .to_map(&request.input())
+            };
+            for m in &d.members {
+                let want = expected.get(&m.member).cloned().unwrap_or_default();
+                proptest::prop_assert_eq!(&m.partitions, &want, "member {}", m.member);
+            }
+            Ok(())
+        })?;
+    }
+}
