@@ -247,7 +247,7 @@ pub use ports::assign::{
 };
 pub use ports::clock::{ClockWentBackwards, ManualClock, MonotonicClock};
 pub use ports::member_ids::{RandomMemberIds, SequentialMemberIds};
-pub use ports::offset_store::validate_offsets;
+pub use ports::offset_store::{validate_committed, validate_offsets};
 pub use ports::{Assignor, Clock, CommitFence, MemberIdSource, OffsetStore, TopicMetadata};
 pub use types::{
     offsets_of, with_no_metadata, CommittedOffsets, Generation, GroupState, OffsetAndMetadata,

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use coordinator_core::{
-    offsets_of, validate_offsets, CommitFence, CommittedOffsets, OffsetAndMetadata, OffsetMap,
-    OffsetStore, StorageError, StorageErrorKind, TopicPartition,
+    offsets_of, validate_committed, validate_offsets, CommitFence, CommittedOffsets,
+    OffsetAndMetadata, OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicPartition,
 };
 
 /// One group's offsets, with their metadata, behind its own lock.
@@ -93,9 +93,7 @@ impl MemoryStore {
     }
 
     fn commit_full_now(&self, group: &str, offsets: &CommittedOffsets) -> Result<(), StorageError> {
-        if let Some((tp, o)) = offsets.iter().find(|(_, o)| o.offset < 0) {
-            return Err(StorageError::invalid_offset(group, tp, o.offset));
-        }
+        validate_committed(group, offsets)?;
         self.injected_commit_failure()?;
         if !offsets.is_empty() {
             lock(&self.shard(group)).extend(offsets.iter().map(|(tp, o)| (tp.clone(), o.clone())));

@@ -192,8 +192,20 @@ impl<S: OffsetStore + ?Sized> OffsetStore for Arc<S> {
 /// Checks that no offset in `offsets` is negative: the shared validation every store runs
 /// before writing anything.
 pub fn validate_offsets(group: &str, offsets: &OffsetMap) -> Result<(), StorageError> {
-    match offsets.iter().find(|(_, &o)| o < 0) {
-        Some((tp, &o)) => Err(StorageError::invalid_offset(group, tp, o)),
+    first_negative(group, offsets.iter().map(|(tp, &o)| (tp, o)))
+}
+
+/// [`validate_offsets`] for offsets with their metadata.
+pub fn validate_committed(group: &str, offsets: &CommittedOffsets) -> Result<(), StorageError> {
+    first_negative(group, offsets.iter().map(|(tp, o)| (tp, o.offset)))
+}
+
+fn first_negative<'a>(
+    group: &str,
+    mut offsets: impl Iterator<Item = (&'a TopicPartition, i64)>,
+) -> Result<(), StorageError> {
+    match offsets.find(|&(_, o)| o < 0) {
+        Some((tp, o)) => Err(StorageError::invalid_offset(group, tp, o)),
         None => Ok(()),
     }
 }
