@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use coordinator_core::{
-    offsets_of, validate_committed, validate_offsets, CommitFence, CommittedOffsets,
+    offsets_of, validate_committed, validate_offsets, CommitFence, CommittedOffsets, GroupRecord,
     OffsetAndMetadata, OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicPartition,
 };
 
@@ -50,6 +50,8 @@ type Shard = Arc<Mutex<CommittedOffsets>>;
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     groups: RwLock<HashMap<String, Shard>>,
+    /// Groups' durable records, by group id.
+    records: Mutex<BTreeMap<String, GroupRecord>>,
     failing: AtomicBool,
     fail_next: AtomicU64,
     reads_failing: AtomicBool,
@@ -262,6 +264,36 @@ impl OffsetStore for MemoryStore {
     ) -> Result<(), StorageError> {
         self.commit_full_now(group, offsets)
     }
+
+    fn keeps_groups(&self) -> bool {
+        true
+    }
+
+    /// Fails like a commit while the failure switches say so, and then changes nothing.
+    async fn write_group(
+        &self,
+        group: &str,
+        record: Option<&GroupRecord>,
+        _fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        self.injected_commit_failure()?;
+        let mut records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        match record {
+            Some(r) => {
+                records.insert(group.to_string(), r.clone());
+            }
+            None => {
+                records.remove(group);
+            }
+        }
+        Ok(())
+    }
+
+    async fn load_groups(&self) -> Result<Vec<GroupRecord>, StorageError> {
+        self.injected_read_failure()?;
+        let records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(records.values().cloned().collect())
+    }
 }
 
 #[cfg(test)]
@@ -373,6 +405,47 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind(), StorageErrorKind::InvalidOffset);
         assert_eq!(store.list("g").await.unwrap(), offsets(&[("t", 0, 6)]));
+    }
+
+    #[tokio::test]
+    async fn keeps_the_latest_group_record_until_its_tombstone() {
+        use coordinator_core::{Generation, GroupKind, GroupState};
+        let store = MemoryStore::new();
+        let record = |generation: u64| GroupRecord {
+            group_id: "g".into(),
+            kind: GroupKind::Classic,
+            generation: Generation::new(generation),
+            state: GroupState::Stable,
+            protocol_type: "consumer".into(),
+            protocol: Some("range".into()),
+            leader: None,
+            members: Vec::new(),
+        };
+        assert!(store.keeps_groups());
+        store
+            .write_group("g", Some(&record(1)), CommitFence::none())
+            .await
+            .unwrap();
+        store
+            .write_group("g", Some(&record(2)), CommitFence::none())
+            .await
+            .unwrap();
+        assert_eq!(store.load_groups().await.unwrap(), [record(2)]);
+        store.fail_next_commits(1);
+        assert!(store
+            .write_group("g", None, CommitFence::none())
+            .await
+            .is_err());
+        assert_eq!(
+            store.load_groups().await.unwrap(),
+            [record(2)],
+            "a failed write changed nothing"
+        );
+        store
+            .write_group("g", None, CommitFence::none())
+            .await
+            .unwrap();
+        assert!(store.load_groups().await.unwrap().is_empty());
     }
 
     #[tokio::test]

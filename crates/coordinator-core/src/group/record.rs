@@ -11,7 +11,6 @@ use crate::types::{Generation, GroupState, TopicPartition};
 
 /// One group's durable state.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct GroupRecord {
     /// The group id.
     pub group_id: String,
@@ -33,7 +32,6 @@ pub struct GroupRecord {
 
 /// One member in a [`GroupRecord`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct MemberRecord {
     /// The member id.
     pub member_id: String,

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 
 use crate::error::StorageError;
+use crate::group::GroupRecord;
 use crate::types::{offsets_of, CommittedOffsets, OffsetAndMetadata, OffsetMap, TopicPartition};
 
 /// Durable committed offsets, per group.
@@ -102,6 +103,34 @@ pub trait OffsetStore: Send + Sync {
     ) -> Result<(), StorageError> {
         self.commit(group, &offsets_of(offsets), fence).await
     }
+
+    /// Whether the store keeps groups' durable records
+    /// ([`write_group`](OffsetStore::write_group)). Default: `false`, and a coordinator over
+    /// such a store forgets every group's members and generation at a restart (its members
+    /// join again), as over the chapter's JSON file.
+    fn keeps_groups(&self) -> bool {
+        false
+    }
+
+    /// Replaces `group`'s durable record with `record`, or removes it (a tombstone) with
+    /// `None`. Same contract as [`commit`](OffsetStore::commit): all or nothing, visible to
+    /// [`load_groups`](OffsetStore::load_groups) once `Ok`, durable for a durable store, the
+    /// fence kept until then. Default: keeps nothing.
+    async fn write_group(
+        &self,
+        group: &str,
+        record: Option<&GroupRecord>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        let _ = (group, record, fence);
+        Ok(())
+    }
+
+    /// Every group record the store keeps, sorted by group id (the latest of each group; none
+    /// for a group whose last write was a tombstone). Default: none.
+    async fn load_groups(&self) -> Result<Vec<GroupRecord>, StorageError> {
+        Ok(Vec::new())
+    }
 }
 
 // The mock mocks the five required methods; the metadata methods keep their defaults, so an
@@ -186,6 +215,23 @@ impl<S: OffsetStore + ?Sized> OffsetStore for Arc<S> {
         fence: CommitFence,
     ) -> Result<(), StorageError> {
         (**self).commit_with_metadata(group, offsets, fence).await
+    }
+
+    fn keeps_groups(&self) -> bool {
+        (**self).keeps_groups()
+    }
+
+    async fn write_group(
+        &self,
+        group: &str,
+        record: Option<&GroupRecord>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        (**self).write_group(group, record, fence).await
+    }
+
+    async fn load_groups(&self) -> Result<Vec<GroupRecord>, StorageError> {
+        (**self).load_groups().await
     }
 }
 
