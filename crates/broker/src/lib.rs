@@ -56,7 +56,7 @@
 
 pub mod admin;
 mod api;
-pub mod codec;
+mod codec;
 mod config;
 mod connection;
 mod context;

@@ -15,7 +15,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tracing::{debug, error, info, warn, Instrument};
 
-use crate::api;
 use crate::codec::{self, Incoming};
 use crate::config::BrokerConfig;
 use crate::connection::Connection;
@@ -263,17 +262,12 @@ impl Handler {
                         client_id = header.client_id.as_deref().unwrap_or(""),
                     );
                     let started = Instant::now();
-                    // Boxed: the handler's future is as large as its largest API's, and
-                    // inline it would make every connection's task that large while idle.
-                    let answer = Box::pin(api::handle(
-                        &self.context,
-                        &mut self.shutdown,
-                        self.peer,
-                        &header,
-                        *request,
-                    ))
-                    .instrument(span.clone())
-                    .await;
+                    // The answer is boxed (see `registry::Answer`): an idle connection's
+                    // task does not carry the largest handler's future.
+                    let answer = request
+                        .answer(&self.context, &mut self.shutdown, self.peer, &header)
+                        .instrument(span.clone())
+                        .await;
                     span.in_scope(|| {
                         debug!(
                             latency_us = started.elapsed().as_micros() as u64,
@@ -288,9 +282,9 @@ impl Handler {
                         }
                     }
                 }
-                Incoming::UnsupportedVersion { header, key } => {
-                    let version = header.request_api_version;
-                    match codec::unsupported_version_response(key, version, header.correlation_id) {
+                Incoming::UnsupportedVersion { header, entry } => {
+                    let (key, version) = (entry.key, header.request_api_version);
+                    match entry.unsupported_version(version, header.correlation_id) {
                         Some(frame) => {
                             debug!(connection = self.id, api = ?key, version, "unsupported version");
                             Some(frame)

@@ -5,18 +5,20 @@
 //! read as "no session" and answer with full fetches; an incremental fetch (a non-zero
 //! session id) gets FETCH_SESSION_ID_NOT_FOUND, which makes them start over with a full one.
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use coordinator_core::{LogError, TopicPartition};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
 use partition_log::Batch;
 use tokio::time::Instant;
 
 use super::produce::log_code;
 use super::records::encode_records;
+use super::registry::Api;
 use super::{codes, Call};
 use crate::shutdown::Shutdown;
 
@@ -24,11 +26,7 @@ use crate::shutdown::Shutdown;
 /// stable offset is the high watermark either way.
 const READ_COMMITTED: i8 = 1;
 
-pub(super) async fn handle(
-    call: &Call<'_>,
-    request: FetchRequest,
-    shutdown: &mut Shutdown,
-) -> FetchResponse {
+async fn handle(call: &Call<'_>, request: FetchRequest, shutdown: &mut Shutdown) -> FetchResponse {
     if request.session_id != 0 {
         return FetchResponse::default().with_error_code(codes::FETCH_SESSION_ID_NOT_FOUND);
     }
@@ -150,4 +148,28 @@ fn concat(batches: &[Arc<Batch>]) -> Result<Bytes, String> {
         }
     }
     Ok(out.freeze())
+}
+
+pub(crate) struct Fetch;
+
+impl Api for Fetch {
+    const KEY: ApiKey = ApiKey::Fetch;
+    const VERSIONS: RangeInclusive<i16> = 4..=11;
+    type Request = FetchRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: FetchRequest,
+        shutdown: &mut Shutdown,
+    ) -> Option<FetchResponse> {
+        Some(handle(call, request, shutdown).await)
+    }
+
+    /// Fetch carries a top-level error from v7.
+    fn unsupported(version: i16) -> Option<(i16, FetchResponse)> {
+        (version >= 7).then(|| {
+            let body = FetchResponse::default().with_error_code(codes::UNSUPPORTED_VERSION);
+            (version, body)
+        })
+    }
 }

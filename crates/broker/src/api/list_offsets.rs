@@ -1,19 +1,23 @@
 //! ListOffsets: the earliest offset, the latest (the high watermark, which is also the last
 //! stable offset: no transactions), or the first offset at or after a timestamp.
 
+use std::ops::RangeInclusive;
+
 use coordinator_core::TopicPartition;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
-use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 
 use super::produce::log_code;
+use super::registry::Api;
 use super::{codes, Call};
+use crate::shutdown::Shutdown;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 
-pub(super) fn handle(call: &Call<'_>, request: ListOffsetsRequest) -> ListOffsetsResponse {
+fn handle(call: &Call<'_>, request: ListOffsetsRequest) -> ListOffsetsResponse {
     let log = &call.context.log;
     let topics = request
         .topics
@@ -54,4 +58,20 @@ pub(super) fn handle(call: &Call<'_>, request: ListOffsetsRequest) -> ListOffset
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+pub(crate) struct ListOffsets;
+
+impl Api for ListOffsets {
+    const KEY: ApiKey = ApiKey::ListOffsets;
+    const VERSIONS: RangeInclusive<i16> = 1..=3;
+    type Request = ListOffsetsRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: ListOffsetsRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<ListOffsetsResponse> {
+        Some(handle(call, request))
+    }
 }

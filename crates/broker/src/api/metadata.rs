@@ -4,13 +4,17 @@
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use std::ops::RangeInclusive;
+
+use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::registry::Api;
 use super::{codes, Call};
 use crate::context::NODE_ID;
+use crate::shutdown::Shutdown;
 
-pub(super) fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
+fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
     let context = call.context;
     // v0: an empty list means every topic; v1+: null means every topic, empty means none.
     let all = match &request.topics {
@@ -66,4 +70,20 @@ pub(super) fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataRespo
         .with_cluster_id(Some(StrBytes::from_string(context.cluster_id.clone())))
         .with_controller_id(BrokerId(NODE_ID))
         .with_topics(topics)
+}
+
+pub(crate) struct Metadata;
+
+impl Api for Metadata {
+    const KEY: ApiKey = ApiKey::Metadata;
+    const VERSIONS: RangeInclusive<i16> = 0..=5;
+    type Request = MetadataRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: MetadataRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<MetadataResponse> {
+        Some(handle(call, request))
+    }
 }

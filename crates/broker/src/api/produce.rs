@@ -1,15 +1,19 @@
 //! Produce: check each partition's batches, append them with the producer's bytes, answer
 //! with the first offset. `acks=0` gets no answer, as in Kafka.
 
+use std::ops::RangeInclusive;
+
 use coordinator_core::{LogError, TopicPartition};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use tracing::debug;
 
 use super::records::{check_batches, stamp_base_offset};
+use super::registry::Api;
 use super::{codes, Call};
+use crate::shutdown::Shutdown;
 
-pub(super) fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceResponse> {
+fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceResponse> {
     let log = &call.context.log;
     let transactional = request.transactional_id.is_some();
     let responses = request
@@ -72,4 +76,25 @@ pub(super) fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<Produce
 
 pub(super) fn log_code(e: &LogError) -> i16 {
     e.kafka_code().unwrap_or(codes::UNKNOWN_SERVER_ERROR)
+}
+
+pub(crate) struct Produce;
+
+impl Api for Produce {
+    const KEY: ApiKey = ApiKey::Produce;
+    /// Advertised from 0 although kafka-protocol 0.18 decodes from 3 only: librdkafka derives
+    /// its compression features from the advertised Produce range and silently stops
+    /// compressing when the minimum is 3 (Kafka 4 does the same, KAFKA-18659). A v0-2
+    /// Produce closes the connection, as an undecodable request does.
+    const VERSIONS: RangeInclusive<i16> = 0..=7;
+    const DECODABLE_MIN: i16 = 3;
+    type Request = ProduceRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: ProduceRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<ProduceResponse> {
+        handle(call, request)
+    }
 }
