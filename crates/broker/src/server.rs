@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use coordinator_core::{Coordinator, OffsetStore};
 use coordinator_driver::Driver;
 use offset_store::{JsonFileStore, MemoryStore};
-use partition_log::MemoryLog;
+use partition_log::{MemoryLog, PartitionLog};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tracing::{debug, error, info, warn, Instrument};
@@ -61,9 +61,9 @@ impl Server {
                 Arc::new(MemoryStore::new())
             }
         };
-        let log = Arc::new(MemoryLog::with_clock(Arc::new(WallClock)));
+        let log: Arc<dyn PartitionLog> = Arc::new(MemoryLog::with_clock(Arc::new(WallClock)));
         for topic in &config.topics {
-            log.create_topic(&topic.name, topic.partitions)?;
+            log.create_topic(&topic.name, topic.partitions).await?;
             info!(topic = %topic.name, partitions = topic.partitions, "topic created");
         }
         let coordinator = Coordinator::builder(

@@ -14,7 +14,7 @@ use super::{codes, Call};
 use crate::context::NODE_ID;
 use crate::shutdown::Shutdown;
 
-fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
+async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
     let context = call.context;
     // v0: an empty list means every topic; v1+: null means every topic, empty means none.
     let all = match &request.topics {
@@ -22,12 +22,15 @@ fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
         Some(topics) => call.version == 0 && topics.is_empty(),
     };
     let names: Vec<String> = if all {
-        context
-            .log
-            .topics()
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect()
+        match context.log.topics().await {
+            Ok(topics) => topics.into_iter().map(|(name, _)| name).collect(),
+            // The log cannot list its topics: the answer lists none (Kafka's answer when
+            // its metadata cache is empty).
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the topics");
+                Vec::new()
+            }
+        }
     } else {
         request
             .topics
@@ -38,30 +41,28 @@ fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
     };
     // v0-3 have no flag: Kafka creates topics for them when auto-creation is on.
     let allow_create = call.version < 4 || request.allow_auto_topic_creation;
-    let topics = names
-        .into_iter()
-        .map(|name| {
-            let topic = MetadataResponseTopic::default()
-                .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
-            match context.topic_or_create(&name, allow_create) {
-                Ok(Some(count)) => topic.with_partitions(
-                    (0..count)
-                        .map(|p| {
-                            MetadataResponsePartition::default()
-                                .with_partition_index(p as i32)
-                                .with_leader_id(BrokerId(NODE_ID))
-                                .with_replica_nodes(vec![BrokerId(NODE_ID)])
-                                .with_isr_nodes(vec![BrokerId(NODE_ID)])
-                        })
-                        .collect(),
-                ),
-                Ok(None) => topic.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION),
-                Err(e) => {
-                    topic.with_error_code(e.kafka_code().unwrap_or(codes::INVALID_TOPIC_EXCEPTION))
-                }
+    let mut topics = Vec::with_capacity(names.len());
+    for name in names {
+        let topic = MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
+        topics.push(match context.topic_or_create(&name, allow_create).await {
+            Ok(Some(count)) => topic.with_partitions(
+                (0..count)
+                    .map(|p| {
+                        MetadataResponsePartition::default()
+                            .with_partition_index(p as i32)
+                            .with_leader_id(BrokerId(NODE_ID))
+                            .with_replica_nodes(vec![BrokerId(NODE_ID)])
+                            .with_isr_nodes(vec![BrokerId(NODE_ID)])
+                    })
+                    .collect(),
+            ),
+            Ok(None) => topic.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION),
+            Err(e) => {
+                topic.with_error_code(e.kafka_code().unwrap_or(codes::INVALID_TOPIC_EXCEPTION))
             }
-        })
-        .collect();
+        });
+    }
     MetadataResponse::default()
         .with_brokers(vec![MetadataResponseBroker::default()
             .with_node_id(BrokerId(NODE_ID))
@@ -84,6 +85,6 @@ impl Api for Metadata {
         request: MetadataRequest,
         _shutdown: &mut Shutdown,
     ) -> Option<MetadataResponse> {
-        Some(handle(call, request))
+        Some(handle(call, request).await)
     }
 }
