@@ -63,7 +63,9 @@ mod context;
 mod error;
 mod server;
 mod shutdown;
+mod store;
 
 pub use config::{BrokerConfig, TopicSpec};
 pub use error::BrokerError;
 pub use server::Server;
+pub use store::{StoreConfig, OFFSETS_FILE};

@@ -7,9 +7,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use coordinator_core::{Coordinator, OffsetStore};
+use coordinator_core::Coordinator;
 use coordinator_driver::Driver;
-use offset_store::{JsonFileStore, MemoryStore};
 use partition_log::{MemoryLog, PartitionLog};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc, Semaphore};
@@ -45,22 +44,19 @@ impl Server {
     /// unreadable offset file), a topic that cannot be created, `BIND_FAILED`.
     pub async fn bind(config: BrokerConfig) -> Result<Server, BrokerError> {
         config.validate()?;
-        let store: Arc<dyn OffsetStore> = match &config.data_dir {
-            Some(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| BrokerError::InvalidConfig {
-                    setting: "data-dir",
-                    reason: format!("cannot create `{}`: {e}", dir.display()),
-                })?;
-                let path = dir.join("offsets.json");
-                let store = JsonFileStore::open_async(path.clone()).await?;
-                info!(path = %path.display(), "committed offsets are kept in this file");
-                Arc::new(store)
-            }
-            None => {
-                warn!("no --data-dir: committed offsets live in memory and are lost at exit");
-                Arc::new(MemoryStore::new())
-            }
-        };
+        let store_config = config.store();
+        if let Some(dir) = &config.data_dir {
+            // The broker creates its data directory (the groups tool refuses a missing one).
+            std::fs::create_dir_all(dir).map_err(|e| BrokerError::InvalidConfig {
+                setting: "data-dir",
+                reason: format!("cannot create `{}`: {e}", dir.display()),
+            })?;
+        }
+        let store = store_config.open().await?;
+        match store_config.path() {
+            Some(path) => info!(path = %path.display(), "committed offsets are kept in this file"),
+            None => warn!("no --data-dir: committed offsets live in memory and are lost at exit"),
+        }
         let log: Arc<dyn PartitionLog> = Arc::new(MemoryLog::with_clock(Arc::new(WallClock)));
         for topic in &config.topics {
             log.create_topic(&topic.name, topic.partitions).await?;
