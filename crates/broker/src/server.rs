@@ -47,10 +47,12 @@ impl Server {
         let store_config = config.store();
         if let Some(dir) = &config.data_dir {
             // The broker creates its data directory (the groups tool refuses a missing one).
-            std::fs::create_dir_all(dir).map_err(|e| BrokerError::InvalidConfig {
-                setting: "data-dir",
-                reason: format!("cannot create `{}`: {e}", dir.display()),
-            })?;
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|e| BrokerError::InvalidConfig {
+                    setting: "data-dir",
+                    reason: format!("cannot create `{}`: {e}", dir.display()),
+                })?;
         }
         let store = store_config.open().await?;
         match store_config.path() {

@@ -797,7 +797,8 @@ impl fmt::Debug for DataDirSource {
 
 impl DataDirSource {
     pub(crate) async fn open(dir: &Path) -> Result<DataDirSource, AdminError> {
-        if !dir.is_dir() {
+        let is_dir = tokio::fs::metadata(dir).await.is_ok_and(|m| m.is_dir());
+        if !is_dir {
             return Err(AdminError::DataDirMissing {
                 path: dir.to_path_buf(),
             });
