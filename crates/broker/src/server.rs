@@ -307,3 +307,30 @@ impl Handler {
         "broker shutting down".into()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The data directory is created off the async workers, and a path that cannot be one is
+    /// still the setting's error, naming it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_data_directory_is_created_and_one_that_cannot_be_is_invalid_config() {
+        let base = tempfile::tempdir().unwrap();
+        let config = |dir: std::path::PathBuf| BrokerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            data_dir: Some(dir),
+            ..BrokerConfig::default()
+        };
+        let nested = base.path().join("a/b");
+        let server = Server::bind(config(nested.clone())).await.unwrap();
+        assert!(nested.is_dir(), "created, parents included");
+        drop(server);
+
+        let file = base.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let err = Server::bind(config(file.join("dir"))).await.unwrap_err();
+        assert_eq!(err.code(), "INVALID_CONFIG");
+        assert!(err.to_string().contains("cannot create"), "{err}");
+    }
+}
