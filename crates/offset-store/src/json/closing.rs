@@ -56,11 +56,6 @@ impl<L> Reaper<L> {
         closing().push((lock_path.to_path_buf(), Arc::clone(&done)));
         Reaper { thread, lock, done }
     }
-
-    /// Whether there is a writer thread to wait for.
-    pub(super) fn has_writer(&self) -> bool {
-        self.thread.is_some()
-    }
 }
 
 impl<L> Drop for Reaper<L> {

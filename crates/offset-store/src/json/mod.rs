@@ -100,10 +100,11 @@ use crate::fs::{Fs, StdFs};
 ///
 /// Dropping the store lets the writer finish what is queued (the file write in flight, then
 /// one more for everything queued behind it, unless `max_batch` splits it), then releases the
-/// lock, so the next owner finds every write that was handed to this one. Outside a tokio
-/// runtime the drop waits for that; inside one it does not block the async worker: the wait
-/// runs on the blocking pool (which a runtime shutting down waits for), and an `open` of the
-/// same path in this process waits until the lock is released instead of being refused.
+/// lock, so the next owner finds every write that was handed to this one. With nothing queued
+/// or in flight (every commit answered) the lock goes at once. Otherwise, outside a tokio
+/// runtime the drop waits for the writer; inside one it does not block the async worker: the
+/// wait runs on the blocking pool (which a runtime shutting down waits for), and an `open` of
+/// the same path in this process waits until the lock is released instead of being refused.
 ///
 /// # Ownership
 ///
@@ -321,17 +322,21 @@ impl<F: Fs> Drop for JsonFileStore<F> {
     /// async worker (a runtime that is shutting down still waits for it; one that refuses
     /// the task drops it, which waits right there). Elsewhere it waits inline.
     fn drop(&mut self) {
-        self.shared.queue.close();
+        let idle = self.shared.queue.close();
         let thread = match self.thread.take() {
             Some(Ok(thread)) => Some(thread),
             _ => None,
         };
+        if idle || thread.is_none() {
+            // Nothing queued, no write in flight: the writer (if any) stops without touching
+            // the file again, so the lock goes now and the thread ends on its own.
+            drop(self.lock.take());
+            return;
+        }
         let reaper = Reaper::new(thread, self.lock.take(), &self.shared.files.lock);
-        if reaper.has_writer() {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                drop(runtime.spawn_blocking(move || drop(reaper)));
-                return;
-            }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            drop(runtime.spawn_blocking(move || drop(reaper)));
+            return;
         }
         drop(reaper);
     }
