@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::error::BrokerError;
+use crate::store::StoreConfig;
 
 /// A topic to create at start: `NAME:PARTITIONS` on the command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,6 +92,11 @@ impl Default for BrokerConfig {
 }
 
 impl BrokerConfig {
+    /// The offset store these settings choose (see [`StoreConfig`]).
+    pub fn store(&self) -> StoreConfig {
+        StoreConfig::from_data_dir(self.data_dir.as_deref())
+    }
+
     /// Checks the settings that do not depend on the environment.
     pub fn validate(&self) -> Result<(), BrokerError> {
         let invalid = |setting, reason: String| Err(BrokerError::InvalidConfig { setting, reason });

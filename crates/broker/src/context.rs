@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use coordinator_core::{Clock, Coordinator, LogError, TopicMetadata};
-use partition_log::MemoryLog;
+use partition_log::PartitionLog;
 
 use crate::config::BrokerConfig;
 
@@ -29,7 +29,8 @@ impl Clock for WallClock {
 #[derive(Debug)]
 pub(crate) struct Context {
     pub(crate) config: BrokerConfig,
-    pub(crate) log: Arc<MemoryLog>,
+    /// The partition log, behind its port: handlers never see which log it is.
+    pub(crate) log: Arc<dyn PartitionLog>,
     pub(crate) coordinator: Arc<Coordinator>,
     /// The host and port clients are told to connect to.
     pub(crate) host: String,
@@ -41,7 +42,7 @@ pub(crate) struct Context {
 impl Context {
     pub(crate) fn new(
         config: BrokerConfig,
-        log: Arc<MemoryLog>,
+        log: Arc<dyn PartitionLog>,
         coordinator: Arc<Coordinator>,
         host: String,
         port: u16,
@@ -66,7 +67,7 @@ impl Context {
 
     /// The partition count of `topic`, creating the topic first when auto-creation is on and
     /// `allow_create` (Metadata's `allow_auto_topic_creation`) says so.
-    pub(crate) fn topic_or_create(
+    pub(crate) async fn topic_or_create(
         &self,
         topic: &str,
         allow_create: bool,
@@ -77,7 +78,11 @@ impl Context {
         if !(self.config.auto_create_topics && allow_create) {
             return Ok(None);
         }
-        match self.log.create_topic(topic, self.config.num_partitions) {
+        match self
+            .log
+            .create_topic(topic, self.config.num_partitions)
+            .await
+        {
             Ok(()) => {
                 tracing::info!(
                     topic,

@@ -23,6 +23,12 @@
 //! into calls on the log and the coordinator, and results into responses, nothing more.
 //! Group state lives in the core only.
 //!
+//! Three seams keep it open to other parts: one registry of APIs (`src/api/registry.rs`),
+//! from which ApiVersions and dispatch both come; the partition log behind the
+//! [`PartitionLog`](partition_log::PartitionLog) port; and the offset store chosen in one
+//! factory, [`StoreConfig`]. The groups tool and the tests speak to it through the
+//! workspace's one wire client, `kafka-client`.
+//!
 //! Records live in memory and are lost at exit; committed offsets are kept in
 //! `<data-dir>/offsets.json` when a data directory is given. See the crate's README for the
 //! flags, the versions served and every place where the broker deliberately differs from
@@ -56,14 +62,16 @@
 
 pub mod admin;
 mod api;
-pub mod codec;
+mod codec;
 mod config;
 mod connection;
 mod context;
 mod error;
 mod server;
 mod shutdown;
+mod store;
 
 pub use config::{BrokerConfig, TopicSpec};
 pub use error::BrokerError;
 pub use server::Server;
+pub use store::{StoreConfig, OFFSETS_FILE};

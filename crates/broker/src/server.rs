@@ -7,15 +7,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use coordinator_core::{Coordinator, OffsetStore};
+use coordinator_core::Coordinator;
 use coordinator_driver::Driver;
-use offset_store::{JsonFileStore, MemoryStore};
-use partition_log::MemoryLog;
+use partition_log::{MemoryLog, PartitionLog};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tracing::{debug, error, info, warn, Instrument};
 
-use crate::api;
 use crate::codec::{self, Incoming};
 use crate::config::BrokerConfig;
 use crate::connection::Connection;
@@ -46,25 +44,24 @@ impl Server {
     /// unreadable offset file), a topic that cannot be created, `BIND_FAILED`.
     pub async fn bind(config: BrokerConfig) -> Result<Server, BrokerError> {
         config.validate()?;
-        let store: Arc<dyn OffsetStore> = match &config.data_dir {
-            Some(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| BrokerError::InvalidConfig {
+        let store_config = config.store();
+        if let Some(dir) = &config.data_dir {
+            // The broker creates its data directory (the groups tool refuses a missing one).
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|e| BrokerError::InvalidConfig {
                     setting: "data-dir",
                     reason: format!("cannot create `{}`: {e}", dir.display()),
                 })?;
-                let path = dir.join("offsets.json");
-                let store = JsonFileStore::open_async(path.clone()).await?;
-                info!(path = %path.display(), "committed offsets are kept in this file");
-                Arc::new(store)
-            }
-            None => {
-                warn!("no --data-dir: committed offsets live in memory and are lost at exit");
-                Arc::new(MemoryStore::new())
-            }
-        };
-        let log = Arc::new(MemoryLog::with_clock(Arc::new(WallClock)));
+        }
+        let store = store_config.open().await?;
+        match store_config.path() {
+            Some(path) => info!(path = %path.display(), "committed offsets are kept in this file"),
+            None => warn!("no --data-dir: committed offsets live in memory and are lost at exit"),
+        }
+        let log: Arc<dyn PartitionLog> = Arc::new(MemoryLog::with_clock(Arc::new(WallClock)));
         for topic in &config.topics {
-            log.create_topic(&topic.name, topic.partitions)?;
+            log.create_topic(&topic.name, topic.partitions).await?;
             info!(topic = %topic.name, partitions = topic.partitions, "topic created");
         }
         let coordinator = Coordinator::builder(
@@ -263,17 +260,12 @@ impl Handler {
                         client_id = header.client_id.as_deref().unwrap_or(""),
                     );
                     let started = Instant::now();
-                    // Boxed: the handler's future is as large as its largest API's, and
-                    // inline it would make every connection's task that large while idle.
-                    let answer = Box::pin(api::handle(
-                        &self.context,
-                        &mut self.shutdown,
-                        self.peer,
-                        &header,
-                        *request,
-                    ))
-                    .instrument(span.clone())
-                    .await;
+                    // The answer is boxed (see `registry::Answer`): an idle connection's
+                    // task does not carry the largest handler's future.
+                    let answer = request
+                        .answer(&self.context, &mut self.shutdown, self.peer, &header)
+                        .instrument(span.clone())
+                        .await;
                     span.in_scope(|| {
                         debug!(
                             latency_us = started.elapsed().as_micros() as u64,
@@ -288,9 +280,9 @@ impl Handler {
                         }
                     }
                 }
-                Incoming::UnsupportedVersion { header, key } => {
-                    let version = header.request_api_version;
-                    match codec::unsupported_version_response(key, version, header.correlation_id) {
+                Incoming::UnsupportedVersion { header, entry } => {
+                    let (key, version) = (entry.key, header.request_api_version);
+                    match entry.unsupported_version(version, header.correlation_id) {
                         Some(frame) => {
                             debug!(connection = self.id, api = ?key, version, "unsupported version");
                             Some(frame)
@@ -313,5 +305,32 @@ impl Handler {
             }
         }
         "broker shutting down".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The data directory is created off the async workers, and a path that cannot be one is
+    /// still the setting's error, naming it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_data_directory_is_created_and_one_that_cannot_be_is_invalid_config() {
+        let base = tempfile::tempdir().unwrap();
+        let config = |dir: std::path::PathBuf| BrokerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            data_dir: Some(dir),
+            ..BrokerConfig::default()
+        };
+        let nested = base.path().join("a/b");
+        let server = Server::bind(config(nested.clone())).await.unwrap();
+        assert!(nested.is_dir(), "created, parents included");
+        drop(server);
+
+        let file = base.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let err = Server::bind(config(file.join("dir"))).await.unwrap_err();
+        assert_eq!(err.code(), "INVALID_CONFIG");
+        assert!(err.to_string().contains("cannot create"), "{err}");
     }
 }

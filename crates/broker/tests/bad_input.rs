@@ -68,7 +68,7 @@ async fn malformed_frames_close_their_connection_only() {
     let mut c = broker.client().await;
     c.send_raw(&100i32.to_be_bytes()).await;
     c.send_raw(&[0, 18]).await;
-    c.stream.shutdown().await.expect("half close");
+    c.stream().shutdown().await.expect("half close");
     assert!(c.is_closed().await);
     broker.stop().await.expect("the broker survived every case");
 }

@@ -20,6 +20,10 @@
 //! ([`MemoryLog::bounds`]), a lookup by timestamp ([`MemoryLog::offset_for_timestamp`]) and a
 //! change signal to wait for appends without polling ([`MemoryLog::appends`]).
 //!
+//! Those are also the [`PartitionLog`] port, the log as the broker's handlers see it
+//! (`Arc<dyn PartitionLog>`), which `MemoryLog` implements so that another log can take its
+//! place.
+//!
 //! Nothing is written to disk: records do not survive the process.
 //!
 //! ```
@@ -41,6 +45,8 @@
 
 mod batch;
 mod memory_log;
+mod port;
 
 pub use batch::Batch;
 pub use memory_log::{BatchRead, MemoryLog};
+pub use port::{EncodeBatch, PartitionLog};

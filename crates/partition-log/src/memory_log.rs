@@ -22,7 +22,7 @@ fn metric_name(topic: &str) -> String {
 
 /// One partition: the retained batches and the moving bounds.
 #[derive(Debug, Default)]
-struct PartitionLog {
+struct Partition {
     /// The first readable offset; records below it were removed by retention. It may fall
     /// inside `batches[0]` (as in Kafka, where the log start need not be a batch boundary).
     log_start: i64,
@@ -34,7 +34,7 @@ struct PartitionLog {
     pinned_high_watermark: Option<i64>,
 }
 
-impl PartitionLog {
+impl Partition {
     fn visible_end(&self) -> i64 {
         self.pinned_high_watermark.unwrap_or(self.log_end)
     }
@@ -113,7 +113,7 @@ pub struct BatchRead {
 /// ```
 pub struct MemoryLog {
     clock: Arc<dyn Clock>,
-    topics: RwLock<BTreeMap<Arc<str>, Vec<PartitionLog>>>,
+    topics: RwLock<BTreeMap<Arc<str>, Vec<Partition>>>,
     /// Counts appends (and visible-end moves); readers waiting for data watch it.
     appended: watch::Sender<u64>,
 }
@@ -151,11 +151,11 @@ impl MemoryLog {
     }
 
     // Nothing panics while a guard is held, so a poisoned lock still guards consistent data.
-    fn read(&self) -> RwLockReadGuard<'_, BTreeMap<Arc<str>, Vec<PartitionLog>>> {
+    fn read(&self) -> RwLockReadGuard<'_, BTreeMap<Arc<str>, Vec<Partition>>> {
         self.topics.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, BTreeMap<Arc<str>, Vec<PartitionLog>>> {
+    fn write(&self) -> RwLockWriteGuard<'_, BTreeMap<Arc<str>, Vec<Partition>>> {
         self.topics.write().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -186,7 +186,7 @@ impl MemoryLog {
                 reason: format!("it collides with existing topic `{other}` (`.` and `_` collide)"),
             });
         }
-        let logs = (0..partitions).map(|_| PartitionLog::default()).collect();
+        let logs = (0..partitions).map(|_| Partition::default()).collect();
         topics.insert(Arc::from(name), logs);
         Ok(())
     }
@@ -202,7 +202,7 @@ impl MemoryLog {
     fn with_partition<T>(
         &self,
         tp: &TopicPartition,
-        f: impl FnOnce(&PartitionLog) -> Result<T, LogError>,
+        f: impl FnOnce(&Partition) -> Result<T, LogError>,
     ) -> Result<T, LogError> {
         let topics = self.read();
         let log = partition(&topics, tp)?;
@@ -213,7 +213,7 @@ impl MemoryLog {
     fn with_partition_mut<T>(
         &self,
         tp: &TopicPartition,
-        f: impl FnOnce(&mut PartitionLog) -> Result<T, LogError>,
+        f: impl FnOnce(&mut Partition) -> Result<T, LogError>,
     ) -> Result<T, LogError> {
         let result = {
             let mut topics = self.write();
@@ -440,9 +440,9 @@ fn unknown(tp: &TopicPartition) -> LogError {
 }
 
 fn partition<'a>(
-    topics: &'a BTreeMap<Arc<str>, Vec<PartitionLog>>,
+    topics: &'a BTreeMap<Arc<str>, Vec<Partition>>,
     tp: &TopicPartition,
-) -> Result<&'a PartitionLog, LogError> {
+) -> Result<&'a Partition, LogError> {
     topics
         .get(tp.topic())
         .and_then(|parts| parts.get(tp.partition() as usize))

@@ -1,28 +1,23 @@
 //! A small Kafka client over one TCP connection: ApiVersions at connect, then one request at
 //! a time, each at the highest version both sides speak, each bounded by the timeout.
 //!
-//! It uses the same codec (`kafka-protocol`) as the broker, so what it sends is what any
-//! Kafka client sends; it is not tied to this broker.
+//! The exchange itself is the workspace's wire client ([`kafka_client::Connection`], over the
+//! same codec as the broker), so what it sends is what any Kafka client sends; it is not tied
+//! to this broker. This module adds version negotiation and the tool's error codes.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_client::{ClientError, Connection};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{
-    encode_request_header_into_buffer, Decodable, HeaderVersion, Request, StrBytes,
-};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use kafka_protocol::protocol::Request;
 use tokio::net::TcpStream;
 
 use super::error::AdminError;
 
 /// The client id the tool sends (it shows in the broker's logs).
 const CLIENT_ID: &str = "groups-tool";
-
-/// The largest response accepted: a broker answering more is broken or hostile.
-const MAX_RESPONSE: usize = 64 * 1024 * 1024;
 
 /// The versions this tool speaks, per API: those whose fields it fills and reads. The
 /// highest one the broker also speaks is used.
@@ -70,12 +65,10 @@ pub(crate) fn negotiate(key: ApiKey, broker: &HashMap<i16, (i16, i16)>) -> Resul
 /// One connection to one broker.
 #[derive(Debug)]
 pub(crate) struct Client {
-    stream: TcpStream,
+    connection: Connection,
     /// HOST:PORT as given, for messages.
     address: String,
     timeout: Duration,
-    correlation: i32,
-    buffer: BytesMut,
     /// The broker's ranges, by API key.
     versions: HashMap<i16, (i16, i16)>,
 }
@@ -103,13 +96,12 @@ impl Client {
         for addr in addrs {
             match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
                 Ok(Ok(stream)) => {
-                    let _ = stream.set_nodelay(true);
+                    let mut connection = Connection::new(stream);
+                    connection.set_client_id(CLIENT_ID);
                     let mut client = Client {
-                        stream,
+                        connection,
                         address: address.to_string(),
                         timeout,
-                        correlation: 0,
-                        buffer: BytesMut::new(),
                         versions: HashMap::new(),
                     };
                     client.api_versions().await?;
@@ -169,87 +161,21 @@ impl Client {
         version: i16,
     ) -> Result<R::Response, AdminError> {
         let api = api_name(ApiKey::try_from(R::KEY).unwrap_or(ApiKey::ApiVersions));
-        let protocol = |address: &str, reason: String| AdminError::Protocol {
-            address: address.to_string(),
-            api,
-            reason,
-        };
-        self.correlation = self.correlation.wrapping_add(1);
-        let correlation = self.correlation;
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation)
-            .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
-        let mut frame = BytesMut::new();
-        frame.put_i32(0);
-        encode_request_header_into_buffer(&mut frame, &header)
-            .and_then(|()| request.encode(&mut frame, version))
-            .map_err(|e| protocol(&self.address, format!("cannot encode the request: {e:#}")))?;
-        let size = i32::try_from(frame.len() - 4)
-            .map_err(|_| protocol(&self.address, "the request exceeds 2 GiB".into()))?;
-        frame[..4].copy_from_slice(&size.to_be_bytes());
-        let timeout = self.timeout;
-        let exchange = async {
-            self.stream
-                .write_all(&frame)
-                .await
-                .map_err(|e| e.to_string())?;
-            self.read_frame().await
-        };
-        let mut body = match tokio::time::timeout(timeout, exchange).await {
-            Ok(Ok(body)) => body,
-            Ok(Err(reason)) => return Err(protocol(&self.address, reason)),
-            Err(_) => {
-                return Err(AdminError::Timeout {
+        self.connection
+            .call_within(request, version, self.timeout)
+            .await
+            .map_err(|e| match e {
+                ClientError::Timeout(timeout_ms) => AdminError::Timeout {
                     address: self.address.clone(),
                     api,
-                    timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-                })
-            }
-        };
-        let header_version = <R::Response as HeaderVersion>::header_version(version);
-        let header = ResponseHeader::decode(&mut body, header_version)
-            .map_err(|e| protocol(&self.address, format!("malformed response header: {e:#}")))?;
-        if header.correlation_id != correlation {
-            return Err(protocol(
-                &self.address,
-                format!(
-                    "answered correlation id {} to request {correlation}",
-                    header.correlation_id
-                ),
-            ));
-        }
-        let response = <R::Response as Decodable>::decode(&mut body, version)
-            .map_err(|e| protocol(&self.address, format!("malformed response: {e:#}")))?;
-        Ok(response)
-    }
-
-    /// The next response frame (without its length).
-    async fn read_frame(&mut self) -> Result<Bytes, String> {
-        loop {
-            if self.buffer.len() >= 4 {
-                let len = i32::from_be_bytes([
-                    self.buffer[0],
-                    self.buffer[1],
-                    self.buffer[2],
-                    self.buffer[3],
-                ]);
-                let len = usize::try_from(len)
-                    .ok()
-                    .filter(|&l| l <= MAX_RESPONSE)
-                    .ok_or_else(|| format!("a response frame declares {len} bytes"))?;
-                if self.buffer.len() >= 4 + len {
-                    self.buffer.advance(4);
-                    return Ok(self.buffer.split_to(len).freeze());
-                }
-            }
-            match self.stream.read_buf(&mut self.buffer).await {
-                Ok(0) => return Err("the broker closed the connection".into()),
-                Ok(_) => {}
-                Err(e) => return Err(e.to_string()),
-            }
-        }
+                    timeout_ms,
+                },
+                other => AdminError::Protocol {
+                    address: self.address.clone(),
+                    api,
+                    reason: other.to_string(),
+                },
+            })
     }
 }
 

@@ -3,17 +3,19 @@
 //! directory cannot know (members, the log) it answers as "none" or "unknown".
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use coordinator_core::{CommitFence, OffsetMap, OffsetStore, TopicPartition};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use offset_store::JsonFileStore;
 
 use super::client::Client;
 use super::error::AdminError;
 use crate::api::consumer_protocol::{assignment_partitions, subscription_topics, CONSUMER};
+use crate::store::StoreConfig;
 
 /// Kafka's state of a group that does not exist.
 pub(crate) const DEAD: &str = "Dead";
@@ -783,19 +785,26 @@ fn described(d: describe_groups_response::DescribedGroup) -> GroupInfo {
 
 /// A data directory's offset file, opened through the store (which owns it while open: a
 /// running broker's lock refuses the tool, and the tool's refuses a broker).
-#[derive(Debug)]
 pub(crate) struct DataDirSource {
-    store: JsonFileStore,
+    store: Arc<dyn OffsetStore>,
+}
+
+impl fmt::Debug for DataDirSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DataDirSource").finish_non_exhaustive()
+    }
 }
 
 impl DataDirSource {
     pub(crate) async fn open(dir: &Path) -> Result<DataDirSource, AdminError> {
-        if !dir.is_dir() {
+        let is_dir = tokio::fs::metadata(dir).await.is_ok_and(|m| m.is_dir());
+        if !is_dir {
             return Err(AdminError::DataDirMissing {
                 path: dir.to_path_buf(),
             });
         }
-        let store = JsonFileStore::open_async(dir.join("offsets.json"))
+        let store = StoreConfig::from_data_dir(Some(dir))
+            .open()
             .await
             .map_err(|source| AdminError::DataDirUnavailable {
                 path: dir.to_path_buf(),

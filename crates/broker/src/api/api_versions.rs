@@ -1,11 +1,36 @@
-//! ApiVersions: the versions this broker serves (see `codec::SUPPORTED`).
+//! ApiVersions: the versions this broker serves (the [registry](super::registry)'s).
 
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use std::ops::RangeInclusive;
 
-use super::Call;
-use crate::codec::advertised_versions;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 
-pub(super) fn handle(_call: &Call<'_>, _request: &ApiVersionsRequest) -> ApiVersionsResponse {
-    // v3's client software name and version are not checked: Kafka only uses them for metrics.
-    ApiVersionsResponse::default().with_api_keys(advertised_versions())
+use super::registry::{advertised_versions, Api};
+use super::{codes, Call};
+use crate::shutdown::Shutdown;
+
+pub(crate) struct ApiVersions;
+
+impl Api for ApiVersions {
+    const KEY: ApiKey = ApiKey::ApiVersions;
+    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    type Request = ApiVersionsRequest;
+
+    async fn handle(
+        _call: &Call<'_>,
+        _request: ApiVersionsRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<ApiVersionsResponse> {
+        // v3's client software name and version are not checked: Kafka only uses them for
+        // metrics.
+        Some(ApiVersionsResponse::default().with_api_keys(advertised_versions()))
+    }
+
+    /// A v0 body listing the supported versions, so the client can pick one (Kafka's rule:
+    /// the client retries with the highest version both sides know).
+    fn unsupported(_version: i16) -> Option<(i16, ApiVersionsResponse)> {
+        let body = ApiVersionsResponse::default()
+            .with_error_code(codes::UNSUPPORTED_VERSION)
+            .with_api_keys(advertised_versions());
+        Some((0, body))
+    }
 }

@@ -5,18 +5,21 @@
 //! read as "no session" and answer with full fetches; an incremental fetch (a non-zero
 //! session id) gets FETCH_SESSION_ID_NOT_FOUND, which makes them start over with a full one.
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use coordinator_core::{LogError, TopicPartition};
+use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
 use partition_log::Batch;
 use tokio::time::Instant;
 
 use super::produce::log_code;
 use super::records::encode_records;
+use super::registry::Api;
 use super::{codes, Call};
 use crate::shutdown::Shutdown;
 
@@ -24,11 +27,7 @@ use crate::shutdown::Shutdown;
 /// stable offset is the high watermark either way.
 const READ_COMMITTED: i8 = 1;
 
-pub(super) async fn handle(
-    call: &Call<'_>,
-    request: FetchRequest,
-    shutdown: &mut Shutdown,
-) -> FetchResponse {
+async fn handle(call: &Call<'_>, request: FetchRequest, shutdown: &mut Shutdown) -> FetchResponse {
     if request.session_id != 0 {
         return FetchResponse::default().with_error_code(codes::FETCH_SESSION_ID_NOT_FOUND);
     }
@@ -39,7 +38,7 @@ pub(super) async fn handle(
     let mut appends = call.context.log.appends();
     loop {
         appends.borrow_and_update();
-        let (response, bytes, errors) = read(call, &request);
+        let (response, bytes, errors) = read(call, &request).await;
         if bytes >= min_bytes || errors || shutdown.is_shutdown() || Instant::now() >= deadline {
             return response;
         }
@@ -57,82 +56,108 @@ pub(super) async fn handle(
 
 /// One pass over the asked partitions: the response, the record bytes in it, and whether
 /// any partition has an error (which makes Kafka answer at once).
-fn read(call: &Call<'_>, request: &FetchRequest) -> (FetchResponse, usize, bool) {
-    let log = &call.context.log;
+async fn read(call: &Call<'_>, request: &FetchRequest) -> (FetchResponse, usize, bool) {
     let read_committed = request.isolation_level == READ_COMMITTED;
-    let mut budget = usize::try_from(request.max_bytes).unwrap_or(0);
-    let mut total = 0usize;
-    let mut errors = false;
-    let responses = request
-        .topics
-        .iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    let answer = PartitionData::default()
-                        .with_partition_index(p.partition)
-                        .with_aborted_transactions(read_committed.then(Vec::new));
-                    let Ok(index) = u32::try_from(p.partition) else {
-                        errors = true;
-                        return answer
-                            .with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION)
-                            .with_high_watermark(-1);
-                    };
-                    let tp = TopicPartition::new(topic.topic.0.as_str(), index);
-                    let limit = usize::try_from(p.partition_max_bytes)
-                        .unwrap_or(0)
-                        .min(budget);
-                    let read = if limit == 0 && total > 0 {
-                        // The response is full: report the bounds, send no records.
-                        log.bounds(&tp).map(|(start, hw)| (start, hw, Vec::new()))
-                    } else {
-                        log.read_batches(&tp, p.fetch_offset, limit.max(1))
-                            .map(|r| (r.log_start, r.high_watermark, r.batches))
-                    };
-                    match read {
-                        Ok((log_start, hw, batches)) => match concat(&batches) {
-                            Ok(records) => {
-                                total = total.saturating_add(records.len());
-                                budget = budget.saturating_sub(records.len());
-                                answer
-                                    .with_high_watermark(hw)
-                                    .with_last_stable_offset(hw)
-                                    .with_log_start_offset(log_start)
-                                    .with_records(Some(records))
-                            }
-                            Err(reason) => {
-                                tracing::error!(partition = %tp, %reason, "cannot serve records");
-                                errors = true;
-                                answer.with_error_code(codes::UNKNOWN_SERVER_ERROR)
-                            }
-                        },
-                        Err(e) => {
-                            errors = true;
-                            let (start, hw) = match &e {
-                                LogError::OffsetOutOfRange(r) => (r.log_start, r.visible_end),
-                                _ => (-1, -1),
-                            };
-                            answer
-                                .with_error_code(log_code(&e))
-                                .with_high_watermark(hw)
-                                .with_last_stable_offset(hw)
-                                .with_log_start_offset(start)
-                        }
-                    }
-                })
-                .collect();
+    let mut pass = Pass {
+        budget: usize::try_from(request.max_bytes).unwrap_or(0),
+        total: 0,
+        errors: false,
+    };
+    let mut responses = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            let answer = PartitionData::default()
+                .with_partition_index(p.partition)
+                .with_aborted_transactions(read_committed.then(Vec::new));
+            partitions.push(
+                pass.partition(call, topic.topic.0.as_str(), p, answer)
+                    .await,
+            );
+        }
+        responses.push(
             FetchableTopicResponse::default()
                 .with_topic(topic.topic.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
+                .with_partitions(partitions),
+        );
+    }
     (
         FetchResponse::default().with_responses(responses),
-        total,
-        errors,
+        pass.total,
+        pass.errors,
     )
+}
+
+/// What one pass has used and seen so far.
+struct Pass {
+    /// The response's byte budget left.
+    budget: usize,
+    /// The record bytes in the response.
+    total: usize,
+    /// Whether a partition has an error.
+    errors: bool,
+}
+
+impl Pass {
+    async fn partition(
+        &mut self,
+        call: &Call<'_>,
+        topic: &str,
+        p: &FetchPartition,
+        answer: PartitionData,
+    ) -> PartitionData {
+        let log = &call.context.log;
+        let Ok(index) = u32::try_from(p.partition) else {
+            self.errors = true;
+            return answer
+                .with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION)
+                .with_high_watermark(-1);
+        };
+        let tp = TopicPartition::new(topic, index);
+        let limit = usize::try_from(p.partition_max_bytes)
+            .unwrap_or(0)
+            .min(self.budget);
+        let read = if limit == 0 && self.total > 0 {
+            // The response is full: report the bounds, send no records.
+            log.bounds(&tp)
+                .await
+                .map(|(start, hw)| (start, hw, Vec::new()))
+        } else {
+            log.read_batches(&tp, p.fetch_offset, limit.max(1))
+                .await
+                .map(|r| (r.log_start, r.high_watermark, r.batches))
+        };
+        match read {
+            Ok((log_start, hw, batches)) => match concat(&batches) {
+                Ok(records) => {
+                    self.total = self.total.saturating_add(records.len());
+                    self.budget = self.budget.saturating_sub(records.len());
+                    answer
+                        .with_high_watermark(hw)
+                        .with_last_stable_offset(hw)
+                        .with_log_start_offset(log_start)
+                        .with_records(Some(records))
+                }
+                Err(reason) => {
+                    tracing::error!(partition = %tp, %reason, "cannot serve records");
+                    self.errors = true;
+                    answer.with_error_code(codes::UNKNOWN_SERVER_ERROR)
+                }
+            },
+            Err(e) => {
+                self.errors = true;
+                let (start, hw) = match &e {
+                    LogError::OffsetOutOfRange(r) => (r.log_start, r.visible_end),
+                    _ => (-1, -1),
+                };
+                answer
+                    .with_error_code(log_code(&e))
+                    .with_high_watermark(hw)
+                    .with_last_stable_offset(hw)
+                    .with_log_start_offset(start)
+            }
+        }
+    }
 }
 
 /// The batches' wire bytes back to back. A single stored batch is handed out without a copy.
@@ -150,4 +175,28 @@ fn concat(batches: &[Arc<Batch>]) -> Result<Bytes, String> {
         }
     }
     Ok(out.freeze())
+}
+
+pub(crate) struct Fetch;
+
+impl Api for Fetch {
+    const KEY: ApiKey = ApiKey::Fetch;
+    const VERSIONS: RangeInclusive<i16> = 4..=11;
+    type Request = FetchRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: FetchRequest,
+        shutdown: &mut Shutdown,
+    ) -> Option<FetchResponse> {
+        Some(handle(call, request, shutdown).await)
+    }
+
+    /// Fetch carries a top-level error from v7.
+    fn unsupported(version: i16) -> Option<(i16, FetchResponse)> {
+        (version >= 7).then(|| {
+            let body = FetchResponse::default().with_error_code(codes::UNSUPPORTED_VERSION);
+            (version, body)
+        })
+    }
 }

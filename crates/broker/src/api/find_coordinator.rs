@@ -1,15 +1,19 @@
 //! FindCoordinator: this broker coordinates every group. Transactions have no coordinator.
 
-use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use std::ops::RangeInclusive;
+
+use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::registry::Api;
 use super::{codes, Call};
 use crate::context::NODE_ID;
+use crate::shutdown::Shutdown;
 
 /// `key_type` 1 asks for a transaction coordinator.
 const TRANSACTION: i8 = 1;
 
-pub(super) fn handle(call: &Call<'_>, request: &FindCoordinatorRequest) -> FindCoordinatorResponse {
+fn handle(call: &Call<'_>, request: &FindCoordinatorRequest) -> FindCoordinatorResponse {
     // Served versions are 0-1: the answer sits in the top-level fields.
     if request.key_type == TRANSACTION {
         return FindCoordinatorResponse::default()
@@ -26,4 +30,30 @@ pub(super) fn handle(call: &Call<'_>, request: &FindCoordinatorRequest) -> FindC
         .with_node_id(BrokerId(NODE_ID))
         .with_host(StrBytes::from_string(call.context.host.clone()))
         .with_port(call.context.port)
+}
+
+pub(crate) struct FindCoordinator;
+
+impl Api for FindCoordinator {
+    const KEY: ApiKey = ApiKey::FindCoordinator;
+    const VERSIONS: RangeInclusive<i16> = 0..=1;
+    type Request = FindCoordinatorRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: FindCoordinatorRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<FindCoordinatorResponse> {
+        Some(handle(call, &request))
+    }
+
+    /// v0-3 carry a top-level error; v4's batched form does not.
+    fn unsupported(version: i16) -> Option<(i16, FindCoordinatorResponse)> {
+        (version <= 3).then(|| {
+            let body = FindCoordinatorResponse::default()
+                .with_error_code(codes::UNSUPPORTED_VERSION)
+                .with_error_message(None);
+            (version, body)
+        })
+    }
 }

@@ -6,6 +6,8 @@
 //! decoded here (the consumer protocol is part of the codec) and handed to the core as
 //! topics and partitions, so describe, lag and the optional ownership check see them.
 
+use std::ops::RangeInclusive;
+
 use bytes::Bytes;
 use coordinator_core::{
     ClassicProtocol, Error, ErrorCode, Generation, GroupState, JoinGroupRequest as CoreJoin,
@@ -18,6 +20,7 @@ use tracing::info;
 use super::consumer_protocol::{
     assignment_partitions, empty_assignment, subscription_topics, CONSUMER,
 };
+use super::registry::Api;
 use super::{codes, Call};
 use crate::shutdown::Shutdown;
 
@@ -50,7 +53,7 @@ fn optional(s: &Option<StrBytes>) -> Option<String> {
     s.as_ref().map(|v| v.to_string())
 }
 
-pub(super) async fn join(
+async fn join(
     call: &Call<'_>,
     request: JoinGroupRequest,
     shutdown: &mut Shutdown,
@@ -149,7 +152,7 @@ pub(super) async fn join(
     }
 }
 
-pub(super) async fn sync(
+async fn sync(
     call: &Call<'_>,
     request: SyncGroupRequest,
     shutdown: &mut Shutdown,
@@ -195,7 +198,7 @@ pub(super) async fn sync(
     }
 }
 
-pub(super) async fn heartbeat(call: &Call<'_>, request: HeartbeatRequest) -> HeartbeatResponse {
+async fn heartbeat(call: &Call<'_>, request: HeartbeatRequest) -> HeartbeatResponse {
     let result = call
         .context
         .coordinator
@@ -210,7 +213,7 @@ pub(super) async fn heartbeat(call: &Call<'_>, request: HeartbeatRequest) -> Hea
     HeartbeatResponse::default().with_error_code(result.err().map_or(codes::NONE, |e| code(&e)))
 }
 
-pub(super) async fn leave(call: &Call<'_>, request: LeaveGroupRequest) -> LeaveGroupResponse {
+async fn leave(call: &Call<'_>, request: LeaveGroupRequest) -> LeaveGroupResponse {
     // v0-2 (served: 0-1) name one member by id.
     let members = [LeavingMember {
         member_id: request.member_id.to_string(),
@@ -235,10 +238,7 @@ pub(super) async fn leave(call: &Call<'_>, request: LeaveGroupRequest) -> LeaveG
     LeaveGroupResponse::default().with_error_code(error)
 }
 
-pub(super) async fn describe(
-    call: &Call<'_>,
-    request: DescribeGroupsRequest,
-) -> DescribeGroupsResponse {
+async fn describe(call: &Call<'_>, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
     let mut groups = Vec::with_capacity(request.groups.len());
     for group in request.groups {
         let described =
@@ -292,7 +292,7 @@ pub(super) async fn describe(
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
-pub(super) async fn list(call: &Call<'_>, request: ListGroupsRequest) -> ListGroupsResponse {
+async fn list(call: &Call<'_>, request: ListGroupsRequest) -> ListGroupsResponse {
     // v4's state filter: case-insensitive, trimmed; empty means all (Kafka's rule).
     let filter: Vec<String> = request
         .states_filter
@@ -316,7 +316,7 @@ pub(super) async fn list(call: &Call<'_>, request: ListGroupsRequest) -> ListGro
     ListGroupsResponse::default().with_groups(groups)
 }
 
-pub(super) async fn delete(call: &Call<'_>, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+async fn delete(call: &Call<'_>, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let mut results = Vec::new();
     for group in request.groups_names {
         let code = match call.context.coordinator.delete_group(group.as_str()).await {
@@ -333,4 +333,143 @@ pub(super) async fn delete(call: &Call<'_>, request: DeleteGroupsRequest) -> Del
         );
     }
     DeleteGroupsResponse::default().with_results(results)
+}
+
+pub(crate) struct JoinGroup;
+
+impl Api for JoinGroup {
+    const KEY: ApiKey = ApiKey::JoinGroup;
+    const VERSIONS: RangeInclusive<i16> = 0..=5;
+    type Request = JoinGroupRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: JoinGroupRequest,
+        shutdown: &mut Shutdown,
+    ) -> Option<JoinGroupResponse> {
+        Some(join(call, request, shutdown).await)
+    }
+
+    fn unsupported(version: i16) -> Option<(i16, JoinGroupResponse)> {
+        let body = JoinGroupResponse::default()
+            .with_error_code(codes::UNSUPPORTED_VERSION)
+            .with_protocol_name((version < 7).then(Default::default));
+        Some((version, body))
+    }
+}
+
+pub(crate) struct SyncGroup;
+
+impl Api for SyncGroup {
+    const KEY: ApiKey = ApiKey::SyncGroup;
+    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    type Request = SyncGroupRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: SyncGroupRequest,
+        shutdown: &mut Shutdown,
+    ) -> Option<SyncGroupResponse> {
+        Some(sync(call, request, shutdown).await)
+    }
+
+    fn unsupported(version: i16) -> Option<(i16, SyncGroupResponse)> {
+        let body = SyncGroupResponse::default().with_error_code(codes::UNSUPPORTED_VERSION);
+        Some((version, body))
+    }
+}
+
+pub(crate) struct Heartbeat;
+
+impl Api for Heartbeat {
+    const KEY: ApiKey = ApiKey::Heartbeat;
+    const VERSIONS: RangeInclusive<i16> = 0..=1;
+    type Request = HeartbeatRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: HeartbeatRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<HeartbeatResponse> {
+        Some(heartbeat(call, request).await)
+    }
+
+    fn unsupported(version: i16) -> Option<(i16, HeartbeatResponse)> {
+        let body = HeartbeatResponse::default().with_error_code(codes::UNSUPPORTED_VERSION);
+        Some((version, body))
+    }
+}
+
+pub(crate) struct LeaveGroup;
+
+impl Api for LeaveGroup {
+    const KEY: ApiKey = ApiKey::LeaveGroup;
+    const VERSIONS: RangeInclusive<i16> = 0..=1;
+    type Request = LeaveGroupRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: LeaveGroupRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<LeaveGroupResponse> {
+        Some(leave(call, request).await)
+    }
+
+    fn unsupported(version: i16) -> Option<(i16, LeaveGroupResponse)> {
+        let body = LeaveGroupResponse::default().with_error_code(codes::UNSUPPORTED_VERSION);
+        Some((version, body))
+    }
+}
+
+pub(crate) struct DescribeGroups;
+
+impl Api for DescribeGroups {
+    const KEY: ApiKey = ApiKey::DescribeGroups;
+    const VERSIONS: RangeInclusive<i16> = 0..=5;
+    type Request = DescribeGroupsRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: DescribeGroupsRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<DescribeGroupsResponse> {
+        Some(describe(call, request).await)
+    }
+}
+
+pub(crate) struct ListGroups;
+
+impl Api for ListGroups {
+    const KEY: ApiKey = ApiKey::ListGroups;
+    const VERSIONS: RangeInclusive<i16> = 0..=4;
+    type Request = ListGroupsRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: ListGroupsRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<ListGroupsResponse> {
+        Some(list(call, request).await)
+    }
+
+    fn unsupported(version: i16) -> Option<(i16, ListGroupsResponse)> {
+        let body = ListGroupsResponse::default().with_error_code(codes::UNSUPPORTED_VERSION);
+        Some((version, body))
+    }
+}
+
+pub(crate) struct DeleteGroups;
+
+impl Api for DeleteGroups {
+    const KEY: ApiKey = ApiKey::DeleteGroups;
+    const VERSIONS: RangeInclusive<i16> = 0..=2;
+    type Request = DeleteGroupsRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: DeleteGroupsRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<DeleteGroupsResponse> {
+        Some(delete(call, request).await)
+    }
 }

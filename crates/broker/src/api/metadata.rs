@@ -4,13 +4,17 @@
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use std::ops::RangeInclusive;
+
+use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::registry::Api;
 use super::{codes, Call};
 use crate::context::NODE_ID;
+use crate::shutdown::Shutdown;
 
-pub(super) fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
+async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
     let context = call.context;
     // v0: an empty list means every topic; v1+: null means every topic, empty means none.
     let all = match &request.topics {
@@ -18,12 +22,15 @@ pub(super) fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataRespo
         Some(topics) => call.version == 0 && topics.is_empty(),
     };
     let names: Vec<String> = if all {
-        context
-            .log
-            .topics()
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect()
+        match context.log.topics().await {
+            Ok(topics) => topics.into_iter().map(|(name, _)| name).collect(),
+            // The log cannot list its topics: the answer lists none (Kafka's answer when
+            // its metadata cache is empty).
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the topics");
+                Vec::new()
+            }
+        }
     } else {
         request
             .topics
@@ -34,30 +41,28 @@ pub(super) fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataRespo
     };
     // v0-3 have no flag: Kafka creates topics for them when auto-creation is on.
     let allow_create = call.version < 4 || request.allow_auto_topic_creation;
-    let topics = names
-        .into_iter()
-        .map(|name| {
-            let topic = MetadataResponseTopic::default()
-                .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
-            match context.topic_or_create(&name, allow_create) {
-                Ok(Some(count)) => topic.with_partitions(
-                    (0..count)
-                        .map(|p| {
-                            MetadataResponsePartition::default()
-                                .with_partition_index(p as i32)
-                                .with_leader_id(BrokerId(NODE_ID))
-                                .with_replica_nodes(vec![BrokerId(NODE_ID)])
-                                .with_isr_nodes(vec![BrokerId(NODE_ID)])
-                        })
-                        .collect(),
-                ),
-                Ok(None) => topic.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION),
-                Err(e) => {
-                    topic.with_error_code(e.kafka_code().unwrap_or(codes::INVALID_TOPIC_EXCEPTION))
-                }
+    let mut topics = Vec::with_capacity(names.len());
+    for name in names {
+        let topic = MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
+        topics.push(match context.topic_or_create(&name, allow_create).await {
+            Ok(Some(count)) => topic.with_partitions(
+                (0..count)
+                    .map(|p| {
+                        MetadataResponsePartition::default()
+                            .with_partition_index(p as i32)
+                            .with_leader_id(BrokerId(NODE_ID))
+                            .with_replica_nodes(vec![BrokerId(NODE_ID)])
+                            .with_isr_nodes(vec![BrokerId(NODE_ID)])
+                    })
+                    .collect(),
+            ),
+            Ok(None) => topic.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION),
+            Err(e) => {
+                topic.with_error_code(e.kafka_code().unwrap_or(codes::INVALID_TOPIC_EXCEPTION))
             }
-        })
-        .collect();
+        });
+    }
     MetadataResponse::default()
         .with_brokers(vec![MetadataResponseBroker::default()
             .with_node_id(BrokerId(NODE_ID))
@@ -66,4 +71,20 @@ pub(super) fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataRespo
         .with_cluster_id(Some(StrBytes::from_string(context.cluster_id.clone())))
         .with_controller_id(BrokerId(NODE_ID))
         .with_topics(topics)
+}
+
+pub(crate) struct Metadata;
+
+impl Api for Metadata {
+    const KEY: ApiKey = ApiKey::Metadata;
+    const VERSIONS: RangeInclusive<i16> = 0..=5;
+    type Request = MetadataRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: MetadataRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<MetadataResponse> {
+        Some(handle(call, request).await)
+    }
 }

@@ -5,6 +5,7 @@
 //! if none is left the coordinator is not called at all.
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 
 use coordinator_core::{
     CommitAuthority, CommittedOffsets, OffsetAndMetadata, OffsetCommitRequest as CoreCommit,
@@ -18,7 +19,9 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
 use super::groups::{code, generation};
+use super::registry::Api;
 use super::{codes, Call};
+use crate::shutdown::Shutdown;
 
 /// The partition if its topic and number exist in the log.
 fn existing(call: &Call<'_>, topic: &str, partition: i32) -> Option<TopicPartition> {
@@ -27,7 +30,7 @@ fn existing(call: &Call<'_>, topic: &str, partition: i32) -> Option<TopicPartiti
     (p < count).then(|| TopicPartition::new(topic, p))
 }
 
-pub(super) async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
+async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
     // Per (topic index, partition index): a code decided before the coordinator is asked.
     let mut early: BTreeMap<(usize, usize), i16> = BTreeMap::new();
     let mut offsets = CommittedOffsets::new();
@@ -119,7 +122,7 @@ pub(super) async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> Off
 /// with; -1 for none. An unknown group has none and is no error, and the empty group id is a
 /// group id like any other (Kafka's behaviour). A store that keeps offsets only (the JSON
 /// file) reads the metadata back empty.
-pub(super) async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchResponse {
+async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchResponse {
     let coordinator = &call.context.coordinator;
     let group = request.group_id.as_str();
     let committed = match coordinator
@@ -207,7 +210,7 @@ pub(super) async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> Offse
 }
 
 /// OffsetDelete v0: removes a group's committed offsets of topics it is not subscribed to.
-pub(super) async fn delete(call: &Call<'_>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+async fn delete(call: &Call<'_>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let mut early: BTreeMap<(String, i32), i16> = BTreeMap::new();
     let mut asked = Vec::new();
     for topic in &request.topics {
@@ -276,4 +279,60 @@ pub(super) async fn delete(call: &Call<'_>, request: OffsetDeleteRequest) -> Off
         return OffsetDeleteResponse::default().with_error_code(group_code);
     }
     OffsetDeleteResponse::default().with_topics(topics)
+}
+
+pub(crate) struct OffsetCommit;
+
+impl Api for OffsetCommit {
+    const KEY: ApiKey = ApiKey::OffsetCommit;
+    const VERSIONS: RangeInclusive<i16> = 2..=3;
+    type Request = OffsetCommitRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: OffsetCommitRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<OffsetCommitResponse> {
+        Some(commit(call, request).await)
+    }
+}
+
+pub(crate) struct OffsetFetch;
+
+impl Api for OffsetFetch {
+    const KEY: ApiKey = ApiKey::OffsetFetch;
+    const VERSIONS: RangeInclusive<i16> = 1..=3;
+    type Request = OffsetFetchRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: OffsetFetchRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<OffsetFetchResponse> {
+        Some(fetch(call, request).await)
+    }
+
+    /// OffsetFetch carries a top-level error in v2-7 (v8 batches groups).
+    fn unsupported(version: i16) -> Option<(i16, OffsetFetchResponse)> {
+        (2..8).contains(&version).then(|| {
+            let body = OffsetFetchResponse::default().with_error_code(codes::UNSUPPORTED_VERSION);
+            (version, body)
+        })
+    }
+}
+
+pub(crate) struct OffsetDelete;
+
+impl Api for OffsetDelete {
+    const KEY: ApiKey = ApiKey::OffsetDelete;
+    const VERSIONS: RangeInclusive<i16> = 0..=0;
+    type Request = OffsetDeleteRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: OffsetDeleteRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<OffsetDeleteResponse> {
+        Some(delete(call, request).await)
+    }
 }

@@ -1,5 +1,5 @@
-//! The test kit: a broker on a free loopback port, stopped by its handle, and a Kafka client
-//! built on the same codec. Every wait is bounded by [`BOUND`].
+//! The test kit: a broker on a free loopback port, stopped by its handle, and the
+//! workspace's Kafka wire client. Every wait is bounded by [`BOUND`].
 
 #![allow(
     dead_code,
@@ -13,16 +13,14 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use broker::{BrokerConfig, BrokerError, Server};
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
+use kafka_client::Connection;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{
-    encode_request_header_into_buffer, Decodable, HeaderVersion, Request, StrBytes,
-};
+use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
     TimestampType, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -96,41 +94,35 @@ impl Drop for TestBroker {
     }
 }
 
-/// A Kafka client speaking through kafka-protocol, one request at a time.
+/// The workspace's wire client ([`kafka_client::Connection`]) with the test kit's manners:
+/// every wait bounded, every failure a panic naming it.
 pub struct Client {
-    pub stream: TcpStream,
-    correlation: i32,
-    buffer: BytesMut,
+    connection: Connection,
+    /// The client id of the next requests.
     pub client_id: &'static str,
 }
 
 impl Client {
     pub async fn connect(addr: SocketAddr) -> Client {
-        let stream = bounded("connect", TcpStream::connect(addr))
+        let connection = bounded("connect", Connection::connect(addr))
             .await
             .expect("connect");
         Client {
-            stream,
-            correlation: 0,
-            buffer: BytesMut::new(),
+            connection,
             client_id: "test-client",
         }
     }
 
+    /// The socket, for what the client does not do (a half close).
+    pub fn stream(&mut self) -> &mut TcpStream {
+        self.connection.stream_mut()
+    }
+
     pub fn request_frame<R: Request>(&mut self, request: &R, version: i16) -> (i32, BytesMut) {
-        self.correlation += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation)
-            .with_client_id(Some(StrBytes::from_static_str(self.client_id)));
-        let mut buf = BytesMut::new();
-        buf.put_i32(0);
-        encode_request_header_into_buffer(&mut buf, &header).expect("header encodes");
-        request.encode(&mut buf, version).expect("request encodes");
-        let size = (buf.len() - 4) as i32;
-        buf[..4].copy_from_slice(&size.to_be_bytes());
-        (self.correlation, buf)
+        self.connection.set_client_id(self.client_id);
+        self.connection
+            .encode(request, version)
+            .expect("request encodes")
     }
 
     /// Sends a request and returns the decoded response, checking the correlation id and
@@ -146,41 +138,24 @@ impl Client {
         correlation
     }
 
+    /// The response to `correlation` (answers come in order), with nothing trailing it.
     pub async fn receive<R: Request>(&mut self, correlation: i32, version: i16) -> R::Response {
-        let mut frame = self
-            .read_frame()
+        bounded("read", self.connection.receive::<R>(correlation, version))
             .await
-            .unwrap_or_else(|| panic!("the broker closed the connection instead of answering"));
-        let header_version = <R::Response as HeaderVersion>::header_version(version);
-        let header = ResponseHeader::decode(&mut frame, header_version).expect("response header");
-        assert_eq!(header.correlation_id, correlation, "answers come in order");
-        let body = <R::Response as Decodable>::decode(&mut frame, version).expect("response body");
-        assert_eq!(frame.remaining(), 0, "no trailing bytes");
-        body
+            .unwrap_or_else(|e| panic!("no valid answer to request {correlation}: {e}"))
     }
 
     pub async fn send_raw(&mut self, bytes: &[u8]) {
-        bounded("write", self.stream.write_all(bytes))
+        bounded("write", self.connection.send_raw(bytes))
             .await
             .expect("write");
     }
 
     /// The next response frame, or `None` if the broker closed the connection.
     pub async fn read_frame(&mut self) -> Option<Bytes> {
-        loop {
-            if self.buffer.len() >= 4 {
-                let len =
-                    i32::from_be_bytes(self.buffer[..4].try_into().expect("4 bytes")) as usize;
-                if self.buffer.len() >= 4 + len {
-                    self.buffer.advance(4);
-                    return Some(self.buffer.split_to(len).freeze());
-                }
-            }
-            match bounded("read", self.stream.read_buf(&mut self.buffer)).await {
-                Ok(0) | Err(_) => return None,
-                Ok(_) => {}
-            }
-        }
+        bounded("read", self.connection.read_frame())
+            .await
+            .unwrap_or(None)
     }
 
     /// True once the broker has closed this connection (bounded wait).

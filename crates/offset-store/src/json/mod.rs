@@ -2,6 +2,7 @@
 //! each batch of writes.
 
 mod builder;
+mod closing;
 mod decode;
 mod encode;
 mod files;
@@ -22,6 +23,7 @@ use coordinator_core::{
 use tokio::sync::oneshot;
 
 pub use self::builder::JsonFileStoreBuilder;
+use self::closing::Reaper;
 use self::decode::Groups;
 use self::files::Files;
 use self::writer::{io_error, Change, Request, Shared, Writer};
@@ -96,10 +98,13 @@ use crate::fs::{Fs, StdFs};
 /// in it holds its group's gate, so a rebalance of group A can wait for one file write that
 /// carries group B's offsets too — but for one file write, not for a queue of them.
 ///
-/// Dropping the store waits for the writer to finish what is queued (the file write in flight,
-/// then one more for everything queued behind it, unless `max_batch` splits it), then
-/// releases the lock, so the next owner finds every write that was handed to this one. That
-/// wait blocks the dropping thread: on a slow disk, drop the store off the async workers.
+/// Dropping the store lets the writer finish what is queued (the file write in flight, then
+/// one more for everything queued behind it, unless `max_batch` splits it), then releases the
+/// lock, so the next owner finds every write that was handed to this one. With nothing queued
+/// or in flight (every commit answered) the lock goes at once. Otherwise, outside a tokio
+/// runtime the drop waits for the writer; inside one it does not block the async worker: the
+/// wait runs on the blocking pool (which a runtime shutting down waits for), and an `open` of
+/// the same path in this process waits until the lock is released instead of being refused.
 ///
 /// # Ownership
 ///
@@ -135,9 +140,9 @@ pub struct JsonFileStore<F: Fs = StdFs> {
     idle: Mutex<Option<Writer<F>>>,
     /// The writer thread once started (joined on drop), or why it could not start.
     thread: OnceLock<Result<JoinHandle<()>, String>>,
-    /// The owner lock on `<name>.lock`. The thread is joined in `drop`, before the fields
-    /// are dropped, so the lock outlives every write.
-    _lock: F::Lock,
+    /// The owner lock on `<name>.lock`, `None` once dropped. It is released only after the
+    /// writer thread has ended (see `Drop`), so the lock outlives every write.
+    lock: Option<F::Lock>,
 }
 
 impl JsonFileStore<StdFs> {
@@ -206,7 +211,7 @@ impl<F: Fs> JsonFileStore<F> {
             shared: Arc::new(Shared::new(files, groups, max_batch)),
             idle: Mutex::new(Some(writer)),
             thread: OnceLock::new(),
-            _lock: lock,
+            lock: Some(lock),
         })
     }
 
@@ -312,15 +317,28 @@ impl<F: Fs> JsonFileStore<F> {
 }
 
 impl<F: Fs> Drop for JsonFileStore<F> {
+    /// Closes the queue; the writer finishes what is queued, then the lock goes. Inside a
+    /// tokio runtime that wait runs on the blocking pool, so dropping a store never blocks an
+    /// async worker (a runtime that is shutting down still waits for it; one that refuses
+    /// the task drops it, which waits right there). Elsewhere it waits inline.
     fn drop(&mut self) {
-        self.shared.queue.close();
-        if let Some(Ok(thread)) = self.thread.take() {
-            // Never on the writer thread itself (it holds no store), so this cannot deadlock;
-            // a panic there has already been reported by the panic hook.
-            if thread.thread().id() != std::thread::current().id() {
-                let _ = thread.join();
-            }
+        let idle = self.shared.queue.close();
+        let thread = match self.thread.take() {
+            Some(Ok(thread)) => Some(thread),
+            _ => None,
+        };
+        if idle || thread.is_none() {
+            // Nothing queued, no write in flight: the writer (if any) stops without touching
+            // the file again, so the lock goes now and the thread ends on its own.
+            drop(self.lock.take());
+            return;
         }
+        let reaper = Reaper::new(thread, self.lock.take(), &self.shared.files.lock);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            drop(runtime.spawn_blocking(move || drop(reaper)));
+            return;
+        }
+        drop(reaper);
     }
 }
 
@@ -347,6 +365,8 @@ impl fmt::Debug for WriteHold<'_> {
 
 /// Takes the owner lock of the offset file, or says who has it.
 fn take_lock<F: Fs>(fs: &F, files: &Files) -> Result<F::Lock, StorageError> {
+    // A store of this process dropped on an async worker may still be finishing its writes.
+    closing::wait_for(&files.lock);
     fs.try_lock(&files.lock).map_err(|e| {
         let message = if e.kind() == io::ErrorKind::WouldBlock {
             format!(
@@ -478,5 +498,69 @@ impl<F: Fs> fmt::Debug for JsonFileStore<F> {
             .field("groups", &self.shared.read_view().len())
             .field("max_batch", &self.shared.max_batch)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    use std::task::Poll;
+    use std::time::Duration;
+
+    use coordinator_core::TopicPartition;
+
+    use super::*;
+    use crate::testing::{FsOp, SimFs};
+
+    const PATH: &str = "/data/offsets.json";
+
+    /// Dropping a store on an async worker while its writer is in the middle of a file write
+    /// returns without waiting for that write; the next open in this process waits for it and
+    /// finds the write.
+    #[tokio::test(flavor = "current_thread")]
+    async fn dropping_a_store_on_an_async_worker_does_not_wait_for_its_writer() {
+        let fs = SimFs::new();
+        let store = JsonFileStore::open_with_fs(PATH, fs.clone()).unwrap();
+        let (entered, in_write) = mpsc::channel::<()>();
+        let (release, released) = mpsc::channel::<()>();
+        let released = Mutex::new(released);
+        let waited_out = Arc::new(AtomicBool::new(false));
+        let timed_out = Arc::clone(&waited_out);
+        fs.set_hook(Some(Arc::new(move |op| {
+            if op == FsOp::WriteAll {
+                let _ = entered.send(());
+                // Bounded, so a drop that waits for this write fails the test, not hangs it.
+                let lock = released.lock().unwrap_or_else(PoisonError::into_inner);
+                if lock.recv_timeout(Duration::from_secs(10)).is_err() {
+                    timed_out.store(true, Ordering::SeqCst);
+                }
+            }
+        })));
+        let offsets = OffsetMap::from([(TopicPartition::new("t", 0), 5)]);
+        {
+            // Queue the write (one poll), then drop its future: the writer still writes it.
+            let mut commit = store.commit("g", &offsets, CommitFence::none());
+            std::future::poll_fn(|cx| {
+                assert!(commit.as_mut().poll(cx).is_pending());
+                Poll::Ready(())
+            })
+            .await;
+        }
+        in_write.recv().unwrap();
+
+        drop(store);
+        assert!(
+            !waited_out.load(Ordering::SeqCst),
+            "the drop waited for the parked write (until the hook gave up)"
+        );
+        release.send(()).unwrap();
+        fs.set_hook(None);
+
+        let reopened = JsonFileStore::open_with_fs(PATH, fs).unwrap();
+        assert_eq!(
+            reopened.snapshot(),
+            BTreeMap::from([("g".to_string(), offsets)])
+        );
     }
 }

@@ -148,10 +148,15 @@ impl Queue {
         self.changed.notify_one();
     }
 
-    /// Lets the writer finish what is queued and stop.
-    pub(super) fn close(&self) {
-        self.lock().closed = true;
+    /// Lets the writer finish what is queued and stop. Returns whether it was idle: nothing
+    /// queued and no file write in flight, so it will touch the file system no more.
+    pub(super) fn close(&self) -> bool {
+        let mut state = self.lock();
+        state.closed = true;
+        let idle = state.pending == 0;
+        drop(state);
         self.changed.notify_one();
+        idle
     }
 
     /// Closes the queue and drops whatever is still in it: their callers get an error and
