@@ -1,7 +1,7 @@
 //! The `OffsetStore` conformance suite checks what it says: a correct store passes it, and a
 //! store that releases its fence before its write is visible fails it.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! A dropped timer run re-arms a group whose cooperative follow-up was due.
 #![allow(clippy::unwrap_used)]
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
