@@ -4,8 +4,7 @@
 //! or after the interrupted batch, with all of its writes — never an error, never a mix, never
 //! a part of a batch — and every write that returned `Ok` must be there.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use common::{
     apply, for_each_seed, random_batch, random_groups, reference_encoding, runtime, write_batch,

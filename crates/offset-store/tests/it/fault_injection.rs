@@ -4,8 +4,7 @@
 //! fault, the file and the in-memory view are exactly as before, and writes succeed again
 //! once the fault has passed.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::error::Error as _;

@@ -1,8 +1,7 @@
 //! Save-then-load round trips over random offset maps: what a commit writes is exactly
 //! serde_json's rendering of SPEC.md's format, and reopening the file gives back the map.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use common::{for_each_seed, merged, random_groups, reference_encoding, runtime, Groups, Rng};
 use coordinator_core::{OffsetMap, TopicPartition};

@@ -1,8 +1,7 @@
 //! The JSON store's rules from SPEC.md on the real file system (and the simulated one where a
 //! fault is needed): the exact format, reopening, corrupt files, failed writes, cancellation.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -5,8 +5,7 @@
 //! exactly what the oracle accepts (with the same offsets), and refuse everything else with
 //! a `Corrupt` error naming the file — never panic, never load an empty store instead.
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fmt;
