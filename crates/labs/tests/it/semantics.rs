@@ -1,7 +1,7 @@
 //! The chapter's consumer semantics, end to end through the cluster facade: real assignor,
 //! JSON offset store in a temporary directory, in-memory log, manual clock. No test sleeps.
 
-mod common;
+use crate::common;
 
 use common::{at, offsets, tp, TestCluster, SESSION_TIMEOUT_MS};
 use consumer::AutoOffsetReset::{self, Earliest, Latest};

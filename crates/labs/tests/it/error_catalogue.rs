@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -19,7 +19,7 @@ use coordinator_core::{
 };
 use labs::Cluster;
 
-const CATALOGUE: &str = include_str!("../../../docs/errors.md");
+const CATALOGUE: &str = include_str!("../../../../docs/errors.md");
 
 /// (kafka code, class) per code, from the "Library errors" table.
 fn library_rows() -> BTreeMap<String, (Option<i16>, String)> {
@@ -333,6 +333,7 @@ async fn every_library_error_in_the_catalogue_is_what_the_crates_return() {
 }
 
 fn assign_tool(args: &[&str], stdin: Stdio, input: &[u8], stdout: Stdio) -> String {
+    let spawning = common::spawning();
     let mut child = Command::new(env!("CARGO_BIN_EXE_assign"))
         .args(args)
         .stdin(stdin)
@@ -340,6 +341,7 @@ fn assign_tool(args: &[&str], stdin: Stdio, input: &[u8], stdout: Stdio) -> Stri
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    drop(spawning);
     if let Some(mut pipe) = child.stdin.take() {
         pipe.write_all(input).unwrap();
     }
@@ -393,6 +395,7 @@ fn every_assign_tool_error_in_the_catalogue_is_provoked() {
 
 #[test]
 fn a_lab_that_cannot_make_its_directory_reports_io_error() {
+    let _spawning = common::spawning();
     let out = Command::new(env!("CARGO_BIN_EXE_rebalance"))
         .env("TMPDIR", "/nonexistent/catalogue-test")
         .output()

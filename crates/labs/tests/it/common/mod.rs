@@ -2,6 +2,8 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
 use consumer::{AutoOffsetReset, Consumer, Record};
 use coordinator_core::{ManualClock, TopicPartition};
 use labs::Cluster;
@@ -36,8 +38,10 @@ impl TestCluster {
             clock,
             cluster,
         } = self;
+        let reopening = reopening();
         drop(cluster);
         let cluster = open(&dir, &clock);
+        drop(reopening);
         TestCluster {
             dir,
             clock,
@@ -109,4 +113,22 @@ impl Rng {
     pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
+}
+
+/// Spawning a process copies every open file descriptor into the child until it execs, the
+/// lock file of every open offset store included: a test that closes a store and reopens it
+/// over the same directory at that moment finds its own lock still held ("is in use"). In
+/// one test binary, tests that spawn a process hold [`spawning`] while they do (it excludes
+/// every reopening), and code that closes and reopens a store on a real disk holds
+/// [`reopening`] from the close to the open.
+static SPAWN: RwLock<()> = RwLock::new(());
+
+/// Held while spawning a process (see [`SPAWN`]).
+pub(crate) fn spawning() -> RwLockWriteGuard<'static, ()> {
+    SPAWN.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Held while closing a store and opening it again (see [`SPAWN`]).
+pub(crate) fn reopening() -> RwLockReadGuard<'static, ()> {
+    SPAWN.read().unwrap_or_else(PoisonError::into_inner)
 }

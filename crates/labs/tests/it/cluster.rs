@@ -1,7 +1,7 @@
 //! The cluster facade: topic rules, member ids, durability across reopen, and the refusal of
 //! every invalid call of SPEC.md with its code.
 
-mod common;
+use crate::common;
 
 use common::{tp, TestCluster};
 use consumer::AutoOffsetReset::{self, Earliest};

@@ -24,7 +24,7 @@ use coordinator_core::{
 use offset_store::testing::SimFs;
 use offset_store::JsonFileStore;
 
-mod common;
+use crate::common;
 use common::Rng;
 
 const SESSION_MS: u64 = 100;
@@ -475,6 +475,7 @@ impl System {
             ),
             Op::Reopen => {
                 // A file has one owner: the old store must be gone before the new one opens.
+                let _reopening = common::reopening();
                 let mut current = self.store.current.write().unwrap();
                 *current = Arc::new(offset_store::MemoryStore::new());
                 *current = open(&self.disk, &self.path);
@@ -699,7 +700,7 @@ fn check_seeds(seeds: impl Iterator<Item = u64>, real_disk: bool) -> (u64, u64, 
                     .map(|f| f.to_string())
                     .unwrap_or_default();
                 panic!(
-                "model mismatch, seed {seed} (replay: MODEL_SEED={seed} cargo test -p labs --test model)\n\
+                "model mismatch, seed {seed} (replay: MODEL_SEED={seed} cargo test -p labs --test it model::)\n\
                  first failure: {failure}\nshrunk to {} operations:\n{short:#?}\nfailure: {last}",
                 short.len()
             );
@@ -926,7 +927,7 @@ fn consumer_commits_never_move_a_committed_offset_backwards() {
                 let short = shrink(ops.clone(), |ops| run_consumer_blocking(ops).is_err());
                 panic!(
                     "a committed offset moved backwards, seed {seed} (replay: MODEL_SEED={seed} \
-                     cargo test -p labs --test model consumer_commits)\nfirst failure: {failure}\n\
+                     cargo test -p labs --test it model::consumer_commits)\nfirst failure: {failure}\n\
                      shrunk to {} operations:\n{short:#?}",
                     short.len()
                 );

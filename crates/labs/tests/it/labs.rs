@@ -26,6 +26,7 @@ const REBALANCE_MEASURED_OUTPUT: &str = "\
 /// and removed its directory, and returns its standard output.
 fn run_lab(exe: &str) -> String {
     let tmp = tempfile::tempdir().expect("temporary directory");
+    let _spawning = crate::common::spawning();
     let output = Command::new(exe)
         .env("TMPDIR", tmp.path())
         .output()
