@@ -1,6 +1,4 @@
-//! Test kits for adapters of the core's ports.
-//!
-//! [`offset_store_conformance`] is the contract of the [`OffsetStore`] port as executable
+//! [`offset_store_conformance`]: the contract of the [`OffsetStore`] port as executable
 //! checks; every store adapter runs it (the way openraft's stores run its `testing::Suite`).
 //! It panics with a message naming the broken rule, so it belongs in tests only.
 
