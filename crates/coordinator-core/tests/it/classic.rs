@@ -8,7 +8,7 @@ use crate::common;
 
 use std::sync::Arc;
 
-use common::{TestStore, Topics};
+use common::{StoreOp, TestStore, Topics};
 use coordinator_core::{
     ClassicProtocol, Coordinator, Error, Generation, GroupKind, GroupState, JoinGroupRequest,
     JoinGroupResponse, LeavingMember, ManualClock, OffsetCommitRequest, OffsetMap,
@@ -894,7 +894,7 @@ async fn a_static_member_restarting_in_stable_keeps_generation_and_assignment_an
     cm.group_instance_id = Some("instance-1".into());
     assert_eq!(code(h.c.commit_offsets(&cm).await), "FENCED_INSTANCE_ID");
     assert!(
-        h.store.received.lock().unwrap().is_empty(),
+        h.store.calls(StoreOp::Commit) == 0,
         "nothing reached the store"
     );
 }
@@ -1025,11 +1025,11 @@ async fn a_commit_by_an_unknown_member_or_generation_is_refused() {
         ),
         "ILLEGAL_GENERATION"
     );
-    assert!(h.store.received.lock().unwrap().is_empty());
+    assert!(h.store.calls(StoreOp::Commit) == 0);
     h.c.commit_offsets(&commit_req("g", &id, Some(g1), 1))
         .await
         .unwrap();
-    assert_eq!(h.store.received.lock().unwrap().len(), 1);
+    assert_eq!(h.store.calls(StoreOp::Commit), 1);
 }
 
 #[tokio::test]
@@ -1089,7 +1089,7 @@ async fn a_commit_checked_against_a_generation_never_lands_after_the_next_is_ins
     // A store whose write blocks until released: the barrier cannot complete meanwhile.
     let h = harness();
     let (leader, follower, g1) = h.stable_pair("g").await;
-    let gate = h.store.hold_writes();
+    let gate = h.store.hold(StoreOp::Commit);
     let c = h.c.clone();
     let f = follower.clone();
     let commit =
@@ -1369,9 +1369,6 @@ async fn scenario_a_dropped_join_future_leaves_the_group_consistent() {
 
 // ============================================== timers, the gate and retention (a review's findings)
 
-use async_trait::async_trait;
-use coordinator_core::{CommitFence, OffsetStore, StorageError};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// A static member replaced while its first join is parked is not new: Kafka's replacement
@@ -1479,7 +1476,7 @@ impl H {
             let offsets = common::offsets(&[("orders", 0, 7)]);
             c.commit(group, member, generation, &offsets).await
         });
-        while !self.store.writes_waiting() {
+        while self.store.waiting(StoreOp::Commit) == 0 {
             tokio::task::yield_now().await;
         }
         commit
@@ -1494,7 +1491,7 @@ async fn a_commit_stuck_in_the_store_does_not_delay_other_groups_timers() {
     let h = harness_with(|b| b.session_timeout_ms(100));
     let a = h.c.join("a-stuck", "m1", &["orders"]).await.unwrap();
     h.c.join("b-other", "m1", &["orders"]).await.unwrap();
-    let hold = h.store.hold_writes();
+    let hold = h.store.hold(StoreOp::Commit);
     let commit = h.stuck_commit("a-stuck", "m1", a.generation).await;
     h.clock.advance(101);
     let run = {
@@ -1530,7 +1527,7 @@ async fn a_commit_stuck_in_the_store_does_not_delay_other_groups_timers() {
 async fn a_dropped_timer_run_arms_the_groups_it_had_not_finished() {
     let h = harness_with(|b| b.session_timeout_ms(100));
     let a = h.c.join("a-stuck", "m1", &["orders"]).await.unwrap();
-    let hold = h.store.hold_writes();
+    let hold = h.store.hold(StoreOp::Commit);
     let commit = h.stuck_commit("a-stuck", "m1", a.generation).await;
     h.clock.advance(101);
     let waited = tokio::time::timeout(Duration::from_millis(50), h.c.handle_timeout()).await;
@@ -1560,7 +1557,7 @@ async fn a_timer_run_that_waited_for_the_gate_counts_new_deadlines_from_when_it_
     let jl = h.spawn_join(join_req("g", &leader, leader_client));
     settle().await;
     // The leader's commit (allowed while PreparingRebalance) is stuck in the store.
-    let hold = h.store.hold_writes();
+    let hold = h.store.hold(StoreOp::Commit);
     let commit = {
         let c = h.c.clone();
         let leader = leader.clone();
@@ -1569,7 +1566,7 @@ async fn a_timer_run_that_waited_for_the_gate_counts_new_deadlines_from_when_it_
                 .await
         })
     };
-    while !h.store.writes_waiting() {
+    while h.store.waiting(StoreOp::Commit) == 0 {
         tokio::task::yield_now().await;
     }
     // The barrier's rebalance timeout passes; the run waits for the gate for 20 s more.
@@ -1595,82 +1592,13 @@ async fn a_timer_run_that_waited_for_the_gate_counts_new_deadlines_from_when_it_
     assert_eq!(d.members.len(), 2, "{:?}", d.members);
 }
 
-/// A store whose commits and deletes can each be held.
-#[derive(Default)]
-struct GatedStore {
-    data: std::sync::Mutex<std::collections::BTreeMap<String, OffsetMap>>,
-    commits: Arc<tokio::sync::RwLock<()>>,
-    deletes: Arc<tokio::sync::RwLock<()>>,
-    in_commit: AtomicU32,
-    in_delete: AtomicU32,
-}
-
-#[async_trait]
-impl OffsetStore for GatedStore {
-    async fn committed(&self, g: &str, tp: &TopicPartition) -> Result<Option<i64>, StorageError> {
-        Ok(self
-            .data
-            .lock()
-            .unwrap()
-            .get(g)
-            .and_then(|m| m.get(tp))
-            .copied())
-    }
-    async fn list(&self, g: &str) -> Result<OffsetMap, StorageError> {
-        Ok(self
-            .data
-            .lock()
-            .unwrap()
-            .get(g)
-            .cloned()
-            .unwrap_or_default())
-    }
-    async fn groups(&self) -> Result<Vec<String>, StorageError> {
-        Ok(self.data.lock().unwrap().keys().cloned().collect())
-    }
-    async fn commit(&self, g: &str, o: &OffsetMap, _f: CommitFence) -> Result<(), StorageError> {
-        self.in_commit.fetch_add(1, Ordering::SeqCst);
-        drop(self.commits.read().await);
-        self.data
-            .lock()
-            .unwrap()
-            .entry(g.to_string())
-            .or_default()
-            .extend(o.clone());
-        Ok(())
-    }
-    async fn delete<'a>(
-        &self,
-        g: &str,
-        p: Option<&'a [TopicPartition]>,
-        _f: CommitFence,
-    ) -> Result<(), StorageError> {
-        self.in_delete.fetch_add(1, Ordering::SeqCst);
-        drop(self.deletes.read().await);
-        let mut all = self.data.lock().unwrap();
-        match p {
-            None => {
-                all.remove(g);
-            }
-            Some(p) => {
-                if let Some(m) = all.get_mut(g) {
-                    for tp in p {
-                        m.remove(tp);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 /// The retention run deletes offsets with the group's gate held exclusively, so no plain
 /// commit runs beside it: a commit that landed after the delete while the run cleared
 /// `has_offsets` and removed the group would stay in the store with nothing to expire it.
 #[tokio::test]
 async fn the_retention_delete_never_runs_beside_a_commit() {
     let clock = ManualClock::new();
-    let store = Arc::new(GatedStore::default());
+    let store = Arc::new(TestStore::default());
     let c = Arc::new(
         Coordinator::builder(
             store.clone(),
@@ -1687,23 +1615,23 @@ async fn the_retention_delete_never_runs_beside_a_commit() {
         .await
         .unwrap();
     clock.advance(1_000);
-    let hold_delete = store.deletes.clone().try_write_owned().unwrap();
+    let hold_delete = store.hold(StoreOp::Delete);
     let run = {
         let c = c.clone();
         tokio::spawn(async move { c.handle_timeout().await })
     };
-    while store.in_delete.load(Ordering::SeqCst) == 0 {
+    while store.calls(StoreOp::Delete) == 0 {
         tokio::task::yield_now().await;
     }
     // A plain commit now: it shares the gate with the running delete.
-    let hold_commit = store.commits.clone().try_write_owned().unwrap();
-    let before = store.in_commit.load(Ordering::SeqCst);
+    let hold_commit = store.hold(StoreOp::Commit);
+    let before = store.calls(StoreOp::Commit);
     let commit = {
         let c = c.clone();
         tokio::spawn(async move { c.commit_offsets(&commit_req("s", "", None, 2)).await })
     };
     for _ in 0..200 {
-        if store.in_commit.load(Ordering::SeqCst) > before {
+        if store.calls(StoreOp::Commit) > before {
             break;
         }
         tokio::task::yield_now().await;

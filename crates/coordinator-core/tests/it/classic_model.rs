@@ -25,13 +25,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use common::{ModuloAssignor, Rng, TestStore, Topics};
 use coordinator_core::{
-    ClassicProtocol, CommitFence, Coordinator, Error, Generation, JoinGroupRequest,
-    JoinGroupResponse, LeavingMember, ManualClock, OffsetCommitRequest, OffsetMap, OffsetStore,
-    SequentialMemberIds, StorageError, SyncAssignment, SyncGroupRequest, SyncGroupResponse,
-    TopicPartition,
+    ClassicProtocol, Coordinator, Error, Generation, JoinGroupRequest, JoinGroupResponse,
+    LeavingMember, ManualClock, OffsetCommitRequest, OffsetMap, SequentialMemberIds,
+    SyncAssignment, SyncGroupRequest, SyncGroupResponse, TopicPartition,
 };
 use tokio::task::JoinHandle;
 
@@ -40,47 +38,24 @@ const SESSION: u64 = 1_000;
 const REBALANCE: u64 = 2_000;
 const NEW_MEMBER: u64 = 5_000;
 
-/// A store that reports a commit tagged with a generation older than one a member was told.
-struct CheckingStore {
-    told: Arc<AtomicU64>,
-    inner: TestStore,
-    violations: Mutex<Vec<String>>,
-}
-
-#[async_trait]
-impl OffsetStore for CheckingStore {
-    async fn committed(&self, g: &str, tp: &TopicPartition) -> Result<Option<i64>, StorageError> {
-        self.inner.committed(g, tp).await
-    }
-    async fn list(&self, g: &str) -> Result<OffsetMap, StorageError> {
-        self.inner.list(g).await
-    }
-    async fn groups(&self) -> Result<Vec<String>, StorageError> {
-        self.inner.groups().await
-    }
-    async fn commit(&self, g: &str, o: &OffsetMap, fence: CommitFence) -> Result<(), StorageError> {
-        for _ in 0..4 {
-            let told = self.told.load(Ordering::SeqCst);
-            for (tp, &tag) in o {
-                if (tag as u64) < told {
-                    self.violations.lock().unwrap().push(format!(
-                        "a commit of {tp} checked against generation {tag} was in the store \
-                         after a member was told generation {told}"
-                    ));
-                }
+/// A store that reports a commit tagged with a generation older than one a member was told
+/// (`told`), checked four times while the commit is in the store.
+fn checking_store(told: Arc<AtomicU64>) -> (Arc<TestStore>, Arc<Mutex<Vec<String>>>) {
+    let store = Arc::new(TestStore::default());
+    let violations = Arc::new(Mutex::new(Vec::new()));
+    let found = violations.clone();
+    store.inspect_commits(4, move |_, o| {
+        let told = told.load(Ordering::SeqCst);
+        for (tp, &tag) in o {
+            if (tag as u64) < told {
+                found.lock().unwrap().push(format!(
+                    "a commit of {tp} checked against generation {tag} was in the store \
+                     after a member was told generation {told}"
+                ));
             }
-            tokio::task::yield_now().await;
         }
-        self.inner.commit(g, o, fence).await
-    }
-    async fn delete<'a>(
-        &self,
-        g: &str,
-        p: Option<&'a [TopicPartition]>,
-        fence: CommitFence,
-    ) -> Result<(), StorageError> {
-        self.inner.delete(g, p, fence).await
-    }
+    });
+    (store, violations)
 }
 
 #[derive(Clone, Debug)]
@@ -136,7 +111,9 @@ struct Slot {
 struct Run {
     c: Arc<Coordinator>,
     clock: ManualClock,
-    store: Arc<CheckingStore>,
+    /// The highest generation a member was told.
+    told: Arc<AtomicU64>,
+    violations: Arc<Mutex<Vec<String>>>,
     slots: Vec<Slot>,
     /// Generation → the leader whose assignment it installed.
     installed: BTreeMap<Generation, String>,
@@ -171,11 +148,7 @@ impl Run {
     fn new() -> Self {
         let clock = ManualClock::new();
         let told = Arc::new(AtomicU64::new(0));
-        let store = Arc::new(CheckingStore {
-            told,
-            inner: TestStore::default(),
-            violations: Mutex::new(Vec::new()),
-        });
+        let (store, violations) = checking_store(told.clone());
         let c = Arc::new(
             Coordinator::builder(
                 store.clone(),
@@ -193,7 +166,8 @@ impl Run {
         Run {
             c,
             clock,
-            store,
+            told,
+            violations,
             slots: (0..MEMBERS).map(|_| Slot::default()).collect(),
             installed: BTreeMap::new(),
             generations: BTreeSet::new(),
@@ -230,7 +204,7 @@ impl Run {
                             answer.generation
                         ));
                     }
-                    let told = &self.store.told;
+                    let told = &self.told;
                     told.fetch_max(answer.generation.get(), Ordering::SeqCst);
                     self.generations.insert(answer.generation);
                     let slot = &mut self.slots[i];
@@ -291,7 +265,7 @@ impl Run {
             Op::Join(i) => {
                 if self.slots[i].join.is_none() {
                     let r = join_req(self.slots[i].id.as_deref().unwrap_or(""));
-                    let (c, told) = (self.c.clone(), self.store.told.clone());
+                    let (c, told) = (self.c.clone(), self.told.clone());
                     // The member learns its generation the moment its answer arrives, even
                     // while other requests (a commit in the store) are still under way.
                     self.slots[i].join = Some(tokio::spawn(async move {
@@ -422,7 +396,7 @@ impl Run {
         }
         settle().await;
         self.collect().await?;
-        let violations = self.store.violations.lock().unwrap().clone();
+        let violations = self.violations.lock().unwrap().clone();
         if !violations.is_empty() {
             return Err(violations.join("; "));
         }

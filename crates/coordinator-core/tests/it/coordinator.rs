@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::*;
 use coordinator_core::{
     AssignError, Assignment, AssignmentInput, Assignor, Coordinator, Error, ExpiredMember,
-    Generation, GroupState,
+    Generation, GroupState, StorageErrorKind,
 };
 
 fn code<T: std::fmt::Debug>(r: Result<T, Error>) -> &'static str {
@@ -250,7 +250,7 @@ async fn heartbeat_extends_the_lease_and_nothing_else() {
     assert_eq!(after.generation, before.generation);
     assert_eq!(after.members[0].partitions, before.members[0].partitions);
     assert!(
-        f.store.received.lock().unwrap().is_empty(),
+        f.store.calls(StoreOp::Commit) == 0,
         "a heartbeat never commits"
     );
     f.clock.set(190).unwrap();
@@ -414,7 +414,7 @@ async fn commit_checks_run_in_spec_order_and_write_nothing() {
         "REBALANCE_IN_PROGRESS"
     );
     assert!(
-        f.store.received.lock().unwrap().is_empty(),
+        f.store.calls(StoreOp::Commit) == 0,
         "no rejected commit reached the store"
     );
     assert_eq!(
@@ -459,7 +459,7 @@ async fn exercise_4_not_owner_names_the_member_and_only_the_foreign_partitions()
         ),
         "NOT_PARTITION_OWNER"
     );
-    assert!(f.store.received.lock().unwrap().is_empty());
+    assert!(f.store.calls(StoreOp::Commit) == 0);
 }
 
 #[tokio::test]
@@ -515,14 +515,18 @@ async fn empty_commit_passes_checks_without_writing() {
         .commit("g", "m1", a.generation, &Default::default())
         .await
         .unwrap();
-    assert!(f.store.received.lock().unwrap().is_empty());
+    assert!(f.store.calls(StoreOp::Commit) == 0);
 }
 
 #[tokio::test]
 async fn store_failure_is_a_storage_error_and_changes_nothing() {
     let f = fixture();
     let a = f.coordinator.join("g", "m1", &["orders"]).await.unwrap();
-    f.store.failing.store(true, Ordering::SeqCst);
+    f.store.fail(
+        StoreOp::Commit,
+        StorageErrorKind::Io,
+        "disk on fire: /dev/null",
+    );
     let before = f.coordinator.describe("g").await.unwrap();
     let err = f
         .coordinator

@@ -5,7 +5,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{ModuloAssignor, TestStore, Topics};
+use common::{ModuloAssignor, StoreOp, TestStore, Topics};
 use coordinator_core::{
     AssignError, Assignment, AssignmentInput, Assignor, Clock, Coordinator, ManualClock,
     TopicPartition,
@@ -48,19 +48,22 @@ async fn a_dropped_timer_run_rearms_a_due_followup() {
     );
     c.join("g", "m1", &["t"]).await.unwrap();
     let g2 = c.join("g", "m2", &["t"]).await.unwrap(); // withholds 1 and 3 from m1; m1 keeps 0 and 2
-    let hold = store.hold_writes();
+    let hold = store.hold(StoreOp::Commit);
     let commit = {
         let c = c.clone();
         let offsets = [(TopicPartition::new("t", 0), 1)].into();
         tokio::spawn(async move { c.commit("g", "m1", g2.generation, &offsets).await })
     };
     for _ in 0..1000 {
-        if store.writes_waiting() {
+        if store.waiting(StoreOp::Commit) > 0 {
             break;
         }
         tokio::task::yield_now().await;
     }
-    assert!(store.writes_waiting(), "the commit reached the store");
+    assert!(
+        store.waiting(StoreOp::Commit) > 0,
+        "the commit reached the store"
+    );
     // m1 acknowledges: the follow-up is due, but a commit holds the gate: armed at now.
     c.assignment("g", "m1").await.unwrap();
     let now = clock.now_ms();

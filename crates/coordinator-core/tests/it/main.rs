@@ -10,6 +10,7 @@ mod classic;
 mod classic_model;
 mod conformance;
 mod coordinator;
+mod faulty_store;
 mod followup_rearm;
 mod lifecycle;
 mod mocks;

@@ -9,7 +9,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{offsets, TestStore, Topics};
+use common::{offsets, StoreOp, TestStore, Topics};
 use coordinator_core::{Coordinator, GroupState, ManualClock};
 
 /// Generous: a call that does not wait for the store answers in microseconds; one that does
@@ -41,7 +41,7 @@ async fn a_commit_stuck_in_the_store_holds_up_nothing_but_the_next_generation_of
     let other = c.join("other", "m1", &["orders"]).await.unwrap();
 
     // The disk hangs; a commit of group `stuck` enters the store and stays there.
-    let hold = store.hold_writes();
+    let hold = store.hold(StoreOp::Commit);
     let commit = {
         let c = c.clone();
         tokio::spawn(async move {
@@ -49,7 +49,7 @@ async fn a_commit_stuck_in_the_store_holds_up_nothing_but_the_next_generation_of
                 .await
         })
     };
-    while !store.writes_waiting() {
+    while store.waiting(StoreOp::Commit) == 0 {
         tokio::task::yield_now().await;
     }
 
@@ -107,7 +107,7 @@ async fn a_commit_stuck_in_the_store_holds_up_nothing_but_the_next_generation_of
     let joined = prompt("the join", join).await.unwrap().unwrap();
     assert_eq!(joined.generation, a.generation.next());
     assert_eq!(
-        store.received.lock().unwrap().len(),
+        store.calls(StoreOp::Commit),
         1,
         "exactly the one commit reached the store"
     );

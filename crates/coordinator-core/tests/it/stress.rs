@@ -25,12 +25,8 @@ use crate::common;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use common::*;
-use coordinator_core::{
-    CommitFence, Coordinator, Error, ManualClock, OffsetMap, OffsetStore, StorageError,
-    TopicPartition,
-};
+use coordinator_core::{Coordinator, Error, ManualClock, OffsetMap, TopicPartition};
 use tokio::sync::Mutex;
 
 /// How a commit's tag must relate to the generation counter while the commit is in the store.
@@ -44,58 +40,31 @@ enum Rule {
     NotBelow,
 }
 
-struct FencingCheckStore {
-    counter: Box<dyn Fn() -> u64 + Send + Sync>,
+/// The store of a schedule: commits stay in it for three yields, each time checking their
+/// tags against the generation counter by `rule`; broken rules are collected.
+fn fencing_check_store(
+    counter: impl Fn() -> u64 + Send + Sync + 'static,
     rule: Rule,
-    inner: TestStore,
-    landed: AtomicU64,
-    violations: std::sync::Mutex<Vec<String>>,
-}
-
-#[async_trait]
-impl OffsetStore for FencingCheckStore {
-    async fn committed(&self, g: &str, tp: &TopicPartition) -> Result<Option<i64>, StorageError> {
-        self.inner.committed(g, tp).await
-    }
-    async fn commit(
-        &self,
-        g: &str,
-        offsets: &OffsetMap,
-        fence: CommitFence,
-    ) -> Result<(), StorageError> {
-        for _ in 0..3 {
-            let counter = (self.counter)();
-            for (tp, &tag) in offsets {
-                let broken = match self.rule {
-                    Rule::Exact => tag as u64 != counter,
-                    Rule::NotBelow => (tag as u64) < counter,
-                };
-                if broken {
-                    self.violations.lock().unwrap().push(format!(
-                        "commit of {tp} under generation {tag} was in the store while the \
-                         generation counter was {counter}"
-                    ));
-                }
+) -> (Arc<TestStore>, Arc<std::sync::Mutex<Vec<String>>>) {
+    let store = Arc::new(TestStore::default());
+    let violations = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let found = violations.clone();
+    store.inspect_commits(3, move |_, offsets| {
+        let counter = counter();
+        for (tp, &tag) in offsets {
+            let broken = match rule {
+                Rule::Exact => tag as u64 != counter,
+                Rule::NotBelow => (tag as u64) < counter,
+            };
+            if broken {
+                found.lock().unwrap().push(format!(
+                    "commit of {tp} under generation {tag} was in the store while the \
+                     generation counter was {counter}"
+                ));
             }
-            tokio::task::yield_now().await;
         }
-        self.landed.fetch_add(1, Ordering::SeqCst);
-        self.inner.commit(g, offsets, fence).await
-    }
-    async fn delete<'a>(
-        &self,
-        g: &str,
-        partitions: Option<&'a [TopicPartition]>,
-        fence: CommitFence,
-    ) -> Result<(), StorageError> {
-        self.inner.delete(g, partitions, fence).await
-    }
-    async fn groups(&self) -> Result<Vec<String>, StorageError> {
-        self.inner.groups().await
-    }
-    async fn list(&self, g: &str) -> Result<OffsetMap, StorageError> {
-        self.inner.list(g).await
-    }
+    });
+    (store, violations)
 }
 
 #[derive(Default, Debug)]
@@ -114,13 +83,10 @@ async fn maybe_yield(rng: &mut Rng) {
 async fn schedule(seed: u64) -> Outcome {
     let assignor = ModuloAssignor::named("modulo");
     let calls = assignor.clone();
-    let store = Arc::new(FencingCheckStore {
-        counter: Box::new(move || u64::from(calls.calls.load(Ordering::SeqCst))),
-        rule: Rule::Exact,
-        inner: TestStore::default(),
-        landed: AtomicU64::new(0),
-        violations: std::sync::Mutex::new(Vec::new()),
-    });
+    let (store, violations) = fencing_check_store(
+        move || u64::from(calls.calls.load(Ordering::SeqCst)),
+        Rule::Exact,
+    );
     let clock = ManualClock::new();
     let coordinator = Arc::new(
         Coordinator::builder(
@@ -221,7 +187,7 @@ async fn schedule(seed: u64) -> Outcome {
     for t in tasks {
         t.await.unwrap();
     }
-    let violations = store.violations.lock().unwrap().clone();
+    let violations = violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
     let d = coordinator.describe("g").await.unwrap();
     assert_eq!(
@@ -230,7 +196,7 @@ async fn schedule(seed: u64) -> Outcome {
         "seed {seed}: one assignor call per rebalance"
     );
     Outcome {
-        landed: store.landed.load(Ordering::SeqCst),
+        landed: store.calls(StoreOp::Commit),
         fenced: fenced.load(Ordering::SeqCst),
         rebalances: d.generation.get(),
     }
@@ -248,13 +214,8 @@ async fn classic_schedule(seed: u64) -> Outcome {
     };
     let told = Arc::new(AtomicU64::new(0));
     let seen = told.clone();
-    let store = Arc::new(FencingCheckStore {
-        counter: Box::new(move || seen.load(Ordering::SeqCst)),
-        rule: Rule::NotBelow,
-        inner: TestStore::default(),
-        landed: AtomicU64::new(0),
-        violations: std::sync::Mutex::new(Vec::new()),
-    });
+    let (store, violations) =
+        fencing_check_store(move || seen.load(Ordering::SeqCst), Rule::NotBelow);
     let coordinator = Arc::new(
         Coordinator::builder(
             store.clone(),
@@ -419,10 +380,10 @@ async fn classic_schedule(seed: u64) -> Outcome {
     for t in tasks {
         t.await.unwrap();
     }
-    let violations = store.violations.lock().unwrap().clone();
+    let violations = violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
     Outcome {
-        landed: store.landed.load(Ordering::SeqCst),
+        landed: store.calls(StoreOp::Commit),
         fenced: fenced.load(Ordering::SeqCst),
         rebalances: told.load(Ordering::SeqCst),
     }

@@ -14,12 +14,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-use async_trait::async_trait;
+use coordinator_core::testing::FaultyStore;
 use coordinator_core::{
-    CommitFence, Coordinator, Error, Generation, GroupState, ManualClock, OffsetMap, OffsetStore,
-    StorageError, TopicPartition,
+    Coordinator, Error, Generation, GroupState, ManualClock, OffsetMap, OffsetStore, TopicPartition,
 };
 use offset_store::testing::SimFs;
 use offset_store::JsonFileStore;
@@ -354,39 +353,7 @@ impl Model {
 
 /// The coordinator's store, which the `Reopen` operation replaces with a fresh
 /// `JsonFileStore` read back from the (simulated or real) disk.
-struct Reopenable {
-    current: RwLock<Arc<dyn OffsetStore>>,
-}
-
-impl Reopenable {
-    fn get(&self) -> Arc<dyn OffsetStore> {
-        self.current.read().unwrap().clone()
-    }
-}
-
-#[async_trait]
-impl OffsetStore for Reopenable {
-    async fn committed(&self, g: &str, tp: &TopicPartition) -> Result<Option<i64>, StorageError> {
-        self.get().committed(g, tp).await
-    }
-    async fn commit(&self, g: &str, o: &OffsetMap, fence: CommitFence) -> Result<(), StorageError> {
-        self.get().commit(g, o, fence).await
-    }
-    async fn delete<'a>(
-        &self,
-        g: &str,
-        partitions: Option<&'a [TopicPartition]>,
-        fence: CommitFence,
-    ) -> Result<(), StorageError> {
-        self.get().delete(g, partitions, fence).await
-    }
-    async fn groups(&self) -> Result<Vec<String>, StorageError> {
-        self.get().groups().await
-    }
-    async fn list(&self, g: &str) -> Result<OffsetMap, StorageError> {
-        self.get().list(g).await
-    }
-}
+type Reopenable = FaultyStore<dyn OffsetStore>;
 
 enum Disk {
     Sim(SimFs),
@@ -410,9 +377,7 @@ impl System {
         } else {
             (Disk::Sim(SimFs::new()), PathBuf::from("/sim/offsets.json"))
         };
-        let store = Arc::new(Reopenable {
-            current: RwLock::new(open(&disk, &path)),
-        });
+        let store = Arc::new(Reopenable::from_arc(open(&disk, &path)));
         let clock = ManualClock::new();
         let metadata: BTreeMap<String, u32> =
             TOPICS.iter().map(|(t, n)| (t.to_string(), *n)).collect();
@@ -476,9 +441,7 @@ impl System {
             Op::Reopen => {
                 // A file has one owner: the old store must be gone before the new one opens.
                 let _reopening = common::reopening();
-                let mut current = self.store.current.write().unwrap();
-                *current = Arc::new(offset_store::MemoryStore::new());
-                *current = open(&self.disk, &self.path);
+                self.store.replace_inner(|| open(&self.disk, &self.path));
                 Outcome::Ok
             }
         }

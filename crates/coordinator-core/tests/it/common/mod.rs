@@ -9,14 +9,14 @@
 )]
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
+pub use coordinator_core::testing::{FaultyStore, StoreOp};
 use coordinator_core::{
     validate_offsets, AssignError, Assignment, AssignmentInput, Assignor, CommitFence, Coordinator,
-    ManualClock, OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicIndex, TopicMetadata,
-    TopicPartition,
+    ManualClock, OffsetMap, OffsetStore, StorageError, TopicIndex, TopicMetadata, TopicPartition,
 };
 
 /// Topic metadata the test can change while the coordinator runs.
@@ -83,34 +83,18 @@ impl Assignor for ModuloAssignor {
     }
 }
 
-/// An in-memory store that records every commit it receives, can be told to fail, and can
-/// hold its writes until released.
+/// A plain in-memory store: what the tests put behind their [`FaultyStore`] hooks.
 #[derive(Default)]
-pub struct TestStore {
+pub struct MapStore {
     pub data: Mutex<BTreeMap<String, OffsetMap>>,
-    pub received: Mutex<Vec<(String, OffsetMap)>>,
-    pub failing: AtomicBool,
-    writes: Arc<tokio::sync::RwLock<()>>,
-    waiting: AtomicU32,
 }
 
-impl TestStore {
-    /// Whether a write is waiting for held writes to be released.
-    pub fn writes_waiting(&self) -> bool {
-        self.writes.try_read().is_err() && self.waiting.load(Ordering::SeqCst) > 0
-    }
-
-    /// While the returned guard lives, every write waits (a disk that hangs).
-    pub fn hold_writes(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
-        self.writes
-            .clone()
-            .try_write_owned()
-            .expect("writes are not already held")
-    }
-}
+/// The tests' store: an in-memory store behind the shared fault hooks (fail, hold, count
+/// and inspect calls; see [`FaultyStore`]).
+pub type TestStore = FaultyStore<MapStore>;
 
 #[async_trait]
-impl OffsetStore for TestStore {
+impl OffsetStore for MapStore {
     async fn committed(
         &self,
         group: &str,
@@ -130,19 +114,6 @@ impl OffsetStore for TestStore {
         offsets: &OffsetMap,
         _fence: CommitFence,
     ) -> Result<(), StorageError> {
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        drop(self.writes.read().await);
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
-        self.received
-            .lock()
-            .unwrap()
-            .push((group.to_string(), offsets.clone()));
-        if self.failing.load(Ordering::SeqCst) {
-            return Err(StorageError::new(
-                StorageErrorKind::Io,
-                "disk on fire: /dev/null",
-            ));
-        }
         validate_offsets(group, offsets)?;
         if offsets.is_empty() {
             return Ok(());
@@ -160,12 +131,6 @@ impl OffsetStore for TestStore {
         partitions: Option<&'a [TopicPartition]>,
         _fence: CommitFence,
     ) -> Result<(), StorageError> {
-        if self.failing.load(Ordering::SeqCst) {
-            return Err(StorageError::new(
-                StorageErrorKind::Io,
-                "disk on fire: /dev/null",
-            ));
-        }
         let mut data = self.data.lock().unwrap();
         match partitions {
             None => {
