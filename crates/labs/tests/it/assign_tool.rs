@@ -14,7 +14,7 @@ struct Run {
 }
 
 fn run_with(args: &[&str], stdin: &str) -> Run {
-    let spawning = crate::common::spawning();
+    let _spawning = crate::common::spawning();
     let mut child = Command::new(env!("CARGO_BIN_EXE_assign"))
         .args(args)
         .stdin(Stdio::piped())
@@ -22,7 +22,6 @@ fn run_with(args: &[&str], stdin: &str) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the assign binary starts");
-    drop(spawning);
     child
         .stdin
         .take()

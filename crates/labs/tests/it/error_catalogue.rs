@@ -333,7 +333,7 @@ async fn every_library_error_in_the_catalogue_is_what_the_crates_return() {
 }
 
 fn assign_tool(args: &[&str], stdin: Stdio, input: &[u8], stdout: Stdio) -> String {
-    let spawning = common::spawning();
+    let _spawning = common::spawning();
     let mut child = Command::new(env!("CARGO_BIN_EXE_assign"))
         .args(args)
         .stdin(stdin)
@@ -341,7 +341,6 @@ fn assign_tool(args: &[&str], stdin: Stdio, input: &[u8], stdout: Stdio) -> Stri
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    drop(spawning);
     if let Some(mut pipe) = child.stdin.take() {
         pipe.write_all(input).unwrap();
     }
