@@ -646,9 +646,41 @@ fn env(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
+/// Checks every seed, split into contiguous shares checked on parallel threads (one per core,
+/// at most four): the sequences are independent, each on its own runtime and store. A
+/// failure panics with the first failing seed, as a sequential run would: each thread stops
+/// at its first failure, and the shares are in seed order.
 fn check_seeds(seeds: impl Iterator<Item = u64>, real_disk: bool) -> (u64, u64, Tally) {
+    let seeds: Vec<u64> = seeds.collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let share = seeds.len().div_ceil(threads).max(1);
+    let results: Vec<Result<(u64, u64, Tally), String>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = seeds
+            .chunks(share)
+            .map(|chunk| scope.spawn(move || check_share(chunk, real_disk)))
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
     let (mut sequences, mut operations, mut total) = (0, 0, Tally::new());
-    for seed in seeds {
+    for result in results {
+        match result {
+            Ok((n, ops, tally)) => {
+                sequences += n;
+                operations += ops;
+                for (k, v) in tally {
+                    *total.entry(k).or_default() += v;
+                }
+            }
+            Err(message) => panic!("{message}"),
+        }
+    }
+    (sequences, operations, total)
+}
+
+/// Checks `seeds` in order; the first failure, shrunk, is the error.
+fn check_share(seeds: &[u64], real_disk: bool) -> Result<(u64, u64, Tally), String> {
+    let (mut sequences, mut operations, mut total) = (0, 0, Tally::new());
+    for &seed in seeds {
         let ops = gen_ops(seed);
         match run_blocking(&ops, real_disk) {
             Ok(tally) => {
@@ -662,17 +694,17 @@ fn check_seeds(seeds: impl Iterator<Item = u64>, real_disk: bool) -> (u64, u64, 
                     .err()
                     .map(|f| f.to_string())
                     .unwrap_or_default();
-                panic!(
+                return Err(format!(
                 "model mismatch, seed {seed} (replay: MODEL_SEED={seed} cargo test -p labs --test it model::)\n\
                  first failure: {failure}\nshrunk to {} operations:\n{short:#?}\nfailure: {last}",
                 short.len()
-            );
+            ));
             }
         }
         sequences += 1;
         operations += ops.len() as u64;
     }
-    (sequences, operations, total)
+    Ok((sequences, operations, total))
 }
 
 #[test]
