@@ -5,11 +5,13 @@
 //! This file is its own test binary on purpose: spawning a process copies every open file
 //! descriptor into the child until it execs, the lock file's included, so a test in the same
 //! binary that drops a store and reopens it at that moment could find the lock still held
-//! (see the `JsonFileStore` docs, "Ownership").
+//! (see the `JsonFileStore` docs, "Ownership"). The other tests of this crate are the
+//! modules of `tests/it`; this binary shares their kit.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[macro_use]
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
