@@ -3,7 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "it/common/mod.rs"]
 mod common;
+#[path = "it/tool/mod.rs"]
 mod tool;
 
 use std::path::Path;
@@ -335,4 +337,35 @@ async fn the_tool_refuses_a_data_directory_a_broker_runs_on() {
     broker.stop().await;
     // Once the broker is gone, the tool may open it.
     assert_eq!(on_dir(d, &["--list"]).await.ok(), "g\n");
+}
+
+/// A broker restarted on the same data directory serves the offsets committed before (in
+/// this binary: it closes and reopens a store in this process).
+#[tokio::test]
+async fn committed_offsets_survive_a_restart_on_the_same_data_dir() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let with_dir = || broker::BrokerConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..common::config()
+    };
+    let broker = common::TestBroker::with(with_dir()).await;
+    let mut c = broker.client().await;
+    let r = c
+        .call(&common::commit("g", "", -1, &[("t", 1, 42)]), 3)
+        .await;
+    assert_eq!(common::commit_codes(&r), [0]);
+    broker.stop().await.unwrap();
+    let broker = common::TestBroker::with(with_dir()).await;
+    let mut c = broker.client().await;
+    let r = c.call(&common::offset_fetch("g", &[1]), 3).await;
+    assert_eq!(common::fetched(&r), [42]);
+    let l = c
+        .call(&kafka_protocol::messages::ListGroupsRequest::default(), 4)
+        .await;
+    assert!(
+        l.groups.iter().any(|g| g.group_id.as_str() == "g"),
+        "loaded at start"
+    );
+    broker.stop().await.unwrap();
 }

@@ -258,3 +258,57 @@ pub fn decode_records(partition: &fetch_response::PartitionData) -> Vec<Record> 
 pub fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
 }
+
+/// (shared by the group tests and the data-directory tests)
+pub fn commit(
+    group: &str,
+    member: &str,
+    generation: i32,
+    offsets: &[(&str, i32, i64)],
+) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_member_id(StrBytes::from_string(member.to_string()))
+        .with_generation_id_or_member_epoch(generation)
+        .with_topics(
+            offsets
+                .iter()
+                .map(|(t, p, o)| {
+                    offset_commit_request::OffsetCommitRequestTopic::default()
+                        .with_name(topic_name(t))
+                        .with_partitions(vec![
+                            offset_commit_request::OffsetCommitRequestPartition::default()
+                                .with_partition_index(*p)
+                                .with_committed_offset(*o),
+                        ])
+                })
+                .collect(),
+        )
+}
+
+/// (shared by the group tests and the data-directory tests)
+pub fn commit_codes(r: &OffsetCommitResponse) -> Vec<i16> {
+    r.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// (shared by the group tests and the data-directory tests)
+pub fn offset_fetch(group: &str, partitions: &[i32]) -> OffsetFetchRequest {
+    OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_topics(Some(vec![
+            offset_fetch_request::OffsetFetchRequestTopic::default()
+                .with_name(topic_name("t"))
+                .with_partition_indexes(partitions.to_vec()),
+        ]))
+}
+
+/// (shared by the group tests and the data-directory tests)
+pub fn fetched(r: &OffsetFetchResponse) -> Vec<i64> {
+    r.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.committed_offset))
+        .collect()
+}

@@ -5,10 +5,8 @@
 //! Golden files are in `tests/golden/`; `UPDATE_GOLDEN=1` rewrites them from the output
 //! (then read the diff before committing it).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-mod tool;
+use crate::common;
+use crate::tool;
 
 use std::path::PathBuf;
 

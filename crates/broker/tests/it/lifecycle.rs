@@ -1,9 +1,7 @@
 //! Start and stop: graceful shutdown in process, and the binary's command-line contract
 //! (one `listening on` line on stdout, SIGTERM/SIGINT exit 0, refusals exit non-zero).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 

@@ -1,9 +1,7 @@
 //! The non-group APIs through the protocol: ApiVersions, Metadata, FindCoordinator,
 //! Produce, Fetch (with long polling), ListOffsets, InitProducerId.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::*;

@@ -2,9 +2,7 @@
 //! undecodable request closes that connection only; an unsupported version of a known API
 //! gets UNSUPPORTED_VERSION (35) where its response can carry it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
+use crate::common;
 
 use common::*;
 use kafka_protocol::messages::*;

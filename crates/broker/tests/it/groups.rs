@@ -1,9 +1,7 @@
 //! The group APIs through the protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 //! OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups, DeleteGroups.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
+use crate::common;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use common::*;
@@ -90,56 +88,6 @@ fn heartbeat(group: &str, member: &str, generation: i32) -> HeartbeatRequest {
         .with_group_id(GroupId(s(group)))
         .with_member_id(s(member))
         .with_generation_id(generation)
-}
-
-fn commit(
-    group: &str,
-    member: &str,
-    generation: i32,
-    offsets: &[(&str, i32, i64)],
-) -> OffsetCommitRequest {
-    OffsetCommitRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_member_id(s(member))
-        .with_generation_id_or_member_epoch(generation)
-        .with_topics(
-            offsets
-                .iter()
-                .map(|(t, p, o)| {
-                    offset_commit_request::OffsetCommitRequestTopic::default()
-                        .with_name(topic_name(t))
-                        .with_partitions(vec![
-                            offset_commit_request::OffsetCommitRequestPartition::default()
-                                .with_partition_index(*p)
-                                .with_committed_offset(*o),
-                        ])
-                })
-                .collect(),
-        )
-}
-
-fn commit_codes(r: &OffsetCommitResponse) -> Vec<i16> {
-    r.topics
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
-        .collect()
-}
-
-fn offset_fetch(group: &str, partitions: &[i32]) -> OffsetFetchRequest {
-    OffsetFetchRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_topics(Some(vec![
-            offset_fetch_request::OffsetFetchRequestTopic::default()
-                .with_name(topic_name("t"))
-                .with_partition_indexes(partitions.to_vec()),
-        ]))
-}
-
-fn fetched(r: &OffsetFetchResponse) -> Vec<i64> {
-    r.topics
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(|p| p.committed_offset))
-        .collect()
 }
 
 fn describe(groups: &[&str]) -> DescribeGroupsRequest {
@@ -401,30 +349,6 @@ async fn plain_commits_offset_delete_and_delete_groups() {
     assert_eq!(r.results[0].error_code, 0);
     let r = c.call(&offset_fetch("simple", &[1]), 1).await;
     assert_eq!(fetched(&r), [-1], "deleting the group removed its offsets");
-}
-
-#[tokio::test]
-async fn committed_offsets_survive_a_restart_on_the_same_data_dir() {
-    let dir = tempfile::tempdir().unwrap();
-    let with_dir = || broker::BrokerConfig {
-        data_dir: Some(dir.path().to_path_buf()),
-        ..config()
-    };
-    let broker = TestBroker::with(with_dir()).await;
-    let mut c = broker.client().await;
-    let r = c.call(&commit("g", "", -1, &[("t", 1, 42)]), 3).await;
-    assert_eq!(commit_codes(&r), [0]);
-    broker.stop().await.unwrap();
-    let broker = TestBroker::with(with_dir()).await;
-    let mut c = broker.client().await;
-    let r = c.call(&offset_fetch("g", &[1]), 3).await;
-    assert_eq!(fetched(&r), [42]);
-    let l = c.call(&ListGroupsRequest::default(), 4).await;
-    assert!(
-        l.groups.iter().any(|g| g.group_id.as_str() == "g"),
-        "loaded at start"
-    );
-    broker.stop().await.unwrap();
 }
 
 #[tokio::test]
