@@ -9,8 +9,13 @@ use std::sync::Arc;
 use tokio::sync::RwLock;
 
 use crate::error::{StorageError, StorageErrorKind};
+use crate::group::classic::ClassicProtocol;
+use crate::group::{GroupKind, GroupRecord, MemberRecord};
 use crate::ports::{CommitFence, OffsetStore};
-use crate::types::{OffsetMap, TopicPartition};
+use crate::types::{
+    offsets_of, CommittedOffsets, Generation, GroupState, OffsetAndMetadata, OffsetMap,
+    TopicPartition,
+};
 
 fn tp(topic: &str, partition: u32) -> TopicPartition {
     TopicPartition::new(topic, partition)
@@ -45,6 +50,9 @@ where
     delete_removes_partitions_or_whole_groups(make_store()).await;
     fence_is_held_until_the_commit_is_visible(make_store()).await;
     fence_is_held_until_the_delete_is_visible(make_store()).await;
+    metadata_round_trips_or_reads_back_empty(make_store()).await;
+    a_negative_offset_with_metadata_changes_nothing(make_store()).await;
+    group_records_keep_the_latest_until_a_tombstone(make_store()).await;
 }
 
 /// A commit without fencing.
@@ -224,4 +232,109 @@ async fn fence_is_held_until_the_commit_is_visible(store: Arc<dyn OffsetStore>) 
 
 async fn fence_is_held_until_the_delete_is_visible(store: Arc<dyn OffsetStore>) {
     fence_check(store, Write::Delete).await;
+}
+
+fn with_metadata(entries: &[(&str, u32, i64, &str)]) -> CommittedOffsets {
+    entries
+        .iter()
+        .map(|&(t, p, o, m)| {
+            let mut full = OffsetAndMetadata::new(o).with_metadata(m);
+            full.leader_epoch = Some(7);
+            full.commit_timestamp_ms = 1_000 + u64::from(p);
+            (tp(t, p), full)
+        })
+        .collect()
+}
+
+/// A store that keeps metadata gives back exactly what was committed with it, and a plain
+/// commit of a partition replaces its metadata; one that keeps offsets only gives back the
+/// offsets, with no leader epoch, empty metadata and commit time 0. Either way `list` and
+/// `list_with_metadata` agree on the offsets, and commits merge.
+async fn metadata_round_trips_or_reads_back_empty(store: Arc<dyn OffsetStore>) {
+    let first = with_metadata(&[("t", 0, 5, "a"), ("t", 1, 6, "b")]);
+    ok(store
+        .commit_with_metadata("g", &first, CommitFence::none())
+        .await);
+    ok(commit(&*store, "g", &offsets(&[("t", 1, 9)])).await);
+    let read = ok(store.list_with_metadata("g").await);
+    assert_eq!(
+        offsets_of(&read),
+        ok(store.list("g").await),
+        "list and list_with_metadata disagree on the offsets"
+    );
+    assert_eq!(offsets_of(&read), offsets(&[("t", 0, 5), ("t", 1, 9)]));
+    if store.keeps_metadata() {
+        assert_eq!(read[&tp("t", 0)], first[&tp("t", 0)], "metadata not kept");
+        assert_eq!(
+            read[&tp("t", 1)],
+            OffsetAndMetadata::new(9),
+            "a plain commit must replace the partition's metadata"
+        );
+    } else {
+        for (tp, o) in &read {
+            assert_eq!(
+                *o,
+                OffsetAndMetadata::new(o.offset),
+                "{tp}: says it keeps none"
+            );
+        }
+    }
+}
+
+/// A commit with metadata and one negative offset is refused whole.
+async fn a_negative_offset_with_metadata_changes_nothing(store: Arc<dyn OffsetStore>) {
+    ok(commit(&*store, "g", &offsets(&[("t", 0, 1)])).await);
+    let bad = with_metadata(&[("t", 0, 2, "x"), ("t", 1, -1, "y")]);
+    let err = store
+        .commit_with_metadata("g", &bad, CommitFence::none())
+        .await
+        .expect_err("a negative offset with metadata was accepted");
+    assert_eq!(err.kind(), StorageErrorKind::InvalidOffset, "{err}");
+    assert_eq!(ok(store.list("g").await), offsets(&[("t", 0, 1)]));
+}
+
+fn record(group: &str, generation: u64) -> GroupRecord {
+    GroupRecord {
+        group_id: group.to_string(),
+        kind: GroupKind::Classic,
+        generation: Generation::new(generation),
+        state: GroupState::Stable,
+        protocol_type: "consumer".to_string(),
+        protocol: Some("range".to_string()),
+        leader: Some("m-1".to_string()),
+        members: vec![MemberRecord {
+            member_id: "m-1".to_string(),
+            group_instance_id: Some("i-1".to_string()),
+            client_id: "c".to_string(),
+            client_host: "/127.0.0.1".to_string(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            protocols: vec![ClassicProtocol::new("range", vec![0u8, 1, 2]).with_topics(["t"])],
+            assignment: vec![3u8, 4].into(),
+            partitions: vec![tp("t", 0)],
+        }],
+    }
+}
+
+/// A store that keeps group records gives back the latest of each group, sorted by id,
+/// until a tombstone removes it; one that keeps none gives back none and accepts writes.
+async fn group_records_keep_the_latest_until_a_tombstone(store: Arc<dyn OffsetStore>) {
+    for (group, generation) in [("b", 1), ("a", 1), ("b", 2)] {
+        ok(store
+            .write_group(group, Some(&record(group, generation)), CommitFence::none())
+            .await);
+    }
+    let loaded = ok(store.load_groups().await);
+    if !store.keeps_groups() {
+        assert!(
+            loaded.is_empty(),
+            "says it keeps no groups, but loaded {loaded:?}"
+        );
+        return;
+    }
+    assert_eq!(loaded, [record("a", 1), record("b", 2)]);
+    ok(store.write_group("b", None, CommitFence::none()).await);
+    assert_eq!(ok(store.load_groups().await), [record("a", 1)]);
+    // A tombstone of a group with no record is no error.
+    ok(store.write_group("c", None, CommitFence::none()).await);
 }
