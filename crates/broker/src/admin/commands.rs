@@ -174,7 +174,7 @@ async fn describe_offsets(
     info: &GroupInfo,
     p: &mut Printer<'_>,
 ) -> Result<(), AdminError> {
-    let committed = source.committed(&info.group).await?;
+    let committed = source.committed_with_metadata(&info.group).await?;
     // Kafka's order: members with partitions, the most partitions first; then the
     // committed partitions no member owns.
     let mut owners: Vec<&Member> = info
@@ -216,7 +216,8 @@ async fn describe_offsets(
             let row = OffsetRow {
                 group: &info.group,
                 partition: tp,
-                current: committed.get(tp).copied(),
+                current: committed.get(tp).map(|o| o.offset),
+                metadata: committed.get(tp).map(|o| o.metadata.as_str()),
                 end: ends.get(tp).copied(),
                 member,
             };

@@ -87,6 +87,8 @@ pub(crate) struct OffsetRow<'a> {
     pub(crate) group: &'a str,
     pub(crate) partition: &'a TopicPartition,
     pub(crate) current: Option<i64>,
+    /// The metadata committed with `current`, where the source keeps it.
+    pub(crate) metadata: Option<&'a str>,
     pub(crate) end: Option<i64>,
     /// The member that owns it, if any.
     pub(crate) member: Option<&'a Member>,
@@ -180,6 +182,7 @@ pub(crate) fn offset_json(row: &OffsetRow<'_>) -> Value {
         "topic": row.partition.topic(),
         "partition": row.partition.partition(),
         "current_offset": row.current,
+        "metadata": row.metadata,
         "log_end_offset": row.end,
         "lag": row.lag(),
         "consumer_id": row.member.map(|m| &m.id),
@@ -456,6 +459,7 @@ mod tests {
             group: "g",
             partition: &tp0,
             current: Some(3),
+            metadata: Some("checkpoint"),
             end: Some(10),
             member: Some(&m),
         };
@@ -467,6 +471,7 @@ mod tests {
             group: "g",
             partition: &tp1,
             current: None,
+            metadata: None,
             end: Some(4),
             member: None,
         };
@@ -477,7 +482,8 @@ mod tests {
         assert_eq!(
             offset_json(&orphan),
             json!({"group": "g", "topic": "orders", "partition": 1, "current_offset": null,
-                   "log_end_offset": 4, "lag": null, "consumer_id": null, "host": null, "client_id": null})
+                   "metadata": null, "log_end_offset": 4, "lag": null, "consumer_id": null,
+                   "host": null, "client_id": null})
         );
     }
 

@@ -8,7 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use coordinator_core::{CommitFence, OffsetMap, OffsetStore, TopicPartition};
+use coordinator_core::{
+    offsets_of, CommitFence, CommittedOffsets, OffsetAndMetadata, OffsetMap, OffsetStore,
+    TopicPartition,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -150,9 +153,18 @@ impl Source {
     }
 
     pub(crate) async fn committed(&mut self, group: &str) -> Result<OffsetMap, AdminError> {
+        Ok(offsets_of(&self.committed_with_metadata(group).await?))
+    }
+
+    /// The group's committed offsets with the metadata they were committed with (empty from
+    /// a data directory whose store keeps offsets only).
+    pub(crate) async fn committed_with_metadata(
+        &mut self,
+        group: &str,
+    ) -> Result<CommittedOffsets, AdminError> {
         match self {
             Source::Broker(b) => b.committed(group).await,
-            Source::DataDir(d) => Ok(d.store.list(group).await?),
+            Source::DataDir(d) => Ok(d.store.list_with_metadata(group).await?),
         }
     }
 
@@ -450,7 +462,7 @@ impl BrokerSource {
             .collect()
     }
 
-    async fn committed(&mut self, group: &str) -> Result<OffsetMap, AdminError> {
+    async fn committed(&mut self, group: &str) -> Result<CommittedOffsets, AdminError> {
         let client = self.coordinator_client(group).await?;
         // Null topics: every partition the group has committed (v2+).
         let request = OffsetFetchRequest::default()
@@ -464,7 +476,7 @@ impl BrokerSource {
                 r.error_code,
             ));
         }
-        let mut offsets = OffsetMap::new();
+        let mut offsets = CommittedOffsets::new();
         for t in r.topics {
             for p in t.partitions {
                 let tp = u32::try_from(p.partition_index)
@@ -477,7 +489,18 @@ impl BrokerSource {
                     ));
                 }
                 if let (Ok(tp), true) = (tp, p.committed_offset >= 0) {
-                    offsets.insert(tp, p.committed_offset);
+                    let metadata = p
+                        .metadata
+                        .as_ref()
+                        .map(|m| m.to_string())
+                        .unwrap_or_default();
+                    let epoch = Some(p.committed_leader_epoch).filter(|&e| e >= 0);
+                    offsets.insert(
+                        tp,
+                        OffsetAndMetadata::new(p.committed_offset)
+                            .with_metadata(metadata)
+                            .with_leader_epoch(epoch),
+                    );
                 }
             }
         }

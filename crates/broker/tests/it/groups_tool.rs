@@ -745,3 +745,29 @@ async fn all_groups_and_list_filters() {
     assert!(committed(&mut c, "b-idle").await.is_empty());
     broker.stop().await;
 }
+
+/// `--describe --output json` shows the metadata a client committed with each offset (the
+/// broker's memory store keeps it; Kafka's tables do not show it, so the text output is as
+/// Kafka's).
+#[tokio::test]
+async fn json_describe_shows_the_metadata_committed_with_each_offset() {
+    let broker = Broker::start(TOPICS).await;
+    let mut client = broker.client("meta").await;
+    let mut request = commit_request("meta", "", -1, &[("orders", 0, 4), ("orders", 1, 2)]);
+    request.topics[0].partitions[0].committed_metadata = Some(
+        kafka_protocol::protocol::StrBytes::from_static_str("checkpoint-4"),
+    );
+    let r = client.call(&request, 3).await;
+    assert!(r.topics.iter().all(|t| t.partitions[0].error_code == 0));
+    let rows = on(
+        &broker,
+        &["--describe", "--group", "meta", "--output", "json"],
+    )
+    .await
+    .json();
+    let metadata: Vec<(u64, Option<&str>)> = rows
+        .iter()
+        .map(|r| (r["partition"].as_u64().unwrap(), r["metadata"].as_str()))
+        .collect();
+    assert_eq!(metadata, [(0, Some("checkpoint-4")), (1, Some(""))]);
+}
