@@ -219,56 +219,11 @@ mod tests {
         assert_eq!(c.state("g").await.unwrap(), GroupState::Stable);
     }
 
-    /// A memory store whose commits wait while the test holds `hold`.
-    #[derive(Default)]
-    struct HeldStore {
-        inner: offset_store::MemoryStore,
-        hold: Arc<tokio::sync::RwLock<()>>,
-        waiting: std::sync::atomic::AtomicBool,
-    }
-
-    #[async_trait::async_trait]
-    impl coordinator_core::OffsetStore for HeldStore {
-        async fn committed(
-            &self,
-            group: &str,
-            tp: &coordinator_core::TopicPartition,
-        ) -> Result<Option<i64>, coordinator_core::StorageError> {
-            self.inner.committed(group, tp).await
-        }
-        async fn list(
-            &self,
-            group: &str,
-        ) -> Result<coordinator_core::OffsetMap, coordinator_core::StorageError> {
-            self.inner.list(group).await
-        }
-        async fn groups(&self) -> Result<Vec<String>, coordinator_core::StorageError> {
-            self.inner.groups().await
-        }
-        async fn commit(
-            &self,
-            group: &str,
-            offsets: &coordinator_core::OffsetMap,
-            fence: coordinator_core::CommitFence,
-        ) -> Result<(), coordinator_core::StorageError> {
-            self.waiting
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-            drop(self.hold.read().await);
-            self.inner.commit(group, offsets, fence).await
-        }
-        async fn delete<'a>(
-            &self,
-            group: &str,
-            partitions: Option<&'a [coordinator_core::TopicPartition]>,
-            fence: coordinator_core::CommitFence,
-        ) -> Result<(), coordinator_core::StorageError> {
-            self.inner.delete(group, partitions, fence).await
-        }
-    }
-
+    /// A commit held in the store (the shared `FaultyStore` over a memory store).
     #[tokio::test(start_paused = true)]
     async fn a_commit_stuck_in_one_group_does_not_hold_up_another_groups_deadlines() {
-        let store = Arc::new(HeldStore::default());
+        use coordinator_core::testing::{FaultyStore, StoreOp};
+        let store = Arc::new(FaultyStore::<offset_store::MemoryStore>::default());
         let topics: BTreeMap<String, u32> = [("orders".to_string(), 2)].into();
         let c = Arc::new(
             Coordinator::builder(
@@ -284,13 +239,13 @@ mod tests {
         let driver = Driver::spawn(c.clone());
         let a = c.join("a", "m1", &["orders"]).await.unwrap();
         c.join("b", "m1", &["orders"]).await.unwrap();
-        let hold = store.hold.clone().write_owned().await;
+        let hold = store.hold(StoreOp::Commit);
         let commit = {
             let c = c.clone();
             let offsets = [(coordinator_core::TopicPartition::new("orders", 0), 1)].into();
             tokio::spawn(async move { c.commit("a", "m1", a.generation, &offsets).await })
         };
-        while !store.waiting.load(std::sync::atomic::Ordering::SeqCst) {
+        while store.waiting(StoreOp::Commit) == 0 {
             tokio::task::yield_now().await;
         }
         // Both sessions end at 30 ms; a's expiry waits for its gate, b's does not.
