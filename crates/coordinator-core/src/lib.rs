@@ -218,11 +218,14 @@ mod types;
 
 pub use coordinator::concurrency;
 pub use coordinator::{
-    Coordinator, CoordinatorBuilder, CoordinatorConfig, ExpiredMember, GroupSettings, Offsets,
-    DEFAULT_EMPTY_GROUP_GRACE_MS, DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS,
-    DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS, DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
-    DEFAULT_OFFSETS_RETENTION_MS, DEFAULT_OFFSET_METADATA_MAX_BYTES, DEFAULT_SESSION_TIMEOUT_MS,
-    NEW_MEMBER_JOIN_TIMEOUT_MS,
+    ConsumerGroupSettings, Coordinator, CoordinatorBuilder, CoordinatorConfig, ExpiredMember,
+    GroupSettings, Offsets, DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS, DEFAULT_CONSUMER_MAX_SESSION_TIMEOUT_MS,
+    DEFAULT_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS, DEFAULT_CONSUMER_MIN_SESSION_TIMEOUT_MS,
+    DEFAULT_CONSUMER_SESSION_TIMEOUT_MS, DEFAULT_EMPTY_GROUP_GRACE_MS,
+    DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS, DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
+    DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS, DEFAULT_OFFSETS_RETENTION_MS,
+    DEFAULT_OFFSET_METADATA_MAX_BYTES, DEFAULT_SESSION_TIMEOUT_MS, NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
 pub use error::{Error, ErrorClass, ErrorCode, StorageError, StorageErrorKind};
 pub use group::chapter::{GroupDescription, MemberAssignment, MemberDescription};
@@ -231,7 +234,14 @@ pub use group::classic::{
     JoinGroupRequest, JoinGroupResponse, JoinedMember, LeavingMember, OffsetCommitRequest, Opaque,
     SyncAssignment, SyncGroupRequest, SyncGroupResponse,
 };
-pub use group::{CommitAuthority, GroupKind, GroupRecord, ListedGroup, MemberRecord};
+pub use group::consumer::{
+    named, ConsumerGroupDescription, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+    ConsumerGroupState, ConsumerGroups, ConsumerMemberDescription, MemberState,
+    LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+};
+pub use group::{
+    CommitAuthority, ConsumerMemberRecord, GroupKind, GroupRecord, ListedGroup, MemberRecord,
+};
 // The log vocabulary lives in `log`, where logs live: the coordinator never reads records.
 // These root names are kept, hidden, so that code written against 0.1 keeps compiling; new
 // code names `coordinator_core::log::…`.
