@@ -2,7 +2,7 @@
 //!
 //! A consumer-group coordinator: group membership with session leases, generation numbers
 //! that fence stale workers, partition assignment, and commits that reach the offset store
-//! only from the current owner. Two kinds of group live side by side:
+//! only from the current owner. Three kinds of group live side by side:
 //!
 //! - **The chapter's groups** ([`Coordinator::join`], [`leave`](Coordinator::leave),
 //!   [`heartbeat`](Coordinator::heartbeat), [`assignment`](Coordinator::assignment),
@@ -18,8 +18,18 @@
 //!   error codes. A JoinGroup's future resolves when the barrier completes, a follower's
 //!   SyncGroup when the leader's arrives. Metadata and assignments are opaque bytes; a front
 //!   that decodes them may pass the topics and partitions too.
+//! - **Kafka's consumer-protocol groups** (KIP-848, [`Coordinator::consumer`]:
+//!   [`heartbeat`](ConsumerGroups::heartbeat), [`describe`](ConsumerGroups::describe)): the
+//!   coordinator computes a target assignment with a server-side assignor registered by the
+//!   name clients give in `group.remote.assignor`
+//!   ([`CoordinatorBuilder::consumer_assignor`], [`named`]); each member reconciles toward it
+//!   heartbeat by heartbeat (Kafka's `CurrentAssignmentBuilder`: it revokes first, and a
+//!   partition reaches its new owner only once its previous owner's heartbeat no longer lists
+//!   it), fenced by member epochs (`FENCED_MEMBER_EPOCH`, `STALE_MEMBER_EPOCH` on commits).
+//!   The group epoch is the group id's generation counter. Regular-expression subscriptions
+//!   are not supported yet.
 //!
-//! Both share the offset store, the commit fencing, the timers, the lifecycle, tracing and
+//! All share the offset store, the commit fencing, the timers, the lifecycle, tracing and
 //! one [`Error`] enum whose codes are Kafka's where Kafka has one. A call of one kind on a
 //! group of the other is refused with `INCONSISTENT_GROUP_PROTOCOL`, as Kafka refuses a
 //! protocol-type mismatch; an Empty group is taken over by whichever kind joins next.

@@ -995,6 +995,13 @@ impl Group for ConsumerGroup {
                 }
             })
             .collect();
+        // A revocation deadline that passed without fencing (none should) must not keep the
+        // group due forever.
+        for m in self.members.values_mut() {
+            if m.revocation_deadline.is_some_and(|(at, _)| now >= at) {
+                m.revocation_deadline = None;
+            }
+        }
         let mut expired = Vec::with_capacity(due.len());
         for (id, why) in due {
             self.fence(&id, ctx, why);
