@@ -2,8 +2,8 @@
 //!
 //! - `consumer/heartbeat`: one heartbeat of a Stable member (of a group of 10 on 64
 //!   partitions) that reports nothing new: the steady state of every consumer.
-//! - `consumer/rebalance/members=1000`: one member joins a group of 1,000 on 10,000
-//!   partitions: timed from the joining heartbeat to its answer, which bumps the group epoch,
+//! - `consumer/rebalance/members=1000` (and `members=100`, to show how it grows): one member
+//!   joins a group of 1,000 on 10,000 partitions: timed from the joining heartbeat to its answer, which bumps the group epoch,
 //!   computes the new target assignment with `uniform` (the assignor crate's
 //!   `StickyAssignor`, as the composition roots register it) and reconciles the joining
 //!   member. Between iterations the member leaves again (not timed), so every iteration
@@ -82,49 +82,51 @@ fn rebalance(crit: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let members = 1_000usize;
-    let c = rt.block_on(async {
-        let c = coordinator(10_000);
-        for m in 0..members {
-            c.consumer()
-                .heartbeat(&Req::join("g", format!("m{m:04}"), ["orders"]))
-                .await
-                .unwrap();
-        }
-        c
-    });
     let mut group = crit.benchmark_group("consumer");
     group.sample_size(10);
-    group.bench_function(
-        BenchmarkId::new("rebalance", format!("members={members}")),
-        |b| {
-            b.iter_custom(|iters| {
-                let mut spent = Duration::ZERO;
-                for i in 0..iters {
-                    spent += rt.block_on(async {
-                        let id = format!("joiner-{i}");
-                        let start = Instant::now();
-                        let r = c
-                            .consumer()
-                            .heartbeat(&Req::join("g", id.clone(), ["orders"]))
-                            .await
-                            .unwrap();
-                        let elapsed = start.elapsed();
-                        assert!(r.member_epoch > 0);
-                        let d = c.consumer().describe("g").await.unwrap();
-                        assert_eq!(d.members.len(), members + 1);
-                        assert_eq!(d.assignment_epoch, d.group_epoch);
-                        c.consumer()
-                            .heartbeat(&Req::heartbeat("g", id, -1))
-                            .await
-                            .unwrap();
-                        elapsed
-                    });
-                }
-                spent
-            });
-        },
-    );
+    // 100 members show how the cost grows with the group (same 10,000 partitions).
+    for members in [100usize, 1_000] {
+        let c = rt.block_on(async {
+            let c = coordinator(10_000);
+            for m in 0..members {
+                c.consumer()
+                    .heartbeat(&Req::join("g", format!("m{m:04}"), ["orders"]))
+                    .await
+                    .unwrap();
+            }
+            c
+        });
+        group.bench_function(
+            BenchmarkId::new("rebalance", format!("members={members}")),
+            |b| {
+                b.iter_custom(|iters| {
+                    let mut spent = Duration::ZERO;
+                    for i in 0..iters {
+                        spent += rt.block_on(async {
+                            let id = format!("joiner-{i}");
+                            let start = Instant::now();
+                            let r = c
+                                .consumer()
+                                .heartbeat(&Req::join("g", id.clone(), ["orders"]))
+                                .await
+                                .unwrap();
+                            let elapsed = start.elapsed();
+                            assert!(r.member_epoch > 0);
+                            let d = c.consumer().describe("g").await.unwrap();
+                            assert_eq!(d.members.len(), members + 1);
+                            assert_eq!(d.assignment_epoch, d.group_epoch);
+                            c.consumer()
+                                .heartbeat(&Req::heartbeat("g", id, -1))
+                                .await
+                                .unwrap();
+                            elapsed
+                        });
+                    }
+                    spent
+                });
+            },
+        );
+    }
     group.finish();
 }
 

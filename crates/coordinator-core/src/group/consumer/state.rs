@@ -133,6 +133,8 @@ pub(crate) struct ConsumerGroup {
     owners: HashMap<TopicPartition, Arc<str>>,
     /// The assignor that computed the target.
     assignor: Option<String>,
+    /// `group.consumer.session.timeout.ms` as of the last heartbeat (for the record).
+    session_timeout_ms: u64,
 }
 
 /// How a heartbeat finds its member.
@@ -167,6 +169,7 @@ impl ConsumerGroup {
             topic_partitions: BTreeMap::new(),
             owners: HashMap::new(),
             assignor: None,
+            session_timeout_ms: 0,
         }
     }
 
@@ -263,10 +266,8 @@ impl ConsumerGroup {
             };
         }
         let Some((id, m)) = holder else {
-            return Err(Error::UnknownMember {
-                group: self.id.to_string(),
-                member: format!("{} (instance id {instance} is unknown)", req.member_id),
-            });
+            // Kafka: "Instance id … is unknown."
+            return Err(self.unknown(&req.member_id));
         };
         if **id != *req.member_id {
             return Err(Error::FencedInstanceId {
@@ -288,6 +289,7 @@ impl ConsumerGroup {
         ctx: &mut Ctx<'_>,
     ) -> (Result<ConsumerGroupHeartbeatResponse, Error>, Outcome) {
         self.group_epoch = epoch_of(*ctx.generation);
+        self.session_timeout_ms = ctx.consumer.session_timeout_ms;
         let mut outcome = Outcome {
             membership_changed: false,
             deadline: None,
@@ -574,6 +576,13 @@ impl ConsumerGroup {
             sub_starts.push(u32::try_from(subs.len()).map_err(|_| fail("too many".into()))?);
             let from = owned.len();
             for tp in &m.target {
+                // What the member no longer subscribes to is not its own any more.
+                if m.topics
+                    .binary_search_by(|t| (**t).cmp(tp.topic()))
+                    .is_err()
+                {
+                    continue;
+                }
                 let Some(t) = index(tp.topic()) else { continue };
                 if tp.partition() >= topics[t as usize].partitions {
                     continue;
@@ -753,10 +762,7 @@ impl ConsumerGroup {
                 .ok_or_else(|| self.unknown(&req.member_id))?,
             Some(instance) => {
                 let Some(id) = self.instances.get(instance).cloned() else {
-                    return Err(Error::UnknownMember {
-                        group: self.id.to_string(),
-                        member: format!("{} (instance id {instance} is unknown)", req.member_id),
-                    });
+                    return Err(self.unknown(&req.member_id));
                 };
                 if *id != *req.member_id {
                     return Err(Error::FencedInstanceId {
@@ -1030,7 +1036,7 @@ impl Group for ConsumerGroup {
                     group_instance_id: m.instance_id.as_deref().map(str::to_string),
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    session_timeout_ms: 0,
+                    session_timeout_ms: self.session_timeout_ms,
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
                     protocols: Vec::new(),
                     assignment: Opaque::from([]),
