@@ -21,6 +21,7 @@ struct H {
     c: Arc<Coordinator>,
     clock: ManualClock,
     topics: Arc<Topics>,
+    store: Arc<TestStore>,
 }
 
 fn harness() -> H {
@@ -30,8 +31,9 @@ fn harness() -> H {
 fn harness_with(configure: impl FnOnce(CoordinatorBuilder) -> CoordinatorBuilder) -> H {
     let clock = ManualClock::new();
     let topics = Topics::with(&[("orders", 4), ("payments", 2)]);
+    let store = Arc::new(TestStore::default());
     let builder = Coordinator::builder(
-        Arc::new(TestStore::default()),
+        store.clone(),
         topics.clone(),
         ModuloAssignor::named("chapter"),
     )
@@ -39,7 +41,12 @@ fn harness_with(configure: impl FnOnce(CoordinatorBuilder) -> CoordinatorBuilder
     .consumer_assignor(named("uniform", ModuloAssignor::named("modulo")))
     .consumer_assignor(ModuloAssignor::named("range"));
     let c = Arc::new(configure(builder).build().unwrap());
-    H { c, clock, topics }
+    H {
+        c,
+        clock,
+        topics,
+        store,
+    }
 }
 
 fn sorted(mut v: Vec<TopicPartition>) -> Vec<TopicPartition> {
@@ -71,6 +78,12 @@ impl H {
         self.hb(&Req::heartbeat(G, member, epoch).owning(owned.iter().cloned()))
             .await
             .unwrap()
+    }
+
+    /// Runs the timers; the members they removed.
+    async fn expire(&self) -> Vec<String> {
+        let expired = self.c.handle_timeout().await;
+        expired.into_iter().map(|e| e.member).collect()
     }
 
     fn err(e: coordinator_core::Error) -> (ErrorCode, String) {
@@ -482,16 +495,9 @@ async fn a_member_whose_session_expires_is_removed_and_the_epoch_bumped() {
     h.join("b", &["orders"]).await;
     h.clock.advance(SESSION - 1);
     h.hb(&Req::heartbeat(G, "b", 2)).await.unwrap();
-    assert!(h.c.handle_timeout().await.is_empty());
+    assert!(h.expire().await.is_empty());
     h.clock.advance(1);
-    let expired = h.c.handle_timeout().await;
-    assert_eq!(
-        expired
-            .iter()
-            .map(|e| e.member.as_str())
-            .collect::<Vec<_>>(),
-        ["a"]
-    );
+    assert_eq!(h.expire().await, ["a"]);
     let d = h.c.consumer().describe(G).await.unwrap();
     assert_eq!(d.group_epoch, 3);
 }
@@ -513,16 +519,9 @@ async fn a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() 
     h.clock.advance(999);
     h.beat("a", 1, &a).await; // still owns them: no new deadline
     h.hb(&Req::heartbeat(G, "b", 2)).await.unwrap();
-    assert!(h.c.handle_timeout().await.is_empty());
+    assert!(h.expire().await.is_empty());
     h.clock.advance(1);
-    let expired = h.c.handle_timeout().await;
-    assert_eq!(
-        expired
-            .iter()
-            .map(|e| e.member.as_str())
-            .collect::<Vec<_>>(),
-        ["a"]
-    );
+    assert_eq!(h.expire().await, ["a"]);
     let r = h.hb(&Req::heartbeat(G, "b", 2)).await.unwrap();
     assert_eq!(r.assignment.unwrap().len(), 4);
 }
@@ -702,4 +701,37 @@ async fn describe_shows_epochs_and_current_versus_target() {
     assert_eq!((a.member_epoch, a.previous_member_epoch), (1, 0));
     assert_eq!(a.assignment.len(), 4);
     assert_eq!(a.target_assignment.len(), 2);
+}
+
+#[tokio::test]
+async fn a_heartbeat_that_moves_a_member_on_waits_for_its_commit_in_flight() {
+    let h = harness();
+    let a = h.join("a", &["orders"]).await.assignment.unwrap();
+    h.join("b", &["orders"]).await;
+    h.beat("a", 1, &a).await; // revoking 1 and 3, still at epoch 1
+    let hold = h.store.hold_writes();
+    let commit = {
+        let c = h.c.clone();
+        tokio::spawn(async move { c.offsets().commit(&commit("a", 1)).await })
+    };
+    while !h.store.writes_waiting() {
+        tokio::task::yield_now().await;
+    }
+    // a revokes: this heartbeat would move it to epoch 2, so it waits for the commit.
+    let revoked = {
+        let c = h.c.clone();
+        let req = Req::heartbeat(G, "a", 1).owning([tp("orders", 0), tp("orders", 2)]);
+        tokio::spawn(async move { c.consumer().heartbeat(&req).await })
+    };
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !revoked.is_finished(),
+        "the heartbeat waits for the commit in flight"
+    );
+    assert_eq!(h.member("a").await.member_epoch, 1);
+    drop(hold);
+    commit.await.unwrap().unwrap();
+    assert_eq!(revoked.await.unwrap().unwrap().member_epoch, 2);
 }
