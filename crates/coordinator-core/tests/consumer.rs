@@ -735,3 +735,73 @@ async fn a_heartbeat_that_moves_a_member_on_waits_for_its_commit_in_flight() {
     commit.await.unwrap().unwrap();
     assert_eq!(revoked.await.unwrap().unwrap().member_epoch, 2);
 }
+
+#[tokio::test]
+async fn members_with_different_subscriptions_get_only_their_topics() {
+    let h = harness();
+    let a = h.join("a", &["orders"]).await;
+    let b = h
+        .hb(&Req::join(G, "b", ["orders", "payments"]))
+        .await
+        .unwrap();
+    assert!(b
+        .assignment
+        .unwrap()
+        .iter()
+        .all(|p| p.topic() == "payments" || !a.assignment.as_ref().unwrap().contains(p)));
+    let d = h.c.consumer().describe(G).await.unwrap();
+    let ma = d.members.iter().find(|m| m.member_id == "a").unwrap();
+    assert!(ma.target_assignment.iter().all(|p| p.topic() == "orders"));
+    let mb = d.members.iter().find(|m| m.member_id == "b").unwrap();
+    assert_eq!(
+        mb.target_assignment
+            .iter()
+            .filter(|p| p.topic() == "payments")
+            .count(),
+        2,
+        "only b subscribes to payments"
+    );
+}
+
+#[tokio::test]
+async fn the_group_epoch_continues_from_the_group_ids_generation() {
+    let h = harness();
+    // A chapter group lives and empties under this id first.
+    h.c.join(G, "old", &["orders"]).await.unwrap();
+    h.c.join(G, "old2", &["orders"]).await.unwrap();
+    h.c.leave(G, "old").await.unwrap();
+    h.c.leave(G, "old2").await.unwrap();
+    let before = h.c.group_record(G).unwrap().generation.get();
+    let r = h.join("m", &["orders"]).await;
+    assert_eq!(i64::from(r.member_epoch), before as i64 + 1);
+}
+
+#[tokio::test]
+async fn the_assignment_is_sent_only_on_a_full_request_or_when_it_changed() {
+    let h = harness();
+    let a = h.join("a", &["orders"]).await.assignment.unwrap();
+    assert_eq!(h.beat("a", 1, &a).await.assignment, None);
+    let full = h
+        .hb(&Req {
+            rebalance_timeout_ms: 1_000,
+            subscribed_topic_names: Some(vec!["orders".into()]),
+            ..Req::heartbeat(G, "a", 1).owning(a.clone())
+        })
+        .await
+        .unwrap();
+    assert_eq!(full.assignment, Some(a));
+}
+
+#[tokio::test]
+async fn an_empty_consumer_group_without_offsets_is_removed_after_its_grace_period() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    h.hb(&Req::heartbeat(G, "a", -1)).await.unwrap();
+    assert_eq!(h.c.list_groups().await[0].state, GroupState::Empty);
+    h.clock
+        .advance(coordinator_core::DEFAULT_EMPTY_GROUP_GRACE_MS);
+    h.c.handle_timeout().await;
+    assert!(h.c.list_groups().await.is_empty());
+    let e = h.c.consumer().describe(G).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::GroupIdNotFound);
+}
