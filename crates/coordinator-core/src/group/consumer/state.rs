@@ -640,9 +640,13 @@ impl ConsumerGroup {
             None => true,
             Some(o) => o.iter().any(|tp| set.contains(tp)),
         };
-        if m.state == MemberState::UnrevokedPartitions && still_owns(&m.revoking) {
-            return false;
-        }
+        // A member that revoked everything it had to moves to the next epoch (Kafka 4:
+        // `min(epoch + 1, target epoch)`) should it have more to revoke.
+        let epoch = match m.state {
+            MemberState::UnrevokedPartitions if still_owns(&m.revoking) => return false,
+            MemberState::UnrevokedPartitions => (m.epoch.saturating_add(1)).min(target_epoch),
+            _ => m.epoch,
+        };
         // computeNextAssignment
         let mut assigned = BTreeSet::new();
         let mut revoke = BTreeSet::new();
@@ -659,7 +663,9 @@ impl ConsumerGroup {
             if m.assigned.contains(tp) {
                 continue;
             }
-            if self.owners.contains_key(tp) {
+            // Held by another member (a partition this member itself is still revoking is
+            // no other's: it takes it back, as Kafka 4 does).
+            if self.owners.get(tp).is_some_and(|o| o != id) {
                 unreleased = true;
             } else {
                 pending.push(tp.clone());
@@ -668,7 +674,7 @@ impl ConsumerGroup {
         let mut next = m.clone();
         if !revoke.is_empty() && still_owns(&revoke) {
             next.state = MemberState::UnrevokedPartitions;
-            next.update_epoch(m.epoch);
+            next.update_epoch(epoch);
             next.assigned = assigned;
             next.revoking = revoke;
         } else {
