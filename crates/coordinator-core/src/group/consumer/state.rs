@@ -242,11 +242,10 @@ impl ConsumerGroup {
             .and_then(|id| self.members.get_key_value(id));
         if req.member_epoch == 0 {
             return match holder {
+                // A new static member (Kafka does not check the epoch of a member id it
+                // already knows here).
                 None => match known {
-                    Some((id, m)) => {
-                        self.check_epoch(id, m, 0, owned)?;
-                        Ok(Found::Existing(id.clone()))
-                    }
+                    Some((id, _)) => Ok(Found::Existing(id.clone())),
                     None => Ok(Found::New(fresh())),
                 },
                 Some((old, m)) => {
