@@ -241,6 +241,97 @@ pub enum Error {
         max: usize,
     },
 
+    // ---- Kafka's consumer group protocol (KIP-848) ----
+    /// A consumer-protocol heartbeat carried a member epoch the coordinator does not accept:
+    /// greater than the member's, or smaller and not a lost response (Kafka's
+    /// `FENCED_MEMBER_EPOCH`). The member must give up its partitions and join again.
+    #[error("member `{member}` of group `{group}`: {reason}")]
+    FencedMemberEpoch {
+        /// The group id.
+        group: String,
+        /// The member id.
+        member: String,
+        /// Kafka's message, with both epochs.
+        reason: String,
+    },
+
+    /// A static member joined with an instance id another member still holds (its epoch is
+    /// not −2: it did not leave temporarily).
+    #[error(
+        "Static member {member} with instance id {instance} cannot join the group because the \
+         instance id is owned by {owner} member."
+    )]
+    UnreleasedInstanceId {
+        /// The group id.
+        group: String,
+        /// The joining member id.
+        member: String,
+        /// The instance id.
+        instance: String,
+        /// The member that holds it.
+        owner: String,
+    },
+
+    /// A consumer-protocol member named a server-side assignor the coordinator does not have.
+    #[error(
+        "ServerAssignor {assignor} is not supported. Supported assignors: {}.",
+        supported.join(", ")
+    )]
+    UnsupportedAssignor {
+        /// The name the member sent.
+        assignor: String,
+        /// The registered names, the default first.
+        supported: Vec<String>,
+    },
+
+    /// An offset commit or fetch of a consumer-protocol member carried an epoch that is not
+    /// the member's current one.
+    #[error(
+        "The received member epoch {received} does not match the expected member epoch \
+         {expected}."
+    )]
+    StaleMemberEpoch {
+        /// The group id.
+        group: String,
+        /// The member id.
+        member: String,
+        /// The epoch the request carried.
+        received: i32,
+        /// The member's epoch.
+        expected: i32,
+    },
+
+    /// A request Kafka's validation refuses (`INVALID_REQUEST`), with Kafka's message.
+    #[error("{reason}")]
+    InvalidRequest {
+        /// Kafka's message, e.g. `MemberEpoch is invalid.`.
+        reason: String,
+    },
+
+    /// A call the group's members cannot make in this form: a classic (generation-fenced)
+    /// offset commit for a member of a consumer-protocol group, which must commit with
+    /// OffsetCommit v9 and its member epoch, as Kafka 4 answers.
+    #[error("{reason}")]
+    UnsupportedVersion {
+        /// The group id.
+        group: String,
+        /// The member id.
+        member: String,
+        /// What was refused.
+        reason: String,
+    },
+
+    /// A consumer-protocol call named a group of another kind that has members (Kafka:
+    /// `GROUP_ID_NOT_FOUND`, "Group … is not a consumer group."), or a group that does not
+    /// exist.
+    #[error("Group {group} is not a consumer group (it is a {actual} group).")]
+    NotConsumerGroup {
+        /// The group id.
+        group: String,
+        /// The kind it is.
+        actual: &'static str,
+    },
+    // ---- end of the consumer group protocol's errors ----
     /// The offset store failed. Nothing was committed.
     #[error(transparent)]
     Storage(StorageError),
@@ -287,6 +378,18 @@ pub enum ErrorCode {
     GroupSubscribedToTopic,
     /// `OFFSET_METADATA_TOO_LARGE`, Kafka 12.
     OffsetMetadataTooLarge,
+    /// `FENCED_MEMBER_EPOCH`, Kafka 110.
+    FencedMemberEpoch,
+    /// `UNRELEASED_INSTANCE_ID`, Kafka 111.
+    UnreleasedInstanceId,
+    /// `UNSUPPORTED_ASSIGNOR`, Kafka 112.
+    UnsupportedAssignor,
+    /// `STALE_MEMBER_EPOCH`, Kafka 113.
+    StaleMemberEpoch,
+    /// `INVALID_REQUEST`, Kafka 42.
+    InvalidRequest,
+    /// `UNSUPPORTED_VERSION`, Kafka 35.
+    UnsupportedVersion,
 }
 
 impl ErrorCode {
@@ -310,6 +413,12 @@ impl ErrorCode {
         ErrorCode::FencedInstanceId,
         ErrorCode::GroupSubscribedToTopic,
         ErrorCode::OffsetMetadataTooLarge,
+        ErrorCode::FencedMemberEpoch,
+        ErrorCode::UnreleasedInstanceId,
+        ErrorCode::UnsupportedAssignor,
+        ErrorCode::StaleMemberEpoch,
+        ErrorCode::InvalidRequest,
+        ErrorCode::UnsupportedVersion,
     ];
 
     /// The stable name, e.g. `ILLEGAL_GENERATION`.
@@ -333,6 +442,12 @@ impl ErrorCode {
             ErrorCode::FencedInstanceId => "FENCED_INSTANCE_ID",
             ErrorCode::GroupSubscribedToTopic => "GROUP_SUBSCRIBED_TO_TOPIC",
             ErrorCode::OffsetMetadataTooLarge => "OFFSET_METADATA_TOO_LARGE",
+            ErrorCode::FencedMemberEpoch => "FENCED_MEMBER_EPOCH",
+            ErrorCode::UnreleasedInstanceId => "UNRELEASED_INSTANCE_ID",
+            ErrorCode::UnsupportedAssignor => "UNSUPPORTED_ASSIGNOR",
+            ErrorCode::StaleMemberEpoch => "STALE_MEMBER_EPOCH",
+            ErrorCode::InvalidRequest => "INVALID_REQUEST",
+            ErrorCode::UnsupportedVersion => "UNSUPPORTED_VERSION",
         }
     }
 
@@ -354,6 +469,12 @@ impl ErrorCode {
             ErrorCode::FencedInstanceId => Some(82),
             ErrorCode::GroupSubscribedToTopic => Some(86),
             ErrorCode::OffsetMetadataTooLarge => Some(12),
+            ErrorCode::FencedMemberEpoch => Some(110),
+            ErrorCode::UnreleasedInstanceId => Some(111),
+            ErrorCode::UnsupportedAssignor => Some(112),
+            ErrorCode::StaleMemberEpoch => Some(113),
+            ErrorCode::InvalidRequest => Some(42),
+            ErrorCode::UnsupportedVersion => Some(35),
             ErrorCode::NotPartitionOwner
             | ErrorCode::InvalidArgument
             | ErrorCode::AssignorFailed => None,
@@ -389,6 +510,12 @@ impl Error {
         "FENCED_INSTANCE_ID",
         "GROUP_SUBSCRIBED_TO_TOPIC",
         "OFFSET_METADATA_TOO_LARGE",
+        "FENCED_MEMBER_EPOCH",
+        "UNRELEASED_INSTANCE_ID",
+        "UNSUPPORTED_ASSIGNOR",
+        "STALE_MEMBER_EPOCH",
+        "INVALID_REQUEST",
+        "UNSUPPORTED_VERSION",
     ];
 
     /// The error's code, to match on (never match on [`code`](Self::code)'s string).
@@ -413,6 +540,13 @@ impl Error {
             Error::GroupSubscribedToTopic { .. } => ErrorCode::GroupSubscribedToTopic,
             Error::AssignorFailed { .. } => ErrorCode::AssignorFailed,
             Error::OffsetMetadataTooLarge { .. } => ErrorCode::OffsetMetadataTooLarge,
+            Error::FencedMemberEpoch { .. } => ErrorCode::FencedMemberEpoch,
+            Error::UnreleasedInstanceId { .. } => ErrorCode::UnreleasedInstanceId,
+            Error::UnsupportedAssignor { .. } => ErrorCode::UnsupportedAssignor,
+            Error::StaleMemberEpoch { .. } => ErrorCode::StaleMemberEpoch,
+            Error::InvalidRequest { .. } => ErrorCode::InvalidRequest,
+            Error::UnsupportedVersion { .. } => ErrorCode::UnsupportedVersion,
+            Error::NotConsumerGroup { .. } => ErrorCode::GroupIdNotFound,
             Error::Storage(e) => e.error_code(),
         }
     }
@@ -430,7 +564,9 @@ impl Error {
     /// What the caller should do next.
     pub fn class(&self) -> ErrorClass {
         match self {
-            Error::IllegalGeneration { .. } => ErrorClass::Fenced,
+            Error::IllegalGeneration { .. } | Error::StaleMemberEpoch { .. } => ErrorClass::Fenced,
+            // The member gives up its partitions and joins again with epoch 0.
+            Error::FencedMemberEpoch { .. } => ErrorClass::Rejoin,
             Error::RebalanceInProgress { .. }
             | Error::UnknownMember { .. }
             | Error::MemberIdRequired { .. } => ErrorClass::Rejoin,
@@ -445,9 +581,15 @@ impl Error {
             | Error::InvalidSessionTimeout { .. }
             | Error::GroupMaxSizeReached { .. }
             | Error::GroupSubscribedToTopic { .. }
-            | Error::OffsetMetadataTooLarge { .. } => ErrorClass::InvalidRequest,
+            | Error::OffsetMetadataTooLarge { .. }
+            | Error::UnsupportedAssignor { .. }
+            | Error::InvalidRequest { .. }
+            | Error::UnsupportedVersion { .. }
+            | Error::NotConsumerGroup { .. } => ErrorClass::InvalidRequest,
             // Another instance took this static member's place: retrying cannot help.
-            Error::FencedInstanceId { .. } => ErrorClass::Fatal,
+            Error::FencedInstanceId { .. } | Error::UnreleasedInstanceId { .. } => {
+                ErrorClass::Fatal
+            }
             Error::Storage(e) if e.kind() == StorageErrorKind::InvalidOffset => {
                 ErrorClass::InvalidRequest
             }

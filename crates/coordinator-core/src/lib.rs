@@ -2,7 +2,7 @@
 //!
 //! A consumer-group coordinator: group membership with session leases, generation numbers
 //! that fence stale workers, partition assignment, and commits that reach the offset store
-//! only from the current owner. Two kinds of group live side by side:
+//! only from the current owner. Three kinds of group live side by side:
 //!
 //! - **The chapter's groups** ([`Coordinator::join`], [`leave`](Coordinator::leave),
 //!   [`heartbeat`](Coordinator::heartbeat), [`assignment`](Coordinator::assignment),
@@ -18,8 +18,18 @@
 //!   error codes. A JoinGroup's future resolves when the barrier completes, a follower's
 //!   SyncGroup when the leader's arrives. Metadata and assignments are opaque bytes; a front
 //!   that decodes them may pass the topics and partitions too.
+//! - **Kafka's consumer-protocol groups** (KIP-848, [`Coordinator::consumer`]:
+//!   [`heartbeat`](ConsumerGroups::heartbeat), [`describe`](ConsumerGroups::describe)): the
+//!   coordinator computes a target assignment with a server-side assignor registered by the
+//!   name clients give in `group.remote.assignor`
+//!   ([`CoordinatorBuilder::consumer_assignor`], [`named`]); each member reconciles toward it
+//!   heartbeat by heartbeat (Kafka's `CurrentAssignmentBuilder`: it revokes first, and a
+//!   partition reaches its new owner only once its previous owner's heartbeat no longer lists
+//!   it), fenced by member epochs (`FENCED_MEMBER_EPOCH`, `STALE_MEMBER_EPOCH` on commits).
+//!   The group epoch is the group id's generation counter. Regular-expression subscriptions
+//!   are not supported yet.
 //!
-//! Both share the offset store, the commit fencing, the timers, the lifecycle, tracing and
+//! All share the offset store, the commit fencing, the timers, the lifecycle, tracing and
 //! one [`Error`] enum whose codes are Kafka's where Kafka has one. A call of one kind on a
 //! group of the other is refused with `INCONSISTENT_GROUP_PROTOCOL`, as Kafka refuses a
 //! protocol-type mismatch; an Empty group is taken over by whichever kind joins next.
@@ -218,11 +228,14 @@ mod types;
 
 pub use coordinator::concurrency;
 pub use coordinator::{
-    Coordinator, CoordinatorBuilder, CoordinatorConfig, ExpiredMember, GroupSettings, Offsets,
-    DEFAULT_EMPTY_GROUP_GRACE_MS, DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS,
-    DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS, DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS,
-    DEFAULT_OFFSETS_RETENTION_MS, DEFAULT_OFFSET_METADATA_MAX_BYTES, DEFAULT_SESSION_TIMEOUT_MS,
-    NEW_MEMBER_JOIN_TIMEOUT_MS,
+    ConsumerGroupSettings, Coordinator, CoordinatorBuilder, CoordinatorConfig, ExpiredMember,
+    GroupSettings, Offsets, DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS, DEFAULT_CONSUMER_MAX_SESSION_TIMEOUT_MS,
+    DEFAULT_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS, DEFAULT_CONSUMER_MIN_SESSION_TIMEOUT_MS,
+    DEFAULT_CONSUMER_SESSION_TIMEOUT_MS, DEFAULT_EMPTY_GROUP_GRACE_MS,
+    DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS, DEFAULT_GROUP_MAX_SESSION_TIMEOUT_MS,
+    DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS, DEFAULT_OFFSETS_RETENTION_MS,
+    DEFAULT_OFFSET_METADATA_MAX_BYTES, DEFAULT_SESSION_TIMEOUT_MS, NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
 pub use error::{Error, ErrorClass, ErrorCode, StorageError, StorageErrorKind};
 pub use group::chapter::{GroupDescription, MemberAssignment, MemberDescription};
@@ -231,7 +244,14 @@ pub use group::classic::{
     JoinGroupRequest, JoinGroupResponse, JoinedMember, LeavingMember, OffsetCommitRequest, Opaque,
     SyncAssignment, SyncGroupRequest, SyncGroupResponse,
 };
-pub use group::{CommitAuthority, GroupKind, GroupRecord, ListedGroup, MemberRecord};
+pub use group::consumer::{
+    named, ConsumerGroupDescription, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+    ConsumerGroupState, ConsumerGroups, ConsumerMemberDescription, MemberState,
+    LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+};
+pub use group::{
+    CommitAuthority, ConsumerMemberRecord, GroupKind, GroupRecord, ListedGroup, MemberRecord,
+};
 // The log vocabulary lives in `log`, where logs live: the coordinator never reads records.
 // These root names are kept, hidden, so that code written against 0.1 keeps compiling; new
 // code names `coordinator_core::log::…`.

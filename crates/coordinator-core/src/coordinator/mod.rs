@@ -52,7 +52,6 @@ pub const DEFAULT_GROUP_INITIAL_REBALANCE_DELAY_MS: u64 = 3_000;
 /// `CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`, 5 minutes).
 pub const NEW_MEMBER_JOIN_TIMEOUT_MS: u64 = 300_000;
 
-/// A member's view of its assignment: the generation it belongs to and its partitions, in
 /// A member removed by [`Coordinator::expire_members`].
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ExpiredMember {
@@ -78,7 +77,114 @@ pub struct CoordinatorConfig {
     /// Kafka's `offset.metadata.max.bytes` (default 4096): the longest metadata string a
     /// commit may carry, in bytes; a longer one is refused with `OFFSET_METADATA_TOO_LARGE`.
     pub offset_metadata_max_bytes: usize,
+    /// The settings of consumer-protocol groups (KIP-848).
+    pub consumer: ConsumerGroupSettings,
 }
+
+// ---- Kafka's consumer group protocol (KIP-848): settings ----
+
+/// Kafka's default `group.consumer.session.timeout.ms` (45 s).
+pub const DEFAULT_CONSUMER_SESSION_TIMEOUT_MS: u64 = 45_000;
+/// Kafka's default `group.consumer.min.session.timeout.ms` (45 s).
+pub const DEFAULT_CONSUMER_MIN_SESSION_TIMEOUT_MS: u64 = 45_000;
+/// Kafka's default `group.consumer.max.session.timeout.ms` (60 s).
+pub const DEFAULT_CONSUMER_MAX_SESSION_TIMEOUT_MS: u64 = 60_000;
+/// Kafka's default `group.consumer.heartbeat.interval.ms` (5 s).
+pub const DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS: u64 = 5_000;
+/// Kafka's default `group.consumer.min.heartbeat.interval.ms` (5 s).
+pub const DEFAULT_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS: u64 = 5_000;
+/// Kafka's default `group.consumer.max.heartbeat.interval.ms` (15 s).
+pub const DEFAULT_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS: u64 = 15_000;
+
+/// Settings of Kafka's consumer-protocol groups, with Kafka's names and defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerGroupSettings {
+    /// `group.consumer.session.timeout.ms` (default 45000): a member whose last heartbeat is
+    /// this old is removed.
+    pub session_timeout_ms: u64,
+    /// `group.consumer.min.session.timeout.ms` (default 45000).
+    pub min_session_timeout_ms: u64,
+    /// `group.consumer.max.session.timeout.ms` (default 60000).
+    pub max_session_timeout_ms: u64,
+    /// `group.consumer.heartbeat.interval.ms` (default 5000): the interval every response
+    /// tells members to heartbeat at.
+    pub heartbeat_interval_ms: u64,
+    /// `group.consumer.min.heartbeat.interval.ms` (default 5000).
+    pub min_heartbeat_interval_ms: u64,
+    /// `group.consumer.max.heartbeat.interval.ms` (default 15000).
+    pub max_heartbeat_interval_ms: u64,
+    /// `group.consumer.max.size` (default unlimited: `u32::MAX`).
+    pub max_size: u32,
+}
+
+impl Default for ConsumerGroupSettings {
+    fn default() -> Self {
+        ConsumerGroupSettings {
+            session_timeout_ms: DEFAULT_CONSUMER_SESSION_TIMEOUT_MS,
+            min_session_timeout_ms: DEFAULT_CONSUMER_MIN_SESSION_TIMEOUT_MS,
+            max_session_timeout_ms: DEFAULT_CONSUMER_MAX_SESSION_TIMEOUT_MS,
+            heartbeat_interval_ms: DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS,
+            min_heartbeat_interval_ms: DEFAULT_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS,
+            max_heartbeat_interval_ms: DEFAULT_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS,
+            max_size: u32::MAX,
+        }
+    }
+}
+
+impl ConsumerGroupSettings {
+    /// Refuses settings outside Kafka's bounds, as Kafka's `GroupCoordinatorConfig` does.
+    fn validate(&self) -> Result<(), Error> {
+        let bounded =
+            |name: &'static str, v: u64, min: u64, max: u64, min_name: &str, max_name: &str| {
+                if min > max {
+                    return Err(Error::invalid(
+                        name,
+                        format!("{min_name} ({min}) is above {max_name} ({max})"),
+                    ));
+                }
+                if v < min || v > max {
+                    return Err(Error::invalid(
+                        name,
+                        format!("{v} is outside [{min_name}, {max_name}] = [{min}, {max}]"),
+                    ));
+                }
+                Ok(())
+            };
+        bounded(
+            "group.consumer.session.timeout.ms",
+            self.session_timeout_ms,
+            self.min_session_timeout_ms,
+            self.max_session_timeout_ms,
+            "group.consumer.min.session.timeout.ms",
+            "group.consumer.max.session.timeout.ms",
+        )?;
+        bounded(
+            "group.consumer.heartbeat.interval.ms",
+            self.heartbeat_interval_ms,
+            self.min_heartbeat_interval_ms,
+            self.max_heartbeat_interval_ms,
+            "group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms",
+        )?;
+        if self.heartbeat_interval_ms >= self.session_timeout_ms {
+            return Err(Error::invalid(
+                "group.consumer.heartbeat.interval.ms",
+                format!(
+                    "{} must be below group.consumer.session.timeout.ms ({})",
+                    self.heartbeat_interval_ms, self.session_timeout_ms
+                ),
+            ));
+        }
+        if self.max_size == 0 {
+            return Err(Error::invalid(
+                "group.consumer.max.size",
+                "must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+}
+// ---- end of the consumer group protocol's settings ----
 
 /// Settings of Kafka's classic groups, with Kafka's names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,6 +227,7 @@ impl Default for CoordinatorConfig {
             offsets_retention_ms: DEFAULT_OFFSETS_RETENTION_MS,
             empty_group_grace_ms: DEFAULT_EMPTY_GROUP_GRACE_MS,
             offset_metadata_max_bytes: DEFAULT_OFFSET_METADATA_MAX_BYTES,
+            consumer: ConsumerGroupSettings::default(),
         }
     }
 }
@@ -145,6 +252,9 @@ pub struct Coordinator {
     pub(crate) metadata: Arc<dyn TopicMetadata>,
     /// Registered strategies; index 0 is the default a member gets when it names none.
     pub(crate) assignors: Vec<Arc<dyn Assignor>>,
+    /// The consumer protocol's server-side assignors (`group.consumer.assignors`), by the
+    /// names clients give in `group.remote.assignor`; index 0 is the default.
+    pub(crate) consumer_assignors: Vec<Arc<dyn Assignor>>,
     pub(crate) config: CoordinatorConfig,
     pub(crate) member_ids: Arc<dyn MemberIdSource>,
     /// This lock is held only to find, insert or remove a group, never across an await and
@@ -173,6 +283,7 @@ pub struct CoordinatorBuilder {
     store: Arc<dyn OffsetStore>,
     metadata: Arc<dyn TopicMetadata>,
     assignors: Vec<Arc<dyn Assignor>>,
+    consumer_assignors: Vec<Arc<dyn Assignor>>,
     config: CoordinatorConfig,
     member_ids: Arc<dyn MemberIdSource>,
 }
@@ -287,8 +398,76 @@ impl CoordinatorBuilder {
         self
     }
 
+    // ---- Kafka's consumer group protocol (KIP-848): builder settings ----
+
+    /// Registers a server-side assignor of consumer-protocol groups under its
+    /// [`name`](Assignor::name), the name clients give in `group.remote.assignor` (Kafka's
+    /// `group.consumer.assignors`; the first registered is the default, as Kafka's first).
+    /// Kafka's default list is `uniform,range`; wrap an assignor in
+    /// [`named`](crate::named) to register it under another name. Without any, consumer
+    /// heartbeats are refused with `UNSUPPORTED_ASSIGNOR`.
+    #[must_use]
+    pub fn consumer_assignor(mut self, assignor: Arc<dyn Assignor>) -> Self {
+        self.consumer_assignors.push(assignor);
+        self
+    }
+
+    /// `group.consumer.session.timeout.ms` (default 45000; Kafka's bounds 45000–60000 unless
+    /// [`consumer_session_timeout_bounds_ms`](Self::consumer_session_timeout_bounds_ms)
+    /// moves them).
+    #[must_use]
+    pub fn consumer_session_timeout_ms(mut self, ms: u64) -> Self {
+        self.config.consumer.session_timeout_ms = ms;
+        self
+    }
+
+    /// `group.consumer.min.session.timeout.ms` and `group.consumer.max.session.timeout.ms`.
+    #[must_use]
+    pub fn consumer_session_timeout_bounds_ms(mut self, min: u64, max: u64) -> Self {
+        self.config.consumer.min_session_timeout_ms = min;
+        self.config.consumer.max_session_timeout_ms = max;
+        self
+    }
+
+    /// `group.consumer.heartbeat.interval.ms` (default 5000; Kafka's bounds 5000–15000).
+    #[must_use]
+    pub fn consumer_heartbeat_interval_ms(mut self, ms: u64) -> Self {
+        self.config.consumer.heartbeat_interval_ms = ms;
+        self
+    }
+
+    /// `group.consumer.min.heartbeat.interval.ms` and
+    /// `group.consumer.max.heartbeat.interval.ms`.
+    #[must_use]
+    pub fn consumer_heartbeat_interval_bounds_ms(mut self, min: u64, max: u64) -> Self {
+        self.config.consumer.min_heartbeat_interval_ms = min;
+        self.config.consumer.max_heartbeat_interval_ms = max;
+        self
+    }
+
+    /// `group.consumer.max.size` (default unlimited).
+    #[must_use]
+    pub fn consumer_max_size(mut self, members: u32) -> Self {
+        self.config.consumer.max_size = members;
+        self
+    }
+    // ---- end of the consumer group protocol's builder settings ----
+
     /// Builds the coordinator. Refuses a zero session timeout and two strategies with one name.
     pub fn build(self) -> Result<Coordinator, Error> {
+        self.config.consumer.validate()?;
+        for (i, a) in self.consumer_assignors.iter().enumerate() {
+            if a.name().is_empty()
+                || self.consumer_assignors[..i]
+                    .iter()
+                    .any(|b| b.name() == a.name())
+            {
+                return Err(Error::invalid(
+                    "group.consumer.assignors",
+                    format!("assignor name `{}` is empty or registered twice", a.name()),
+                ));
+            }
+        }
         if self.config.session_timeout_ms == 0 {
             return Err(Error::invalid("session timeout", "must be at least 1 ms"));
         }
@@ -324,6 +503,7 @@ impl CoordinatorBuilder {
             store: self.store,
             metadata: self.metadata,
             assignors: self.assignors,
+            consumer_assignors: self.consumer_assignors,
             config: self.config,
             member_ids: self.member_ids,
             groups: RwLock::new(Groups::default()),
@@ -360,6 +540,7 @@ impl Coordinator {
             store,
             metadata,
             assignors: vec![default_assignor],
+            consumer_assignors: Vec::new(),
             config: CoordinatorConfig::default(),
             member_ids: Arc::new(RandomMemberIds::new()),
         }
@@ -378,6 +559,11 @@ impl Coordinator {
     /// The names of the registered strategies; the first is the default.
     pub fn strategies(&self) -> Vec<&str> {
         self.assignors.iter().map(|a| a.name()).collect()
+    }
+
+    /// The names of the consumer protocol's server-side assignors; the first is the default.
+    pub fn consumer_assignors(&self) -> Vec<&str> {
+        self.consumer_assignors.iter().map(|a| a.name()).collect()
     }
 
     /// The clock the coordinator reads.
@@ -483,6 +669,8 @@ impl Coordinator {
             ids: &*self.member_ids,
             assignors: &self.assignors,
             metadata: &*self.metadata,
+            consumer: &self.config.consumer,
+            consumer_assignors: &self.consumer_assignors,
         }
     }
 }

@@ -14,18 +14,21 @@
 //! - `chapter`: the book's groups. The coordinator assigns, synchronously, on every
 //!   membership change.
 //! - `classic`: Kafka's JoinGroup/SyncGroup protocol, with a leader that assigns.
+//! - `consumer`: Kafka's consumer group protocol (KIP-848): the coordinator assigns with a
+//!   server-side assignor, members reconcile incrementally, fenced by member epochs.
 
 pub(crate) mod chapter;
 pub(crate) mod classic;
+pub(crate) mod consumer;
 mod record;
 
-pub use record::{GroupRecord, MemberRecord};
+pub use record::{ConsumerMemberRecord, GroupRecord, MemberRecord};
 
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::coordinator::{ExpiredMember, GroupSettings};
+use crate::coordinator::{ConsumerGroupSettings, ExpiredMember, GroupSettings};
 use crate::error::Error;
 use crate::ports::{Assignor, MemberIdSource, TopicMetadata};
 use crate::types::{Generation, GroupState, TopicPartition};
@@ -37,17 +40,21 @@ pub enum GroupKind {
     Chapter,
     /// Kafka's classic protocol: a leader assigns through JoinGroup/SyncGroup.
     Classic,
+    /// Kafka's consumer group protocol (KIP-848): ConsumerGroupHeartbeat, server-side
+    /// assignment, member epochs.
+    Consumer,
     /// No members ever joined: a group known only by its committed offsets (Kafka's
     /// "simple" group).
     Simple,
 }
 
 impl GroupKind {
-    /// `chapter`, `classic` or `simple`.
+    /// `chapter`, `classic`, `consumer` or `simple`.
     pub fn as_str(self) -> &'static str {
         match self {
             GroupKind::Chapter => "chapter",
             GroupKind::Classic => "classic",
+            GroupKind::Consumer => "consumer",
             GroupKind::Simple => "simple",
         }
     }
@@ -151,6 +158,10 @@ pub(crate) struct Ctx<'a> {
     pub(crate) ids: &'a dyn MemberIdSource,
     pub(crate) assignors: &'a [Arc<dyn Assignor>],
     pub(crate) metadata: &'a dyn TopicMetadata,
+    /// The settings of consumer-protocol groups.
+    pub(crate) consumer: &'a ConsumerGroupSettings,
+    /// The consumer protocol's server-side assignors, the default first.
+    pub(crate) consumer_assignors: &'a [Arc<dyn Assignor>],
 }
 
 /// One kind of group, as the coordinator sees every kind (Kafka's `Group` interface).

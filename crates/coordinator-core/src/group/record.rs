@@ -52,6 +52,35 @@ pub struct MemberRecord {
     /// The member's assignment as the leader sent it (classic; empty otherwise).
     pub assignment: Opaque,
     /// The member's partitions, where the coordinator knows them (the chapter's; classic
-    /// when the front decoded the assignment).
+    /// when the front decoded the assignment; a consumer-protocol member's current
+    /// assignment).
     pub partitions: Vec<TopicPartition>,
+    /// What a consumer-protocol member (KIP-848) adds; `None` for the other kinds.
+    pub consumer: Option<ConsumerMemberRecord>,
+}
+
+/// The durable state of a consumer-protocol member (Kafka's `ConsumerGroupMemberMetadata`,
+/// `ConsumerGroupCurrentMemberAssignment` and `ConsumerGroupTargetAssignmentMember` records).
+/// The group epoch is the record's [`generation`](GroupRecord::generation), the assignor its
+/// [`protocol`](GroupRecord::protocol).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerMemberRecord {
+    /// The member epoch (−2 for a static member that left for now).
+    pub member_epoch: i32,
+    /// The member's previous epoch.
+    pub previous_member_epoch: i32,
+    /// `STABLE`, `UNREVOKED_PARTITIONS` or `UNRELEASED_PARTITIONS`.
+    pub state: String,
+    /// The rack id, if the member sent one.
+    pub rack_id: Option<String>,
+    /// The server-side assignor the member asked for, if any.
+    pub server_assignor: Option<String>,
+    /// The subscribed topic names, sorted.
+    pub subscribed_topic_names: Vec<String>,
+    /// Partitions the member must still revoke.
+    pub partitions_pending_revocation: Vec<TopicPartition>,
+    /// The member's target assignment.
+    pub target_assignment: Vec<TopicPartition>,
+    /// The epoch of the group's target assignment (the same in every member's record).
+    pub target_assignment_epoch: i32,
 }

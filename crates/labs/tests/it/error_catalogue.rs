@@ -159,6 +159,7 @@ async fn provoke_all() -> Vec<Seen> {
     ));
     // The classic protocol's own codes.
     seen.extend(provoke_classic().await);
+    seen.extend(provoke_consumer_protocol().await);
     // ASSIGNOR_FAILED
     let topics: BTreeMap<String, u32> = [("orders".to_string(), 1)].into();
     let refusing = Coordinator::builder(
@@ -304,6 +305,88 @@ async fn provoke_classic() -> Vec<Seen> {
     seen.push(core(full.classic().join(join("", None)).await.unwrap_err()));
     seen
 }
+
+// ---- Kafka's consumer group protocol (KIP-848): its rows, self-contained ----
+
+/// FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, STALE_MEMBER_EPOCH,
+/// INVALID_REQUEST, UNSUPPORTED_VERSION (and GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND
+/// again) through `coordinator.consumer()` and `coordinator.offsets()`.
+async fn provoke_consumer_protocol() -> Vec<Seen> {
+    use coordinator_core::{
+        named, CommitAuthority, ConsumerGroupHeartbeatRequest as Req, Generation,
+        OffsetAndMetadata, OffsetCommitRequest,
+    };
+    let topics: BTreeMap<String, u32> = [("orders".to_string(), 2)].into();
+    let c = Coordinator::builder(
+        Arc::new(offset_store::MemoryStore::new()),
+        Arc::new(topics),
+        Arc::new(assignor::RangeAssignor),
+    )
+    .consumer_assignor(named("uniform", Arc::new(assignor::StickyAssignor)))
+    .consumer_assignor(named("range", Arc::new(assignor::RangeAssignor)))
+    .consumer_max_size(2)
+    .build()
+    .unwrap();
+    let hb = |r: Req| {
+        let c = &c;
+        async move { c.consumer().heartbeat(&r).await }
+    };
+    let mut seen = Vec::new();
+    let joined = hb(Req::join("kip848", "m1", ["orders"]).with_instance_id("i"))
+        .await
+        .unwrap();
+    seen.push(core(
+        hb(Req::heartbeat("kip848", "m1", joined.member_epoch + 1).with_instance_id("i"))
+            .await
+            .unwrap_err(),
+    ));
+    seen.push(core(
+        hb(Req::join("kip848", "m2", ["orders"]).with_instance_id("i"))
+            .await
+            .unwrap_err(),
+    ));
+    seen.push(core(
+        hb(Req::join("kip848", "m2", ["orders"]).with_assignor("nope"))
+            .await
+            .unwrap_err(),
+    ));
+    seen.push(core(
+        hb(Req::heartbeat("kip848", "m1", -3)).await.unwrap_err(),
+    ));
+    seen.push(core(
+        hb(Req::heartbeat("absent", "m1", 1)).await.unwrap_err(),
+    ));
+    hb(Req::join("kip848", "m2", ["orders"])).await.unwrap();
+    seen.push(core(
+        hb(Req::join("kip848", "m3", ["orders"])).await.unwrap_err(),
+    ));
+    let commit = |authority| OffsetCommitRequest {
+        group_id: "kip848".into(),
+        authority,
+        offsets: [(TopicPartition::new("orders", 0), OffsetAndMetadata::new(1))].into(),
+    };
+    seen.push(core(
+        c.offsets()
+            .commit(&commit(CommitAuthority::MemberEpoch {
+                member_id: "m1".into(),
+                member_epoch: joined.member_epoch - 1,
+            }))
+            .await
+            .unwrap_err(),
+    ));
+    seen.push(core(
+        c.offsets()
+            .commit(&commit(CommitAuthority::generation(
+                Some(Generation::new(1)),
+                "m1",
+                None,
+            )))
+            .await
+            .unwrap_err(),
+    ));
+    seen
+}
+// ---- end of the consumer group protocol's rows ----
 
 /// `value.tap(|v| …)`: a changed copy, for building requests.
 trait Tap: Sized {

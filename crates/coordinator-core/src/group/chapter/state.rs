@@ -881,6 +881,7 @@ impl Group for ChapterGroup {
                         .collect(),
                     assignment: Opaque::from([]),
                     partitions: self.member_assignment(i),
+                    consumer: None,
                 })
                 .collect(),
         }

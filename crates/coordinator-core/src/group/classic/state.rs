@@ -1398,6 +1398,7 @@ impl Group for ClassicGroup {
                     protocols: m.protocols.clone(),
                     assignment: m.assignment.clone(),
                     partitions: m.partitions.clone().unwrap_or_default(),
+                    consumer: None,
                 })
                 .collect(),
         }

@@ -1,0 +1,187 @@
+//! The calls of Kafka's consumer group protocol: the [`ConsumerGroups`] view
+//! (`coordinator.consumer()`).
+//!
+//! A heartbeat answers at once (there is no barrier in this protocol). It takes its group's
+//! commit gate exclusively, because it may move member epochs and partitions: so a commit
+//! checked against a member's epoch lands before the heartbeat that moves the member on,
+//! and no commit with a stale epoch lands.
+
+use std::sync::Arc;
+
+use super::protocol::{
+    ConsumerGroupDescription, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+    LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+};
+use super::state::ConsumerGroup;
+use crate::coordinator::{not_found, Coordinator};
+use crate::error::Error;
+use crate::group::GroupKind;
+use crate::ports::Assignor;
+
+fn invalid(reason: &str) -> Error {
+    Error::InvalidRequest {
+        reason: reason.to_string(),
+    }
+}
+
+fn empty_string(value: Option<&str>) -> bool {
+    value.is_some_and(|v| v.trim().is_empty())
+}
+
+/// Kafka 4's `throwIfConsumerGroupHeartbeatRequestIsInvalid`, in its order and with its
+/// messages (`INVALID_REQUEST`, `UNSUPPORTED_ASSIGNOR`).
+pub(crate) fn validate(
+    req: &ConsumerGroupHeartbeatRequest,
+    assignors: &[Arc<dyn Assignor>],
+) -> Result<(), Error> {
+    if (req.member_epoch > 0
+        || req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH
+        || req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+        && req.member_id.trim().is_empty()
+    {
+        return Err(invalid("MemberId can't be empty."));
+    }
+    if req.group_id.trim().is_empty() {
+        return Err(invalid("GroupId can't be empty."));
+    }
+    if empty_string(req.instance_id.as_deref()) {
+        return Err(invalid("InstanceId can't be empty."));
+    }
+    if empty_string(req.rack_id.as_deref()) {
+        return Err(invalid("RackId can't be empty."));
+    }
+    if req.member_epoch == 0 {
+        if req.rebalance_timeout_ms == -1 {
+            return Err(invalid(
+                "RebalanceTimeoutMs must be provided in first request.",
+            ));
+        }
+        if req.topic_partitions.as_ref().is_none_or(|p| !p.is_empty()) {
+            return Err(invalid("TopicPartitions must be empty when (re-)joining."));
+        }
+        if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+            return Err(invalid(
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when \
+                 (re-)joining.",
+            ));
+        }
+    } else if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+        if req.instance_id.is_none() {
+            return Err(invalid("InstanceId can't be null."));
+        }
+    } else if req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+        return Err(invalid("MemberEpoch is invalid."));
+    }
+    if req.subscribed_topic_regex.is_some() {
+        // DIFFERS from Kafka 4 (which supports it): not implemented yet; Kafka 3.7's message.
+        return Err(invalid("SubscribedTopicRegex is not supported yet."));
+    }
+    if req.rebalance_timeout_ms < -1 {
+        return Err(invalid("RebalanceTimeoutMs must be -1 or at least 0."));
+    }
+    if let Some(name) = req.server_assignor.as_deref() {
+        if !assignors.iter().any(|a| a.name() == name) {
+            return Err(Error::UnsupportedAssignor {
+                assignor: name.to_string(),
+                supported: assignors.iter().map(|a| a.name().to_string()).collect(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Kafka's consumer group protocol (KIP-848): ConsumerGroupHeartbeat and
+/// ConsumerGroupDescribe, as a wire front calls them (`coordinator.consumer()`). Offsets go
+/// through [`coordinator.offsets()`](Coordinator::offsets) with
+/// [`CommitAuthority::MemberEpoch`](crate::CommitAuthority::MemberEpoch).
+#[derive(Clone, Copy, Debug)]
+pub struct ConsumerGroups<'a> {
+    coordinator: &'a Coordinator,
+}
+
+impl Coordinator {
+    /// The calls of Kafka's consumer group protocol (KIP-848).
+    pub fn consumer(&self) -> ConsumerGroups<'_> {
+        ConsumerGroups { coordinator: self }
+    }
+}
+
+impl ConsumerGroups<'_> {
+    /// Kafka's ConsumerGroupHeartbeat: joins (epoch 0), heartbeats, reconciles, leaves (−1)
+    /// or leaves for now (−2, a static member).
+    ///
+    /// Errors, in Kafka's order: `INVALID_REQUEST` (42, Kafka's validation and messages),
+    /// `UNSUPPORTED_ASSIGNOR` (112), `GROUP_ID_NOT_FOUND` (69: no such group for an epoch
+    /// other than 0, or a group of another kind with members), `GROUP_MAX_SIZE_REACHED`
+    /// (81), `UNKNOWN_MEMBER` (25), `FENCED_MEMBER_EPOCH` (110), `UNRELEASED_INSTANCE_ID`
+    /// (111), `FENCED_INSTANCE_ID` (82), `ASSIGNOR_FAILED` (no assignor registered, or one that
+    /// failed: nothing changed).
+    pub async fn heartbeat(
+        self,
+        req: &ConsumerGroupHeartbeatRequest,
+    ) -> Result<ConsumerGroupHeartbeatResponse, Error> {
+        let c = self.coordinator;
+        validate(req, &c.consumer_assignors)?;
+        let joining = req.member_epoch == 0;
+        let (cell, _gate) = if joining {
+            c.install_lock(&req.group_id).await
+        } else {
+            loop {
+                let cell = c
+                    .group(&req.group_id)
+                    .ok_or_else(|| not_found(&req.group_id))?;
+                let gate = cell.gate.clone().write_owned().await;
+                if !cell.lock().removed {
+                    break (cell, gate);
+                }
+            }
+        };
+        let mut entry = cell.lock();
+        let now = c.clock.now_ms();
+        if joining {
+            entry.convert_if_empty(ConsumerGroup::new);
+        }
+        let kind = entry.kind();
+        let Some((group, generation)) = entry.split_mut::<ConsumerGroup>() else {
+            return Err(match kind {
+                GroupKind::Simple => not_found(&req.group_id),
+                other => Error::NotConsumerGroup {
+                    group: req.group_id.clone(),
+                    actual: other.as_str(),
+                },
+            });
+        };
+        let (result, outcome) = group.heartbeat(req, &mut c.ctx(now, generation));
+        if outcome.membership_changed || !entry.has_members() {
+            entry.note_membership(now);
+            c.arm(&mut entry);
+        } else if let Some(at) = outcome.deadline {
+            // Only this member's deadlines moved: no scan of the group.
+            c.arm_at(&mut entry, at);
+        }
+        result
+    }
+
+    /// Kafka's ConsumerGroupDescribe for one group.
+    ///
+    /// Errors: `GROUP_ID_NOT_FOUND` (no such group, or a group of another kind: Kafka's
+    /// "Group … is not a consumer group.").
+    pub async fn describe(self, group_id: &str) -> Result<ConsumerGroupDescription, Error> {
+        let cell = self
+            .coordinator
+            .group(group_id)
+            .ok_or_else(|| not_found(group_id))?;
+        let entry = cell.lock();
+        if entry.removed {
+            return Err(not_found(group_id));
+        }
+        match entry.get::<ConsumerGroup>() {
+            Some(g) => Ok(g.describe(entry.generation)),
+            None if entry.kind() == GroupKind::Simple => Err(not_found(group_id)),
+            None => Err(Error::NotConsumerGroup {
+                group: group_id.to_string(),
+                actual: entry.kind().as_str(),
+            }),
+        }
+    }
+}

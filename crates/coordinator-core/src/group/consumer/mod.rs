@@ -1,0 +1,67 @@
+//! Kafka's consumer group protocol (KIP-848): the coordinator computes a target assignment
+//! with a server-side assignor, and each member reconciles toward it one heartbeat at a time,
+//! fenced by member epochs.
+//!
+//! `protocol.rs` holds ConsumerGroupHeartbeat and ConsumerGroupDescribe as the core sees
+//! them; `state.rs` the state machine of Kafka 4's `ConsumerGroup` with its
+//! `CurrentAssignmentBuilder` (synchronous, no I/O); `api.rs` the [`ConsumerGroups`] view
+//! through which a wire front calls it (`coordinator.consumer()`).
+//!
+//! Not yet here: regular-expression subscriptions (`SubscribedTopicRegex`, refused with
+//! `INVALID_REQUEST`), rack-aware assignment, and Kafka's online migration between the
+//! classic and the consumer protocol (an Empty group of either kind is taken over by the
+//! first member of the other, as in Kafka; a group with members refuses the other
+//! protocol's calls).
+
+mod api;
+mod protocol;
+mod state;
+
+use std::sync::Arc;
+
+use crate::ports::assign::{AssignError, Assignment, AssignmentInput, Assignor};
+
+pub use api::ConsumerGroups;
+pub use protocol::{
+    ConsumerGroupDescription, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+    ConsumerGroupState, ConsumerMemberDescription, MemberState, LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+};
+
+/// `assignor` under another name: to register a strategy as a consumer-protocol server-side
+/// assignor under the name clients give in `group.remote.assignor` (Kafka's `uniform` for a
+/// sticky strategy, `range`), whatever its own name.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use coordinator_core::{named, Assignor, Assignment, AssignmentInput, AssignError};
+/// struct Nothing;
+/// impl Assignor for Nothing {
+///     fn name(&self) -> &str { "nothing" }
+///     fn assign(&self, input: &AssignmentInput<'_>) -> Result<Assignment, AssignError> {
+///         Ok(Assignment::new(input))
+///     }
+/// }
+/// assert_eq!(named("uniform", Arc::new(Nothing)).name(), "uniform");
+/// ```
+pub fn named(name: impl Into<String>, assignor: Arc<dyn Assignor>) -> Arc<dyn Assignor> {
+    Arc::new(Named {
+        name: name.into(),
+        inner: assignor,
+    })
+}
+
+struct Named {
+    name: String,
+    inner: Arc<dyn Assignor>,
+}
+
+impl Assignor for Named {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn assign(&self, input: &AssignmentInput<'_>) -> Result<Assignment, AssignError> {
+        self.inner.assign(input)
+    }
+}

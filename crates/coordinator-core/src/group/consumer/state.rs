@@ -1,0 +1,1072 @@
+//! Kafka 4's `ConsumerGroup` with its `CurrentAssignmentBuilder`: a synchronous state
+//! machine, run under the group's state lock. No I/O, no awaits.
+//!
+//! The group epoch is the entry's generation counter (`ctx.generation`, shared with the
+//! other kinds and the tombstones), clamped to `i32` where Kafka's wire needs it. Every
+//! heartbeat (Kafka's `consumerGroupHeartbeat`):
+//! 1. updates the member; a new subscription, or a change of a subscribed topic's partition
+//!    count read through the `TopicMetadata` port, bumps the group epoch;
+//! 2. when the group epoch is ahead of the target assignment's, computes a new target with
+//!    the preferred server-side assignor (the previous target is the assignor's "owned"
+//!    input, for stickiness, as Kafka's `TargetAssignmentBuilder` does);
+//! 3. reconciles the member toward its target (`reconcile`, Kafka's
+//!    `CurrentAssignmentBuilder`): it first revokes what it must give up, and a partition
+//!    reaches its new owner only once no member holds it any more.
+
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use tracing::info;
+
+use super::protocol::{
+    ConsumerGroupDescription, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+    ConsumerGroupState, ConsumerMemberDescription, MemberState, LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+};
+use crate::coordinator::ExpiredMember;
+use crate::error::Error;
+use crate::group::classic::Opaque;
+use crate::group::{
+    CommitAuthority, ConsumerMemberRecord, Ctx, Group, GroupKind, GroupRecord, MemberRecord,
+    OffsetExpiration,
+};
+use crate::ports::assign::{
+    AssignmentInput, Assignor, PartitionRef, TopicIndex, TopicSpec, MAX_PARTITIONS_PER_TOPIC,
+    MAX_TOTAL_PARTITIONS,
+};
+use crate::types::{Generation, GroupState, TopicPartition};
+
+/// A group epoch as Kafka's wire carries it.
+fn epoch_of(generation: Generation) -> i32 {
+    i32::try_from(generation.get()).unwrap_or(i32::MAX)
+}
+
+fn ms(v: i32) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// One member of a consumer-protocol group (Kafka's `ConsumerGroupMember`).
+#[derive(Clone, Debug)]
+struct Member {
+    instance_id: Option<Arc<str>>,
+    rack_id: Option<String>,
+    client_id: String,
+    client_host: String,
+    epoch: i32,
+    previous_epoch: i32,
+    state: MemberState,
+    rebalance_timeout_ms: u64,
+    /// Subscribed topics, sorted and unique.
+    topics: Vec<Arc<str>>,
+    server_assignor: Option<String>,
+    /// The current assignment.
+    assigned: BTreeSet<TopicPartition>,
+    /// Partitions the member must still revoke (not in `assigned`).
+    revoking: BTreeSet<TopicPartition>,
+    /// The target assignment.
+    target: BTreeSet<TopicPartition>,
+    /// The session expires at this clock time.
+    session_deadline: u64,
+    /// While revoking: (deadline, the epoch it was set at). A member still revoking at that
+    /// epoch when the deadline passes is fenced.
+    revocation_deadline: Option<(u64, i32)>,
+}
+
+impl Member {
+    fn new(now: u64, session_ms: u64) -> Self {
+        Member {
+            instance_id: None,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            epoch: 0,
+            previous_epoch: 0,
+            state: MemberState::Stable,
+            rebalance_timeout_ms: 0,
+            topics: Vec::new(),
+            server_assignor: None,
+            assigned: BTreeSet::new(),
+            revoking: BTreeSet::new(),
+            target: BTreeSet::new(),
+            session_deadline: now.saturating_add(session_ms),
+            revocation_deadline: None,
+        }
+    }
+
+    fn update_epoch(&mut self, epoch: i32) {
+        self.previous_epoch = self.epoch;
+        self.epoch = epoch;
+    }
+
+    fn deadline(&self) -> u64 {
+        match self.revocation_deadline {
+            Some((at, _)) => at.min(self.session_deadline),
+            None => self.session_deadline,
+        }
+    }
+}
+
+/// Sorted, de-duplicated topic names.
+fn topic_set(names: &[String]) -> Vec<Arc<str>> {
+    let set: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    set.into_iter().map(Arc::from).collect()
+}
+
+/// A consumer-protocol group.
+#[derive(Clone, Debug)]
+pub(crate) struct ConsumerGroup {
+    id: Arc<str>,
+    members: BTreeMap<Arc<str>, Member>,
+    /// Instance id → member id, for static members.
+    instances: HashMap<Arc<str>, Arc<str>>,
+    /// The group epoch as of the last call that read the entry's generation.
+    group_epoch: i32,
+    /// The target assignment's epoch.
+    target_epoch: i32,
+    /// Subscribed topic → how many members subscribe to it.
+    subscribers: BTreeMap<Arc<str>, u32>,
+    /// Subscribed topic → its partition count when the group epoch was last bumped (absent:
+    /// the topic did not exist).
+    topic_partitions: BTreeMap<Arc<str>, u32>,
+    /// Partition → the member that holds it now (assigned or still revoking).
+    owners: HashMap<TopicPartition, Arc<str>>,
+    /// The assignor that computed the target.
+    assignor: Option<String>,
+    /// `group.consumer.session.timeout.ms` as of the last heartbeat (for the record).
+    session_timeout_ms: u64,
+}
+
+/// How a heartbeat finds its member.
+enum Found {
+    Existing(Arc<str>),
+    New(Arc<str>),
+    /// A static member rejoining under a new member id replaces the old one (which had left
+    /// with epoch −2).
+    Replaces {
+        new: Arc<str>,
+        old: Arc<str>,
+    },
+}
+
+/// What a heartbeat tells the coordinator besides its answer.
+pub(crate) struct Outcome {
+    /// Members joined or left: the lifecycle must look again.
+    pub(crate) membership_changed: bool,
+    /// The earliest deadline of the heartbeating member.
+    pub(crate) deadline: Option<u64>,
+}
+
+impl ConsumerGroup {
+    pub(crate) fn new(id: Arc<str>) -> Self {
+        ConsumerGroup {
+            id,
+            members: BTreeMap::new(),
+            instances: HashMap::new(),
+            group_epoch: 0,
+            target_epoch: 0,
+            subscribers: BTreeMap::new(),
+            topic_partitions: BTreeMap::new(),
+            owners: HashMap::new(),
+            assignor: None,
+            session_timeout_ms: 0,
+        }
+    }
+
+    fn fenced(&self, member: &str, received: i32, stored: i32) -> Error {
+        let which = if received > stored {
+            "greater"
+        } else {
+            "smaller"
+        };
+        Error::FencedMemberEpoch {
+            group: self.id.to_string(),
+            member: member.to_string(),
+            reason: format!(
+                "The consumer group member has a {which} member epoch ({received}) than the one \
+                 known by the group coordinator ({stored}). The member must abandon all its \
+                 partitions and rejoin."
+            ),
+        }
+    }
+
+    fn unknown(&self, member: &str) -> Error {
+        Error::unknown_member(&self.id, member)
+    }
+
+    /// Kafka's `throwIfConsumerGroupMemberEpochIsInvalid`, with the lost-response rule.
+    fn check_epoch(
+        &self,
+        id: &str,
+        m: &Member,
+        received: i32,
+        owned: Option<&[TopicPartition]>,
+    ) -> Result<(), Error> {
+        if received > m.epoch {
+            return Err(self.fenced(id, received, m.epoch));
+        }
+        if received < m.epoch {
+            let subset = owned.is_some_and(|o| o.iter().all(|tp| m.assigned.contains(tp)));
+            if received != m.previous_epoch || !subset {
+                return Err(self.fenced(id, received, m.epoch));
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds (or admits) the heartbeat's member, as Kafka's
+    /// `getOrMaybeSubscribe{Dynamic,Static}ConsumerGroupMember`.
+    fn find(&self, req: &ConsumerGroupHeartbeatRequest, ctx: &Ctx<'_>) -> Result<Found, Error> {
+        let owned = req.topic_partitions.as_deref();
+        let known = self.members.get_key_value(req.member_id.as_str());
+        let fresh = || -> Arc<str> {
+            if req.member_id.is_empty() {
+                Arc::from(ctx.ids.member_id(&req.client_id))
+            } else {
+                Arc::from(req.member_id.as_str())
+            }
+        };
+        let Some(instance) = req.instance_id.as_deref() else {
+            return match known {
+                Some((id, m)) => {
+                    self.check_epoch(id, m, req.member_epoch, owned)?;
+                    Ok(Found::Existing(id.clone()))
+                }
+                None if req.member_epoch == 0 => Ok(Found::New(fresh())),
+                None => Err(self.unknown(&req.member_id)),
+            };
+        };
+        let holder = self
+            .instances
+            .get(instance)
+            .and_then(|id| self.members.get_key_value(id));
+        if req.member_epoch == 0 {
+            return match holder {
+                // A new static member (Kafka does not check the epoch of a member id it
+                // already knows here).
+                None => match known {
+                    Some((id, _)) => Ok(Found::Existing(id.clone())),
+                    None => Ok(Found::New(fresh())),
+                },
+                Some((old, m)) => {
+                    if m.epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+                        return Err(Error::UnreleasedInstanceId {
+                            group: self.id.to_string(),
+                            member: req.member_id.clone(),
+                            instance: instance.to_string(),
+                            owner: old.to_string(),
+                        });
+                    }
+                    Ok(Found::Replaces {
+                        new: fresh(),
+                        old: old.clone(),
+                    })
+                }
+            };
+        }
+        let Some((id, m)) = holder else {
+            // Kafka: "Instance id … is unknown."
+            return Err(self.unknown(&req.member_id));
+        };
+        if **id != *req.member_id {
+            return Err(Error::FencedInstanceId {
+                group: self.id.to_string(),
+                member: req.member_id.clone(),
+                instance: instance.to_string(),
+                current: id.to_string(),
+            });
+        }
+        self.check_epoch(id, m, req.member_epoch, owned)?;
+        Ok(Found::Existing(id.clone()))
+    }
+
+    /// Kafka's ConsumerGroupHeartbeat for this group (the request is valid: see
+    /// `api::validate`).
+    pub(crate) fn heartbeat(
+        &mut self,
+        req: &ConsumerGroupHeartbeatRequest,
+        ctx: &mut Ctx<'_>,
+    ) -> (Result<ConsumerGroupHeartbeatResponse, Error>, Outcome) {
+        self.group_epoch = epoch_of(*ctx.generation);
+        self.session_timeout_ms = ctx.consumer.session_timeout_ms;
+        let mut outcome = Outcome {
+            membership_changed: false,
+            deadline: None,
+        };
+        let result = if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH
+            || req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH
+        {
+            self.leave(req, ctx, &mut outcome)
+        } else {
+            self.beat(req, ctx, &mut outcome)
+        };
+        (result, outcome)
+    }
+
+    fn beat(
+        &mut self,
+        req: &ConsumerGroupHeartbeatRequest,
+        ctx: &mut Ctx<'_>,
+        outcome: &mut Outcome,
+    ) -> Result<ConsumerGroupHeartbeatResponse, Error> {
+        let max = ctx.consumer.max_size;
+        if self.members.len() >= max as usize
+            && (req.member_id.is_empty() || !self.members.contains_key(req.member_id.as_str()))
+        {
+            return Err(Error::GroupMaxSizeReached {
+                group: self.id.to_string(),
+                max,
+            });
+        }
+        let found = self.find(req, ctx)?;
+        let id = match &found {
+            Found::Existing(id) | Found::New(id) | Found::Replaces { new: id, .. } => id.clone(),
+        };
+        // 1. What changes: the subscription, and the subscribed topics' metadata.
+        let new_topics = req.subscribed_topic_names.as_deref().map(topic_set);
+        let old_topics: &[Arc<str>] = match &found {
+            Found::Existing(id) => self.members.get(id).map_or(&[], |m| &m.topics[..]),
+            Found::Replaces { old, .. } => self.members.get(old).map_or(&[], |m| &m.topics[..]),
+            Found::New(_) => &[],
+        };
+        let subscription_changed = new_topics.as_deref().is_some_and(|t| t != old_topics);
+        // With a new subscription the metadata is read again below, once it is applied.
+        let bump = ctx.generation.get() == 0 || subscription_changed || self.metadata_changed(ctx);
+        let assigns = bump || self.group_epoch > self.target_epoch;
+        // A refused call changes nothing: the only step that can fail once the group is
+        // changed is the assignor, so keep what to go back to.
+        let backup = assigns.then(|| (self.clone(), *ctx.generation));
+        let previous_assigned = self.apply_member(&found, req, new_topics, ctx.now, ctx);
+        outcome.membership_changed = matches!(found, Found::New(_) | Found::Replaces { .. });
+        if bump {
+            let refreshed = self.refresh_metadata(ctx);
+            if ctx.generation.get() == 0 || subscription_changed || refreshed {
+                *ctx.generation = ctx.generation.next();
+                self.group_epoch = epoch_of(*ctx.generation);
+                info!(
+                    group = &*self.id,
+                    epoch = self.group_epoch,
+                    "bumped group epoch"
+                );
+            }
+        }
+        // 2. A new target when the group epoch is ahead.
+        if self.group_epoch > self.target_epoch {
+            if let Err(e) = self.compute_target(ctx) {
+                if let Some((group, generation)) = backup {
+                    *self = group;
+                    *ctx.generation = generation;
+                }
+                outcome.membership_changed = false;
+                return Err(e);
+            }
+        }
+        // 3. Reconcile the member toward its target.
+        let owned = req.topic_partitions.as_deref();
+        let changed = self.reconcile(&id, owned, ctx.now);
+        let session = ctx.consumer.session_timeout_ms;
+        let Some(m) = self.members.get_mut(&id) else {
+            return Err(self.unknown(&id));
+        };
+        m.session_deadline = ctx.now.saturating_add(session);
+        outcome.deadline = Some(m.deadline());
+        let full = req.member_epoch == 0
+            || (req.rebalance_timeout_ms != -1
+                && req.subscribed_topic_names.is_some()
+                && req.topic_partitions.is_some());
+        let assigned_changed = changed || previous_assigned.is_some_and(|p| p != m.assigned);
+        Ok(ConsumerGroupHeartbeatResponse {
+            member_id: id.to_string(),
+            member_epoch: m.epoch,
+            heartbeat_interval_ms: i32::try_from(ctx.consumer.heartbeat_interval_ms)
+                .unwrap_or(i32::MAX),
+            assignment: (full || assigned_changed).then(|| m.assigned.iter().cloned().collect()),
+        })
+    }
+
+    /// Creates, replaces or updates the member; returns its assignment before, for a member
+    /// that replaced another (its response must carry the assignment it took over).
+    fn apply_member(
+        &mut self,
+        found: &Found,
+        req: &ConsumerGroupHeartbeatRequest,
+        new_topics: Option<Vec<Arc<str>>>,
+        now: u64,
+        ctx: &Ctx<'_>,
+    ) -> Option<BTreeSet<TopicPartition>> {
+        let session = ctx.consumer.session_timeout_ms;
+        let id = match found {
+            Found::Existing(id) => id.clone(),
+            Found::New(id) => {
+                self.members.insert(id.clone(), Member::new(now, session));
+                info!(
+                    group = &*self.id,
+                    member = &**id,
+                    "member joins the consumer group"
+                );
+                id.clone()
+            }
+            Found::Replaces { new, old } => {
+                let mut m = self
+                    .remove_member_entry(old)
+                    .unwrap_or_else(|| Member::new(now, session));
+                m.epoch = 0;
+                m.previous_epoch = 0;
+                m.state = MemberState::Stable;
+                m.revocation_deadline = None;
+                for tp in m.assigned.iter() {
+                    self.owners.insert(tp.clone(), new.clone());
+                }
+                for t in &m.topics {
+                    *self.subscribers.entry(t.clone()).or_default() += 1;
+                }
+                self.members.insert(new.clone(), m);
+                info!(
+                    group = &*self.id,
+                    member = &**new,
+                    replaced = &**old,
+                    "static member replaces its previous instance"
+                );
+                new.clone()
+            }
+        };
+        let replaced = matches!(found, Found::Replaces { .. });
+        let m = self.members.get_mut(&id)?;
+        let before = replaced.then(BTreeSet::new);
+        if let Some(instance) = req.instance_id.as_deref() {
+            if self.instances.get(instance) != Some(&id) {
+                let instance: Arc<str> = Arc::from(instance);
+                m.instance_id = Some(instance.clone());
+                self.instances.insert(instance, id.clone());
+            }
+        }
+        if let Some(rack) = &req.rack_id {
+            m.rack_id = Some(rack.clone());
+        }
+        if req.rebalance_timeout_ms != -1 {
+            m.rebalance_timeout_ms = ms(req.rebalance_timeout_ms);
+        }
+        if let Some(assignor) = &req.server_assignor {
+            m.server_assignor = Some(assignor.clone());
+        }
+        m.client_id.clone_from(&req.client_id);
+        m.client_host.clone_from(&req.client_host);
+        if let Some(topics) = new_topics {
+            if topics != m.topics {
+                let old = std::mem::replace(&mut m.topics, topics);
+                let new = m.topics.clone();
+                for t in old {
+                    self.unsubscribe(&t);
+                }
+                for t in new {
+                    *self.subscribers.entry(t).or_default() += 1;
+                }
+            }
+        }
+        before
+    }
+
+    fn unsubscribe(&mut self, topic: &Arc<str>) {
+        if let Some(n) = self.subscribers.get_mut(topic) {
+            *n -= 1;
+            if *n == 0 {
+                self.subscribers.remove(topic);
+            }
+        }
+    }
+
+    /// Whether a subscribed topic's partition count differs from the one the group epoch
+    /// was last bumped with (a topic created, deleted or grown).
+    fn metadata_changed(&self, ctx: &Ctx<'_>) -> bool {
+        if self.subscribers.len() != self.topic_partitions.len()
+            && self
+                .subscribers
+                .keys()
+                .filter(|t| ctx.metadata.partition_count(t).is_some())
+                .count()
+                != self.topic_partitions.len()
+        {
+            return true;
+        }
+        self.subscribers
+            .keys()
+            .any(|t| ctx.metadata.partition_count(t) != self.topic_partitions.get(t).copied())
+    }
+
+    /// Reads the subscribed topics' metadata; returns whether it changed.
+    fn refresh_metadata(&mut self, ctx: &Ctx<'_>) -> bool {
+        let now: BTreeMap<Arc<str>, u32> = self
+            .subscribers
+            .keys()
+            .filter_map(|t| ctx.metadata.partition_count(t).map(|n| (t.clone(), n)))
+            .collect();
+        let changed = now != self.topic_partitions;
+        self.topic_partitions = now;
+        changed
+    }
+
+    /// The server-side assignor: the one most members ask for (ties: the earlier
+    /// registered), else the default (the first registered).
+    fn choose_assignor<'a>(&self, ctx: &Ctx<'a>) -> Result<&'a Arc<dyn Assignor>, Error> {
+        let registered = ctx.consumer_assignors;
+        let mut votes = vec![0usize; registered.len()];
+        for m in self.members.values() {
+            if let Some(name) = &m.server_assignor {
+                if let Some(i) = registered.iter().position(|a| a.name() == name) {
+                    votes[i] += 1;
+                }
+            }
+        }
+        let best = votes
+            .iter()
+            .enumerate()
+            .max_by(|(i, a), (j, b)| a.cmp(b).then(j.cmp(i)))
+            .map_or(0, |(i, _)| i);
+        registered.get(best).ok_or_else(|| Error::AssignorFailed {
+            assignor: String::new(),
+            reason: "no server-side assignor is registered \
+                     (CoordinatorBuilder::consumer_assignor)"
+                .into(),
+        })
+    }
+
+    /// Computes the target assignment of the group epoch (Kafka's `TargetAssignmentBuilder`).
+    fn compute_target(&mut self, ctx: &Ctx<'_>) -> Result<(), Error> {
+        let assignor = self.choose_assignor(ctx)?;
+        let fail = |reason: String| Error::AssignorFailed {
+            assignor: assignor.name().to_string(),
+            reason,
+        };
+        let topics: Vec<TopicSpec> = self
+            .topic_partitions
+            .iter()
+            .filter(|(_, &n)| n <= MAX_PARTITIONS_PER_TOPIC)
+            .map(|(name, &partitions)| TopicSpec {
+                name: name.clone(),
+                partitions,
+            })
+            .collect();
+        let total: usize = topics.iter().map(|t| t.partitions as usize).sum();
+        if total > MAX_TOTAL_PARTITIONS {
+            return Err(Error::invalid(
+                "subscription",
+                format!(
+                    "the group's topics hold {total} partitions in all, more than the \
+                     {MAX_TOTAL_PARTITIONS} one assignment supports"
+                ),
+            ));
+        }
+        let index = |name: &str| -> Option<TopicIndex> {
+            topics
+                .binary_search_by(|t| (*t.name).cmp(name))
+                .ok()
+                .map(|i| i as TopicIndex)
+        };
+        let member_ids: Vec<Arc<str>> = self.members.keys().cloned().collect();
+        let mut sub_starts = Vec::with_capacity(member_ids.len() + 1);
+        let mut owned_starts = Vec::with_capacity(member_ids.len() + 1);
+        let mut subs = Vec::new();
+        let mut owned = Vec::new();
+        sub_starts.push(0u32);
+        owned_starts.push(0u32);
+        let mut claimed: HashMap<PartitionRef, ()> = HashMap::new();
+        for m in self.members.values() {
+            subs.extend(m.topics.iter().filter_map(|t| index(t)));
+            sub_starts.push(u32::try_from(subs.len()).map_err(|_| fail("too many".into()))?);
+            let from = owned.len();
+            for tp in &m.target {
+                // What the member no longer subscribes to is not its own any more.
+                if m.topics
+                    .binary_search_by(|t| (**t).cmp(tp.topic()))
+                    .is_err()
+                {
+                    continue;
+                }
+                let Some(t) = index(tp.topic()) else { continue };
+                if tp.partition() >= topics[t as usize].partitions {
+                    continue;
+                }
+                let p = PartitionRef::new(t, tp.partition());
+                if claimed.insert(p, ()).is_none() {
+                    owned.push(p);
+                }
+            }
+            owned[from..].sort_unstable();
+            owned_starts.push(u32::try_from(owned.len()).map_err(|_| fail("too many".into()))?);
+        }
+        let input = AssignmentInput::from_parts(
+            &topics,
+            &member_ids,
+            &sub_starts,
+            &subs,
+            &owned_starts,
+            &owned,
+        );
+        let out = assignor
+            .assign(&input)
+            .map_err(|e| fail(e.message().to_string()))?;
+        out.validate(&input)
+            .map_err(|e| fail(e.message().to_string()))?;
+        let lists = out.member_partitions(&input);
+        for (m, list) in self.members.values_mut().zip(lists) {
+            m.target = list
+                .into_iter()
+                .filter_map(|p| input.topic_partition(p))
+                .collect();
+        }
+        self.target_epoch = self.group_epoch;
+        self.assignor = Some(assignor.name().to_string());
+        info!(
+            group = &*self.id,
+            epoch = self.target_epoch,
+            assignor = assignor.name(),
+            "computed the target assignment"
+        );
+        Ok(())
+    }
+
+    /// Kafka's `CurrentAssignmentBuilder.build`: moves member `id` toward its target.
+    /// Returns whether its assignment changed.
+    fn reconcile(&mut self, id: &Arc<str>, owned: Option<&[TopicPartition]>, now: u64) -> bool {
+        let target_epoch = self.target_epoch;
+        let Some(m) = self.members.get(id) else {
+            return false;
+        };
+        if m.state == MemberState::Stable && m.epoch == target_epoch {
+            return false;
+        }
+        let still_owns = |set: &BTreeSet<TopicPartition>| match owned {
+            None => true,
+            Some(o) => o.iter().any(|tp| set.contains(tp)),
+        };
+        // A member that revoked everything it had to moves to the next epoch (Kafka 4:
+        // `min(epoch + 1, target epoch)`) should it have more to revoke.
+        let epoch = match m.state {
+            MemberState::UnrevokedPartitions if still_owns(&m.revoking) => return false,
+            MemberState::UnrevokedPartitions => (m.epoch.saturating_add(1)).min(target_epoch),
+            _ => m.epoch,
+        };
+        // computeNextAssignment
+        let mut assigned = BTreeSet::new();
+        let mut revoke = BTreeSet::new();
+        for tp in &m.assigned {
+            if m.target.contains(tp) {
+                assigned.insert(tp.clone());
+            } else {
+                revoke.insert(tp.clone());
+            }
+        }
+        let mut pending = Vec::new();
+        let mut unreleased = false;
+        for tp in &m.target {
+            if m.assigned.contains(tp) {
+                continue;
+            }
+            // Held by another member (a partition this member itself is still revoking is
+            // no other's: it takes it back, as Kafka 4 does).
+            if self.owners.get(tp).is_some_and(|o| o != id) {
+                unreleased = true;
+            } else {
+                pending.push(tp.clone());
+            }
+        }
+        let mut next = m.clone();
+        if !revoke.is_empty() && still_owns(&revoke) {
+            next.state = MemberState::UnrevokedPartitions;
+            next.update_epoch(epoch);
+            next.assigned = assigned;
+            next.revoking = revoke;
+        } else {
+            assigned.extend(pending);
+            next.state = if unreleased {
+                MemberState::UnreleasedPartitions
+            } else {
+                MemberState::Stable
+            };
+            next.update_epoch(target_epoch);
+            next.assigned = assigned;
+            next.revoking = BTreeSet::new();
+        }
+        let assigned_changed = next.assigned != m.assigned;
+        let changed = assigned_changed
+            || next.revoking != m.revoking
+            || next.epoch != m.epoch
+            || next.state != m.state;
+        if !changed {
+            return false;
+        }
+        next.revocation_deadline = (next.state == MemberState::UnrevokedPartitions)
+            .then(|| (now.saturating_add(next.rebalance_timeout_ms), next.epoch));
+        let Some(slot) = self.members.get_mut(id) else {
+            return false;
+        };
+        let old = std::mem::replace(slot, next);
+        self.release(id, &old);
+        if let Some(m) = self.members.get(id) {
+            for tp in m.assigned.iter().chain(&m.revoking) {
+                self.owners.insert(tp.clone(), id.clone());
+            }
+        }
+        assigned_changed
+    }
+
+    /// Forgets that `id` holds the partitions `m` held.
+    fn release(&mut self, id: &Arc<str>, m: &Member) {
+        for tp in m.assigned.iter().chain(&m.revoking) {
+            if self.owners.get(tp).is_some_and(|o| o == id) {
+                self.owners.remove(tp);
+            }
+        }
+    }
+
+    /// Takes `id` out of the maps (owners, subscribers, instances); returns its entry.
+    fn remove_member_entry(&mut self, id: &Arc<str>) -> Option<Member> {
+        let m = self.members.remove(id)?;
+        self.release(id, &m);
+        for t in &m.topics {
+            self.unsubscribe(t);
+        }
+        if let Some(instance) = &m.instance_id {
+            if self.instances.get(instance).is_some_and(|o| o == id) {
+                self.instances.remove(instance);
+            }
+        }
+        Some(m)
+    }
+
+    /// Kafka's `consumerGroupFenceMember`: removes the member, bumps the group epoch.
+    fn fence(&mut self, id: &Arc<str>, ctx: &mut Ctx<'_>, why: &str) {
+        if self.remove_member_entry(id).is_none() {
+            return;
+        }
+        self.topic_partitions
+            .retain(|t, _| self.subscribers.contains_key(t));
+        *ctx.generation = ctx.generation.next();
+        self.group_epoch = epoch_of(*ctx.generation);
+        info!(
+            group = &*self.id,
+            member = &**id,
+            epoch = self.group_epoch,
+            why,
+            "member removed from the consumer group"
+        );
+    }
+
+    /// A heartbeat with epoch −1 (leave) or −2 (a static member leaving for now).
+    fn leave(
+        &mut self,
+        req: &ConsumerGroupHeartbeatRequest,
+        ctx: &mut Ctx<'_>,
+        outcome: &mut Outcome,
+    ) -> Result<ConsumerGroupHeartbeatResponse, Error> {
+        let id = match req.instance_id.as_deref() {
+            None => self
+                .members
+                .get_key_value(req.member_id.as_str())
+                .map(|(id, _)| id.clone())
+                .ok_or_else(|| self.unknown(&req.member_id))?,
+            Some(instance) => {
+                let Some(id) = self.instances.get(instance).cloned() else {
+                    return Err(self.unknown(&req.member_id));
+                };
+                if *id != *req.member_id {
+                    return Err(Error::FencedInstanceId {
+                        group: self.id.to_string(),
+                        member: req.member_id.clone(),
+                        instance: instance.to_string(),
+                        current: id.to_string(),
+                    });
+                }
+                id
+            }
+        };
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+            if let Some(m) = self.members.get_mut(&id) {
+                let revoking = std::mem::take(&mut m.revoking);
+                m.epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH;
+                m.revocation_deadline = None;
+                for tp in revoking {
+                    if self.owners.get(&tp).is_some_and(|o| *o == id) {
+                        self.owners.remove(&tp);
+                    }
+                }
+                info!(
+                    group = &*self.id,
+                    member = &*id,
+                    "static member left the consumer group for now"
+                );
+            }
+        } else {
+            self.fence(&id, ctx, "left");
+            outcome.membership_changed = true;
+        }
+        Ok(ConsumerGroupHeartbeatResponse {
+            member_id: id.to_string(),
+            member_epoch: req.member_epoch,
+            heartbeat_interval_ms: i32::try_from(ctx.consumer.heartbeat_interval_ms)
+                .unwrap_or(i32::MAX),
+            assignment: None,
+        })
+    }
+
+    /// The group's state, Kafka's way.
+    pub(crate) fn consumer_state(&self) -> ConsumerGroupState {
+        if self.members.is_empty() {
+            ConsumerGroupState::Empty
+        } else if self.group_epoch > self.target_epoch {
+            ConsumerGroupState::Assigning
+        } else if self
+            .members
+            .values()
+            .any(|m| m.state != MemberState::Stable || m.epoch != self.target_epoch)
+        {
+            ConsumerGroupState::Reconciling
+        } else {
+            ConsumerGroupState::Stable
+        }
+    }
+
+    /// ConsumerGroupDescribe's answer for this group.
+    pub(crate) fn describe(&self, generation: Generation) -> ConsumerGroupDescription {
+        let group_epoch = epoch_of(generation);
+        ConsumerGroupDescription {
+            group_id: self.id.to_string(),
+            state: self.consumer_state(),
+            group_epoch,
+            assignment_epoch: self.target_epoch,
+            assignor_name: self.assignor.clone().unwrap_or_default(),
+            members: self
+                .members
+                .iter()
+                .map(|(id, m)| ConsumerMemberDescription {
+                    member_id: id.to_string(),
+                    instance_id: m.instance_id.as_deref().map(str::to_string),
+                    rack_id: m.rack_id.clone(),
+                    member_epoch: m.epoch,
+                    previous_member_epoch: m.previous_epoch,
+                    state: m.state,
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    subscribed_topic_names: m.topics.iter().map(|t| t.to_string()).collect(),
+                    assignment: m.assigned.iter().cloned().collect(),
+                    partitions_pending_revocation: m.revoking.iter().cloned().collect(),
+                    target_assignment: m.target.iter().cloned().collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Kafka's `ConsumerGroup.validateMemberEpoch` for a commit or a fetch.
+    fn validate_epoch(&self, member_id: &str, epoch: i32) -> Result<(), Error> {
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or_else(|| self.unknown(member_id))?;
+        if epoch != m.epoch {
+            return Err(Error::StaleMemberEpoch {
+                group: self.id.to_string(),
+                member: member_id.to_string(),
+                received: epoch,
+                expected: m.epoch,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Group for ConsumerGroup {
+    fn kind(&self) -> GroupKind {
+        GroupKind::Consumer
+    }
+
+    /// Kafka's consumer states mapped onto the shared [`GroupState`]: Assigning is
+    /// `PreparingRebalance`, Reconciling `CompletingRebalance`
+    /// ([`ConsumerGroups::describe`](super::ConsumerGroups::describe) has Kafka's names).
+    fn state(&self) -> GroupState {
+        match self.consumer_state() {
+            ConsumerGroupState::Empty => GroupState::Empty,
+            ConsumerGroupState::Assigning => GroupState::PreparingRebalance,
+            ConsumerGroupState::Reconciling => GroupState::CompletingRebalance,
+            ConsumerGroupState::Stable => GroupState::Stable,
+        }
+    }
+
+    fn has_members(&self) -> bool {
+        !self.members.is_empty()
+    }
+
+    fn protocol_type(&self) -> &str {
+        "consumer"
+    }
+
+    /// Kafka 4's `ConsumerGroup.validateOffsetCommit`: a commit without a member (epoch < 0)
+    /// only while the group is Empty; a member's commit with its current epoch
+    /// (`STALE_MEMBER_EPOCH` otherwise, `UNKNOWN_MEMBER` for an unknown member); a classic
+    /// commit (a generation) from a member of this group is `UNSUPPORTED_VERSION`: it must
+    /// use OffsetCommit v9.
+    fn validate_offset_commit(
+        &mut self,
+        authority: &CommitAuthority,
+        _partitions: &mut dyn Iterator<Item = &TopicPartition>,
+        _ctx: &Ctx<'_>,
+    ) -> Result<(), Error> {
+        match authority {
+            CommitAuthority::Plain => {
+                if self.members.is_empty() {
+                    Ok(())
+                } else {
+                    Err(self.unknown(""))
+                }
+            }
+            CommitAuthority::Generation {
+                generation,
+                member_id,
+                ..
+            } => {
+                if generation.is_none() && self.members.is_empty() {
+                    return Ok(());
+                }
+                if !self.members.contains_key(member_id.as_str()) {
+                    return Err(self.unknown(member_id));
+                }
+                Err(Error::UnsupportedVersion {
+                    group: self.id.to_string(),
+                    member: member_id.clone(),
+                    reason: format!(
+                        "OffsetCommit version 9 or above must be used by members using the \
+                         modern group protocol: member {member_id} of group {} committed with \
+                         a classic generation",
+                        self.id
+                    ),
+                })
+            }
+            CommitAuthority::MemberEpoch {
+                member_id,
+                member_epoch,
+            } => {
+                if *member_epoch < 0 && self.members.is_empty() {
+                    return Ok(());
+                }
+                self.validate_epoch(member_id, *member_epoch)
+            }
+        }
+    }
+
+    /// Kafka 4's `ConsumerGroup.validateOffsetFetch`: a tool (no member) may always read; a
+    /// member only with its current epoch.
+    fn validate_offset_fetch(&self, authority: &CommitAuthority) -> Result<(), Error> {
+        match authority {
+            CommitAuthority::MemberEpoch {
+                member_id,
+                member_epoch,
+            } if !(member_id.is_empty() && *member_epoch < 0) => {
+                self.validate_epoch(member_id, *member_epoch)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Offsets of topics no member subscribes to may be deleted at any time.
+    fn validate_offset_delete(&self, _group_id: &str) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn is_subscribed_to(&self, topic: &str) -> bool {
+        self.subscribers.contains_key(topic)
+    }
+
+    /// Kafka's `ConsumerGroup.offsetExpirationCondition`: each offset from its commit,
+    /// those of subscribed topics never.
+    fn offset_expiration(&self) -> OffsetExpiration {
+        OffsetExpiration::SinceCommit
+    }
+
+    fn next_deadline(&self) -> Option<u64> {
+        self.members.values().map(Member::deadline).min()
+    }
+
+    /// Removes the members whose session expired, and those still revoking at the epoch
+    /// their rebalance timeout was set at once it passed; each removal bumps the group
+    /// epoch (the next heartbeat computes the new target, as in Kafka).
+    fn handle_due(&mut self, ctx: &mut Ctx<'_>) -> Vec<ExpiredMember> {
+        self.group_epoch = epoch_of(*ctx.generation);
+        let now = ctx.now;
+        let due: Vec<(Arc<str>, &'static str)> = self
+            .members
+            .iter()
+            .filter_map(|(id, m)| {
+                if now >= m.session_deadline {
+                    Some((id.clone(), "session expired"))
+                } else if m.revocation_deadline.is_some_and(|(at, epoch)| {
+                    now >= at && m.epoch == epoch && m.state == MemberState::UnrevokedPartitions
+                }) {
+                    Some((id.clone(), "did not revoke within its rebalance timeout"))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        // A revocation deadline that passed without fencing (none should) must not keep the
+        // group due forever.
+        for m in self.members.values_mut() {
+            if m.revocation_deadline.is_some_and(|(at, _)| now >= at) {
+                m.revocation_deadline = None;
+            }
+        }
+        let mut expired = Vec::with_capacity(due.len());
+        for (id, why) in due {
+            self.fence(&id, ctx, why);
+            expired.push(ExpiredMember {
+                group: self.id.to_string(),
+                member: id.to_string(),
+            });
+        }
+        expired
+    }
+
+    fn record(&self, generation: Generation, _assignors: &[Arc<dyn Assignor>]) -> GroupRecord {
+        GroupRecord {
+            group_id: self.id.to_string(),
+            kind: GroupKind::Consumer,
+            generation,
+            state: self.state(),
+            protocol_type: "consumer".to_string(),
+            protocol: self.assignor.clone(),
+            leader: None,
+            members: self
+                .members
+                .iter()
+                .map(|(id, m)| MemberRecord {
+                    member_id: id.to_string(),
+                    group_instance_id: m.instance_id.as_deref().map(str::to_string),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout_ms: self.session_timeout_ms,
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    protocols: Vec::new(),
+                    assignment: Opaque::from([]),
+                    partitions: m.assigned.iter().cloned().collect(),
+                    consumer: Some(ConsumerMemberRecord {
+                        member_epoch: m.epoch,
+                        previous_member_epoch: m.previous_epoch,
+                        state: m.state.as_str().to_string(),
+                        rack_id: m.rack_id.clone(),
+                        server_assignor: m.server_assignor.clone(),
+                        subscribed_topic_names: m.topics.iter().map(|t| t.to_string()).collect(),
+                        partitions_pending_revocation: m.revoking.iter().cloned().collect(),
+                        target_assignment: m.target.iter().cloned().collect(),
+                        target_assignment_epoch: self.target_epoch,
+                    }),
+                })
+                .collect(),
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}

@@ -1,0 +1,807 @@
+//! Kafka's consumer group protocol (KIP-848) in the core: one test per rule, named after it.
+//! Time is a `ManualClock`; timers run when a test calls `handle_timeout`. No sleeps.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{tp, ModuloAssignor, TestStore, Topics};
+use coordinator_core::{
+    named, CommitAuthority, ConsumerGroupHeartbeatRequest as Req, ConsumerGroupHeartbeatResponse,
+    ConsumerGroupState, Coordinator, CoordinatorBuilder, ErrorCode, GroupKind, GroupState,
+    ManualClock, MemberState, OffsetAndMetadata, OffsetCommitRequest, TopicPartition,
+};
+
+const G: &str = "g";
+const SESSION: u64 = 45_000;
+
+struct H {
+    c: Arc<Coordinator>,
+    clock: ManualClock,
+    topics: Arc<Topics>,
+    store: Arc<TestStore>,
+}
+
+fn harness() -> H {
+    harness_with(|b| b)
+}
+
+fn harness_with(configure: impl FnOnce(CoordinatorBuilder) -> CoordinatorBuilder) -> H {
+    let clock = ManualClock::new();
+    let topics = Topics::with(&[("orders", 4), ("payments", 2)]);
+    let store = Arc::new(TestStore::default());
+    let builder = Coordinator::builder(
+        store.clone(),
+        topics.clone(),
+        ModuloAssignor::named("chapter"),
+    )
+    .clock(Arc::new(clock.clone()))
+    .consumer_assignor(named("uniform", ModuloAssignor::named("modulo")))
+    .consumer_assignor(ModuloAssignor::named("range"));
+    let c = Arc::new(configure(builder).build().unwrap());
+    H {
+        c,
+        clock,
+        topics,
+        store,
+    }
+}
+
+fn sorted(mut v: Vec<TopicPartition>) -> Vec<TopicPartition> {
+    v.sort();
+    v
+}
+
+impl H {
+    async fn hb(
+        &self,
+        req: &Req,
+    ) -> Result<ConsumerGroupHeartbeatResponse, coordinator_core::Error> {
+        self.c.consumer().heartbeat(req).await
+    }
+
+    async fn join(&self, member: &str, topics: &[&str]) -> ConsumerGroupHeartbeatResponse {
+        self.hb(&Req::join(G, member, topics.iter().copied()))
+            .await
+            .unwrap()
+    }
+
+    /// A heartbeat of `member` at `epoch` reporting `owned`.
+    async fn beat(
+        &self,
+        member: &str,
+        epoch: i32,
+        owned: &[TopicPartition],
+    ) -> ConsumerGroupHeartbeatResponse {
+        self.hb(&Req::heartbeat(G, member, epoch).owning(owned.iter().cloned()))
+            .await
+            .unwrap()
+    }
+
+    /// Runs the timers; the members they removed.
+    async fn expire(&self) -> Vec<String> {
+        let expired = self.c.handle_timeout().await;
+        expired.into_iter().map(|e| e.member).collect()
+    }
+
+    fn err(e: coordinator_core::Error) -> (ErrorCode, String) {
+        (e.error_code(), e.to_string())
+    }
+
+    async fn member(&self, member: &str) -> coordinator_core::ConsumerMemberDescription {
+        let d = self.c.consumer().describe(G).await.unwrap();
+        d.members
+            .into_iter()
+            .find(|m| m.member_id == member)
+            .unwrap()
+    }
+}
+
+/// Members heartbeat, each reporting what its last answer gave it, until all are Stable.
+async fn settle(h: &H, members: &mut [(String, i32, Vec<TopicPartition>)]) {
+    for _ in 0..10 {
+        for (id, epoch, owned) in members.iter_mut() {
+            let r = h.beat(id, *epoch, owned).await;
+            *epoch = r.member_epoch;
+            if let Some(a) = r.assignment {
+                *owned = a;
+            }
+        }
+        let d = h.c.consumer().describe(G).await.unwrap();
+        if d.state == ConsumerGroupState::Stable {
+            return;
+        }
+    }
+    panic!("the group did not settle");
+}
+
+#[tokio::test]
+async fn a_first_heartbeat_joins_bumps_the_group_epoch_and_gets_the_whole_target() {
+    let h = harness();
+    let r = h.join("m1", &["orders"]).await;
+    assert_eq!(r.member_id, "m1");
+    assert_eq!(r.member_epoch, 1);
+    assert_eq!(r.heartbeat_interval_ms, 5_000);
+    assert_eq!(
+        r.assignment.unwrap(),
+        (0..4).map(|p| tp("orders", p)).collect::<Vec<_>>()
+    );
+    let d = h.c.consumer().describe(G).await.unwrap();
+    assert_eq!((d.group_epoch, d.assignment_epoch), (1, 1));
+    assert_eq!(d.state, ConsumerGroupState::Stable);
+    assert_eq!(d.assignor_name, "uniform");
+    assert_eq!(h.c.state(G).await.ok(), None, "not a chapter group");
+    let listed = h.c.list_groups().await;
+    assert_eq!(listed[0].kind, GroupKind::Consumer);
+    assert_eq!(listed[0].protocol_type, "consumer");
+    assert_eq!(listed[0].state, GroupState::Stable);
+}
+
+#[tokio::test]
+async fn a_v0_join_without_member_id_gets_one_from_the_coordinator() {
+    let h = harness();
+    let r = h.join("", &["orders"]).await;
+    assert!(!r.member_id.is_empty());
+    assert_eq!(h.member(&r.member_id).await.member_epoch, 1);
+}
+
+#[tokio::test]
+async fn a_member_revokes_before_its_partition_reaches_the_new_owner() {
+    let h = harness();
+    let a = h.join("a", &["orders"]).await.assignment.unwrap();
+    // b joins: the target splits orders between a (0, 2) and b (1, 3).
+    let b = h.join("b", &["orders"]).await;
+    assert_eq!(b.member_epoch, 2);
+    assert_eq!(
+        b.assignment.unwrap(),
+        Vec::<TopicPartition>::new(),
+        "1 and 3 are a's still"
+    );
+    assert_eq!(h.member("b").await.state, MemberState::UnreleasedPartitions);
+    // a still owns everything: it must revoke 1 and 3 first, and stays at epoch 1.
+    let r = h.beat("a", 1, &a).await;
+    assert_eq!(r.member_epoch, 1);
+    assert_eq!(
+        r.assignment.unwrap(),
+        vec![tp("orders", 0), tp("orders", 2)]
+    );
+    let ma = h.member("a").await;
+    assert_eq!(ma.state, MemberState::UnrevokedPartitions);
+    assert_eq!(
+        ma.partitions_pending_revocation,
+        vec![tp("orders", 1), tp("orders", 3)]
+    );
+    // b still waits while a reports 1 and 3.
+    let r = h.beat("b", 2, &[]).await;
+    assert_eq!(r.assignment, None);
+    // a reports it revoked them: a moves to epoch 2, and then b gets them.
+    let r = h.beat("a", 1, &[tp("orders", 0), tp("orders", 2)]).await;
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(h.member("a").await.state, MemberState::Stable);
+    let r = h.beat("b", 2, &[]).await;
+    assert_eq!(
+        r.assignment.unwrap(),
+        vec![tp("orders", 1), tp("orders", 3)]
+    );
+    let d = h.c.consumer().describe(G).await.unwrap();
+    assert_eq!(d.state, ConsumerGroupState::Stable);
+}
+
+#[tokio::test]
+async fn a_member_that_no_longer_owns_what_it_must_revoke_moves_on_at_once() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    h.join("b", &["orders"]).await;
+    // a already gave up 1 and 3 (say, by an eager callback): no UNREVOKED step.
+    let r = h.beat("a", 1, &[tp("orders", 0), tp("orders", 2)]).await;
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(h.member("a").await.state, MemberState::Stable);
+}
+
+#[tokio::test]
+async fn a_heartbeat_with_a_greater_epoch_is_fenced_member_epoch() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    let e = h.hb(&Req::heartbeat(G, "a", 5)).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::FencedMemberEpoch);
+    assert_eq!(e.kafka_code(), Some(110));
+    assert!(e.to_string().contains("greater member epoch (5)"), "{e}");
+}
+
+#[tokio::test]
+async fn a_heartbeat_with_a_smaller_epoch_is_fenced_unless_it_is_a_lost_response() {
+    let h = harness();
+    let a = h.join("a", &["orders"]).await.assignment.unwrap();
+    h.join("b", &["orders"]).await;
+    h.beat("a", 1, &a).await; // revoking, still epoch 1
+    let r = h.beat("a", 1, &[tp("orders", 0), tp("orders", 2)]).await;
+    assert_eq!(r.member_epoch, 2);
+    // Epoch 0 is not a's previous epoch (1): fenced.
+    let e = h.hb(&Req::join(G, "a", ["orders"])).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::FencedMemberEpoch);
+    assert!(e.to_string().contains("smaller member epoch (0)"), "{e}");
+    // The previous epoch, but owning more than its assignment: fenced.
+    let e = h
+        .hb(&Req::heartbeat(G, "a", 1).owning([tp("orders", 1)]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::FencedMemberEpoch);
+    // The previous epoch without owned partitions: fenced (Kafka cannot tell it is a subset).
+    let e = h.hb(&Req::heartbeat(G, "a", 1)).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::FencedMemberEpoch);
+}
+
+#[tokio::test]
+async fn a_lost_response_previous_epoch_with_owned_a_subset_is_accepted() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    h.join("b", &["orders"]).await;
+    // a's answer moving it to epoch 2 is lost: it heartbeats again with epoch 1.
+    h.beat("a", 1, &[tp("orders", 0), tp("orders", 2)]).await;
+    let r = h.beat("a", 1, &[tp("orders", 0)]).await;
+    assert_eq!(r.member_epoch, 2);
+}
+
+#[tokio::test]
+async fn a_leave_with_epoch_minus_one_gives_the_partitions_up_at_once() {
+    let h = harness();
+    let mut members = vec![
+        (
+            "a".to_string(),
+            h.join("a", &["orders"]).await.member_epoch,
+            Vec::new(),
+        ),
+        (
+            "b".to_string(),
+            h.join("b", &["orders"]).await.member_epoch,
+            Vec::new(),
+        ),
+    ];
+    settle(&h, &mut members).await;
+    let r = h.hb(&Req::heartbeat(G, "b", -1)).await.unwrap();
+    assert_eq!(r.member_epoch, -1);
+    let d = h.c.consumer().describe(G).await.unwrap();
+    assert_eq!(d.members.len(), 1);
+    assert_eq!(d.state, ConsumerGroupState::Assigning);
+    // a's next heartbeat gets b's partitions: nobody holds them any more.
+    let r = h.beat("a", members[0].1, &members[0].2).await;
+    assert_eq!(r.assignment.unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn a_static_leave_with_minus_two_keeps_the_assignment_until_the_session_expires() {
+    let h = harness();
+    let s = h
+        .hb(&Req::join(G, "s1", ["orders"]).with_instance_id("i"))
+        .await
+        .unwrap();
+    let r = h
+        .hb(&Req::heartbeat(G, "s1", -2).with_instance_id("i"))
+        .await
+        .unwrap();
+    assert_eq!(r.member_epoch, -2);
+    let m = h.member("s1").await;
+    assert_eq!(m.member_epoch, -2);
+    assert_eq!(m.assignment, s.assignment.unwrap(), "kept");
+    // Another member cannot have them meanwhile.
+    let b = h.join("b", &["orders"]).await;
+    assert!(b
+        .assignment
+        .unwrap()
+        .iter()
+        .all(|p| !m.assignment.contains(p)));
+    h.clock.advance(SESSION);
+    h.hb(&Req::heartbeat(G, "b", b.member_epoch)).await.unwrap();
+    let expired = h.c.handle_timeout().await;
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].member, "s1");
+}
+
+#[tokio::test]
+async fn a_restarted_static_member_takes_its_assignment_back() {
+    let h = harness();
+    h.hb(&Req::join(G, "s1", ["orders"]).with_instance_id("i"))
+        .await
+        .unwrap();
+    let b = h.join("b", &["orders"]).await;
+    let mut members = vec![
+        ("s1".to_string(), 1, Vec::new()),
+        ("b".to_string(), b.member_epoch, Vec::new()),
+    ];
+    settle(&h, &mut members).await;
+    let before = h.c.consumer().describe(G).await.unwrap().group_epoch;
+    h.hb(&Req::heartbeat(G, "s1", -2).with_instance_id("i"))
+        .await
+        .unwrap();
+    let r = h
+        .hb(&Req::join(G, "s2", ["orders"]).with_instance_id("i"))
+        .await
+        .unwrap();
+    assert_eq!(r.member_id, "s2");
+    assert_eq!(sorted(r.assignment.unwrap()), sorted(members[0].2.clone()));
+    let d = h.c.consumer().describe(G).await.unwrap();
+    assert_eq!(d.group_epoch, before, "no new epoch: b revokes nothing");
+    assert!(d.members.iter().all(|m| m.member_id != "s1"));
+    assert_eq!(h.member("b").await.state, MemberState::Stable);
+}
+
+#[tokio::test]
+async fn an_instance_id_held_by_an_active_member_is_unreleased_instance_id() {
+    let h = harness();
+    h.hb(&Req::join(G, "s1", ["orders"]).with_instance_id("i"))
+        .await
+        .unwrap();
+    let e = h
+        .hb(&Req::join(G, "s2", ["orders"]).with_instance_id("i"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::UnreleasedInstanceId);
+    assert_eq!(e.kafka_code(), Some(111));
+}
+
+#[tokio::test]
+async fn another_member_id_for_a_known_instance_is_fenced_instance_id() {
+    let h = harness();
+    h.hb(&Req::join(G, "s1", ["orders"]).with_instance_id("i"))
+        .await
+        .unwrap();
+    let e = h
+        .hb(&Req::heartbeat(G, "s2", 1).with_instance_id("i"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::FencedInstanceId);
+    let e = h
+        .hb(&Req::heartbeat(G, "s1", 1).with_instance_id("other"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::UnknownMember, "unknown instance");
+}
+
+#[tokio::test]
+async fn an_unknown_member_or_group_is_refused() {
+    let h = harness();
+    let e = h.hb(&Req::heartbeat(G, "x", 1)).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::GroupIdNotFound);
+    h.join("a", &["orders"]).await;
+    let e = h.hb(&Req::heartbeat(G, "x", 1)).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::UnknownMember);
+    let e = h.hb(&Req::heartbeat(G, "x", -1)).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::UnknownMember);
+}
+
+#[tokio::test]
+async fn invalid_requests_are_refused_with_kafkas_messages() {
+    let h = harness();
+    let join = || Req::join(G, "m", ["orders"]);
+    let cases: Vec<(Req, &str)> = vec![
+        (Req::heartbeat(G, "", 1), "MemberId can't be empty."),
+        (Req::heartbeat("", "m", 1), "GroupId can't be empty."),
+        (join().with_instance_id(" "), "InstanceId can't be empty."),
+        (
+            Req {
+                rebalance_timeout_ms: -1,
+                ..join()
+            },
+            "RebalanceTimeoutMs must be provided in first request.",
+        ),
+        (
+            join().owning([tp("orders", 0)]),
+            "TopicPartitions must be empty when (re-)joining.",
+        ),
+        (
+            Req {
+                subscribed_topic_names: None,
+                ..join()
+            },
+            "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+        ),
+        (Req::heartbeat(G, "m", -2), "InstanceId can't be null."),
+        (Req::heartbeat(G, "m", -3), "MemberEpoch is invalid."),
+        (
+            Req {
+                subscribed_topic_regex: Some("ord.*".into()),
+                ..join()
+            },
+            "SubscribedTopicRegex is not supported yet.",
+        ),
+    ];
+    for (req, message) in cases {
+        let e = h.hb(&req).await.unwrap_err();
+        assert_eq!(H::err(e), (ErrorCode::InvalidRequest, message.to_string()));
+    }
+    assert!(h.c.list_groups().await.is_empty(), "nothing was created");
+}
+
+#[tokio::test]
+async fn an_unknown_server_assignor_is_unsupported_assignor() {
+    let h = harness();
+    let e = h
+        .hb(&Req::join(G, "m", ["orders"]).with_assignor("sticky"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kafka_code(), Some(112));
+    assert_eq!(
+        e.to_string(),
+        "ServerAssignor sticky is not supported. Supported assignors: uniform, range."
+    );
+}
+
+#[tokio::test]
+async fn the_assignor_most_members_name_is_used_else_the_first_registered() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    assert_eq!(
+        h.c.consumer().describe(G).await.unwrap().assignor_name,
+        "uniform"
+    );
+    h.hb(&Req::join(G, "b", ["orders"]).with_assignor("range"))
+        .await
+        .unwrap();
+    assert_eq!(
+        h.c.consumer().describe(G).await.unwrap().assignor_name,
+        "range"
+    );
+    assert_eq!(h.c.consumer_assignors(), ["uniform", "range"]);
+}
+
+#[tokio::test]
+async fn a_full_group_is_group_max_size_reached() {
+    let h = harness_with(|b| b.consumer_max_size(1));
+    h.join("a", &["orders"]).await;
+    let e = h.hb(&Req::join(G, "b", ["orders"])).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::GroupMaxSizeReached);
+    h.hb(&Req::heartbeat(G, "a", 1)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_subscribed_topics_new_partition_count_bumps_the_group_epoch() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    let r = h.hb(&Req::heartbeat(G, "a", 1)).await.unwrap();
+    assert_eq!((r.member_epoch, r.assignment), (1, None));
+    h.topics.set("orders", 6);
+    let r = h.hb(&Req::heartbeat(G, "a", 1)).await.unwrap();
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(r.assignment.unwrap().len(), 6);
+    // A topic the group does not subscribe to changes nothing.
+    h.topics.set("payments", 9);
+    assert_eq!(
+        h.hb(&Req::heartbeat(G, "a", 2)).await.unwrap().member_epoch,
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_new_subscription_bumps_the_group_epoch() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    let r = h
+        .hb(&Req {
+            subscribed_topic_names: Some(vec!["orders".into(), "payments".into()]),
+            ..Req::heartbeat(G, "a", 1)
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(r.assignment.unwrap().len(), 6);
+}
+
+#[tokio::test]
+async fn a_member_whose_session_expires_is_removed_and_the_epoch_bumped() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    h.join("b", &["orders"]).await;
+    h.clock.advance(SESSION - 1);
+    h.hb(&Req::heartbeat(G, "b", 2)).await.unwrap();
+    assert!(h.expire().await.is_empty());
+    h.clock.advance(1);
+    assert_eq!(h.expire().await, ["a"]);
+    let d = h.c.consumer().describe(G).await.unwrap();
+    assert_eq!(d.group_epoch, 3);
+}
+
+#[tokio::test]
+async fn a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() {
+    let h = harness();
+    let a = h
+        .hb(&Req {
+            rebalance_timeout_ms: 1_000,
+            ..Req::join(G, "a", ["orders"])
+        })
+        .await
+        .unwrap()
+        .assignment
+        .unwrap();
+    h.join("b", &["orders"]).await;
+    h.beat("a", 1, &a).await; // must revoke 1 and 3 within 1 s
+    h.clock.advance(999);
+    h.beat("a", 1, &a).await; // still owns them: no new deadline
+    h.hb(&Req::heartbeat(G, "b", 2)).await.unwrap();
+    assert!(h.expire().await.is_empty());
+    h.clock.advance(1);
+    assert_eq!(h.expire().await, ["a"]);
+    let r = h.hb(&Req::heartbeat(G, "b", 2)).await.unwrap();
+    assert_eq!(r.assignment.unwrap().len(), 4);
+}
+
+fn commit(member: &str, epoch: i32) -> OffsetCommitRequest {
+    OffsetCommitRequest {
+        group_id: G.into(),
+        authority: CommitAuthority::MemberEpoch {
+            member_id: member.into(),
+            member_epoch: epoch,
+        },
+        offsets: [(tp("orders", 0), OffsetAndMetadata::new(5))].into(),
+    }
+}
+
+#[tokio::test]
+async fn a_commit_with_a_stale_member_epoch_is_stale_member_epoch() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    h.c.offsets().commit(&commit("a", 1)).await.unwrap();
+    let e = h.c.offsets().commit(&commit("a", 0)).await.unwrap_err();
+    assert_eq!(e.kafka_code(), Some(113));
+    assert_eq!(
+        e.to_string(),
+        "The received member epoch 0 does not match the expected member epoch 1."
+    );
+    let e = h.c.offsets().commit(&commit("x", 1)).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::UnknownMember);
+    let e =
+        h.c.offsets()
+            .fetch(
+                G,
+                &CommitAuthority::MemberEpoch {
+                    member_id: "a".into(),
+                    member_epoch: 7,
+                },
+            )
+            .await
+            .unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::StaleMemberEpoch);
+}
+
+#[tokio::test]
+async fn plain_commits_are_accepted_only_while_the_group_is_empty() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    let plain = OffsetCommitRequest {
+        authority: CommitAuthority::Plain,
+        ..commit("", -1)
+    };
+    let e = h.c.offsets().commit(&plain).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::UnknownMember);
+    h.hb(&Req::heartbeat(G, "a", -1)).await.unwrap();
+    h.c.offsets().commit(&plain).await.unwrap();
+    h.c.offsets().commit(&commit("", -1)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_classic_generation_commit_of_a_member_is_unsupported_version() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    let classic = OffsetCommitRequest {
+        authority: CommitAuthority::generation(
+            Some(coordinator_core::Generation::new(1)),
+            "a",
+            None,
+        ),
+        ..commit("a", 1)
+    };
+    let e = h.c.offsets().commit(&classic).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::UnsupportedVersion);
+    assert_eq!(e.kafka_code(), Some(35));
+}
+
+#[tokio::test]
+async fn the_group_record_carries_epochs_subscriptions_and_both_assignments() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    h.join("b", &["orders"]).await;
+    let r = h.c.group_record(G).unwrap();
+    assert_eq!(r.kind, GroupKind::Consumer);
+    assert_eq!(r.generation.get(), 2);
+    assert_eq!(r.protocol.as_deref(), Some("uniform"));
+    let a = r.members[0].consumer.as_ref().unwrap();
+    assert_eq!(a.member_epoch, 1);
+    assert_eq!(a.subscribed_topic_names, ["orders"]);
+    assert_eq!(a.target_assignment, vec![tp("orders", 0), tp("orders", 2)]);
+    assert_eq!(r.members[0].partitions.len(), 4, "current: not revoked yet");
+    assert_eq!(a.target_assignment_epoch, 2);
+}
+
+#[tokio::test]
+async fn a_consumer_heartbeat_for_a_group_of_another_kind_is_group_id_not_found() {
+    let h = harness();
+    h.c.join(G, "chapter-member", &["orders"]).await.unwrap();
+    let e = h.hb(&Req::join(G, "m", ["orders"])).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::GroupIdNotFound);
+    let e = h.c.consumer().describe(G).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::GroupIdNotFound);
+}
+
+#[tokio::test]
+async fn an_assignor_that_fails_changes_nothing() {
+    struct Failing;
+    impl coordinator_core::Assignor for Failing {
+        fn name(&self) -> &str {
+            "uniform"
+        }
+        fn assign(
+            &self,
+            _: &coordinator_core::AssignmentInput<'_>,
+        ) -> Result<coordinator_core::Assignment, coordinator_core::AssignError> {
+            Err(coordinator_core::AssignError::new("no"))
+        }
+    }
+    let clock = ManualClock::new();
+    let c = Coordinator::builder(
+        Arc::new(TestStore::default()),
+        Topics::with(&[("orders", 4)]),
+        ModuloAssignor::named("chapter"),
+    )
+    .clock(Arc::new(clock))
+    .consumer_assignor(Arc::new(Failing))
+    .build()
+    .unwrap();
+    let e = c
+        .consumer()
+        .heartbeat(&Req::join(G, "m", ["orders"]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::AssignorFailed);
+    assert!(c.group_record(G).is_none_or(|r| r.members.is_empty()));
+}
+
+#[test]
+fn consumer_settings_have_kafkas_defaults_and_bounds() {
+    let h = harness();
+    let s = &h.c.config().consumer;
+    assert_eq!(
+        (s.session_timeout_ms, s.heartbeat_interval_ms, s.max_size),
+        (45_000, 5_000, u32::MAX)
+    );
+    let build = |f: fn(CoordinatorBuilder) -> CoordinatorBuilder| {
+        f(Coordinator::builder(
+            Arc::new(TestStore::default()),
+            Topics::with(&[]),
+            ModuloAssignor::named("chapter"),
+        ))
+        .build()
+    };
+    assert!(build(|b| b.consumer_session_timeout_ms(44_999)).is_err());
+    assert!(build(|b| b.consumer_session_timeout_ms(60_001)).is_err());
+    assert!(build(|b| b.consumer_session_timeout_ms(60_000)).is_ok());
+    assert!(build(|b| b.consumer_heartbeat_interval_ms(4_999)).is_err());
+    assert!(build(|b| b.consumer_heartbeat_interval_ms(15_001)).is_err());
+    assert!(build(|b| b.consumer_max_size(0)).is_err());
+    let e = build(|b| b.consumer_heartbeat_interval_ms(16_000)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("group.consumer.heartbeat.interval.ms"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn describe_shows_epochs_and_current_versus_target() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    h.join("b", &["orders"]).await;
+    let d = h.c.consumer().describe(G).await.unwrap();
+    assert_eq!(d.state, ConsumerGroupState::Reconciling);
+    assert_eq!(
+        h.c.list_groups().await[0].state,
+        GroupState::CompletingRebalance
+    );
+    let a = &d.members[0];
+    assert_eq!((a.member_epoch, a.previous_member_epoch), (1, 0));
+    assert_eq!(a.assignment.len(), 4);
+    assert_eq!(a.target_assignment.len(), 2);
+}
+
+#[tokio::test]
+async fn a_heartbeat_that_moves_a_member_on_waits_for_its_commit_in_flight() {
+    let h = harness();
+    let a = h.join("a", &["orders"]).await.assignment.unwrap();
+    h.join("b", &["orders"]).await;
+    h.beat("a", 1, &a).await; // revoking 1 and 3, still at epoch 1
+    let hold = h.store.hold_writes();
+    let commit = {
+        let c = h.c.clone();
+        tokio::spawn(async move { c.offsets().commit(&commit("a", 1)).await })
+    };
+    while !h.store.writes_waiting() {
+        tokio::task::yield_now().await;
+    }
+    // a revokes: this heartbeat would move it to epoch 2, so it waits for the commit.
+    let revoked = {
+        let c = h.c.clone();
+        let req = Req::heartbeat(G, "a", 1).owning([tp("orders", 0), tp("orders", 2)]);
+        tokio::spawn(async move { c.consumer().heartbeat(&req).await })
+    };
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !revoked.is_finished(),
+        "the heartbeat waits for the commit in flight"
+    );
+    assert_eq!(h.member("a").await.member_epoch, 1);
+    drop(hold);
+    commit.await.unwrap().unwrap();
+    assert_eq!(revoked.await.unwrap().unwrap().member_epoch, 2);
+}
+
+#[tokio::test]
+async fn members_with_different_subscriptions_get_only_their_topics() {
+    let h = harness();
+    let a = h.join("a", &["orders"]).await;
+    let b = h
+        .hb(&Req::join(G, "b", ["orders", "payments"]))
+        .await
+        .unwrap();
+    assert!(b
+        .assignment
+        .unwrap()
+        .iter()
+        .all(|p| p.topic() == "payments" || !a.assignment.as_ref().unwrap().contains(p)));
+    let d = h.c.consumer().describe(G).await.unwrap();
+    let ma = d.members.iter().find(|m| m.member_id == "a").unwrap();
+    assert!(ma.target_assignment.iter().all(|p| p.topic() == "orders"));
+    let mb = d.members.iter().find(|m| m.member_id == "b").unwrap();
+    assert_eq!(
+        mb.target_assignment
+            .iter()
+            .filter(|p| p.topic() == "payments")
+            .count(),
+        2,
+        "only b subscribes to payments"
+    );
+}
+
+#[tokio::test]
+async fn the_group_epoch_continues_from_the_group_ids_generation() {
+    let h = harness();
+    // A chapter group lives and empties under this id first.
+    h.c.join(G, "old", &["orders"]).await.unwrap();
+    h.c.join(G, "old2", &["orders"]).await.unwrap();
+    h.c.leave(G, "old").await.unwrap();
+    h.c.leave(G, "old2").await.unwrap();
+    let before = h.c.group_record(G).unwrap().generation.get();
+    let r = h.join("m", &["orders"]).await;
+    assert_eq!(i64::from(r.member_epoch), before as i64 + 1);
+}
+
+#[tokio::test]
+async fn the_assignment_is_sent_only_on_a_full_request_or_when_it_changed() {
+    let h = harness();
+    let a = h.join("a", &["orders"]).await.assignment.unwrap();
+    assert_eq!(h.beat("a", 1, &a).await.assignment, None);
+    let full = h
+        .hb(&Req {
+            rebalance_timeout_ms: 1_000,
+            subscribed_topic_names: Some(vec!["orders".into()]),
+            ..Req::heartbeat(G, "a", 1).owning(a.clone())
+        })
+        .await
+        .unwrap();
+    assert_eq!(full.assignment, Some(a));
+}
+
+#[tokio::test]
+async fn an_empty_consumer_group_without_offsets_is_removed_after_its_grace_period() {
+    let h = harness();
+    h.join("a", &["orders"]).await;
+    h.hb(&Req::heartbeat(G, "a", -1)).await.unwrap();
+    assert_eq!(h.c.list_groups().await[0].state, GroupState::Empty);
+    h.clock
+        .advance(coordinator_core::DEFAULT_EMPTY_GROUP_GRACE_MS);
+    h.c.handle_timeout().await;
+    assert!(h.c.list_groups().await.is_empty());
+    let e = h.c.consumer().describe(G).await.unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::GroupIdNotFound);
+}
