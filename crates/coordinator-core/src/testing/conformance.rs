@@ -312,6 +312,7 @@ fn record(group: &str, generation: u64) -> GroupRecord {
             protocols: vec![ClassicProtocol::new("range", vec![0u8, 1, 2]).with_topics(["t"])],
             assignment: vec![3u8, 4].into(),
             partitions: vec![tp("t", 0)],
+            consumer: None,
         }],
     }
 }

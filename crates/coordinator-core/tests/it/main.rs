@@ -9,6 +9,8 @@ mod common;
 mod classic;
 mod classic_model;
 mod conformance;
+mod consumer;
+mod consumer_model;
 mod coordinator;
 mod faulty_store;
 mod followup_rearm;

@@ -3,11 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
-use common::{tp, ModuloAssignor, TestStore, Topics};
+use common::{tp, ModuloAssignor, StoreOp, TestStore, Topics};
 use coordinator_core::{
     named, CommitAuthority, ConsumerGroupHeartbeatRequest as Req, ConsumerGroupHeartbeatResponse,
     ConsumerGroupState, Coordinator, CoordinatorBuilder, ErrorCode, GroupKind, GroupState,
@@ -709,12 +709,12 @@ async fn a_heartbeat_that_moves_a_member_on_waits_for_its_commit_in_flight() {
     let a = h.join("a", &["orders"]).await.assignment.unwrap();
     h.join("b", &["orders"]).await;
     h.beat("a", 1, &a).await; // revoking 1 and 3, still at epoch 1
-    let hold = h.store.hold_writes();
+    let hold = h.store.hold(StoreOp::Commit);
     let commit = {
         let c = h.c.clone();
         tokio::spawn(async move { c.offsets().commit(&commit("a", 1)).await })
     };
-    while !h.store.writes_waiting() {
+    while h.store.waiting(StoreOp::Commit) == 0 {
         tokio::task::yield_now().await;
     }
     // a revokes: this heartbeat would move it to epoch 2, so it waits for the commit.
