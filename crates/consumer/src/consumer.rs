@@ -61,6 +61,13 @@ impl ConsumerConfig {
     }
 }
 
+/// What [`Consumer::publish`] commits: bare offsets or Kafka's `OffsetAndMetadata`.
+#[derive(Clone, Copy)]
+enum Publish<'a> {
+    Plain(&'a OffsetMap),
+    Full(&'a CommittedOffsets),
+}
+
 /// How the consumer got its partitions. The two ways exclude each other, as in Kafka.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Mode {
@@ -530,31 +537,8 @@ impl Consumer {
     /// Errors: `ILLEGAL_STATE` before subscribe or assign, or after close; the coordinator's
     /// fencing and storage errors. A refused commit writes nothing.
     pub async fn commit(&mut self) -> Result<OffsetMap, ConsumerError> {
-        self.ensure_open("commit")?;
         let offsets = self.positions.clone();
-        match &self.mode {
-            Mode::Subscribed { generation, .. } => {
-                self.coordinator
-                    .commit(
-                        &self.config.group_id,
-                        &self.config.member_id,
-                        *generation,
-                        &offsets,
-                    )
-                    .await?;
-            }
-            Mode::Manual => {
-                self.coordinator
-                    .commit_direct(&self.config.group_id, &offsets)
-                    .await?;
-            }
-            Mode::Idle => {
-                return Err(ConsumerError::illegal_state(
-                    "commit",
-                    "the consumer has neither subscribed nor been assigned partitions",
-                ))
-            }
-        }
+        self.publish(Publish::Plain(&offsets)).await?;
         debug!(group = %self.config.group_id, member = %self.config.member_id, offsets = ?offsets, "committed");
         Ok(offsets)
     }
@@ -569,7 +553,6 @@ impl Consumer {
         &mut self,
         metadata: &str,
     ) -> Result<CommittedOffsets, ConsumerError> {
-        self.ensure_open("commit")?;
         let offsets: CommittedOffsets = self
             .positions
             .iter()
@@ -580,30 +563,34 @@ impl Consumer {
                 )
             })
             .collect();
-        match &self.mode {
-            Mode::Subscribed { generation, .. } => {
-                self.coordinator
-                    .commit_with_metadata(
-                        &self.config.group_id,
-                        &self.config.member_id,
-                        *generation,
-                        &offsets,
-                    )
-                    .await?;
+        self.publish(Publish::Full(&offsets)).await?;
+        Ok(offsets)
+    }
+
+    /// Publishes `offsets`: through the coordinator under the stored generation when
+    /// subscribed (fenced), straight to the store when manually assigned.
+    async fn publish(&self, offsets: Publish<'_>) -> Result<(), ConsumerError> {
+        self.ensure_open("commit")?;
+        let (group, member) = (&self.config.group_id, &self.config.member_id);
+        let c = &self.coordinator;
+        match (&self.mode, offsets) {
+            (Mode::Subscribed { generation, .. }, Publish::Plain(o)) => {
+                c.commit(group, member, *generation, o).await?
             }
-            Mode::Manual => {
-                self.coordinator
-                    .commit_direct_with_metadata(&self.config.group_id, &offsets)
-                    .await?;
+            (Mode::Subscribed { generation, .. }, Publish::Full(o)) => {
+                c.commit_with_metadata(group, member, *generation, o)
+                    .await?
             }
-            Mode::Idle => {
+            (Mode::Manual, Publish::Plain(o)) => c.commit_direct(group, o).await?,
+            (Mode::Manual, Publish::Full(o)) => c.commit_direct_with_metadata(group, o).await?,
+            (Mode::Idle, _) => {
                 return Err(ConsumerError::illegal_state(
                     "commit",
                     "the consumer has neither subscribed nor been assigned partitions",
                 ))
             }
         }
-        Ok(offsets)
+        Ok(())
     }
 
     /// The group's committed offset for `tp` with its metadata (empty from a store that

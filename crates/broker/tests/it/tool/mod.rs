@@ -350,30 +350,14 @@ impl Member {
     }
 }
 
+/// An OffsetCommit of `offsets` (topic, partition, offset) by `member` under `generation`.
 pub fn commit_request(
     group: &str,
     member: &str,
     generation: i32,
     offsets: &[(&str, i32, i64)],
 ) -> OffsetCommitRequest {
-    OffsetCommitRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_member_id(s(member))
-        .with_generation_id_or_member_epoch(generation)
-        .with_topics(
-            offsets
-                .iter()
-                .map(|(t, p, o)| {
-                    offset_commit_request::OffsetCommitRequestTopic::default()
-                        .with_name(topic_name(t))
-                        .with_partitions(vec![
-                            offset_commit_request::OffsetCommitRequestPartition::default()
-                                .with_partition_index(*p)
-                                .with_committed_offset(*o),
-                        ])
-                })
-                .collect(),
-        )
+    crate::common::commit(group, member, generation, offsets)
 }
 
 /// An admin's commit (no generation, no member), as for a group without members.
