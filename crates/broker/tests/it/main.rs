@@ -1,7 +1,9 @@
 //! The broker's integration tests, one binary: each module a file of the old `tests/`
-//! tree, with its test names. `groups_tool_data_dir` stays a binary of its own: its tests
-//! open and drop stores in this process while spawning processes, which a shared binary
-//! would race (see that file).
+//! tree, with its test names. Two files stay binaries of their own, because what they check
+//! would race the other tests of a shared process: `groups_tool_data_dir` opens and drops
+//! stores in this process while spawning processes (see that file), and `lifecycle` checks
+//! that a stopped broker's port no longer accepts, which another test's listener could take
+//! over within the same process (a run of the shared binary failed that way).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,5 +13,4 @@ mod tool;
 mod bad_input;
 mod groups;
 mod groups_tool;
-mod lifecycle;
 mod wire;

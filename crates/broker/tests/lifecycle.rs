@@ -1,7 +1,10 @@
 //! Start and stop: graceful shutdown in process, and the binary's command-line contract
 //! (one `listening on` line on stdout, SIGTERM/SIGINT exit 0, refusals exit non-zero).
 
-use crate::common;
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "it/common/mod.rs"]
+mod common;
 
 use std::process::Stdio;
 
