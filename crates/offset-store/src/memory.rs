@@ -6,12 +6,73 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use coordinator_core::{
-    offsets_of, validate_committed, validate_offsets, CommitFence, CommittedOffsets, GroupRecord,
+    validate_committed, validate_offsets, CommitFence, CommittedOffsets, GroupRecord,
     OffsetAndMetadata, OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicPartition,
 };
 
-/// One group's offsets, with their metadata, behind its own lock.
-type Shard = Arc<Mutex<CommittedOffsets>>;
+/// One group's offsets behind its own lock: the bare offsets, and beside them, only for
+/// partitions committed with any, their leader epoch, metadata and commit time. A plain
+/// commit (the chapter's hot path) then writes `i64`s into a map of `i64`s, as before
+/// metadata was kept.
+#[derive(Debug, Default)]
+struct Offsets {
+    offsets: OffsetMap,
+    metadata: BTreeMap<TopicPartition, OffsetAndMetadata>,
+}
+
+impl Offsets {
+    fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    fn commit(&mut self, offsets: &OffsetMap) {
+        for (tp, &o) in offsets {
+            self.offsets.insert(tp.clone(), o);
+        }
+        if !self.metadata.is_empty() {
+            for tp in offsets.keys() {
+                self.metadata.remove(tp);
+            }
+        }
+    }
+
+    fn commit_full(&mut self, offsets: &CommittedOffsets) {
+        for (tp, o) in offsets {
+            self.offsets.insert(tp.clone(), o.offset);
+            if *o == OffsetAndMetadata::new(o.offset) {
+                self.metadata.remove(tp);
+            } else {
+                self.metadata.insert(tp.clone(), o.clone());
+            }
+        }
+    }
+
+    fn remove(&mut self, tp: &TopicPartition) {
+        self.offsets.remove(tp);
+        self.metadata.remove(tp);
+    }
+
+    fn clear(&mut self) {
+        self.offsets.clear();
+        self.metadata.clear();
+    }
+
+    fn full(&self) -> CommittedOffsets {
+        self.offsets
+            .iter()
+            .map(|(tp, &o)| {
+                let full = self
+                    .metadata
+                    .get(tp)
+                    .cloned()
+                    .unwrap_or_else(|| OffsetAndMetadata::new(o));
+                (tp.clone(), full)
+            })
+            .collect()
+    }
+}
+
+type Shard = Arc<Mutex<Offsets>>;
 
 /// An in-memory [`OffsetStore`]: nothing survives the process. For tests, benches and
 /// deployments that keep offsets elsewhere. It keeps Kafka's whole [`OffsetAndMetadata`]
@@ -85,11 +146,7 @@ impl MemoryStore {
         validate_offsets(group, offsets)?;
         self.injected_commit_failure()?;
         if !offsets.is_empty() {
-            lock(&self.shard(group)).extend(
-                offsets
-                    .iter()
-                    .map(|(tp, &o)| (tp.clone(), OffsetAndMetadata::new(o))),
-            );
+            lock(&self.shard(group)).commit(offsets);
         }
         Ok(())
     }
@@ -98,7 +155,7 @@ impl MemoryStore {
         validate_committed(group, offsets)?;
         self.injected_commit_failure()?;
         if !offsets.is_empty() {
-            lock(&self.shard(group)).extend(offsets.iter().map(|(tp, o)| (tp.clone(), o.clone())));
+            lock(&self.shard(group)).commit_full(offsets);
         }
         Ok(())
     }
@@ -111,14 +168,14 @@ impl MemoryStore {
             .map(|(group, shard)| (group.clone(), Arc::clone(shard)))
             .collect();
         // Locked in group-id order, and all held while copying.
-        let guards: Vec<(&String, MutexGuard<'_, CommittedOffsets>)> = shards
+        let guards: Vec<(&String, MutexGuard<'_, Offsets>)> = shards
             .iter()
             .map(|(group, shard)| (group, lock(shard)))
             .collect();
         guards
             .iter()
             .filter(|(_, offsets)| !offsets.is_empty())
-            .map(|(group, offsets)| ((*group).clone(), offsets_of(offsets)))
+            .map(|(group, offsets)| ((*group).clone(), offsets.offsets.clone()))
             .collect()
     }
 
@@ -171,7 +228,7 @@ fn injected(what: &str) -> StorageError {
 
 /// Shard updates cannot be left half-done by a panic (an insert either happened or did not),
 /// so a poisoned shard is still consistent.
-fn lock(shard: &Mutex<CommittedOffsets>) -> MutexGuard<'_, CommittedOffsets> {
+fn lock(shard: &Mutex<Offsets>) -> MutexGuard<'_, Offsets> {
     shard.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -185,7 +242,7 @@ impl OffsetStore for MemoryStore {
         self.injected_read_failure()?;
         Ok(self
             .existing_shard(group)
-            .and_then(|shard| lock(&shard).get(tp).map(|o| o.offset)))
+            .and_then(|shard| lock(&shard).offsets.get(tp).copied()))
     }
 
     /// The write happens before this returns, so the fence only has to outlive the call.
@@ -239,7 +296,7 @@ impl OffsetStore for MemoryStore {
         self.injected_read_failure()?;
         Ok(self
             .existing_shard(group)
-            .map(|shard| offsets_of(&lock(&shard)))
+            .map(|shard| lock(&shard).offsets.clone())
             .unwrap_or_default())
     }
 
@@ -251,7 +308,7 @@ impl OffsetStore for MemoryStore {
         self.injected_read_failure()?;
         Ok(self
             .existing_shard(group)
-            .map(|shard| lock(&shard).clone())
+            .map(|shard| lock(&shard).full())
             .unwrap_or_default())
     }
 
