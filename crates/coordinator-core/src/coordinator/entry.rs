@@ -49,13 +49,19 @@ impl TopicTimes {
     }
 }
 
+/// How many topics a group's commit times are searched for without an index.
+const INDEXED_TOPICS: usize = 8;
+
 /// What the coordinator knows of a group's committed offsets, to expire them as Kafka 4
 /// does: each from its commit time, or all from when the group became Empty, per
 /// [`OffsetExpiration`]. Recording a commit costs one map lookup per topic of the batch and
 /// a slot per partition: the commit path stays free of per-partition hashing.
 #[derive(Debug, Default)]
 pub(crate) struct OffsetTimes {
-    topics: HashMap<Arc<str>, TopicTimes>,
+    /// A group commits to few topics: a short list searched by pointer first is cheaper on
+    /// the commit path than hashing the name; past [`INDEXED_TOPICS`] an index takes over.
+    topics: Vec<(Arc<str>, TopicTimes)>,
+    index: HashMap<Arc<str>, usize>,
     /// The store may hold offsets this coordinator did not commit (loaded at start): they
     /// count from `known_since`, never from earlier.
     pub(crate) untimed: bool,
@@ -75,10 +81,8 @@ impl OffsetTimes {
     ) {
         let mut partitions = partitions.peekable();
         while let Some(first) = partitions.next() {
-            let times = match self.topics.get_mut(first.topic()) {
-                Some(times) => times,
-                None => self.topics.entry(first.topic_arc().clone()).or_default(),
-            };
+            let i = self.find_or_insert(first.topic_arc());
+            let times = &mut self.topics[i].1;
             let mut new = times.set(first.partition(), now);
             while let Some(tp) = partitions.next_if(|tp| tp.topic() == first.topic()) {
                 new |= times.set(tp.partition(), now);
@@ -89,9 +93,37 @@ impl OffsetTimes {
         }
     }
 
+    fn find(&self, topic: &Arc<str>) -> Option<usize> {
+        if self.topics.len() > INDEXED_TOPICS {
+            return self.index.get(topic).copied();
+        }
+        self.topics
+            .iter()
+            .position(|(t, _)| Arc::ptr_eq(t, topic) || **t == **topic)
+    }
+
+    fn find_or_insert(&mut self, topic: &Arc<str>) -> usize {
+        if let Some(i) = self.find(topic) {
+            return i;
+        }
+        self.topics.push((topic.clone(), TopicTimes::default()));
+        let i = self.topics.len() - 1;
+        if self.topics.len() > INDEXED_TOPICS {
+            if self.index.is_empty() {
+                for (j, (t, _)) in self.topics.iter().enumerate() {
+                    self.index.insert(t.clone(), j);
+                }
+            } else {
+                self.index.insert(topic.clone(), i);
+            }
+        }
+        i
+    }
+
     /// The commit time of `tp` through this coordinator, if any.
     pub(crate) fn get(&self, tp: &TopicPartition) -> Option<u64> {
-        self.topics.get(tp.topic())?.get(tp.partition())
+        let i = self.find(tp.topic_arc())?;
+        self.topics[i].1.get(tp.partition())
     }
 
     /// Forgets the times of `partitions` (their offsets were deleted), or of all of them.
@@ -99,13 +131,14 @@ impl OffsetTimes {
         match partitions {
             Some(partitions) => {
                 for tp in partitions {
-                    if let Some(times) = self.topics.get_mut(tp.topic()) {
-                        times.clear(tp.partition());
+                    if let Some(i) = self.find(tp.topic_arc()) {
+                        self.topics[i].1.clear(tp.partition());
                     }
                 }
             }
             None => {
                 self.topics.clear();
+                self.index.clear();
                 self.untimed = false;
             }
         }
@@ -340,5 +373,47 @@ impl GroupEntry {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_times_are_found_with_and_without_the_topic_index() {
+        let mut times = OffsetTimes::default();
+        let tps: Vec<TopicPartition> = (0..20)
+            .flat_map(|t| [0, 5, 5000].map(|p| TopicPartition::new(format!("t{t}"), p)))
+            .collect();
+        for (i, tp) in tps.iter().enumerate() {
+            times.committed(std::iter::once(tp), i as u64);
+        }
+        for (i, tp) in tps.iter().enumerate() {
+            let want = if tp.partition() >= TIMED_PARTITIONS {
+                // Timed per topic above the bound: the topic's last such commit.
+                let last = tps
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| o.topic() == tp.topic() && o.partition() >= TIMED_PARTITIONS)
+                    .map(|(j, _)| j as u64)
+                    .max();
+                last
+            } else {
+                Some(i as u64)
+            };
+            assert_eq!(times.get(tp), want, "{tp}");
+        }
+        assert_eq!(times.get(&TopicPartition::new("t3", 1)), None);
+        assert_eq!(times.get(&TopicPartition::new("other", 0)), None);
+        times.forget(Some(&tps[..3]));
+        assert_eq!(times.get(&tps[0]), None);
+        assert_eq!(times.get(&tps[3]), Some(3));
+        // t0's per-topic time above the bound stays (other partitions may use it): a lower
+        // bound for the deadline, and never an earlier base for any offset.
+        assert_eq!(times.earliest(|_| true), Some(2));
+        assert_eq!(times.earliest(|t| t != "t0"), Some(3));
+        times.forget(None);
+        assert_eq!(times.get(&tps[3]), None);
     }
 }

@@ -541,7 +541,7 @@ impl Coordinator {
         require("member id", member)?;
         let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
         let gate = cell.gate.clone().read_owned().await;
-        {
+        let now = {
             let mut entry = cell.lock();
             if entry.removed {
                 return Err(not_found(group_id));
@@ -572,10 +572,10 @@ impl Coordinator {
             entry.has_offsets = true;
             let now = self.clock.now_ms();
             entry.offset_times.committed(batch.partitions(), now);
-        }
+            now
+        };
         // The fence holds the gate until the store is done with this write, even if this
         // future is dropped first: that is the fencing guarantee.
-        let now = self.clock.now_ms();
         batch
             .write(&*self.store, group_id, now, CommitFence::gate(gate))
             .await?;
