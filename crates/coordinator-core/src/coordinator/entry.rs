@@ -62,6 +62,10 @@ pub(crate) struct OffsetTimes {
     /// the commit path than hashing the name; past [`INDEXED_TOPICS`] an index takes over.
     topics: Vec<(Arc<str>, TopicTimes)>,
     index: HashMap<Arc<str>, usize>,
+    /// The last commit of a member of the chapter's kind, of whichever partitions: the
+    /// chapter's commit path records this one time instead of one per partition (it is the
+    /// hot path), and every offset of the group counts from at least this time.
+    member_commit: Option<u64>,
     /// The store may hold offsets this coordinator did not commit (loaded at start): they
     /// count from `known_since`, never from earlier.
     pub(crate) untimed: bool,
@@ -120,10 +124,28 @@ impl OffsetTimes {
         i
     }
 
+    /// A member commit of the chapter's kind at `now` (one time for the whole commit).
+    pub(crate) fn member_committed(&mut self, now: u64) {
+        if self.member_commit.replace(now).is_none() {
+            self.cached = None;
+        }
+    }
+
     /// The commit time of `tp` through this coordinator, if any.
     pub(crate) fn get(&self, tp: &TopicPartition) -> Option<u64> {
         let i = self.find(tp.topic_arc())?;
         self.topics[i].1.get(tp.partition())
+    }
+
+    /// The time `tp`'s offset counts from: its own commit, or a later member commit of the
+    /// group (which may have committed it), else when the coordinator learned of the group.
+    /// Never earlier than its real last commit through this coordinator.
+    pub(crate) fn base(&self, tp: &TopicPartition) -> u64 {
+        match (self.get(tp), self.member_commit) {
+            (Some(a), Some(b)) => a.max(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => self.known_since,
+        }
     }
 
     /// Forgets the times of `partitions` (their offsets were deleted), or of all of them.
@@ -139,6 +161,7 @@ impl OffsetTimes {
             None => {
                 self.topics.clear();
                 self.index.clear();
+                self.member_commit = None;
                 self.untimed = false;
             }
         }
@@ -166,6 +189,7 @@ impl OffsetTimes {
             .filter(|(topic, _)| expires(topic))
             .flat_map(|(_, t)| t.partitions.iter().flatten().copied().chain(t.beyond))
             .chain(untimed)
+            .chain(self.member_commit)
             .min()
     }
 }
@@ -321,8 +345,7 @@ impl GroupEntry {
                 {
                     return None;
                 }
-                let times = &self.offset_times;
-                Some(times.get(tp).unwrap_or(times.known_since))
+                Some(self.offset_times.base(tp))
             }
         }
     }
