@@ -66,6 +66,10 @@ pub(crate) struct OffsetTimes {
     /// chapter's commit path records this one time instead of one per partition (it is the
     /// hot path), and every offset of the group counts from at least this time.
     member_commit: Option<u64>,
+    /// A member commit happened since `member_commit` was last set. The commit path does not
+    /// read the clock for it; the next arm or timer run sets `member_commit` to its own time,
+    /// which is later than the commit: an offset may live a little longer, never shorter.
+    member_pending: bool,
     /// The store may hold offsets this coordinator did not commit (loaded at start): they
     /// count from `known_since`, never from earlier.
     pub(crate) untimed: bool,
@@ -124,9 +128,19 @@ impl OffsetTimes {
         i
     }
 
-    /// A member commit of the chapter's kind at `now` (one time for the whole commit).
-    pub(crate) fn member_committed(&mut self, now: u64) {
-        if self.member_commit.replace(now).is_none() {
+    /// A member commit of the chapter's kind (one mark for the whole commit, no clock read).
+    pub(crate) fn member_committed(&mut self) {
+        if !self.member_pending {
+            self.member_pending = true;
+            self.cached = None;
+        }
+    }
+
+    /// Gives a pending member commit the time `now()` (read only if one is pending).
+    pub(crate) fn settle(&mut self, now: impl FnOnce() -> u64) {
+        if self.member_pending {
+            self.member_pending = false;
+            self.member_commit = Some(now());
             self.cached = None;
         }
     }
@@ -162,6 +176,7 @@ impl OffsetTimes {
                 self.topics.clear();
                 self.index.clear();
                 self.member_commit = None;
+                self.member_pending = false;
                 self.untimed = false;
             }
         }

@@ -621,6 +621,7 @@ impl Coordinator {
 
     /// Arms `entry`'s next deadline, if it is earlier than the one already armed.
     pub(crate) fn arm(&self, entry: &mut GroupEntry) {
+        entry.offset_times.settle(|| self.clock.now_ms());
         let Some(at) = entry.next_deadline(
             self.config.offsets_retention_ms,
             self.config.empty_group_grace_ms,

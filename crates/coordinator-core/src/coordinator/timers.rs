@@ -181,6 +181,7 @@ impl Coordinator {
     }
 
     fn what_is_due(&self, entry: &mut GroupEntry, now: u64) -> Due {
+        entry.offset_times.settle(|| now);
         if entry.group.as_ref().is_some_and(|g| g.is_due(now)) {
             return Due::Rebalance;
         }
@@ -274,6 +275,7 @@ impl Coordinator {
         let retention = self.config.offsets_retention_ms;
         let expired: Vec<TopicPartition> = {
             let mut entry = cell.lock();
+            entry.offset_times.settle(|| now);
             let how = entry.offset_expiration();
             let expired = listed
                 .keys()

@@ -541,7 +541,7 @@ impl Coordinator {
         require("member id", member)?;
         let cell = self.group(group_id).ok_or_else(|| not_found(group_id))?;
         let gate = cell.gate.clone().read_owned().await;
-        let now = {
+        {
             let mut entry = cell.lock();
             if entry.removed {
                 return Err(not_found(group_id));
@@ -570,13 +570,17 @@ impl Coordinator {
                 return Ok(());
             }
             entry.has_offsets = true;
-            let now = self.clock.now_ms();
-            // One time for the whole commit (the hot path): see OffsetTimes::member_commit.
-            entry.offset_times.member_committed(now);
-            now
-        };
+            // One mark for the whole commit, no clock read (the hot path): see
+            // OffsetTimes::member_commit. Its time is not stored with the offsets either.
+            entry.offset_times.member_committed();
+        }
         // The fence holds the gate until the store is done with this write, even if this
         // future is dropped first: that is the fencing guarantee.
+        let now = match batch {
+            // Bare offsets carry no commit time to the store.
+            Batch::Plain(_) => 0,
+            Batch::Full(_) => self.clock.now_ms(),
+        };
         batch
             .write(&*self.store, group_id, now, CommitFence::gate(gate))
             .await?;
