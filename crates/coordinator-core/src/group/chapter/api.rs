@@ -554,7 +554,12 @@ impl Coordinator {
                 .find(member)
                 .ok_or_else(|| Error::unknown_member(group_id, member))?;
             let slot = group.members[index].slot;
-            if !batch.partitions().all(|tp| group.current.owns(slot, tp)) {
+            let owns = |tp: &TopicPartition| group.current.owns(slot, tp);
+            let all_owned = match batch {
+                Batch::Plain(o) => o.keys().all(owns),
+                Batch::Full(o) => o.keys().all(owns),
+            };
+            if !all_owned {
                 return Err(Error::NotPartitionOwner {
                     group: group_id.to_string(),
                     member: member.to_string(),
