@@ -238,13 +238,17 @@ impl ClassicGroups<'_> {
         if entry.removed {
             return Err(Error::unknown_member(group_id, member_id));
         }
-        refuse_other_kind(group_id, entry.kind())?;
         let now = self.coordinator.clock.now_ms();
-        self.coordinator
-            .on_classic(&mut entry, now, |group, ctx| {
-                group.heartbeat(member_id, group_instance_id, generation, ctx)
-            })
-            .unwrap_or_else(|| Err(Error::unknown_member(group_id, member_id)))
+        // The classic group first (the hot path: one downcast); the kind only for the error.
+        match self.coordinator.on_classic(&mut entry, now, |group, ctx| {
+            group.heartbeat(member_id, group_instance_id, generation, ctx)
+        }) {
+            Some(result) => result,
+            None => {
+                refuse_other_kind(group_id, entry.kind())?;
+                Err(Error::unknown_member(group_id, member_id))
+            }
+        }
     }
 
     /// Kafka's LeaveGroup, for one or several members (by member id, or by instance id
