@@ -77,9 +77,11 @@
 #![forbid(unsafe_code)]
 
 pub mod fs;
+mod group_commit;
 mod json;
 mod memory;
 pub mod testing;
 
-pub use json::{JsonFileStore, JsonFileStoreBuilder, WriteHold};
+pub use group_commit::WriteHold;
+pub use json::{JsonFileStore, JsonFileStoreBuilder};
 pub use memory::MemoryStore;
