@@ -79,9 +79,11 @@
 pub mod fs;
 mod group_commit;
 mod json;
+mod log;
 mod memory;
 pub mod testing;
 
 pub use group_commit::WriteHold;
 pub use json::{JsonFileStore, JsonFileStoreBuilder};
+pub use log::{LogStats, LogStore, LogStoreBuilder};
 pub use memory::MemoryStore;

@@ -1,6 +1,7 @@
-//! Test kits: [`SimFs`], a simulated file system that loses power and fails on request.
+//! Test kits: [`SimFs`], a simulated file system that loses power and fails on request, and
+//! the log store's record codec ([`decode_log`], [`encode_log_frame`]).
 //!
-//! It is to [`JsonFileStore`](crate::JsonFileStore) what LevelDB's fault-injection
+//! It is to [`JsonFileStore`](crate::JsonFileStore) and [`LogStore`](crate::LogStore) what LevelDB's fault-injection
 //! environment is to LevelDB: the store runs unchanged on top of it
 //! ([`JsonFileStore::open_with_fs`](crate::JsonFileStore::open_with_fs)), while a test
 //!
@@ -28,6 +29,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::fs::Fs;
+
+/// The log store's record codec, for the fuzz target and tests: [`decode_log`] reads a
+/// sequence of frames (a segment's bytes) as recovery does, [`encode_log_frame`] writes
+/// records as one frame.
+pub use crate::log::record::{
+    decode_frames as decode_log, encode_frame as encode_log_frame, Record as LogRecord,
+};
 
 /// One operation of the [`Fs`] seam.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
