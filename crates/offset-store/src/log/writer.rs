@@ -417,12 +417,16 @@ impl<F: Fs> Writer<F> {
             .fs
             .open_append(&path)
             .map_err(|e| (format!("cannot create `{}`: {e}", path.display()), e))?;
-        self.fs.fsync_dir(&self.dir).map_err(|e| {
-            (
+        if let Err(e) = self.fs.fsync_dir(&self.dir) {
+            // Best effort: writes go on into the current segment, and an empty segment after
+            // it would only make its tail look like the middle of the log.
+            drop(file);
+            let _ = self.fs.remove_file(&path);
+            return Err((
                 format!("fsync of directory `{}` failed: {e}", self.dir.display()),
                 e,
-            )
-        })?;
+            ));
+        }
         self.file = file;
         self.seg = next;
         self.len = 0;
