@@ -535,3 +535,55 @@ async fn automatic_compaction_keeps_the_files_within_a_multiple_of_the_live_data
         assert_eq!(reopened.list(&format!("g{g}")).await.unwrap(), expected);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_go_on_while_a_compaction_is_parked_in_its_switch() {
+    use std::sync::Condvar;
+    let fs = SimFs::new();
+    let store = LogStore::builder()
+        .fs(fs.clone())
+        .compaction_ratio(1)
+        .compaction_min_bytes(1)
+        .open(DIR)
+        .unwrap();
+    // The compactor is the only caller of rename: park it there until released.
+    let gate = Arc::new((Mutex::new((false, false)), Condvar::new()));
+    let hook_gate = Arc::clone(&gate);
+    fs.set_hook(Some(Arc::new(move |op| {
+        if op == FsOp::Rename {
+            let (lock, changed) = &*hook_gate;
+            let mut state = lock.lock().unwrap();
+            state.0 = true;
+            changed.notify_all();
+            while !state.1 {
+                state = changed.wait(state).unwrap();
+            }
+        }
+    })));
+    let mut i = 0i64;
+    while !gate.0.lock().unwrap().0 {
+        commit(&store, "g", &offsets(&[(0, i)])).await;
+        i += 1;
+        assert!(i < 10_000, "no compaction started");
+    }
+    // Parked in the middle of the switch: commits still land, one batch at a time.
+    for k in 0..20 {
+        commit(&store, "h", &offsets(&[(k, 1)])).await;
+    }
+    assert_eq!(store.list("h").await.unwrap().len(), 20);
+    assert_eq!(store.stats().compactions, 0);
+    {
+        let (lock, changed) = &*gate;
+        lock.lock().unwrap().1 = true;
+        changed.notify_all();
+    }
+    drop(store);
+    fs.set_hook(None);
+    let reopened = sim_store(&fs.restart(CrashMode::DropBoth));
+    assert_eq!(reopened.list("h").await.unwrap().len(), 20);
+    assert_eq!(reopened.list("g").await.unwrap(), offsets(&[(0, i - 1)]));
+    assert!(fs
+        .paths()
+        .iter()
+        .any(|p| p.extension().is_some_and(|e| e == "snap")));
+}
