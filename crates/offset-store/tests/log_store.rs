@@ -587,3 +587,66 @@ async fn commits_go_on_while_a_compaction_is_parked_in_its_switch() {
         .iter()
         .any(|p| p.extension().is_some_and(|e| e == "snap")));
 }
+
+/// Polls `done` every few milliseconds, for at most a minute (a bound on a hang, not a
+/// timing requirement).
+async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    for _ in 0..12_000 {
+        if done().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("never: {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_flush_interval_the_writer_syncs_by_itself_and_stops_on_a_failed_sync() {
+    let fs = SimFs::new();
+    let store = LogStore::builder()
+        .fs(fs.clone())
+        .flush_interval_ms(5)
+        .open(DIR)
+        .unwrap();
+    commit(&store, "g", &offsets(&[(0, 1)])).await;
+    eventually("the periodic sync makes the commit durable", async || {
+        let after = sim_store(&fs.restart(CrashMode::DropBoth));
+        after.committed("g", &tp("t", 0)).await.unwrap() == Some(1)
+    })
+    .await;
+
+    // A failed periodic sync: writes are refused until a sync succeeds.
+    fs.set_failing(FsOp::Fsync, Fault::Eio);
+    commit(&store, "g", &offsets(&[(1, 1)])).await;
+    eventually(
+        "a write is refused after the failed sync",
+        async || match store
+            .commit("g", &offsets(&[(2, 2)]), CommitFence::none())
+            .await
+        {
+            Ok(()) => false,
+            Err(e) => {
+                assert!(e.to_string().contains("periodic fdatasync"), "{e}");
+                true
+            }
+        },
+    )
+    .await;
+    fs.clear_faults();
+    eventually("writes are taken again once a sync succeeds", async || {
+        store
+            .commit("g", &offsets(&[(3, 3)]), CommitFence::none())
+            .await
+            .is_ok()
+    })
+    .await;
+    drop(store);
+    let after = sim_store(&fs.restart(CrashMode::DropBoth));
+    let stored = after.list("g").await.unwrap();
+    assert_eq!(
+        stored[&tp("t", 1)],
+        1,
+        "acknowledged before the failed sync"
+    );
+    assert_eq!(stored[&tp("t", 3)], 3);
+}
