@@ -465,6 +465,8 @@ async fn a_batch_is_one_write_and_one_fdatasync() {
         "16 commits of one batch"
     );
     assert_eq!(store.list("g").await.unwrap().len(), 16);
+    let stats = store.stats();
+    assert_eq!((stats.batches, stats.writes), (1, 16), "{stats:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

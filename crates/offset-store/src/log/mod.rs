@@ -148,6 +148,10 @@ pub struct LogStats {
     pub compactions: u64,
     /// The number of the segment written to.
     pub segment: u64,
+    /// Batches this store appended (one write each).
+    pub batches: u64,
+    /// Writes (commits, deletes, group records) in those batches.
+    pub writes: u64,
 }
 
 /// Options for opening a [`LogStore`]. [`LogStore::open`] is `builder().open(dir)`.
@@ -447,6 +451,8 @@ impl<F: Fs> LogStore<F> {
             snapshot_bytes: stats.snapshot_bytes.load(Ordering::Relaxed),
             compactions: stats.compactions.load(Ordering::Relaxed),
             segment: stats.segment.load(Ordering::Relaxed),
+            batches: stats.batches.load(Ordering::Relaxed),
+            writes: stats.writes.load(Ordering::Relaxed),
         }
     }
 

@@ -63,6 +63,8 @@ pub(crate) struct Stats {
     pub(crate) snapshot_bytes: AtomicU64,
     pub(crate) compactions: AtomicU64,
     pub(crate) segment: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) writes: AtomicU64,
 }
 
 impl Shared {
@@ -273,6 +275,9 @@ impl<F: Fs> Writer<F> {
         };
         self.buf = buf;
         if outcome.is_ok() && records > 0 {
+            shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+            let n = waiting.len() as u64;
+            shared.stats.writes.fetch_add(n, Ordering::Relaxed);
             let mut view = shared.view.write().unwrap_or_else(PoisonError::into_inner);
             for (group, change) in changes {
                 apply(&mut view, &group, change);
