@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use coordinator_core::{StorageError, StorageErrorKind};
 
-use super::record::{decode_body, next_frame, Next, Record};
+use super::record::{decode_body_with, next_frame, Next, Record};
 use super::state::Live;
 use crate::fs::Fs;
 use crate::group_commit::io_error;
@@ -208,6 +208,7 @@ fn replay_segment(
     live: &mut Live,
 ) -> Result<usize, StorageError> {
     let mut at = 0;
+    let mut topic = None;
     loop {
         match next_frame(bytes, at) {
             Next::End => return Ok(at),
@@ -227,7 +228,8 @@ fn replay_segment(
             }
             Next::Corrupt(why) => return Err(corrupt(path, at, &why)),
             Next::Frame(body, next) => {
-                for record in decode_body(body).map_err(|why| corrupt(path, at, &why))? {
+                let records = decode_body_with(body, &mut topic);
+                for record in records.map_err(|why| corrupt(path, at, &why))? {
                     if !live.apply(record) {
                         return Err(corrupt(path, at, "a snapshot record in a segment"));
                     }
@@ -247,12 +249,14 @@ fn load_snapshot(
 ) -> Result<(), StorageError> {
     let mut at = 0;
     let mut started = false;
+    let mut topic = None;
     loop {
         match next_frame(bytes, at) {
             Next::End => return Err(corrupt(path, at, "the snapshot has no end record")),
             Next::Torn(why) | Next::Corrupt(why) => return Err(corrupt(path, at, &why)),
             Next::Frame(body, next) => {
-                let records = decode_body(body).map_err(|why| corrupt(path, at, &why))?;
+                let records = decode_body_with(body, &mut topic);
+                let records = records.map_err(|why| corrupt(path, at, &why))?;
                 let n = records.len();
                 for (i, record) in records.into_iter().enumerate() {
                     match record {

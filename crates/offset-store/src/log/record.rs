@@ -306,7 +306,21 @@ pub(crate) type DecodeError = String;
 
 /// Reads a frame body's records, in order.
 pub(crate) fn decode_body(body: &[u8]) -> Result<Vec<Record>, DecodeError> {
-    let mut r = Reader { bytes: body, at: 0 };
+    decode_body_with(body, &mut None)
+}
+
+/// [`decode_body`], sharing one `Arc` for a topic name that repeats from one record to the
+/// next (`last_topic` carries it from frame to frame): a replayed log of a million offsets
+/// holds its topic names once each, not once per offset.
+pub(crate) fn decode_body_with(
+    body: &[u8],
+    last_topic: &mut Option<Arc<str>>,
+) -> Result<Vec<Record>, DecodeError> {
+    let mut r = Reader {
+        bytes: body,
+        at: 0,
+        last_topic: std::mem::take(last_topic),
+    };
     let version = r.u8()?;
     if version != FRAME_VERSION {
         return Err(format!("unknown frame version {version}"));
@@ -316,9 +330,16 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Vec<Record>, DecodeError> {
     for i in 0..count {
         let len = r.u32()? as usize;
         let bytes = r.take(len).map_err(|e| format!("record {i}: {e}"))?;
-        let record = decode_record(bytes).map_err(|e| format!("record {i}: {e}"))?;
+        let mut inner = Reader {
+            bytes,
+            at: 0,
+            last_topic: r.last_topic.take(),
+        };
+        let record = decode_record(&mut inner).map_err(|e| format!("record {i}: {e}"))?;
+        r.last_topic = inner.last_topic;
         records.push(record);
     }
+    *last_topic = r.last_topic.take();
     if r.at != body.len() {
         return Err(format!(
             "{} bytes after the frame's {count} records",
@@ -328,8 +349,8 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Vec<Record>, DecodeError> {
     Ok(records)
 }
 
-fn decode_record(bytes: &[u8]) -> Result<Record, DecodeError> {
-    let mut r = Reader { bytes, at: 0 };
+fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
+    let bytes = r.bytes;
     let kind = r.u8()?;
     let version = r.u8()?;
     if version != RECORD_VERSION {
@@ -383,6 +404,8 @@ fn decode_record(bytes: &[u8]) -> Result<Record, DecodeError> {
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// The topic name of the last partition read.
+    last_topic: Option<Arc<str>>,
 }
 
 impl<'a> Reader<'a> {
@@ -464,7 +487,18 @@ impl<'a> Reader<'a> {
     }
 
     fn tp(&mut self) -> Result<TopicPartition, DecodeError> {
-        let topic = self.string()?;
+        let at = self.at;
+        let bytes = self.bytes()?;
+        let topic = match &self.last_topic {
+            Some(last) if last.as_bytes() == bytes => Arc::clone(last),
+            _ => {
+                let name = std::str::from_utf8(bytes)
+                    .map_err(|_| format!("string at byte {at} is not UTF-8"))?;
+                let name: Arc<str> = Arc::from(name);
+                self.last_topic = Some(Arc::clone(&name));
+                name
+            }
+        };
         let partition = self.u32()?;
         Ok(TopicPartition::new(topic, partition))
     }
@@ -719,6 +753,30 @@ mod tests {
                 _ => {}
             }
         }
+    }
+
+    #[test]
+    fn a_repeated_topic_name_is_decoded_once() {
+        let commit = |p| Record::Commit {
+            group: "g".into(),
+            tp: TopicPartition::new("orders", p),
+            offset: OffsetAndMetadata::new(1),
+        };
+        let first = encode_frame(&[commit(0), commit(1)]);
+        let second = encode_frame(&[commit(2)]);
+        let mut last = None;
+        let mut tps = Vec::new();
+        for frame in [&first, &second] {
+            for r in decode_body_with(&frame[FRAME_HEADER..], &mut last).unwrap() {
+                if let Record::Commit { tp, .. } = r {
+                    tps.push(tp);
+                }
+            }
+        }
+        assert_eq!(tps.len(), 3);
+        assert!(tps
+            .iter()
+            .all(|tp| Arc::ptr_eq(tp.topic_arc(), tps[0].topic_arc())));
     }
 
     #[test]
