@@ -117,6 +117,26 @@ const MAX_WRITE: usize = MAX_BODY / 4;
 /// an [`Io`](StorageErrorKind::Io) error naming the directory. The kernel drops the lock
 /// when the process ends, however it ends.
 ///
+/// # Differences from Kafka's `__consumer_offsets`
+///
+/// - **One node, one log.** Kafka's is a replicated topic of 50 partitions, a group's
+///   records in the partition its id hashes to; here one log holds every group.
+/// - **Compaction by snapshot.** Kafka's log cleaner rewrites old segments keeping the
+///   latest record per key (group, or group + partition) and drops tombstones after
+///   `delete.retention.ms`; here a snapshot of the live state replaces every segment before
+///   it. The result is the same (the latest value per key; a deleted key is simply absent).
+/// - **Record format.** Kafka's v2 record batches use varints and one CRC-32C over the
+///   batch; here fixed-width little-endian fields, and a second CRC-32C over the frame
+///   header so that a damaged length is recognised as damage.
+/// - **Sync policy.** Kafka by default never forces a sync (`log.flush.interval.messages` is
+///   unbounded) and relies on replication; a single node has no replica, so the default here
+///   syncs every batch, and Kafka's time-based policy is the option.
+/// - **Recovery.** Kafka truncates the unflushed segments at the first invalid batch,
+///   wherever it is; here only the tail of the last segment is cut, and damage before it
+///   fails the open, because everything here was synced before it was acknowledged.
+/// - Transactional offset commits and offset expiry are not the store's: the coordinator
+///   expires offsets (`offsets.retention.minutes`) through ordinary deletes.
+///
 /// # Threads
 ///
 /// One writer thread per store (`offset-log-writer`, started by `open`), and a compaction
@@ -133,6 +153,7 @@ pub struct LogStore<F: Fs = StdFs> {
 
 /// Sizes and counts of a [`LogStore`], for tests, tools and benchmarks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LogStats {
     /// Offsets stored.
     pub offsets: u64,
