@@ -474,7 +474,7 @@ async fn with_a_flush_interval_a_commit_is_acknowledged_before_its_sync() {
     let fs = SimFs::new();
     let store = LogStore::builder()
         .fs(fs.clone())
-        .flush_interval_ms(3_600_000)
+        .flush_interval_ms(u64::MAX)
         .open(DIR)
         .unwrap();
     let syncs = Arc::new(AtomicUsize::new(0));
@@ -651,4 +651,55 @@ async fn with_a_flush_interval_the_writer_syncs_by_itself_and_stops_on_a_failed_
         "acknowledged before the failed sync"
     );
     assert_eq!(stored[&tp("t", 3)], 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_compaction_keeps_the_log_whole_and_the_next_one_succeeds() {
+    // Each step of the switch; the second directory fsync is the one after the rename.
+    for (op, nth) in [
+        (FsOp::OpenAppend, 1),
+        (FsOp::FsyncDir, 1),
+        (FsOp::CreateTemp, 1),
+        (FsOp::WriteAll, 1),
+        (FsOp::Fsync, 1),
+        (FsOp::Rename, 1),
+        (FsOp::FsyncDir, 2),
+    ] {
+        for fault in [Fault::Eio, Fault::Enospc] {
+            let case = format!("{op:?} #{nth} {fault:?}");
+            let fs = SimFs::new();
+            let store = sim_store(&fs);
+            commit(&store, "g", &offsets(&[(0, 1), (1, 2)])).await;
+            store
+                .write_group("g", Some(&record("g", 5)), CommitFence::none())
+                .await
+                .unwrap();
+            fs.fail_nth(op, nth, fault);
+            let err = store.compact().await.unwrap_err();
+            assert_eq!(err.kind(), StorageErrorKind::Io, "{case}: {err}");
+            // Writes go on, and every crash mode still replays everything.
+            commit(&store, "g", &offsets(&[(2, 3)])).await;
+            let expected = offsets(&[(0, 1), (1, 2), (2, 3)]);
+            for mode in CrashMode::ALL {
+                let after = sim_store(&fs.restart(mode));
+                assert_eq!(after.list("g").await.unwrap(), expected, "{case} {mode:?}");
+                assert_eq!(
+                    after.load_groups().await.unwrap(),
+                    [record("g", 5)],
+                    "{case}"
+                );
+            }
+            store.compact().await.unwrap();
+            drop(store);
+            let after = sim_store(&fs.restart(CrashMode::DropBoth));
+            assert_eq!(after.list("g").await.unwrap(), expected, "{case}");
+            assert!(
+                !fs.paths()
+                    .iter()
+                    .any(|p| p.to_string_lossy().ends_with(".tmp")),
+                "{case}: no temp file left: {:?}",
+                fs.paths()
+            );
+        }
+    }
 }

@@ -161,8 +161,9 @@ impl<F: Fs> Writer<F> {
         let mut batch = Vec::new();
         loop {
             let deadline = match self.policy.flush_interval {
+                // An interval too long for the clock is no deadline at all.
                 Some(every) if self.unsynced || self.sync_failed.is_some() => {
-                    Some(self.last_sync + every)
+                    self.last_sync.checked_add(every)
                 }
                 _ => None,
             };
