@@ -1,11 +1,16 @@
 //! Power cuts against the log store: at every byte of every frame it wrote, and after every
 //! file operation of a workload that includes two compaction switches, reopened under each
 //! crash mode. No acknowledged write may be lost, and no unacknowledged one half-applied.
+//! And a process that dies: its directory lock dies with it, and while it lives another
+//! process is refused. (The other tests here use only `SimFs`, so none holds a real file
+//! that a spawned child could inherit between its fork and its exec.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
 use coordinator_core::{
@@ -212,4 +217,72 @@ async fn a_power_cut_at_any_byte_of_any_frame_loses_that_frame_whole() {
     let store = open(&whole).unwrap();
     assert_eq!(state(&store).await, *states.last().unwrap());
     assert!(Path::new(SEGMENT_0).starts_with(DIR));
+}
+
+/// `open:<dir>` or `hold:<dir>`: turns this test binary into the child of
+/// `a_second_process_is_refused_until_the_owner_dies`.
+const CHILD: &str = "OFFSET_LOG_LOCK_CHILD";
+
+/// The child half of the cross-process test; it does nothing unless that test runs it.
+#[test]
+#[ignore = "run by a_second_process_is_refused_until_the_owner_dies"]
+fn log_lock_child() {
+    let Ok(task) = std::env::var(CHILD) else {
+        return;
+    };
+    let (mode, dir) = task.split_once(':').unwrap();
+    match LogStore::open(dir) {
+        Err(e) => println!("CHILD refused {} {}", e.code(), e),
+        Ok(store) => {
+            println!("CHILD opened {}", store.stats().offsets);
+            if mode == "hold" {
+                // Wait for the parent to kill this process.
+                let _ = std::io::stdin().read_to_end(&mut Vec::new());
+            }
+        }
+    }
+}
+
+fn spawn_child(mode: &str, dir: &Path) -> (Child, impl Iterator<Item = String>) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["log_lock_child", "--exact", "--ignored", "--nocapture"])
+        .args(["--test-threads", "1"])
+        .env(CHILD, format!("{mode}:{}", dir.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let reports = stdout
+        .lines()
+        .map(Result::unwrap)
+        .filter_map(|line| line.split_once("CHILD ").map(|(_, r)| r.to_owned()));
+    (child, reports)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_process_is_refused_until_the_owner_dies() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = LogStore::open(dir.path()).unwrap();
+    let o: OffsetMap = [(tp(0), 1)].into();
+    owner.commit("g", &o, CommitFence::none()).await.unwrap();
+    let (mut child, mut reports) = spawn_child("open", dir.path());
+    let refused = reports.next().expect("the child reports");
+    assert!(child.wait().unwrap().success());
+    assert!(refused.starts_with("refused STORAGE_ERROR "), "{refused}");
+    assert!(refused.contains("in use"), "{refused}");
+    assert!(
+        refused.contains(&dir.path().display().to_string()),
+        "{refused}"
+    );
+    drop(owner);
+
+    let (mut child, mut reports) = spawn_child("hold", dir.path());
+    assert_eq!(reports.next().expect("the child reports"), "opened 1");
+    let err = LogStore::open(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("in use"), "{err}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let reopened = LogStore::open(dir.path()).unwrap();
+    assert_eq!(reopened.committed("g", &tp(0)).await.unwrap(), Some(1));
 }
