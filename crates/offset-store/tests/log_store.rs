@@ -431,8 +431,11 @@ async fn a_batch_whose_cut_fails_too_blocks_writes_until_the_cut_succeeds() {
         let after = sim_store(&fs.restart(mode));
         assert_eq!(after.list("g").await.unwrap(), offsets(&[(0, 1)]));
     }
-    // The next write first cuts it off, then lands.
+    // Neither a compaction nor a write starts while the cut fails; the next write first
+    // cuts it off, then lands.
     fs.set_failing(FsOp::Truncate, Fault::Eio);
+    let err = store.compact().await.unwrap_err();
+    assert!(err.to_string().contains("cannot take writes"), "{err}");
     let err = store
         .commit("g", &offsets(&[(5, 5)]), CommitFence::none())
         .await

@@ -308,17 +308,7 @@ impl<F: Fs> Writer<F> {
     /// Appends `bytes` (one or more whole frames) with one write and, by default, one
     /// `fdatasync`. On failure the segment is cut back to where it was.
     fn append(&mut self, bytes: &[u8]) -> Result<(), Failure> {
-        if let Some(why) = self.broken.clone() {
-            self.cut_back().map_err(|(cut, e)| {
-                (
-                    format!(
-                        "the log cannot take writes: {why}; cutting it off again failed: {cut}"
-                    ),
-                    e,
-                )
-            })?;
-            self.broken = None;
-        }
+        self.repair()?;
         if self.sync_failed.is_some() {
             self.sync()?;
         }
@@ -334,6 +324,22 @@ impl<F: Fs> Writer<F> {
         }
         self.len += bytes.len() as u64;
         self.log_bytes += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Cuts off what a failed batch left at the end of the segment, if a cut failed before.
+    fn repair(&mut self) -> Result<(), Failure> {
+        if let Some(why) = self.broken.clone() {
+            self.cut_back().map_err(|(cut, e)| {
+                (
+                    format!(
+                        "the log cannot take writes: {why}; cutting it off again failed: {cut}"
+                    ),
+                    e,
+                )
+            })?;
+            self.broken = None;
+        }
         Ok(())
     }
 
@@ -414,6 +420,9 @@ impl<F: Fs> Writer<F> {
     /// Starts segment `seg + 1`: the current one is made durable first (under a flush
     /// interval), and the new one's name before anything is written to it.
     fn roll(&mut self) -> Result<(), Failure> {
+        // A segment is left only once it ends with a whole frame: a failed batch's bytes
+        // must not end up in the middle of the log.
+        self.repair()?;
         if self.unsynced {
             self.sync()?;
         }
