@@ -1,6 +1,7 @@
-//! The file-system seam of [`JsonFileStore`](crate::JsonFileStore).
+//! The file-system seam of [`JsonFileStore`](crate::JsonFileStore) and
+//! [`LogStore`](crate::LogStore).
 //!
-//! The store touches the file system only through the nine operations of [`Fs`], so a test
+//! The stores touch the file system only through the operations of [`Fs`], so a test
 //! can replace the real file system ([`StdFs`]) with one that cuts power after any single
 //! operation or fails one with `EIO` or `ENOSPC` ([`SimFs`](crate::testing::SimFs)). The
 //! store is generic over its `Fs`, so the production path is monomorphised: no boxing and no
@@ -11,15 +12,19 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Write};
 use std::path::Path;
 
-/// The file operations the JSON store needs, and nothing more.
+/// The file operations the JSON store and the log store need, and nothing more (the JSON
+/// store uses the first nine; the log store adds [`open_append`](Fs::open_append),
+/// [`truncate`](Fs::truncate) and [`try_lock_dir`](Fs::try_lock_dir)).
 ///
 /// # To ensure correctness
 /// The store's durability argument assumes POSIX semantics:
 /// - [`rename`](Fs::rename) atomically replaces `to`: a concurrent or later reader sees the
 ///   old file or the new one, never a mix or no file;
 /// - data written to a file is durable once [`fsync`](Fs::fsync) on it returns `Ok`;
-/// - a rename is durable once [`fsync_dir`](Fs::fsync_dir) on the parent directory returns
-///   `Ok`.
+/// - a rename, a creation or a removal is durable once [`fsync_dir`](Fs::fsync_dir) on the
+///   parent directory returns `Ok`;
+/// - a [`truncate`](Fs::truncate) is durable once [`fsync`](Fs::fsync) on the file returns
+///   `Ok`; until then a power cut may bring the cut bytes back.
 ///
 /// - [`try_lock`](Fs::try_lock) is exclusive between every holder, in this process or any
 ///   other: while one handle holds the lock on a path, every other attempt fails.
@@ -63,6 +68,19 @@ pub trait Fs: Send + Sync + 'static {
 
     /// The names of the entries of directory `dir`, in no particular order.
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<OsString>>;
+
+    /// Opens `path` for appending, creating it empty if it does not exist; every
+    /// [`write_all`](Fs::write_all) on it goes at its end. A creation is durable once the
+    /// directory is fsynced.
+    fn open_append(&self, path: &Path) -> io::Result<Self::File>;
+
+    /// Cuts `file` to its first `len` bytes; later appends go on from there.
+    fn truncate(&self, file: &mut Self::File, len: u64) -> io::Result<()>;
+
+    /// Takes an exclusive lock on the directory `dir` itself, without waiting, as
+    /// [`try_lock`](Fs::try_lock) does on a file. No file is created, so removing any file
+    /// in `dir` cannot release or bypass it.
+    fn try_lock_dir(&self, dir: &Path) -> io::Result<Self::Lock>;
 }
 
 /// The real file system, through `std::fs`.
@@ -145,6 +163,32 @@ impl Fs for StdFs {
             .map(|entry| entry.map(|e| e.file_name()))
             .collect()
     }
+
+    /// `O_APPEND | O_CREAT`: the kernel puts every write at the current end of the file,
+    /// including after a [`truncate`](Fs::truncate).
+    fn open_append(&self, path: &Path) -> io::Result<File> {
+        OpenOptions::new().append(true).create(true).open(path)
+    }
+
+    /// `ftruncate`.
+    fn truncate(&self, file: &mut File, len: u64) -> io::Result<()> {
+        file.set_len(len)
+    }
+
+    /// `flock(LOCK_EX | LOCK_NB)` on the directory opened read-only (Linux and the BSDs lock
+    /// directories as they lock files). The lock belongs to that open directory, so it
+    /// excludes every other handle, in this process or another, and dies with the process.
+    fn try_lock_dir(&self, dir: &Path) -> io::Result<File> {
+        let handle = File::open(dir)?;
+        match handle.try_lock() {
+            Ok(()) => Ok(handle),
+            Err(TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "the directory is locked by another handle",
+            )),
+            Err(TryLockError::Error(e)) => Err(e),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +233,40 @@ mod tests {
         drop(again);
         let names = StdFs.list_dir(dir.path())?;
         assert_eq!(names, [OsString::from("f.lock")]);
+        Ok(())
+    }
+
+    #[test]
+    fn appends_go_at_the_end_even_after_a_truncate() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("seg");
+        let fs = StdFs;
+        let mut file = fs.open_append(&path)?;
+        fs.write_all(&mut file, b"abcdef")?;
+        fs.truncate(&mut file, 2)?;
+        fs.write_all(&mut file, b"xy")?;
+        fs.fsync(&mut file)?;
+        drop(file);
+        let mut again = fs.open_append(&path)?;
+        fs.write_all(&mut again, b"!")?;
+        assert_eq!(std::fs::read(&path)?, b"abxy!");
+        Ok(())
+    }
+
+    #[test]
+    fn a_directory_lock_excludes_other_handles_and_survives_removing_files() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("f"), b"")?;
+        let held = StdFs.try_lock_dir(dir.path())?;
+        std::fs::remove_file(dir.path().join("f"))?;
+        let err = StdFs.try_lock_dir(dir.path()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        assert!(
+            StdFs.list_dir(dir.path())?.is_empty(),
+            "no lock file is made"
+        );
+        drop(held);
+        drop(StdFs.try_lock_dir(dir.path())?);
         Ok(())
     }
 

@@ -9,6 +9,14 @@
 //!   the store's writer thread: every commit and delete queued while a file write is in
 //!   flight shares the next one, so N concurrent commits cost about one file write, not N
 //!   (configured with [`JsonFileStoreBuilder`]);
+//! - [`LogStore`]: everything a coordinator keeps — offsets with Kafka's metadata and
+//!   groups' durable records — in append-only, CRC-32C-checksummed segment files in one data
+//!   directory (Kafka's `__consumer_offsets` on one node). A batch of writes is one frame,
+//!   one write and one `fdatasync` (or, with [`flush_interval_ms`](LogStoreBuilder::flush_interval_ms),
+//!   acknowledged once written and synced every N ms); the live state is in memory, so a
+//!   commit costs its own records whatever the store holds; snapshots compact the log; a
+//!   torn tail is cut at open and any other damage refused; one owner per directory (an OS
+//!   lock on the directory itself). Options in [`LogStoreBuilder`];
 //! - [`MemoryStore`]: offsets in memory, sharded per group, with failure switches for tests.
 //!
 //! ## Where it sits
@@ -22,14 +30,15 @@
 //!                                          ◄── assignor
 //! ```
 //!
-//! The JSON store reaches the disk only through the [`fs::Fs`] seam; [`testing::SimFs`] is a
+//! Both file stores reach the disk only through the [`fs::Fs`] seam; [`testing::SimFs`] is a
 //! simulated file system behind the same seam that cuts power after any operation and fails
 //! operations with `EIO` or `ENOSPC`, for crash and fault-injection tests.
 //!
 //! ## Threads
 //!
-//! The JSON store needs no async runtime: its file work runs on one `std` thread per store,
-//! started by the first write, and a write's future only waits for that thread's answer (a
+//! The file stores need no async runtime: their file work runs on one `std` thread per store
+//! (the JSON store's started by its first write, the log store's by `open`, plus a compaction
+//! thread while one runs), and a write's future only waits for that thread's answer (a
 //! `tokio::sync::oneshot`, which any executor can poll). Reads are served from memory on the
 //! caller's thread. `open` reads the file on the calling thread (`open_async` moves that to
 //! tokio's blocking pool). The memory store does everything on the caller's thread.
@@ -74,12 +83,44 @@
 //! # }
 //! ```
 
+//! ## The log store
+//!
+//! ```
+//! use coordinator_core::{CommitFence, OffsetAndMetadata, OffsetStore, TopicPartition};
+//! use offset_store::LogStore;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # tokio::runtime::Builder::new_multi_thread().build()?.block_on(async {
+//! let store = LogStore::open(dir.path())?; // an empty directory: an empty store
+//! assert!(store.keeps_metadata() && store.keeps_groups());
+//!
+//! let orders_0 = TopicPartition::new("orders", 0);
+//! let offsets = [(orders_0.clone(), OffsetAndMetadata::new(42).with_metadata("m"))].into();
+//! store.commit_with_metadata("workers", &offsets, CommitFence::none()).await?;
+//!
+//! // A directory has one owner, whatever files are removed from it.
+//! let err = LogStore::open(dir.path()).unwrap_err();
+//! assert!(err.to_string().contains("in use"));
+//!
+//! drop(store);
+//! let reopened = LogStore::open(dir.path())?;
+//! assert_eq!(reopened.list_with_metadata("workers").await?, offsets);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })
+//! # }
+//! ```
+
 #![forbid(unsafe_code)]
 
 pub mod fs;
+mod group_commit;
 mod json;
+mod log;
 mod memory;
 pub mod testing;
 
-pub use json::{JsonFileStore, JsonFileStoreBuilder, WriteHold};
+pub use group_commit::WriteHold;
+pub use json::{JsonFileStore, JsonFileStoreBuilder};
+pub use log::{LogStats, LogStore, LogStoreBuilder};
 pub use memory::MemoryStore;

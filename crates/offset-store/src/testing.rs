@@ -1,6 +1,7 @@
-//! Test kits: [`SimFs`], a simulated file system that loses power and fails on request.
+//! Test kits: [`SimFs`], a simulated file system that loses power and fails on request, and
+//! the log store's record codec ([`decode_log`], [`encode_log_frame`]).
 //!
-//! It is to [`JsonFileStore`](crate::JsonFileStore) what LevelDB's fault-injection
+//! It is to [`JsonFileStore`](crate::JsonFileStore) and [`LogStore`](crate::LogStore) what LevelDB's fault-injection
 //! environment is to LevelDB: the store runs unchanged on top of it
 //! ([`JsonFileStore::open_with_fs`](crate::JsonFileStore::open_with_fs)), while a test
 //!
@@ -29,6 +30,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::fs::Fs;
 
+/// The log store's record codec, for the fuzz target and tests: [`decode_log`] reads a
+/// sequence of frames (a segment's bytes) as recovery does, [`encode_log_frame`] writes
+/// records as one frame.
+pub use crate::log::record::{
+    decode_frames as decode_log, encode_frame as encode_log_frame, Record as LogRecord,
+};
+
 /// One operation of the [`Fs`] seam.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FsOp {
@@ -50,13 +58,18 @@ pub enum FsOp {
     Lock,
     /// [`Fs::list_dir`].
     ListDir,
+    /// [`Fs::open_append`].
+    OpenAppend,
+    /// [`Fs::truncate`].
+    Truncate,
 }
 
 impl FsOp {
     /// Every operation: `Read` (used by `open`), those of a commit in the order it uses them,
     /// `RemoveFile` (cleaning up after a failure, or stale temp files at `open`), then the
-    /// two that only `open` uses.
-    pub const ALL: [FsOp; 9] = [
+    /// two that only `open` uses, then the two that only the log store uses
+    /// ([`Fs::try_lock_dir`] counts as `Lock`).
+    pub const ALL: [FsOp; 11] = [
         FsOp::Read,
         FsOp::CreateTemp,
         FsOp::WriteAll,
@@ -66,6 +79,8 @@ impl FsOp {
         FsOp::RemoveFile,
         FsOp::Lock,
         FsOp::ListDir,
+        FsOp::OpenAppend,
+        FsOp::Truncate,
     ];
 }
 
@@ -474,6 +489,45 @@ impl Fs for SimFs {
             .filter_map(|path| path.file_name().map(OsString::from))
             .collect())
     }
+
+    fn open_append(&self, path: &Path) -> io::Result<SimFile> {
+        let mut st = self.begin(FsOp::OpenAppend).map_err(Refusal::into_error)?;
+        let inode = match st.live.get(path) {
+            Some(&inode) => inode,
+            None => {
+                let inode = st.new_inode();
+                st.live.insert(path.to_path_buf(), inode);
+                inode
+            }
+        };
+        Ok(SimFile { inode })
+    }
+
+    /// The cut is in what readers see at once, and durable at the next fsync: a power cut
+    /// before it may bring the cut bytes back (under the modes that drop unsynced data).
+    fn truncate(&self, file: &mut SimFile, len: u64) -> io::Result<()> {
+        let mut st = self.begin(FsOp::Truncate).map_err(Refusal::into_error)?;
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        st.inodes[file.inode].data.truncate(len);
+        Ok(())
+    }
+
+    /// A lock on the directory's path: exclusive with every other lock on that path, and no
+    /// file is created.
+    fn try_lock_dir(&self, dir: &Path) -> io::Result<SimLock> {
+        let mut st = self.begin(FsOp::Lock).map_err(Refusal::into_error)?;
+        if st.locks.contains(dir) {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("{} is locked by another handle", dir.display()),
+            ));
+        }
+        st.locks.insert(dir.to_path_buf());
+        Ok(SimLock {
+            state: Arc::clone(&self.state),
+            path: dir.to_path_buf(),
+        })
+    }
 }
 
 impl fmt::Debug for SimFs {
@@ -624,6 +678,49 @@ mod tests {
         names.sort();
         assert_eq!(names, [OsString::from("a"), OsString::from("b")]);
         assert_eq!(fs.list_dir(Path::new("."))?, [OsString::from("rel")]);
+        Ok(())
+    }
+
+    #[test]
+    fn unsynced_appends_and_truncates_are_lost_with_the_power() -> io::Result<()> {
+        let fs = SimFs::new();
+        let path = Path::new("/d/seg");
+        let mut f = fs.open_append(path)?;
+        fs.write_all(&mut f, b"abc")?;
+        fs.fsync(&mut f)?;
+        fs.fsync_dir(Path::new(DIR))?;
+        fs.write_all(&mut f, b"def")?;
+        assert_eq!(content(&fs, "seg").as_deref(), Some(&b"abcdef"[..]));
+        let after = fs.restart(CrashMode::DropUnsyncedData);
+        assert_eq!(content(&after, "seg").as_deref(), Some(&b"abc"[..]));
+        fs.fsync(&mut f)?;
+        fs.truncate(&mut f, 1)?;
+        fs.write_all(&mut f, b"z")?;
+        assert_eq!(content(&fs, "seg").as_deref(), Some(&b"az"[..]));
+        let after = fs.restart(CrashMode::DropBoth);
+        assert_eq!(content(&after, "seg").as_deref(), Some(&b"abcdef"[..]));
+        fs.fsync(&mut f)?;
+        let after = fs.restart(CrashMode::DropBoth);
+        assert_eq!(content(&after, "seg").as_deref(), Some(&b"az"[..]));
+        // A file created by open_append has no durable name until its directory is fsynced.
+        let mut g = fs.open_append(Path::new("/d/new"))?;
+        fs.fsync(&mut g)?;
+        assert_eq!(
+            content(&fs.restart(CrashMode::DropUnsyncedNames), "new"),
+            None
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_directory_lock_is_exclusive_and_makes_no_file() -> io::Result<()> {
+        let fs = SimFs::new();
+        let held = fs.try_lock_dir(Path::new(DIR))?;
+        let err = fs.clone().try_lock_dir(Path::new(DIR)).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        assert!(fs.paths().is_empty());
+        drop(held);
+        drop(fs.try_lock_dir(Path::new(DIR))?);
         Ok(())
     }
 

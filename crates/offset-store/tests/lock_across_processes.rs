@@ -136,3 +136,73 @@ async fn a_second_process_is_refused_and_a_dead_owner_frees_the_file() {
     let reopened = JsonFileStore::open(&path).unwrap();
     assert_eq!(reopened.snapshot(), committed);
 }
+
+// ---- The log store's lock across processes (the child is this binary again).
+
+/// `open:<dir>` or `hold:<dir>`: turns this test binary into the child of
+/// `a_second_process_is_refused_until_the_owner_dies`.
+const LOG_CHILD: &str = "OFFSET_LOG_LOCK_CHILD";
+
+/// The child half of the cross-process test; it does nothing unless that test runs it.
+#[test]
+#[ignore = "run by a_second_process_is_refused_until_the_owner_dies"]
+fn log_lock_child() {
+    let Ok(task) = std::env::var(LOG_CHILD) else {
+        return;
+    };
+    let (mode, dir) = task.split_once(':').unwrap();
+    match offset_store::LogStore::open(dir) {
+        Err(e) => println!("CHILD refused {} {}", e.code(), e),
+        Ok(store) => {
+            println!("CHILD opened {}", store.stats().offsets);
+            if mode == "hold" {
+                // Wait for the parent to kill this process.
+                let _ = std::io::stdin().read_to_end(&mut Vec::new());
+            }
+        }
+    }
+}
+
+fn spawn_log_child(mode: &str, dir: &Path) -> (Child, impl Iterator<Item = String>) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["log_lock_child", "--exact", "--ignored", "--nocapture"])
+        .args(["--test-threads", "1"])
+        .env(LOG_CHILD, format!("{mode}:{}", dir.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let reports = stdout
+        .lines()
+        .map(Result::unwrap)
+        .filter_map(|line| line.split_once("CHILD ").map(|(_, r)| r.to_owned()));
+    (child, reports)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_process_is_refused_until_the_owner_dies() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = offset_store::LogStore::open(dir.path()).unwrap();
+    let o: OffsetMap = [(tp("t", 0), 1)].into();
+    owner.commit("g", &o, CommitFence::none()).await.unwrap();
+    let (mut child, mut reports) = spawn_log_child("open", dir.path());
+    let refused = reports.next().expect("the child reports");
+    assert!(child.wait().unwrap().success());
+    assert!(refused.starts_with("refused STORAGE_ERROR "), "{refused}");
+    assert!(refused.contains("in use"), "{refused}");
+    assert!(
+        refused.contains(&dir.path().display().to_string()),
+        "{refused}"
+    );
+    drop(owner);
+
+    let (mut child, mut reports) = spawn_log_child("hold", dir.path());
+    assert_eq!(reports.next().expect("the child reports"), "opened 1");
+    let err = offset_store::LogStore::open(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("in use"), "{err}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let reopened = offset_store::LogStore::open(dir.path()).unwrap();
+    assert_eq!(reopened.committed("g", &tp("t", 0)).await.unwrap(), Some(1));
+}

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use coordinator_core::StorageError;
 
-use super::{run_blocking, JsonFileStore};
+use super::JsonFileStore;
 use crate::fs::{Fs, StdFs};
+use crate::group_commit::run_blocking;
 
 /// Options for opening a [`JsonFileStore`]: the file system it writes through and how many
 /// writes may share one file write. [`JsonFileStore::open`] is `builder().open(path)`.

@@ -26,8 +26,9 @@ pub use self::builder::JsonFileStoreBuilder;
 use self::closing::Reaper;
 use self::decode::Groups;
 use self::files::Files;
-use self::writer::{io_error, Change, Request, Shared, Writer};
+use self::writer::{Change, Request, Shared, Writer};
 use crate::fs::{Fs, StdFs};
+use crate::group_commit::{io_error, WriteHold};
 
 /// An [`OffsetStore`] that keeps every group's committed offsets in one JSON file.
 ///
@@ -274,10 +275,7 @@ impl<F: Fs> JsonFileStore<F> {
     /// is held, fenced writes keep their groups' gates: never hold it across an `.await` of a
     /// write of this store (that write could never finish).
     pub fn hold_writes(&self) -> WriteHold<'_> {
-        self.shared.queue.hold();
-        WriteHold {
-            shared: &self.shared,
-        }
+        WriteHold::new(&self.shared.queue, &self.shared.files.path)
     }
 
     /// Queues a validated change for the writer thread and waits for the file write that
@@ -342,27 +340,6 @@ impl<F: Fs> Drop for JsonFileStore<F> {
     }
 }
 
-/// Holds a [`JsonFileStore`]'s writer back until dropped; see
-/// [`JsonFileStore::hold_writes`].
-#[must_use = "the writer is held only while the guard lives"]
-pub struct WriteHold<'a> {
-    shared: &'a Shared,
-}
-
-impl Drop for WriteHold<'_> {
-    fn drop(&mut self) {
-        self.shared.queue.release();
-    }
-}
-
-impl fmt::Debug for WriteHold<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WriteHold")
-            .field("path", &self.shared.files.path)
-            .finish()
-    }
-}
-
 /// Takes the owner lock of the offset file, or says who has it.
 fn take_lock<F: Fs>(fs: &F, files: &Files) -> Result<F::Lock, StorageError> {
     // A store of this process dropped on an async worker may still be finishing its writes.
@@ -408,22 +385,6 @@ fn remove_stale_temps<F: Fs>(fs: &F, files: &Files) {
                 file = %stale.display(), error = %e, "cannot remove a stale temp file"
             ),
         }
-    }
-}
-
-/// Runs blocking file work on the current tokio runtime's blocking pool, or inline if there
-/// is no runtime.
-async fn run_blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, StorageError> + Send + 'static,
-) -> Result<T, StorageError> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => handle.spawn_blocking(work).await.unwrap_or_else(|e| {
-            Err(StorageError::new(
-                StorageErrorKind::Other,
-                format!("the offset store's blocking task did not finish: {e}"),
-            ))
-        }),
-        Err(_) => work(),
     }
 }
 

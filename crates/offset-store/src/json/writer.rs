@@ -3,17 +3,17 @@
 //! that durable with one write, fsync, rename and directory fsync, publishes it to readers,
 //! and only then releases the writes' fences and answers their callers.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
-use coordinator_core::{CommitFence, OffsetMap, StorageError, StorageErrorKind, TopicPartition};
-use tokio::sync::oneshot;
+use coordinator_core::{CommitFence, OffsetMap, TopicPartition};
 
 use super::decode::Groups;
 use super::encode::{encode_file, encode_group, merge_newer};
 use super::files::Files;
 use crate::fs::Fs;
+use crate::group_commit::{answer, AbandonOnExit, Ack, Queue, Taken};
 
 /// One write to one group.
 pub(super) enum Change {
@@ -29,7 +29,7 @@ pub(super) struct Request {
     pub(super) group: String,
     pub(super) change: Change,
     pub(super) fence: CommitFence,
-    pub(super) ack: oneshot::Sender<Result<(), StorageError>>,
+    pub(super) ack: Ack,
 }
 
 /// What the callers and the writer share.
@@ -38,7 +38,7 @@ pub(super) struct Shared {
     /// What reads return: exactly the durable content of the file. Only the writer changes
     /// it, once per batch, after the batch is durable.
     view: RwLock<Groups>,
-    pub(super) queue: Queue,
+    pub(super) queue: Queue<Request>,
     /// At most this many writes go into one file write.
     pub(super) max_batch: usize,
 }
@@ -56,118 +56,6 @@ impl Shared {
     pub(super) fn read_view(&self) -> RwLockReadGuard<'_, Groups> {
         // Nothing panics while the lock is held, so a poisoned lock still guards a whole map.
         self.view.read().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// The writes waiting for the writer thread.
-///
-/// A `std` mutex and condition variable rather than a channel: the writer takes everything
-/// queued in one step, and a test can hold the writer back while writes queue up.
-#[derive(Default)]
-pub(super) struct Queue {
-    state: Mutex<QueueState>,
-    changed: Condvar,
-}
-
-#[derive(Default)]
-struct QueueState {
-    requests: VecDeque<Request>,
-    /// Writes queued or in a file write and not yet visible to reads.
-    pending: usize,
-    /// While positive, the writer starts no new batch.
-    holds: usize,
-    /// No more writes will come: the writer finishes what is queued and stops.
-    closed: bool,
-}
-
-impl Queue {
-    fn lock(&self) -> MutexGuard<'_, QueueState> {
-        // Every critical section below is a push, a drain or a counter update, which a panic
-        // cannot leave half-done.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Queues `request`, or hands it back if the writer has stopped.
-    pub(super) fn push(&self, request: Request) -> Result<(), Request> {
-        let mut state = self.lock();
-        if state.closed {
-            return Err(request);
-        }
-        state.requests.push_back(request);
-        state.pending += 1;
-        drop(state);
-        self.changed.notify_one();
-        Ok(())
-    }
-
-    /// Waits for writes and moves up to `max` of them into `batch`; `false` once the queue is
-    /// closed and empty.
-    fn take(&self, max: usize, batch: &mut Vec<Request>) -> bool {
-        let mut state = self.lock();
-        loop {
-            if !state.requests.is_empty() && (state.holds == 0 || state.closed) {
-                let n = state.requests.len().min(max);
-                batch.extend(state.requests.drain(..n));
-                return true;
-            }
-            if state.closed && state.requests.is_empty() {
-                return false;
-            }
-            state = self
-                .changed
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-    }
-
-    /// How many writes are waiting for the writer.
-    pub(super) fn len(&self) -> usize {
-        self.lock().requests.len()
-    }
-
-    /// Whether every write queued so far is visible to reads (or failed). Called before
-    /// reading the view, it tells whether that read includes every earlier write.
-    pub(super) fn is_idle(&self) -> bool {
-        self.lock().pending == 0
-    }
-
-    /// `n` writes are done: visible to reads, or failed.
-    fn done(&self, n: usize) {
-        let mut state = self.lock();
-        state.pending = state.pending.saturating_sub(n);
-    }
-
-    pub(super) fn hold(&self) {
-        self.lock().holds += 1;
-    }
-
-    pub(super) fn release(&self) {
-        let mut state = self.lock();
-        state.holds = state.holds.saturating_sub(1);
-        drop(state);
-        self.changed.notify_one();
-    }
-
-    /// Lets the writer finish what is queued and stop. Returns whether it was idle: nothing
-    /// queued and no file write in flight, so it will touch the file system no more.
-    pub(super) fn close(&self) -> bool {
-        let mut state = self.lock();
-        state.closed = true;
-        let idle = state.pending == 0;
-        drop(state);
-        self.changed.notify_one();
-        idle
-    }
-
-    /// Closes the queue and drops whatever is still in it: their callers get an error and
-    /// their fences are released. Only if the writer itself stops early (a bug).
-    fn abandon(&self) {
-        let mut state = self.lock();
-        state.closed = true;
-        let left = std::mem::take(&mut state.requests);
-        state.pending = 0;
-        drop(state);
-        drop(left);
     }
 }
 
@@ -200,16 +88,10 @@ impl<F: Fs> Writer<F> {
 
     /// The writer thread's loop: one batch after another until the queue closes.
     pub(super) fn run(mut self, shared: &Shared) {
-        /// If this thread ever stops early, callers must not wait for it for ever.
-        struct AbandonOnExit<'a>(&'a Queue);
-        impl Drop for AbandonOnExit<'_> {
-            fn drop(&mut self) {
-                self.0.abandon();
-            }
-        }
+        // If this thread ever stops early, callers must not wait for it for ever.
         let _abandon = AbandonOnExit(&shared.queue);
         let mut batch = Vec::new();
-        while shared.queue.take(shared.max_batch, &mut batch) {
+        while shared.queue.take(shared.max_batch, &mut batch, None) == Taken::Batch {
             self.write_batch(shared, &mut batch);
         }
     }
@@ -283,19 +165,8 @@ impl<F: Fs> Writer<F> {
         };
 
         // The batch is durable and visible (or failed and changed nothing): only now may the
-        // fences go, and every fence goes before any caller hears back, so a caller that
-        // returns finds its own fence released.
-        shared.queue.done(waiting.len());
-        let (fences, acks): (Vec<CommitFence>, Vec<_>) = waiting.into_iter().unzip();
-        drop(fences);
-        for ack in acks {
-            let result = match &outcome {
-                Ok(()) => Ok(()),
-                Err((message, error)) => Err(io_error(message.clone(), copy_io_error(error))),
-            };
-            // A caller that dropped its future no longer listens; its write is done anyway.
-            let _ = ack.send(result);
-        }
+        // fences go, and every fence goes before any caller hears back.
+        answer(&shared.queue, waiting, &outcome);
     }
 
     /// The persist protocol: temp file, write, fsync, rename over the target, fsync the
@@ -447,19 +318,6 @@ struct PersistFailure {
     renamed: bool,
     step: String,
     error: io::Error,
-}
-
-pub(super) fn io_error(message: String, source: io::Error) -> StorageError {
-    StorageError::new(StorageErrorKind::Io, message).with_source(source)
-}
-
-/// An `io::Error` like `e` for another caller of the same batch (`io::Error` is not `Clone`):
-/// the same OS error number if it has one, else the same kind and text.
-fn copy_io_error(e: &io::Error) -> io::Error {
-    match e.raw_os_error() {
-        Some(code) => io::Error::from_raw_os_error(code),
-        None => io::Error::new(e.kind(), e.to_string()),
-    }
 }
 
 #[cfg(test)]

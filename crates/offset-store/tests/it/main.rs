@@ -17,4 +17,6 @@ mod group_commit;
 mod hostile_input;
 mod json_store;
 mod lock;
+mod log_crash;
+mod log_store;
 mod round_trip;

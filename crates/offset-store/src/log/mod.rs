@@ -1,0 +1,732 @@
+//! [`LogStore`]: offsets with their metadata and groups' durable records in an append-only,
+//! compacted log of segment files (Kafka's `__consumer_offsets` on one node).
+
+mod files;
+pub(crate) mod record;
+mod state;
+mod writer;
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use coordinator_core::{
+    offsets_of, validate_committed, validate_offsets, with_no_metadata, CommitFence,
+    CommittedOffsets, GroupRecord, OffsetMap, OffsetStore, StorageError, StorageErrorKind,
+    TopicPartition,
+};
+use tokio::sync::oneshot;
+
+use self::files::{recover, segment_path};
+use self::record::{commit_size, group_size, MAX_BODY};
+use self::writer::{Change, Policy, Request, Shared, Writer};
+use crate::fs::{Fs, StdFs};
+use crate::group_commit::{io_error, run_blocking, WriteHold};
+
+/// The largest single write (its records' bytes): a quarter of a frame's limit.
+const MAX_WRITE: usize = MAX_BODY / 4;
+
+/// An [`OffsetStore`] that keeps everything — offsets with Kafka's metadata
+/// ([`keeps_metadata`](OffsetStore::keeps_metadata)) and groups' durable records
+/// ([`keeps_groups`](OffsetStore::keeps_groups)) — in append-only segment files in one data
+/// directory.
+///
+/// # Files and records
+///
+/// `segment-<n>.log` files hold frames of records, one frame per batch; `snapshot-<n>.snap`
+/// holds the live state before segment `n`. A frame is length-prefixed, versioned and
+/// checksummed with CRC-32C (header and body separately); each record in it is
+/// length-prefixed and versioned: one per committed partition (group, partition, offset,
+/// leader epoch, metadata, commit time), one per deleted partition (or one for all of a
+/// group's offsets), one per group record (encoded by hand, see the format's docs in the
+/// source), one per group tombstone. CRC-32C (the `crc32c` crate) rather than zlib's CRC-32:
+/// it is what Kafka's record batches use, it detects more error patterns in short
+/// records, and the crate computes it with the SSE 4.2 / ARMv8 CRC instructions (several
+/// GB/s), so checksumming is never what a commit waits for.
+///
+/// # Memory and cost
+///
+/// The live state (every group's offsets with their metadata and every group record) is in
+/// memory: reads never touch the disk, and a commit costs its own records (encoding, one
+/// append) plus `O(log n)` map updates, whatever the number of offsets stored. A snapshot of
+/// the state for compaction copies one `Arc` per group; the writer copies a group's offsets
+/// the first time it changes them afterwards.
+///
+/// # Group commit
+///
+/// As in the JSON store (and with the same queue): callers validate their write, queue it
+/// with its [`CommitFence`], and wait; the store's writer thread takes every write queued
+/// since its last batch (up to [`max_batch`](LogStoreBuilder::max_batch)), encodes them as
+/// **one frame**, appends it with **one write** and, by default, **one `fdatasync`**, then
+/// updates memory, drops the fences and answers every caller with the batch's one outcome.
+/// A batch lands or fails as a whole: if the write or the sync fails, the segment is cut back
+/// to where it was (`ftruncate` and `fdatasync`), memory is untouched, and every caller of
+/// the batch gets an [`Io`](StorageErrorKind::Io) error naming the file and the step. If even
+/// the cut fails, the store refuses every later write (each first retries the cut) until it
+/// succeeds, and a reopen cuts the tail off as torn. (A batch larger than 256 MiB is
+/// written as several frames in its one write; a power cut in the middle of it can keep a
+/// prefix of its writes, each whole, none acknowledged.)
+///
+/// # Durability
+///
+/// - **Default** (`fdatasync` per batch): a write is acknowledged once its batch is synced.
+///   It survives a crash of the process and a power loss or kernel crash.
+/// - **[`flush_interval_ms(N)`](LogStoreBuilder::flush_interval_ms)** (Kafka's
+///   `log.flush.interval.ms`): a write is acknowledged once its batch is written to the OS
+///   (the page cache); the writer syncs at most `N` ms after the first unsynced write. It
+///   survives a crash of the process (the kernel has the bytes); a power loss or kernel
+///   crash may lose the writes of the last `N` ms (and the log is then cut back to its last
+///   intact frame, consistently: never half a batch). If a periodic sync fails, the store
+///   logs an error and refuses every write until a sync succeeds: writes acknowledged since
+///   the last good sync are then only as safe as the page cache.
+///
+/// # Compaction
+///
+/// When the segments since the last snapshot exceed
+/// [`compaction_ratio`](LogStoreBuilder::compaction_ratio) times the live data (and
+/// [`compaction_min_bytes`](LogStoreBuilder::compaction_min_bytes)), the writer starts a new
+/// segment (its name made durable first), takes a snapshot of the state (cheap, see above)
+/// and hands it to a compaction thread, which writes `snapshot-<n>.snap.tmp`, fsyncs it,
+/// renames it to `snapshot-<n>.snap`, fsyncs the directory, then removes the older
+/// snapshot and segments. Commits go on into the new segment meanwhile: compaction holds the
+/// writer for one segment creation and one directory fsync. A crash at any step leaves
+/// either the old snapshot with every segment after it, or the new one with every segment
+/// after it; both replay to the same state. The files stay within about
+/// `1 + compaction_ratio` times the live data (plus the minimum).
+///
+/// # Recovery
+///
+/// [`open`](LogStore::open) loads the newest snapshot and replays every later segment in
+/// order. A torn or damaged frame at the very end of the last segment (a write that was never
+/// acknowledged, or trailing zeros) is cut off, with a `tracing` warning naming the file and
+/// the byte position. Any other damage — a bad checksum with data after it, a damaged
+/// header, a record that does not decode, a missing segment, a damaged snapshot — fails the
+/// open with a [`Corrupt`](StorageErrorKind::Corrupt) error naming the file and the byte
+/// position: acknowledged data is never dropped silently.
+///
+/// # Ownership
+///
+/// A directory has one owner: `open` takes an exclusive `flock` on the directory itself
+/// (no lock file, so removing any file in it cannot let a second owner in) and holds it for
+/// the store's life; a second opener, in this process or another, is refused at once with
+/// an [`Io`](StorageErrorKind::Io) error naming the directory. The kernel drops the lock
+/// when the process ends, however it ends.
+///
+/// # Differences from Kafka's `__consumer_offsets`
+///
+/// - **One node, one log.** Kafka's is a replicated topic of 50 partitions, a group's
+///   records in the partition its id hashes to; here one log holds every group.
+/// - **Compaction by snapshot.** Kafka's log cleaner rewrites old segments keeping the
+///   latest record per key (group, or group + partition) and drops tombstones after
+///   `delete.retention.ms`; here a snapshot of the live state replaces every segment before
+///   it. The result is the same (the latest value per key; a deleted key is simply absent).
+/// - **Record format.** Kafka's v2 record batches use varints and one CRC-32C over the
+///   batch; here fixed-width little-endian fields, and a second CRC-32C over the frame
+///   header so that a damaged length is recognised as damage.
+/// - **Sync policy.** Kafka by default never forces a sync (`log.flush.interval.messages` is
+///   unbounded) and relies on replication; a single node has no replica, so the default here
+///   syncs every batch, and Kafka's time-based policy is the option.
+/// - **Recovery.** Kafka truncates the unflushed segments at the first invalid batch,
+///   wherever it is; here only the tail of the last segment is cut, and damage before it
+///   fails the open, because everything here was synced before it was acknowledged.
+/// - Transactional offset commits and offset expiry are not the store's: the coordinator
+///   expires offsets (`offsets.retention.minutes`) through ordinary deletes.
+///
+/// # Threads
+///
+/// One writer thread per store (`offset-log-writer`, started by `open`), and a compaction
+/// thread while a compaction runs. Dropping the store lets the writer finish what is
+/// queued, sync, wait for a running compaction, and then releases the lock; that wait
+/// blocks the dropping thread.
+pub struct LogStore<F: Fs = StdFs> {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    flush_interval: Option<Duration>,
+    /// The owner lock on the directory, released after the writer has stopped.
+    _lock: F::Lock,
+}
+
+/// Sizes and counts of a [`LogStore`], for tests, tools and benchmarks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogStats {
+    /// Offsets stored.
+    pub offsets: u64,
+    /// Group records stored.
+    pub groups: u64,
+    /// About the bytes a snapshot of the live state takes.
+    pub live_bytes: u64,
+    /// Bytes of the segments replayed after the snapshot (as of the writer's last batch).
+    pub log_bytes: u64,
+    /// Bytes of the snapshot written by the last compaction of this store (0 before one).
+    pub snapshot_bytes: u64,
+    /// Compactions this store completed.
+    pub compactions: u64,
+    /// The number of the segment written to.
+    pub segment: u64,
+    /// Batches this store appended (one write each).
+    pub batches: u64,
+    /// Writes (commits, deletes, group records) in those batches.
+    pub writes: u64,
+}
+
+/// Options for opening a [`LogStore`]. [`LogStore::open`] is `builder().open(dir)`.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use offset_store::LogStore;
+/// use offset_store::testing::SimFs;
+///
+/// // Kafka's log.flush.interval.ms = 100: acknowledged once written, synced every 100 ms.
+/// let store = LogStore::builder()
+///     .fs(SimFs::new())
+///     .flush_interval_ms(100)
+///     .open("/data")?;
+/// assert_eq!(store.flush_interval_ms(), Some(100));
+/// # Ok(())
+/// # }
+/// ```
+pub struct LogStoreBuilder<F: Fs = StdFs> {
+    fs: F,
+    max_batch: usize,
+    flush_interval: Option<Duration>,
+    ratio: u64,
+    min_bytes: u64,
+    auto: bool,
+}
+
+impl LogStoreBuilder<StdFs> {
+    /// The defaults: the real file system, no limit on a batch, `fdatasync` per batch,
+    /// compaction at 2× the live data and at least 16 MiB of log.
+    pub fn new() -> Self {
+        LogStoreBuilder {
+            fs: StdFs,
+            max_batch: usize::MAX,
+            flush_interval: None,
+            ratio: 2,
+            min_bytes: 16 << 20,
+            auto: true,
+        }
+    }
+
+    /// [`open`](Self::open) on tokio's blocking pool, so replaying a large log does not hold
+    /// an async worker.
+    ///
+    /// # Errors
+    /// As [`LogStore::open`].
+    pub async fn open_async(
+        self,
+        dir: impl Into<PathBuf>,
+    ) -> Result<LogStore<StdFs>, StorageError> {
+        let dir = dir.into();
+        run_blocking(move || self.open(dir)).await
+    }
+}
+
+impl Default for LogStoreBuilder<StdFs> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<F: Fs> LogStoreBuilder<F> {
+    /// Writes through `fs` instead (a [`SimFs`](crate::testing::SimFs) in tests).
+    pub fn fs<G: Fs>(self, fs: G) -> LogStoreBuilder<G> {
+        LogStoreBuilder {
+            fs,
+            max_batch: self.max_batch,
+            flush_interval: self.flush_interval,
+            ratio: self.ratio,
+            min_bytes: self.min_bytes,
+            auto: self.auto,
+        }
+    }
+
+    /// At most `n` writes share one batch; `0` is taken as `1` (group commit off).
+    #[must_use]
+    pub fn max_batch(mut self, n: usize) -> Self {
+        self.max_batch = n.max(1);
+        self
+    }
+
+    /// Kafka's `log.flush.interval.ms`: acknowledge a write once it is written to the OS and
+    /// `fdatasync` at most `ms` milliseconds later (see *Durability* on [`LogStore`]). Without
+    /// it (the default) every batch is synced before it is acknowledged.
+    #[must_use]
+    pub fn flush_interval_ms(mut self, ms: u64) -> Self {
+        self.flush_interval = Some(Duration::from_millis(ms));
+        self
+    }
+
+    /// Compact once the log since the last snapshot exceeds `ratio` times the live data
+    /// (default 2; `0` is taken as `1`).
+    #[must_use]
+    pub fn compaction_ratio(mut self, ratio: u64) -> Self {
+        self.ratio = ratio.max(1);
+        self
+    }
+
+    /// …and at least `bytes` (default 16 MiB), so a small store is not compacted over and
+    /// over.
+    #[must_use]
+    pub fn compaction_min_bytes(mut self, bytes: u64) -> Self {
+        self.min_bytes = bytes;
+        self
+    }
+
+    /// Whether the store compacts by itself (default `true`); with `false` it compacts only
+    /// when [`LogStore::compact`] asks, which makes the order of file operations
+    /// deterministic for crash tests.
+    #[must_use]
+    pub fn auto_compaction(mut self, on: bool) -> Self {
+        self.auto = on;
+        self
+    }
+
+    /// Opens (or creates) the log in the directory `dir`, which must exist.
+    ///
+    /// # Errors
+    /// As [`LogStore::open`].
+    pub fn open(self, dir: impl AsRef<Path>) -> Result<LogStore<F>, StorageError> {
+        LogStore::open_built(dir.as_ref(), self)
+    }
+}
+
+impl<F: Fs> fmt::Debug for LogStoreBuilder<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogStoreBuilder")
+            .field("max_batch", &self.max_batch)
+            .field("flush_interval", &self.flush_interval)
+            .field("compaction_ratio", &self.ratio)
+            .field("compaction_min_bytes", &self.min_bytes)
+            .field("auto_compaction", &self.auto)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LogStore<StdFs> {
+    /// Options for opening a store.
+    pub fn builder() -> LogStoreBuilder<StdFs> {
+        LogStoreBuilder::new()
+    }
+
+    /// Opens the log in directory `dir` (which must exist; an empty directory is an empty
+    /// store), replaying it on the calling thread (see [`open_async`](Self::open_async)).
+    ///
+    /// # Errors
+    /// [`Io`](StorageErrorKind::Io) if another store owns the directory ("in use"), if it
+    /// cannot be locked, listed or read, or a torn tail cannot be cut off;
+    /// [`Corrupt`](StorageErrorKind::Corrupt) if the log is damaged anywhere but at its
+    /// tail (see *Recovery*). Messages name the directory or the file and byte position.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self, StorageError> {
+        Self::builder().open(dir)
+    }
+
+    /// [`open`](Self::open) on tokio's blocking pool.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub async fn open_async(dir: impl Into<PathBuf>) -> Result<Self, StorageError> {
+        Self::builder().open_async(dir).await
+    }
+}
+
+impl<F: Fs> LogStore<F> {
+    /// Opens the log in `dir` on the file system `fs` (a [`SimFs`](crate::testing::SimFs) in
+    /// tests), with the default options.
+    ///
+    /// # Errors
+    /// As [`LogStore::open`].
+    pub fn open_with_fs(dir: impl AsRef<Path>, fs: F) -> Result<Self, StorageError> {
+        LogStore::builder().fs(fs).open(dir)
+    }
+
+    fn open_built(dir: &Path, options: LogStoreBuilder<F>) -> Result<Self, StorageError> {
+        let LogStoreBuilder {
+            fs,
+            max_batch,
+            flush_interval,
+            ratio,
+            min_bytes,
+            auto,
+        } = options;
+        // The lock first: a store that cannot own the directory touches nothing.
+        let lock = fs.try_lock_dir(dir).map_err(|e| {
+            let message = if e.kind() == io::ErrorKind::WouldBlock {
+                format!(
+                    "log directory `{}` is in use: another store (in this process or another) \
+                     holds its lock; a directory has one owner at a time, so close that store \
+                     first",
+                    dir.display()
+                )
+            } else {
+                format!("cannot lock log directory `{}`: {e}", dir.display())
+            };
+            io_error(message, e)
+        })?;
+        let recovered = recover(&fs, dir)?;
+        for stale in &recovered.stale {
+            match fs.remove_file(stale) {
+                Ok(()) => tracing::info!(file = %stale.display(), "removed a stale log file"),
+                Err(e) => tracing::warn!(
+                    file = %stale.display(), error = %e, "cannot remove a stale log file"
+                ),
+            }
+        }
+        let (seg, len) = match recovered.segments.last() {
+            Some(&(n, len)) => (n, len),
+            None => (recovered.base, 0),
+        };
+        let path = segment_path(dir, seg);
+        let io = |what: &str, e: io::Error| {
+            io_error(
+                format!(
+                    "cannot open log segment `{}`: {what} failed",
+                    path.display()
+                ),
+                e,
+            )
+        };
+        let mut file = fs.open_append(&path).map_err(|e| io("opening", e))?;
+        if recovered.segments.is_empty() {
+            fs.fsync_dir(dir)
+                .map_err(|e| io("fsync of its directory", e))?;
+        }
+        if let Some(at) = recovered.torn_at {
+            fs.truncate(&mut file, at)
+                .map_err(|e| io("cutting off its torn tail", e))?;
+            fs.fsync(&mut file)
+                .map_err(|e| io("fdatasync after the cut", e))?;
+        }
+        let log_bytes = recovered.segments.iter().map(|&(_, len)| len).sum();
+        let live = recovered.live;
+        tracing::debug!(
+            dir = %dir.display(), groups = live.offsets.len(), offsets = live.count,
+            records = live.groups.len(), segments = recovered.segments.len(),
+            "opened offset log"
+        );
+        let shared = Arc::new(Shared::new(dir.to_path_buf(), live, max_batch));
+        shared
+            .stats
+            .snapshot_bytes
+            .store(recovered.snapshot_bytes, Ordering::Relaxed);
+        let policy = Policy {
+            ratio,
+            min_bytes,
+            auto,
+            flush_interval,
+        };
+        let writer = Writer::new(
+            Arc::new(fs),
+            dir.to_path_buf(),
+            (seg, file, len),
+            log_bytes,
+            policy,
+        );
+        let for_thread = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("offset-log-writer".into())
+            .spawn(move || writer.run(&for_thread))
+            .map_err(|e| {
+                io_error(
+                    format!(
+                        "cannot start the writer thread of log directory `{}`",
+                        dir.display()
+                    ),
+                    e,
+                )
+            })?;
+        Ok(LogStore {
+            shared,
+            thread: Some(thread),
+            flush_interval,
+            _lock: lock,
+        })
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// The flush interval in milliseconds, if writes are acknowledged before their sync.
+    pub fn flush_interval_ms(&self) -> Option<u64> {
+        self.flush_interval
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// Sizes and counts (see [`LogStats`]).
+    pub fn stats(&self) -> LogStats {
+        let view = self.shared.read_view();
+        let stats = &self.shared.stats;
+        LogStats {
+            offsets: view.count,
+            groups: view.groups.len() as u64,
+            live_bytes: view.bytes,
+            log_bytes: stats.log_bytes.load(Ordering::Relaxed),
+            snapshot_bytes: stats.snapshot_bytes.load(Ordering::Relaxed),
+            compactions: stats.compactions.load(Ordering::Relaxed),
+            segment: stats.segment.load(Ordering::Relaxed),
+            batches: stats.batches.load(Ordering::Relaxed),
+            writes: stats.writes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Every group's committed offsets with their metadata, as a copy.
+    pub fn snapshot(&self) -> std::collections::BTreeMap<String, CommittedOffsets> {
+        self.shared
+            .read_view()
+            .offsets
+            .iter()
+            .map(|(g, o)| (g.clone(), (**o).clone()))
+            .collect()
+    }
+
+    /// How many writes are queued for the writer and not yet in a batch.
+    pub fn queued_writes(&self) -> usize {
+        self.shared.queue.len()
+    }
+
+    /// Holds the writer back until the guard is dropped (as
+    /// [`JsonFileStore::hold_writes`](crate::JsonFileStore::hold_writes)); never hold it
+    /// across an `.await` of a write of this store.
+    pub fn hold_writes(&self) -> WriteHold<'_> {
+        WriteHold::new(&self.shared.queue, &self.shared.dir)
+    }
+
+    /// Compacts now: a new segment, then a snapshot of the state before it, written on the
+    /// writer thread (writes queue meanwhile). Returns once the snapshot is in place.
+    ///
+    /// # Errors
+    /// [`Io`](StorageErrorKind::Io) naming the step that failed; the log is left as it was
+    /// (every write stays readable and durable).
+    pub async fn compact(&self) -> Result<(), StorageError> {
+        self.write("", Change::Compact, CommitFence::none()).await
+    }
+
+    async fn write(
+        &self,
+        group: &str,
+        change: Change,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        let (ack, answer) = oneshot::channel();
+        let request = Request {
+            group: group.to_owned(),
+            change,
+            fence,
+            ack,
+        };
+        if self.shared.queue.push(request).is_err() {
+            return Err(self.writer_gone());
+        }
+        answer.await.unwrap_or_else(|_| Err(self.writer_gone()))
+    }
+
+    fn writer_gone(&self) -> StorageError {
+        StorageError::new(
+            StorageErrorKind::Other,
+            format!(
+                "the writer thread of log directory `{}` stopped; the write may not have \
+                 happened",
+                self.shared.dir.display()
+            ),
+        )
+    }
+
+    fn too_large(&self, group: &str, bytes: usize) -> Result<(), StorageError> {
+        if bytes > MAX_WRITE {
+            return Err(StorageError::new(
+                StorageErrorKind::Other,
+                format!(
+                    "a write of {bytes} bytes for group `{group}` is larger than the log's \
+                     limit of {MAX_WRITE} bytes per write"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn commit_checked(
+        &self,
+        group: &str,
+        offsets: CommittedOffsets,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        let bytes = offsets
+            .iter()
+            .map(|(tp, o)| commit_size(group, tp, o))
+            .sum();
+        self.too_large(group, bytes)?;
+        self.write(group, Change::Commit(offsets), fence).await
+    }
+}
+
+impl<F: Fs> Drop for LogStore<F> {
+    fn drop(&mut self) {
+        self.shared.queue.close();
+        if let Some(thread) = self.thread.take() {
+            // A panic there has already been reported by the panic hook.
+            let _ = thread.join();
+        }
+    }
+}
+
+#[async_trait]
+impl<F: Fs> OffsetStore for LogStore<F> {
+    async fn committed(
+        &self,
+        group: &str,
+        tp: &TopicPartition,
+    ) -> Result<Option<i64>, StorageError> {
+        Ok(self
+            .shared
+            .read_view()
+            .offsets
+            .get(group)
+            .and_then(|offsets| offsets.get(tp))
+            .map(|o| o.offset))
+    }
+
+    async fn list(&self, group: &str) -> Result<OffsetMap, StorageError> {
+        Ok(self
+            .shared
+            .read_view()
+            .offsets
+            .get(group)
+            .map(|o| offsets_of(o))
+            .unwrap_or_default())
+    }
+
+    async fn groups(&self) -> Result<Vec<String>, StorageError> {
+        Ok(self.shared.read_view().offsets.keys().cloned().collect())
+    }
+
+    async fn commit(
+        &self,
+        group: &str,
+        offsets: &OffsetMap,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        validate_offsets(group, offsets)?;
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        self.commit_checked(group, with_no_metadata(offsets), fence)
+            .await
+    }
+
+    async fn delete<'a>(
+        &self,
+        group: &str,
+        partitions: Option<&'a [TopicPartition]>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        // Nothing to remove, nothing to write — but only if no earlier write is still on its
+        // way (it could bring these partitions), so "idle" is checked before the view is read.
+        let idle = self.shared.queue.is_idle();
+        let present = match (self.shared.read_view().offsets.get(group), partitions) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(offsets), Some(gone)) => gone.iter().any(|tp| offsets.contains_key(tp)),
+        };
+        if idle && !present {
+            return Ok(());
+        }
+        if let Some(gone) = partitions {
+            let bytes = gone
+                .iter()
+                .map(|tp| 14 + group.len() + tp.topic().len())
+                .sum();
+            self.too_large(group, bytes)?;
+        }
+        self.write(group, Change::Delete(partitions.map(<[_]>::to_vec)), fence)
+            .await
+    }
+
+    fn keeps_metadata(&self) -> bool {
+        true
+    }
+
+    async fn list_with_metadata(&self, group: &str) -> Result<CommittedOffsets, StorageError> {
+        Ok(self
+            .shared
+            .read_view()
+            .offsets
+            .get(group)
+            .map(|o| (**o).clone())
+            .unwrap_or_default())
+    }
+
+    async fn commit_with_metadata(
+        &self,
+        group: &str,
+        offsets: &CommittedOffsets,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        validate_committed(group, offsets)?;
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        self.commit_checked(group, offsets.clone(), fence).await
+    }
+
+    fn keeps_groups(&self) -> bool {
+        true
+    }
+
+    async fn write_group(
+        &self,
+        group: &str,
+        record: Option<&GroupRecord>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        match record {
+            Some(r) => {
+                if r.group_id != group {
+                    return Err(StorageError::new(
+                        StorageErrorKind::Other,
+                        format!(
+                            "the record of group `{}` cannot be written as group `{group}`",
+                            r.group_id
+                        ),
+                    ));
+                }
+                self.too_large(group, group_size(r))?;
+            }
+            None => {
+                let idle = self.shared.queue.is_idle();
+                if idle && !self.shared.read_view().groups.contains_key(group) {
+                    return Ok(());
+                }
+            }
+        }
+        self.write(group, Change::Group(record.cloned()), fence)
+            .await
+    }
+
+    async fn load_groups(&self) -> Result<Vec<GroupRecord>, StorageError> {
+        Ok(self
+            .shared
+            .read_view()
+            .groups
+            .values()
+            .map(|r| (**r).clone())
+            .collect())
+    }
+}
+
+impl<F: Fs> fmt::Debug for LogStore<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogStore")
+            .field("dir", &self.shared.dir)
+            .field("stats", &self.stats())
+            .field("flush_interval", &self.flush_interval)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,720 @@
+//! The log store: the port's conformance suite (on disk, over SimFs, reopened), metadata and
+//! group records across reopens and compactions, the directory lock, a torn tail against a
+//! damaged middle, injected EIO and ENOSPC, the flush interval and automatic compaction.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use coordinator_core::testing::offset_store_conformance;
+use coordinator_core::{
+    ClassicProtocol, CommitFence, CommittedOffsets, Generation, GroupKind, GroupRecord, GroupState,
+    MemberRecord, OffsetAndMetadata, OffsetMap, OffsetStore, StorageErrorKind, TopicPartition,
+};
+use offset_store::testing::{CrashMode, Fault, FsOp, SimFs};
+use offset_store::LogStore;
+
+const DIR: &str = "/data";
+
+fn tp(topic: &str, p: u32) -> TopicPartition {
+    TopicPartition::new(topic, p)
+}
+
+fn offsets(entries: &[(u32, i64)]) -> OffsetMap {
+    entries.iter().map(|&(p, o)| (tp("t", p), o)).collect()
+}
+
+fn with_metadata(entries: &[(u32, i64, &str)]) -> CommittedOffsets {
+    entries
+        .iter()
+        .map(|&(p, o, m)| {
+            let meta = OffsetAndMetadata {
+                offset: o,
+                leader_epoch: Some(p as i32 + 3),
+                metadata: m.to_owned(),
+                commit_timestamp_ms: 1_700_000_000_000 + p as u64,
+            };
+            (tp("t", p), meta)
+        })
+        .collect()
+}
+
+fn record(group: &str, generation: u64) -> GroupRecord {
+    GroupRecord {
+        group_id: group.to_owned(),
+        kind: GroupKind::Classic,
+        generation: Generation::new(generation),
+        state: GroupState::Stable,
+        protocol_type: "consumer".into(),
+        protocol: Some("range".into()),
+        leader: Some("m-1".into()),
+        members: (1..=2)
+            .map(|i| MemberRecord {
+                member_id: format!("m-{i}"),
+                group_instance_id: (i == 1).then(|| "static-1".to_owned()),
+                client_id: "client".into(),
+                client_host: "/127.0.0.1".into(),
+                session_timeout_ms: 45_000,
+                rebalance_timeout_ms: 300_000,
+                protocols: vec![ClassicProtocol::new("range", vec![0u8, 1, i]).with_topics(["t"])],
+                assignment: Arc::from(vec![i; 4]),
+                partitions: vec![tp("t", u32::from(i))],
+                // One member with the consumer protocol's fields, so they round-trip too.
+                consumer: (i == 2).then(|| coordinator_core::ConsumerMemberRecord {
+                    member_epoch: 7,
+                    previous_member_epoch: 6,
+                    state: "UNREVOKED_PARTITIONS".into(),
+                    rack_id: Some("rack-a".into()),
+                    server_assignor: None,
+                    subscribed_topic_names: vec!["t".into(), "u".into()],
+                    partitions_pending_revocation: vec![tp("t", 3)],
+                    target_assignment: vec![tp("t", 2), tp("u", 0)],
+                    target_assignment_epoch: 8,
+                }),
+            })
+            .collect(),
+    }
+}
+
+fn sim_store(fs: &SimFs) -> LogStore<SimFs> {
+    LogStore::builder()
+        .fs(fs.clone())
+        .auto_compaction(false)
+        .open(DIR)
+        .unwrap()
+}
+
+async fn commit(store: &dyn OffsetStore, group: &str, o: &OffsetMap) {
+    store.commit(group, o, CommitFence::none()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_store_on_disk_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = AtomicUsize::new(0);
+    offset_store_conformance(|| {
+        let sub = dir
+            .path()
+            .join(format!("log-{}", n.fetch_add(1, Ordering::Relaxed)));
+        std::fs::create_dir(&sub).unwrap();
+        Arc::new(LogStore::open(sub).unwrap()) as Arc<dyn OffsetStore>
+    })
+    .await;
+    assert!(n.load(Ordering::Relaxed) > 0);
+}
+
+#[tokio::test]
+async fn log_store_on_simulated_fs_conforms() {
+    offset_store_conformance(|| {
+        Arc::new(LogStore::open_with_fs(DIR, SimFs::new()).unwrap()) as Arc<dyn OffsetStore>
+    })
+    .await;
+}
+
+/// The suite again, each store reopened after the suite is done with it (once from its
+/// segments, once more after a compaction): what one instance acknowledged, the next reads.
+#[tokio::test]
+async fn log_store_reopened_after_each_rule_still_holds_its_writes() {
+    let fs = SimFs::new();
+    let n = AtomicUsize::new(0);
+    let stores = Mutex::new(Vec::new());
+    offset_store_conformance(|| {
+        let dir = format!("/data/{}", n.fetch_add(1, Ordering::Relaxed));
+        let store = Arc::new(LogStore::open_with_fs(&dir, fs.clone()).unwrap());
+        stores.lock().unwrap().push(Arc::clone(&store));
+        store as Arc<dyn OffsetStore>
+    })
+    .await;
+    for store in stores.into_inner().unwrap() {
+        let (dir, snapshot) = (store.dir().to_path_buf(), store.snapshot());
+        drop(Arc::into_inner(store).expect("the suite dropped its handles"));
+        let reopened = LogStore::open_with_fs(&dir, fs.clone()).unwrap();
+        assert_eq!(reopened.snapshot(), snapshot, "{}", dir.display());
+        reopened.compact().await.unwrap();
+        drop(reopened);
+        let compacted = LogStore::open_with_fs(&dir, fs.clone()).unwrap();
+        assert_eq!(compacted.snapshot(), snapshot, "{}", dir.display());
+    }
+}
+
+#[tokio::test]
+async fn metadata_and_group_records_round_trip_across_reopens_and_compactions() {
+    let fs = SimFs::new();
+    let store = sim_store(&fs);
+    assert!(store.keeps_metadata() && store.keeps_groups());
+    let first = with_metadata(&[(0, 10, "a"), (1, 11, ""), (2, 0, "ünïcode")]);
+    store
+        .commit_with_metadata("g", &first, CommitFence::none())
+        .await
+        .unwrap();
+    commit(&store, "plain", &offsets(&[(7, 70)])).await;
+    for (group, generation) in [("g", 3), ("h", 1), ("g", 4), ("gone", 9)] {
+        let r = record(group, generation);
+        store
+            .write_group(group, Some(&r), CommitFence::none())
+            .await
+            .unwrap();
+    }
+    store
+        .write_group("gone", None, CommitFence::none())
+        .await
+        .unwrap();
+    let expected_groups = vec![record("g", 4), record("h", 1)];
+    async fn check(store: &LogStore<SimFs>, first: &CommittedOffsets, groups: &[GroupRecord]) {
+        let snapshot = store.snapshot();
+        assert_eq!(&snapshot["g"], first);
+        assert_eq!(
+            snapshot["plain"][&tp("t", 7)],
+            OffsetAndMetadata::new(70),
+            "a commit without metadata keeps none"
+        );
+        assert_eq!(groups, store.load_groups().await.unwrap());
+    }
+    assert_eq!(store.load_groups().await.unwrap(), expected_groups);
+    assert_eq!(store.list_with_metadata("g").await.unwrap(), first);
+
+    check(&store, &first, &expected_groups).await;
+    drop(store);
+    for mode in CrashMode::ALL {
+        let reopened = sim_store(&fs.restart(mode));
+        check(&reopened, &first, &expected_groups).await;
+    }
+    let reopened = sim_store(&fs);
+    reopened.compact().await.unwrap();
+    assert_eq!(reopened.stats().compactions, 1);
+    drop(reopened);
+    for mode in CrashMode::ALL {
+        let compacted = sim_store(&fs.restart(mode));
+        check(&compacted, &first, &expected_groups).await;
+        assert_eq!(compacted.stats().offsets, 4);
+        assert_eq!(compacted.stats().groups, 2);
+    }
+    let names: Vec<PathBuf> = fs.paths();
+    assert!(
+        names
+            .iter()
+            .all(|p| !p.to_string_lossy().contains("segment-00000000000000000000")),
+        "the compacted segment is removed: {names:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_record_for_another_group_is_refused() {
+    let store = sim_store(&SimFs::new());
+    let err = store
+        .write_group("a", Some(&record("b", 1)), CommitFence::none())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), StorageErrorKind::Other);
+    assert!(store.load_groups().await.unwrap().is_empty());
+}
+
+fn dir_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_has_one_owner_whatever_files_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LogStore::open(dir.path()).unwrap();
+    commit(&store, "g", &offsets(&[(0, 1)])).await;
+    let refused = |why: &str| {
+        let err = LogStore::open(dir.path()).unwrap_err();
+        assert_eq!(err.kind(), StorageErrorKind::Io, "{why}");
+        assert!(err.to_string().contains("in use"), "{why}: {err}");
+        assert!(
+            err.to_string().contains(&dir.path().display().to_string()),
+            "{why}: {err}"
+        );
+    };
+    refused("while the owner is open");
+    for file in dir_files(dir.path()) {
+        std::fs::remove_file(&file).unwrap();
+    }
+    refused("after every file of the directory was removed");
+    drop(store);
+    let next = LogStore::open(dir.path()).unwrap();
+    assert_eq!(next.committed("g", &tp("t", 0)).await.unwrap(), None);
+
+    // The simulated file system keeps the same rule.
+    let fs = SimFs::new();
+    let owner = sim_store(&fs);
+    let err = LogStore::open_with_fs(DIR, fs.clone()).unwrap_err();
+    assert!(err.to_string().contains("in use"), "{err}");
+    drop(owner);
+    drop(sim_store(&fs));
+}
+
+/// Three commits, each in its own frame, on disk; the segment's bytes and where each frame
+/// ends.
+async fn three_frames(dir: &Path) -> (PathBuf, Vec<u8>, Vec<usize>) {
+    let store = LogStore::open(dir).unwrap();
+    let segment = dir_files(dir).pop().unwrap();
+    let mut ends = Vec::new();
+    for i in 0..3 {
+        commit(&store, "g", &offsets(&[(i, i64::from(i) + 100)])).await;
+        ends.push(std::fs::metadata(&segment).unwrap().len() as usize);
+    }
+    drop(store);
+    (segment.clone(), std::fs::read(&segment).unwrap(), ends)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_tail_is_cut_off_and_a_damaged_middle_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (segment, bytes, ends) = three_frames(dir.path()).await;
+
+    // Torn: the last frame cut short, then garbage that fails its checksum at the very end.
+    std::fs::write(&segment, &bytes[..ends[2] - 3]).unwrap();
+    let store = LogStore::open(dir.path()).unwrap();
+    assert_eq!(
+        store.list("g").await.unwrap(),
+        offsets(&[(0, 100), (1, 101)])
+    );
+    assert_eq!(
+        std::fs::read(&segment).unwrap(),
+        &bytes[..ends[1]],
+        "cut at the frame"
+    );
+    commit(&store, "g", &offsets(&[(2, 7)])).await;
+    drop(store);
+    let store = LogStore::open(dir.path()).unwrap();
+    assert_eq!(
+        store.list("g").await.unwrap(),
+        offsets(&[(0, 100), (1, 101), (2, 7)])
+    );
+    drop(store);
+
+    // Damaged middle: one flipped bit in the second frame, with the third after it.
+    let mut damaged = bytes.clone();
+    damaged[ends[0] + 20] ^= 0x10;
+    std::fs::write(&segment, &damaged).unwrap();
+    let err = LogStore::open(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), StorageErrorKind::Corrupt, "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&segment.display().to_string()),
+        "{message}"
+    );
+    assert!(message.contains(&format!("byte {}", ends[0])), "{message}");
+    assert_eq!(std::fs::read(&segment).unwrap(), damaged, "nothing was cut");
+
+    // A damaged length in the first frame's header is damage too, not a torn write.
+    let mut header = bytes.clone();
+    header[1] ^= 0x01;
+    std::fs::write(&segment, &header).unwrap();
+    let err = LogStore::open(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), StorageErrorKind::Corrupt, "{err}");
+    assert!(err.to_string().contains("byte 0"), "{err}");
+}
+
+#[tokio::test]
+async fn a_missing_segment_or_a_damaged_snapshot_is_refused() {
+    let fs = SimFs::new();
+    let store = sim_store(&fs);
+    commit(&store, "g", &offsets(&[(0, 1)])).await;
+    store.compact().await.unwrap();
+    commit(&store, "g", &offsets(&[(1, 2)])).await;
+    store.compact().await.unwrap();
+    commit(&store, "g", &offsets(&[(2, 3)])).await;
+    drop(store);
+    let paths = fs.paths();
+    let snapshot = paths
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == "snap"))
+        .unwrap()
+        .clone();
+    let mut bytes = fs.file(&snapshot).unwrap();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0xff;
+    let damaged = fs.restart(CrashMode::DropBoth);
+    damaged.put_file(&snapshot, bytes);
+    let err = LogStore::open_with_fs(DIR, damaged).unwrap_err();
+    assert_eq!(err.kind(), StorageErrorKind::Corrupt, "{err}");
+    assert!(
+        err.to_string().contains(&snapshot.display().to_string()),
+        "{err}"
+    );
+
+    // A gap between segments: records are missing.
+    let gap = fs.restart(CrashMode::DropBoth);
+    gap.put_file("/data/segment-00000000000000000009.log", Vec::new());
+    let err = LogStore::open_with_fs(DIR, gap).unwrap_err();
+    assert_eq!(err.kind(), StorageErrorKind::Corrupt, "{err}");
+    assert!(err.to_string().contains("lacks segment"), "{err}");
+}
+
+/// Queues `n` commits (group `g`, partition i → offset i + 10) behind a hold, then lets them
+/// go as one batch; their outcomes.
+async fn one_batch(store: &Arc<LogStore<SimFs>>, n: u32) -> Vec<Result<(), String>> {
+    let hold = store.hold_writes();
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let store = Arc::clone(store);
+        tasks.push(tokio::spawn(async move {
+            store
+                .commit(
+                    "g",
+                    &offsets(&[(i, i64::from(i) + 10)]),
+                    CommitFence::none(),
+                )
+                .await
+                .map_err(|e| e.to_string())
+        }));
+    }
+    while store.queued_writes() < n as usize {
+        tokio::task::yield_now().await;
+    }
+    drop(hold);
+    let mut out = Vec::new();
+    for task in tasks {
+        out.push(task.await.unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_batch_changes_nothing_and_every_committer_hears_it() {
+    for (op, fault) in [
+        (FsOp::WriteAll, Fault::Eio),
+        (FsOp::WriteAll, Fault::Enospc),
+        (FsOp::Fsync, Fault::Eio),
+        (FsOp::Fsync, Fault::Enospc),
+    ] {
+        let case = format!("{op:?} {fault:?}");
+        let fs = SimFs::new();
+        let store = Arc::new(sim_store(&fs));
+        commit(&*store, "g", &offsets(&[(0, 1)])).await;
+        let segment = PathBuf::from("/data/segment-00000000000000000000.log");
+        let before = fs.file(&segment).unwrap();
+        fs.fail_nth(op, 1, fault);
+        let outcomes = one_batch(&store, 4).await;
+        let errno = match fault {
+            Fault::Eio => "os error 5",
+            Fault::Enospc => "os error 28",
+        };
+        for outcome in &outcomes {
+            let err = outcome.as_ref().unwrap_err();
+            assert!(err.contains(errno), "{case}: {err}");
+            assert!(err.contains("nothing changed"), "{case}: {err}");
+            assert!(err.contains("segment-"), "{case}: {err}");
+        }
+        assert_eq!(store.list("g").await.unwrap(), offsets(&[(0, 1)]), "{case}");
+        assert_eq!(fs.file(&segment).unwrap(), before, "{case}: cut back");
+        for mode in CrashMode::ALL {
+            let after = sim_store(&fs.restart(mode));
+            assert_eq!(after.list("g").await.unwrap(), offsets(&[(0, 1)]), "{case}");
+        }
+        // The next batch lands.
+        assert!(
+            one_batch(&store, 2).await.iter().all(Result::is_ok),
+            "{case}"
+        );
+        assert_eq!(
+            store.list("g").await.unwrap(),
+            offsets(&[(0, 10), (1, 11)]),
+            "{case}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_cut_fails_too_blocks_writes_until_the_cut_succeeds() {
+    let fs = SimFs::new();
+    let store = Arc::new(sim_store(&fs));
+    commit(&*store, "g", &offsets(&[(0, 1)])).await;
+    fs.fail_nth(FsOp::WriteAll, 1, Fault::Eio);
+    fs.fail_nth(FsOp::Truncate, 1, Fault::Eio);
+    let outcomes = one_batch(&store, 3).await;
+    for outcome in &outcomes {
+        let err = outcome.as_ref().unwrap_err();
+        assert!(err.contains("refuses writes"), "{err}");
+    }
+    // The half-written batch is on disk, but a reopen would cut it as a torn tail.
+    for mode in CrashMode::ALL {
+        let after = sim_store(&fs.restart(mode));
+        assert_eq!(after.list("g").await.unwrap(), offsets(&[(0, 1)]));
+    }
+    // Neither a compaction nor a write starts while the cut fails; the next write first
+    // cuts it off, then lands.
+    fs.set_failing(FsOp::Truncate, Fault::Eio);
+    let err = store.compact().await.unwrap_err();
+    assert!(err.to_string().contains("cannot take writes"), "{err}");
+    let err = store
+        .commit("g", &offsets(&[(5, 5)]), CommitFence::none())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot take writes"), "{err}");
+    fs.clear_faults();
+    commit(&*store, "g", &offsets(&[(5, 5)])).await;
+    drop(store);
+    for mode in CrashMode::ALL {
+        let after = sim_store(&fs.restart(mode));
+        assert_eq!(after.list("g").await.unwrap(), offsets(&[(0, 1), (5, 5)]));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_one_write_and_one_fdatasync() {
+    let fs = SimFs::new();
+    let store = Arc::new(sim_store(&fs));
+    let calls = Arc::new(Mutex::new(BTreeMap::<FsOp, u32>::new()));
+    let counter = Arc::clone(&calls);
+    fs.set_hook(Some(Arc::new(move |op| {
+        *counter.lock().unwrap().entry(op).or_default() += 1;
+    })));
+    assert!(one_batch(&store, 16).await.iter().all(Result::is_ok));
+    fs.set_hook(None);
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(
+        calls,
+        BTreeMap::from([(FsOp::WriteAll, 1), (FsOp::Fsync, 1)]),
+        "16 commits of one batch"
+    );
+    assert_eq!(store.list("g").await.unwrap().len(), 16);
+    let stats = store.stats();
+    assert_eq!((stats.batches, stats.writes), (1, 16), "{stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_flush_interval_a_commit_is_acknowledged_before_its_sync() {
+    let fs = SimFs::new();
+    let store = LogStore::builder()
+        .fs(fs.clone())
+        .flush_interval_ms(u64::MAX)
+        .open(DIR)
+        .unwrap();
+    let syncs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&syncs);
+    fs.set_hook(Some(Arc::new(move |op| {
+        if op == FsOp::Fsync {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    })));
+    for i in 0..20 {
+        commit(&store, "g", &offsets(&[(i, 1)])).await;
+    }
+    assert_eq!(syncs.load(Ordering::Relaxed), 0, "no sync per commit");
+    // A process crash keeps them (the OS has the bytes); a power cut now loses them whole.
+    let process_crash = sim_store(&fs.restart(CrashMode::DropUnsyncedNames));
+    assert_eq!(process_crash.list("g").await.unwrap().len(), 20);
+    let power_cut = sim_store(&fs.restart(CrashMode::DropUnsyncedData));
+    assert!(power_cut.list("g").await.unwrap().is_empty());
+    // Closing the store syncs.
+    drop(store);
+    assert_eq!(syncs.load(Ordering::Relaxed), 1);
+    let after = sim_store(&fs.restart(CrashMode::DropBoth));
+    assert_eq!(after.list("g").await.unwrap().len(), 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_compaction_keeps_the_files_within_a_multiple_of_the_live_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LogStore::builder()
+        .compaction_ratio(2)
+        .compaction_min_bytes(16 << 10)
+        .open(dir.path())
+        .unwrap();
+    let mut largest = 0u64;
+    for round in 0..3000i64 {
+        let o: OffsetMap = (0..4).map(|p| (tp("orders", p), round)).collect();
+        commit(&store, &format!("g{}", round % 8), &o).await;
+        let on_disk: u64 = dir_files(dir.path())
+            .iter()
+            .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+            .sum();
+        largest = largest.max(on_disk);
+    }
+    let stats = store.stats();
+    assert!(stats.compactions > 0, "{stats:?}");
+    assert_eq!(stats.offsets, 32);
+    // 3,000 commits of ~200 bytes each went in; the files never held more than the
+    // compaction bound (16 KiB of log over ~2 KiB of live data), a snapshot in flight and the
+    // segment written while it was being made.
+    let written = 3000 * 4 * 50;
+    assert!(
+        largest < written / 4,
+        "at most {largest} bytes on disk for {written} written"
+    );
+    drop(store);
+    let reopened = LogStore::open(dir.path()).unwrap();
+    for g in 0..8 {
+        let last = 2999 - (7 - g);
+        let expected: OffsetMap = (0..4).map(|p| (tp("orders", p), last)).collect();
+        assert_eq!(reopened.list(&format!("g{g}")).await.unwrap(), expected);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_go_on_while_a_compaction_is_parked_in_its_switch() {
+    use std::sync::Condvar;
+    let fs = SimFs::new();
+    let store = LogStore::builder()
+        .fs(fs.clone())
+        .compaction_ratio(1)
+        .compaction_min_bytes(1)
+        .open(DIR)
+        .unwrap();
+    // The compactor is the only caller of rename: park it there until released.
+    let gate = Arc::new((Mutex::new((false, false)), Condvar::new()));
+    let hook_gate = Arc::clone(&gate);
+    fs.set_hook(Some(Arc::new(move |op| {
+        if op == FsOp::Rename {
+            let (lock, changed) = &*hook_gate;
+            let mut state = lock.lock().unwrap();
+            state.0 = true;
+            changed.notify_all();
+            while !state.1 {
+                state = changed.wait(state).unwrap();
+            }
+        }
+    })));
+    let mut i = 0i64;
+    while !gate.0.lock().unwrap().0 {
+        commit(&store, "g", &offsets(&[(0, i)])).await;
+        i += 1;
+        assert!(i < 10_000, "no compaction started");
+    }
+    // Parked in the middle of the switch: commits still land, one batch at a time.
+    for k in 0..20 {
+        commit(&store, "h", &offsets(&[(k, 1)])).await;
+    }
+    assert_eq!(store.list("h").await.unwrap().len(), 20);
+    assert_eq!(store.stats().compactions, 0);
+    {
+        let (lock, changed) = &*gate;
+        lock.lock().unwrap().1 = true;
+        changed.notify_all();
+    }
+    drop(store);
+    fs.set_hook(None);
+    let reopened = sim_store(&fs.restart(CrashMode::DropBoth));
+    assert_eq!(reopened.list("h").await.unwrap().len(), 20);
+    assert_eq!(reopened.list("g").await.unwrap(), offsets(&[(0, i - 1)]));
+    assert!(fs
+        .paths()
+        .iter()
+        .any(|p| p.extension().is_some_and(|e| e == "snap")));
+}
+
+/// Polls `done` every few milliseconds, for at most a minute (a bound on a hang, not a
+/// timing requirement).
+async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    for _ in 0..12_000 {
+        if done().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("never: {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_flush_interval_the_writer_syncs_by_itself_and_stops_on_a_failed_sync() {
+    let fs = SimFs::new();
+    let store = LogStore::builder()
+        .fs(fs.clone())
+        .flush_interval_ms(5)
+        .open(DIR)
+        .unwrap();
+    commit(&store, "g", &offsets(&[(0, 1)])).await;
+    eventually("the periodic sync makes the commit durable", async || {
+        let after = sim_store(&fs.restart(CrashMode::DropBoth));
+        after.committed("g", &tp("t", 0)).await.unwrap() == Some(1)
+    })
+    .await;
+
+    // A failed periodic sync: writes are refused until a sync succeeds.
+    fs.set_failing(FsOp::Fsync, Fault::Eio);
+    commit(&store, "g", &offsets(&[(1, 1)])).await;
+    eventually(
+        "a write is refused after the failed sync",
+        async || match store
+            .commit("g", &offsets(&[(2, 2)]), CommitFence::none())
+            .await
+        {
+            Ok(()) => false,
+            Err(e) => {
+                assert!(e.to_string().contains("periodic fdatasync"), "{e}");
+                true
+            }
+        },
+    )
+    .await;
+    fs.clear_faults();
+    eventually("writes are taken again once a sync succeeds", async || {
+        store
+            .commit("g", &offsets(&[(3, 3)]), CommitFence::none())
+            .await
+            .is_ok()
+    })
+    .await;
+    drop(store);
+    let after = sim_store(&fs.restart(CrashMode::DropBoth));
+    let stored = after.list("g").await.unwrap();
+    assert_eq!(
+        stored[&tp("t", 1)],
+        1,
+        "acknowledged before the failed sync"
+    );
+    assert_eq!(stored[&tp("t", 3)], 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_compaction_keeps_the_log_whole_and_the_next_one_succeeds() {
+    // Each step of the switch; the second directory fsync is the one after the rename.
+    for (op, nth) in [
+        (FsOp::OpenAppend, 1),
+        (FsOp::FsyncDir, 1),
+        (FsOp::CreateTemp, 1),
+        (FsOp::WriteAll, 1),
+        (FsOp::Fsync, 1),
+        (FsOp::Rename, 1),
+        (FsOp::FsyncDir, 2),
+    ] {
+        for fault in [Fault::Eio, Fault::Enospc] {
+            let case = format!("{op:?} #{nth} {fault:?}");
+            let fs = SimFs::new();
+            let store = sim_store(&fs);
+            commit(&store, "g", &offsets(&[(0, 1), (1, 2)])).await;
+            store
+                .write_group("g", Some(&record("g", 5)), CommitFence::none())
+                .await
+                .unwrap();
+            fs.fail_nth(op, nth, fault);
+            let err = store.compact().await.unwrap_err();
+            assert_eq!(err.kind(), StorageErrorKind::Io, "{case}: {err}");
+            // Writes go on, and every crash mode still replays everything.
+            commit(&store, "g", &offsets(&[(2, 3)])).await;
+            let expected = offsets(&[(0, 1), (1, 2), (2, 3)]);
+            for mode in CrashMode::ALL {
+                let after = sim_store(&fs.restart(mode));
+                assert_eq!(after.list("g").await.unwrap(), expected, "{case} {mode:?}");
+                assert_eq!(
+                    after.load_groups().await.unwrap(),
+                    [record("g", 5)],
+                    "{case}"
+                );
+            }
+            store.compact().await.unwrap();
+            drop(store);
+            let after = sim_store(&fs.restart(CrashMode::DropBoth));
+            assert_eq!(after.list("g").await.unwrap(), expected, "{case}");
+            assert!(
+                !fs.paths()
+                    .iter()
+                    .any(|p| p.to_string_lossy().ends_with(".tmp")),
+                "{case}: no temp file left: {:?}",
+                fs.paths()
+            );
+        }
+    }
+}
