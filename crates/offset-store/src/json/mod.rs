@@ -41,6 +41,12 @@ use crate::group_commit::{io_error, WriteHold};
 /// {"groups":{"<group>":[{"offset":N,"partition":P,"topic":"T"},…]},"version":1}
 /// ```
 ///
+/// The file keeps the offsets alone, the chapter's format byte for byte: a commit's leader
+/// epoch, metadata string and commit time are not stored (`keeps_metadata` is `false`, and
+/// `list_with_metadata` reads them back empty), and neither are groups' records
+/// (`keeps_groups` is `false`: a coordinator over this store forgets members and
+/// generations at a restart). [`LogStore`](crate::LogStore) keeps everything.
+///
 /// A missing file is an empty store. A file that is not exactly this format — malformed
 /// JSON, wrong types, a missing, unknown or repeated key, a repeated group or partition, a
 /// negative offset, a partition outside `u32`, another version — fails to open with a
