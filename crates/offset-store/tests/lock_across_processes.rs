@@ -79,10 +79,16 @@ fn child_process() {
 
 /// Runs this test binary as the child, in `mode` on `path`.
 fn spawn_child(mode: &str, path: &Path) -> (Child, impl Iterator<Item = String>) {
+    spawn("child_process", CHILD, mode, path)
+}
+
+/// Runs the ignored test `test` of this binary as a child process, told `mode:path` through
+/// the environment variable `var`; its `CHILD <report>` lines come back in order.
+fn spawn(test: &str, var: &str, mode: &str, path: &Path) -> (Child, impl Iterator<Item = String>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["child_process", "--exact", "--ignored", "--nocapture"])
+        .args([test, "--exact", "--ignored", "--nocapture"])
         .args(["--test-threads", "1"])
-        .env(CHILD, format!("{mode}:{}", path.display()))
+        .env(var, format!("{mode}:{}", path.display()))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -164,20 +170,7 @@ fn log_lock_child() {
 }
 
 fn spawn_log_child(mode: &str, dir: &Path) -> (Child, impl Iterator<Item = String>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["log_lock_child", "--exact", "--ignored", "--nocapture"])
-        .args(["--test-threads", "1"])
-        .env(LOG_CHILD, format!("{mode}:{}", dir.display()))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let reports = stdout
-        .lines()
-        .map(Result::unwrap)
-        .filter_map(|line| line.split_once("CHILD ").map(|(_, r)| r.to_owned()));
-    (child, reports)
+    spawn("log_lock_child", LOG_CHILD, mode, dir)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
