@@ -127,24 +127,11 @@ fn fsync_floor(c: &mut Criterion) {
 /// No temp file, no rename, no directory sync: what an append-only offsets log would pay per
 /// batch at least. (Reported next to the librdkafka mock comparison in BENCHMARKS.md.)
 fn append_floor(c: &mut Criterion) {
-    let mut group = c.benchmark_group("commit/append_fdatasync_floor");
-    group
-        .sample_size(30)
-        .measurement_time(Duration::from_secs(8));
-    let dir = tempfile::tempdir().unwrap();
-    let mut log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.path().join("offsets.log"))
-        .unwrap();
-    let record = br#"{"group":"g","topic":"orders","partition":0,"offset":1234567}"#;
-    group.bench_function(format!("record={}B", record.len()), |b| {
-        b.iter(|| {
-            log.write_all(record).unwrap();
-            log.sync_data().unwrap();
-        });
-    });
-    group.finish();
+    benches::append_fdatasync_floor(
+        c,
+        "commit/append_fdatasync_floor",
+        br#"{"group":"g","topic":"orders","partition":0,"offset":1234567}"#,
+    );
 }
 
 /// 64 tasks on a multi-threaded runtime commit as owners, into one group or spread over 8.

@@ -5,8 +5,6 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -171,24 +169,7 @@ fn open_recovery(c: &mut Criterion) {
 /// The floor under any durable commit on this disk: append one record of the size of one
 /// commit's frame to a file kept open, then `fdatasync` (as `commit/append_fdatasync_floor`).
 fn append_floor(c: &mut Criterion) {
-    let mut group = c.benchmark_group("log/append_fdatasync_floor");
-    group
-        .sample_size(30)
-        .measurement_time(Duration::from_secs(8));
-    let dir = tempfile::tempdir().unwrap();
-    let mut log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.path().join("floor.log"))
-        .unwrap();
-    let frame = [0x5au8; 68];
-    group.bench_function(format!("record={}B", frame.len()), |b| {
-        b.iter(|| {
-            log.write_all(&frame).unwrap();
-            log.sync_data().unwrap();
-        });
-    });
-    group.finish();
+    benches::append_fdatasync_floor(c, "log/append_fdatasync_floor", &[0x5au8; 68]);
 }
 
 criterion_group!(

@@ -123,3 +123,28 @@ pub fn orders_offsets(n: u32, offset: i64) -> OffsetMap {
         .map(|p| (TopicPartition::new("orders", p), offset))
         .collect()
 }
+
+/// The floor under *any* durable commit on this disk, whatever the format: append `record`
+/// to a file kept open, then `fdatasync`, as benchmark `<group>/record=<n>B`. No temp file, no
+/// rename, no directory sync: what an append-only log pays per batch at least.
+// A bench that cannot set up its file has nothing to measure: it stops there.
+#[allow(clippy::unwrap_used)]
+pub fn append_fdatasync_floor(c: &mut criterion::Criterion, group: &str, record: &[u8]) {
+    use std::io::Write;
+    let mut g = c.benchmark_group(group);
+    g.sample_size(30)
+        .measurement_time(std::time::Duration::from_secs(8));
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.path().join("floor.log"))
+        .unwrap();
+    g.bench_function(format!("record={}B", record.len()), |b| {
+        b.iter(|| {
+            log.write_all(record).unwrap();
+            log.sync_data().unwrap();
+        });
+    });
+    g.finish();
+}
