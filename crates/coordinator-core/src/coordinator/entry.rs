@@ -267,6 +267,9 @@ pub(crate) struct GroupEntry {
     pub(crate) removed: bool,
     /// The time of this group's live entry in the timer heap.
     pub(crate) armed: Option<u64>,
+    /// Whether the store may hold a durable record of this group (written, or loaded):
+    /// its removal then writes a tombstone.
+    pub(crate) recorded: bool,
 }
 
 impl GroupEntry {
@@ -280,6 +283,7 @@ impl GroupEntry {
             offset_times: OffsetTimes::default(),
             removed: false,
             armed: None,
+            recorded: false,
         }
     }
 

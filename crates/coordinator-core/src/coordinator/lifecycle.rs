@@ -2,13 +2,14 @@
 //! after a group becomes Empty, DeleteGroups, listing, and loading the groups a store
 //! already holds offsets for.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use tracing::info;
 
 use super::{not_found, Coordinator, GroupCell};
 use crate::error::Error;
-use crate::group::{GroupRecord, ListedGroup};
+use crate::group::{self, GroupRecord, ListedGroup};
 use crate::ports::CommitFence;
 
 impl Coordinator {
@@ -78,6 +79,8 @@ impl Coordinator {
             }
             entry.generation
         };
+        // The record first: if its tombstone fails, nothing changed.
+        self.write_tombstone(&cell, &gate).await?;
         self.store
             .delete(group_id, None, CommitFence::exclusive(&gate))
             .await?;
@@ -93,15 +96,52 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Registers every group the store holds offsets for, as an Empty group whose offsets'
-    /// retention starts now (the coordinator does not know when they were committed). Call it once after building a coordinator over a store with
-    /// history, so that those offsets expire and those groups are listed; until then the
-    /// coordinator only knows the groups used since it was built.
+    /// Loads what the store holds, once, after building a coordinator over a store with
+    /// history (until then the coordinator only knows the groups used since it was built):
     ///
-    /// Error: `STORAGE_ERROR` if the store cannot list its groups.
+    /// - over a store that [keeps groups](crate::OffsetStore::keeps_groups), every classic
+    ///   group from its durable record: Stable again with the same generation, leader,
+    ///   protocol, members and assignments (Empty if it had no members), every member's
+    ///   session counting from now, so members that come back with their generation carry
+    ///   on without a rebalance and the others expire (Kafka's coordinator loading);
+    /// - every group the store holds offsets for, as a group known by its offsets whose
+    ///   retention starts now (the coordinator does not know when they were committed).
+    ///
+    /// A group already live in this coordinator is left as it is. Returns how many groups
+    /// were loaded.
+    ///
+    /// Error: `STORAGE_ERROR` if the store cannot list its groups or records.
     pub async fn load(&self) -> Result<usize, Error> {
+        let records = if self.durable_groups {
+            self.store.load_groups().await?
+        } else {
+            Vec::new()
+        };
         let ids = self.store.groups().await?;
         let now = self.clock.now_ms();
+        let mut loaded = BTreeSet::new();
+        for record in &records {
+            let Some(group) = group::from_record(record, now) else {
+                continue;
+            };
+            let cell = self.group_or_insert(&record.group_id);
+            let mut entry = cell.lock();
+            if entry.group.is_some() {
+                continue;
+            }
+            entry.generation = entry.generation.max(record.generation);
+            entry.group = Some(group);
+            entry.recorded = true;
+            entry.note_membership(now);
+            self.arm(&mut entry);
+            loaded.insert(record.group_id.as_str());
+            info!(
+                group = %record.group_id,
+                generation = record.generation.get(),
+                members = record.members.len(),
+                "group loaded from its record"
+            );
+        }
         for id in &ids {
             let cell = self.group_or_insert(id);
             let mut entry = cell.lock();
@@ -111,7 +151,8 @@ impl Coordinator {
             entry.offset_times.known_since = entry.offset_times.known_since.max(now);
             entry.note_membership(now);
             self.arm(&mut entry);
+            loaded.insert(id.as_str());
         }
-        Ok(ids.len())
+        Ok(loaded.len())
     }
 }

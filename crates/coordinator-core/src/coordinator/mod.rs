@@ -13,6 +13,7 @@ pub mod concurrency;
 mod entry;
 mod lifecycle;
 mod offsets;
+mod records;
 mod timers;
 
 use std::collections::HashMap;
@@ -260,6 +261,10 @@ pub struct Coordinator {
     /// This lock is held only to find, insert or remove a group, never across an await and
     /// never while taking a group's lock.
     pub(crate) groups: RwLock<Groups>,
+    /// Whether the store keeps groups' durable records (read once, at build): then the
+    /// coordinator writes a classic group's record before its members hear of a generation,
+    /// and loads the records at [`load`](Coordinator::load).
+    pub(crate) durable_groups: bool,
     /// Lock order: a group's state lock, then this one.
     pub(crate) timers: Mutex<Timers>,
     /// Signalled when a deadline earlier than every other one is armed.
@@ -498,7 +503,9 @@ impl CoordinatorBuilder {
                 ));
             }
         }
+        let durable_groups = self.store.keeps_groups();
         Ok(Coordinator {
+            durable_groups,
             clock: self.clock,
             store: self.store,
             metadata: self.metadata,
@@ -672,6 +679,7 @@ impl Coordinator {
             metadata: &*self.metadata,
             consumer: &self.config.consumer,
             consumer_assignors: &self.consumer_assignors,
+            durable_groups: self.durable_groups,
         }
     }
 }

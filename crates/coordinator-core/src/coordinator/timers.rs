@@ -239,8 +239,19 @@ impl Coordinator {
                 return expired;
             }
         }
+        self.write_due_record(&cell, &gate).await;
+        let removing = matches!(self.what_is_due(&mut cell.lock(), now), Due::Remove);
+        if removing {
+            if let Err(e) = self.write_tombstone(&cell, &gate).await {
+                warn!(group = &*cell.id, error = %e, "the group's record could not be removed; retrying later");
+                let retry = now.saturating_add(self.config.empty_group_grace_ms);
+                self.arm_at(&mut cell.lock(), retry);
+                guard.done = true;
+                return expired;
+            }
+        }
         let mut entry = cell.lock();
-        if matches!(self.what_is_due(&mut entry, now), Due::Remove) {
+        if removing && matches!(self.what_is_due(&mut entry, now), Due::Remove) {
             entry.removed = true;
             let generation = entry.generation;
             drop(entry);

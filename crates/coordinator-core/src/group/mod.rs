@@ -162,6 +162,18 @@ pub(crate) struct Ctx<'a> {
     pub(crate) consumer: &'a ConsumerGroupSettings,
     /// The consumer protocol's server-side assignors, the default first.
     pub(crate) consumer_assignors: &'a [Arc<dyn Assignor>],
+    /// Whether the store keeps group records: a classic leader's assignment is then staged
+    /// and installed only once the group's record is written.
+    pub(crate) durable_groups: bool,
+}
+
+/// The group a coordinator loads from its durable record at `now`, for the kinds that write
+/// one (classic groups); `None` for the others, which start again from their offsets.
+pub(crate) fn from_record(record: &GroupRecord, now: u64) -> Option<Box<dyn Group>> {
+    match record.kind {
+        GroupKind::Classic => Some(Box::new(classic::ClassicGroup::from_record(record, now))),
+        _ => None,
+    }
 }
 
 /// One kind of group, as the coordinator sees every kind (Kafka's `Group` interface).
@@ -224,6 +236,14 @@ pub(crate) trait Group: fmt::Debug + Send + Any {
     /// The durable record of the group's state (see [`GroupRecord`]), under `generation`,
     /// with the coordinator's registered strategies (to name the chapter's).
     fn record(&self, generation: Generation, assignors: &[Arc<dyn Assignor>]) -> GroupRecord;
+
+    /// Whether the last transition changed what a restart must know in a way the kind's own
+    /// calls do not write (a classic group that became Empty in a new generation); clears
+    /// the mark. The coordinator then writes [`record`](Group::record) under the commit
+    /// gate. Default: never.
+    fn take_record_due(&mut self) -> bool {
+        false
+    }
 
     /// `self`, to downcast to the concrete kind.
     fn as_any(&self) -> &dyn Any;

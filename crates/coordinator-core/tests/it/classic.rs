@@ -34,7 +34,9 @@ fn harness_with(
     configure: impl FnOnce(coordinator_core::CoordinatorBuilder) -> coordinator_core::CoordinatorBuilder,
 ) -> H {
     let clock = ManualClock::new();
-    let store = Arc::new(TestStore::default());
+    // A store that keeps group records, as the broker's (memory and log) do: a leader's
+    // assignment is installed once the group's record is written.
+    let store = Arc::new(TestStore::new(common::MapStore::keeping_groups()));
     let builder = Coordinator::builder(
         store.clone(),
         Topics::with(&[("orders", 4)]),
@@ -1873,4 +1875,210 @@ async fn a_chapter_groups_record_names_strategy_topics_and_partitions() {
         record.protocol.as_deref(),
         h.c.strategies().first().copied()
     );
+}
+
+// ====================================================================== durable records
+
+impl H {
+    /// The records the store holds now.
+    fn stored_records(&self) -> Vec<coordinator_core::GroupRecord> {
+        let inner = self.store.inner().expect("the store");
+        let records = inner.records.lock().unwrap();
+        records.values().cloned().collect()
+    }
+
+    /// A second coordinator over the same store (a broker restarted on its data), loaded.
+    async fn restarted(&self) -> H {
+        let inner = self.store.inner().expect("the store");
+        let clock = self.clock.clone();
+        let store = Arc::new(TestStore::from_arc(inner));
+        let c = Coordinator::builder(
+            store.clone(),
+            Topics::with(&[("orders", 4)]),
+            common::ModuloAssignor::named("modulo"),
+        )
+        .clock(Arc::new(clock.clone()))
+        .member_ids(Arc::new(SequentialMemberIds::new()))
+        .group_min_session_timeout_ms(100)
+        .group_max_session_timeout_ms(60_000)
+        .group_initial_rebalance_delay_ms(0)
+        .build()
+        .unwrap();
+        c.load().await.unwrap();
+        H {
+            c: Arc::new(c),
+            clock,
+            store,
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_leaders_assignment_is_stored_before_any_member_hears_of_it() {
+    let h = harness();
+    let a = h.member_id("g", "a").await;
+    let b = h.member_id("g", "b").await;
+    let ja = h.spawn_join(join_req("g", &a, "a"));
+    let jb = h.spawn_join(join_req("g", &b, "b"));
+    h.tick(0).await;
+    let (ra, _) = (ja.await.unwrap().unwrap(), jb.await.unwrap().unwrap());
+    let (leader, follower) = if ra.leader == a { (a, b) } else { (b, a) };
+    let generation = ra.generation;
+    let hold = h.store.hold(StoreOp::WriteGroup);
+    let f = h.spawn_sync(sync_req("g", &follower, generation));
+    let mut s = sync_req("g", &leader, generation);
+    s.assignments = vec![assignment(&leader, &[0, 1]), assignment(&follower, &[2, 3])];
+    let l = h.spawn_sync(s);
+    settle().await;
+    assert_eq!(
+        h.store.waiting(StoreOp::WriteGroup),
+        1,
+        "the record is being written"
+    );
+    assert!(
+        !f.is_finished() && !l.is_finished(),
+        "nobody hears of the assignment before the store has it"
+    );
+    assert_eq!(h.state("g").await, GroupState::CompletingRebalance);
+    assert!(h.stored_records().is_empty());
+    drop(hold);
+    let (fr, lr) = (f.await.unwrap().unwrap(), l.await.unwrap().unwrap());
+    assert_eq!(&*fr.assignment, format!("{follower}:[2, 3]").as_bytes());
+    assert_eq!(&*lr.assignment, format!("{leader}:[0, 1]").as_bytes());
+    assert_eq!(h.state("g").await, GroupState::Stable);
+    let stored = h.stored_records();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(Some(&stored[0]), h.c.group_record("g").as_ref());
+    assert_eq!(stored[0].generation, generation);
+    assert_eq!(stored[0].state, GroupState::Stable);
+}
+
+#[tokio::test]
+async fn a_restarted_coordinator_carries_a_stable_group_on_without_a_rebalance() {
+    let h = harness();
+    let (leader, follower, generation) = h.stable_pair("g").await;
+    let before = h.c.classic().describe("g").await.unwrap();
+    let r = h.restarted().await;
+    let after = r.c.classic().describe("g").await.unwrap();
+    assert_eq!(
+        after, before,
+        "the same generation, leader, protocol, members, assignments"
+    );
+    assert_eq!(after.state, GroupState::Stable);
+    // Members that come back with their generation carry on.
+    for m in [&leader, &follower] {
+        r.c.classic()
+            .heartbeat("g", m, None, Some(generation))
+            .await
+            .unwrap();
+    }
+    // A follower that rejoins unchanged is answered at once, with the same generation.
+    let again =
+        r.c.classic()
+            .join(join_req("g", &follower, "b"))
+            .await
+            .unwrap();
+    assert_eq!(again.generation, generation);
+    assert_eq!(r.state("g").await, GroupState::Stable);
+    // A commit of the loaded generation is accepted.
+    r.c.offsets()
+        .commit(&commit_req("g", &leader, Some(generation), 5))
+        .await
+        .unwrap();
+    // The follower never heartbeats again: its session, counted from the load, expires.
+    r.clock.advance(SESSION as u64 / 2);
+    r.c.classic()
+        .heartbeat("g", &leader, None, Some(generation))
+        .await
+        .unwrap();
+    let expired = r.tick(SESSION as u64 / 2 + 1).await;
+    assert_eq!(expired.len(), 1, "{expired:?}");
+    assert_eq!(expired[0].member, follower);
+    assert_eq!(r.state("g").await, GroupState::PreparingRebalance);
+}
+
+#[tokio::test]
+async fn a_failed_record_write_fails_every_sync_and_the_group_joins_again() {
+    let h = harness();
+    let a = h.member_id("g", "a").await;
+    let b = h.member_id("g", "b").await;
+    let ja = h.spawn_join(join_req("g", &a, "a"));
+    let jb = h.spawn_join(join_req("g", &b, "b"));
+    h.tick(0).await;
+    let (ra, _) = (ja.await.unwrap().unwrap(), jb.await.unwrap().unwrap());
+    let (leader, follower) = if ra.leader == a { (a, b) } else { (b, a) };
+    h.store.fail(
+        StoreOp::WriteGroup,
+        coordinator_core::StorageErrorKind::Io,
+        "disk full",
+    );
+    let f = h.spawn_sync(sync_req("g", &follower, ra.generation));
+    settle().await;
+    let mut s = sync_req("g", &leader, ra.generation);
+    s.assignments = vec![assignment(&leader, &[0, 1]), assignment(&follower, &[2, 3])];
+    assert_eq!(code(h.c.classic().sync(s).await), "STORAGE_ERROR");
+    assert_eq!(code(f.await.unwrap()), "STORAGE_ERROR");
+    assert_eq!(h.state("g").await, GroupState::PreparingRebalance);
+    assert!(h.stored_records().is_empty(), "nothing was stored");
+    assert_eq!(
+        h.c.group_record("g").unwrap().members[0].assignment.len(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_leader_sync_dropped_while_its_record_is_written_leaves_nobody_parked() {
+    let h = harness();
+    let a = h.member_id("g", "a").await;
+    let b = h.member_id("g", "b").await;
+    let ja = h.spawn_join(join_req("g", &a, "a"));
+    let jb = h.spawn_join(join_req("g", &b, "b"));
+    h.tick(0).await;
+    let (ra, _) = (ja.await.unwrap().unwrap(), jb.await.unwrap().unwrap());
+    let (leader, follower) = if ra.leader == a { (a, b) } else { (b, a) };
+    let hold = h.store.hold(StoreOp::WriteGroup);
+    let f = h.spawn_sync(sync_req("g", &follower, ra.generation));
+    let mut s = sync_req("g", &leader, ra.generation);
+    s.assignments = vec![assignment(&leader, &[0, 1]), assignment(&follower, &[2, 3])];
+    let l = h.spawn_sync(s);
+    settle().await;
+    l.abort();
+    assert!(l.await.unwrap_err().is_cancelled());
+    let answer = tokio::time::timeout(Duration::from_secs(10), f)
+        .await
+        .expect("the follower is answered")
+        .unwrap();
+    assert!(answer.is_err(), "{answer:?}");
+    assert_eq!(h.state("g").await, GroupState::PreparingRebalance);
+    drop(hold);
+}
+
+#[tokio::test]
+async fn an_emptied_group_stores_its_new_generation_and_a_deleted_one_its_tombstone() {
+    let h = harness();
+    let (id, generation) = h.stable_alone("g", "a").await;
+    assert_eq!(h.stored_records().len(), 1);
+    h.c.classic()
+        .leave(
+            "g",
+            &[LeavingMember {
+                member_id: id.clone(),
+                group_instance_id: None,
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(h.state("g").await, GroupState::Empty);
+    let stored = h.stored_records();
+    assert_eq!(stored.len(), 1);
+    assert!(stored[0].members.is_empty(), "{stored:?}");
+    assert_eq!(stored[0].generation, generation.next());
+    // Loaded again, the Empty group continues its generations.
+    let r = h.restarted().await;
+    assert_eq!(r.state("g").await, GroupState::Empty);
+    let (_, next) = r.stable_alone("g", "b").await;
+    assert_eq!(next, generation.next().next());
+    drop(r);
+    h.c.delete_group("g").await.unwrap();
+    assert!(h.stored_records().is_empty(), "the tombstone removed it");
 }

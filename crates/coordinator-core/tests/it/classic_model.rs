@@ -41,8 +41,16 @@ const NEW_MEMBER: u64 = 5_000;
 
 /// A store that reports a commit tagged with a generation older than one a member was told
 /// (`told`), checked four times while the commit is in the store.
-fn checking_store(told: Arc<AtomicU64>) -> (Arc<TestStore>, Arc<Mutex<Vec<String>>>) {
-    let store = Arc::new(TestStore::default());
+/// With `keep_groups`, the store keeps group records too: leaders' assignments are staged
+/// until the group's record is written.
+fn checking_store(
+    told: Arc<AtomicU64>,
+    keep_groups: bool,
+) -> (Arc<TestStore>, Arc<Mutex<Vec<String>>>) {
+    let store = Arc::new(TestStore::new(common::MapStore {
+        keep_groups,
+        ..common::MapStore::default()
+    }));
     let violations = Arc::new(Mutex::new(Vec::new()));
     let found = violations.clone();
     store.inspect_commits(4, move |_, o| {
@@ -146,10 +154,10 @@ async fn settle() {
 }
 
 impl Run {
-    fn new() -> Self {
+    fn new(keep_groups: bool) -> Self {
         let clock = ManualClock::new();
         let told = Arc::new(AtomicU64::new(0));
-        let (store, violations) = checking_store(told.clone());
+        let (store, violations) = checking_store(told.clone(), keep_groups);
         let c = Arc::new(
             Coordinator::builder(
                 store.clone(),
@@ -434,8 +442,8 @@ impl Run {
     }
 }
 
-async fn run(ops: &[Op]) -> Result<usize, (usize, String)> {
-    let mut r = Run::new();
+async fn run(ops: &[Op], keep_groups: bool) -> Result<usize, (usize, String)> {
+    let mut r = Run::new(keep_groups);
     for (step, op) in ops.iter().enumerate() {
         r.apply(op)
             .await
@@ -445,11 +453,11 @@ async fn run(ops: &[Op]) -> Result<usize, (usize, String)> {
     Ok(r.installed.len())
 }
 
-fn run_blocking(ops: &[Op]) -> Result<usize, (usize, String)> {
+fn run_blocking(ops: &[Op], keep_groups: bool) -> Result<usize, (usize, String)> {
     tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap()
-        .block_on(run(ops))
+        .block_on(run(ops, keep_groups))
 }
 
 #[test]
@@ -462,7 +470,10 @@ fn classic_groups_keep_their_contract_over_random_interleavings() {
     let mut installed = 0;
     for seed in seeds {
         let ops = gen_ops(seed);
-        match run_blocking(&ops) {
+        // Odd seeds over a store that keeps group records (staged installs), even ones over
+        // one that does not.
+        let keep = seed % 2 == 1;
+        match run_blocking(&ops, keep) {
             Ok(n) => installed += n,
             Err((step, message)) => {
                 let mut short = ops.clone();
@@ -472,7 +483,7 @@ fn classic_groups_keep_their_contract_over_random_interleavings() {
                     while i + chunk <= short.len() {
                         let mut candidate = short.clone();
                         candidate.drain(i..i + chunk);
-                        if run_blocking(&candidate).is_err() {
+                        if run_blocking(&candidate, keep).is_err() {
                             short = candidate;
                         } else {
                             i += chunk;
@@ -481,10 +492,11 @@ fn classic_groups_keep_their_contract_over_random_interleavings() {
                     chunk /= 2;
                 }
                 panic!(
-                    "seed {seed} (replay: CLASSIC_MODEL_SEED={seed}), step {step}: {message}\n\
+                    "seed {seed} (replay: CLASSIC_MODEL_SEED={seed}, keeping group records: \
+                     {keep}), step {step}: {message}\n\
                      shrunk to {} operations: {short:#?}\nfailure: {:?}",
                     short.len(),
-                    run_blocking(&short).err()
+                    run_blocking(&short, keep).err()
                 );
             }
         }

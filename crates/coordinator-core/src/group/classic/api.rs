@@ -7,16 +7,19 @@
 //! Kafka does: the member stays until its session expires, it leaves, or a rebalance or sync
 //! timeout removes it.
 
-use tracing::debug;
+use std::sync::Arc;
+
+use tracing::{debug, warn};
 
 use super::protocol::{
     ClassicGroupDescription, JoinGroupRequest, JoinGroupResponse, LeavingMember, SyncGroupRequest,
     SyncGroupResponse,
 };
 use super::state::{Answer, ClassicGroup};
-use crate::coordinator::{not_found, Coordinator, GroupEntry};
-use crate::error::Error;
+use crate::coordinator::{not_found, Coordinator, GroupCell, GroupEntry};
+use crate::error::{Error, StorageError, StorageErrorKind};
 use crate::group::{Ctx, GroupKind};
+use crate::ports::CommitFence;
 use crate::types::{Generation, GroupState};
 
 fn invalid_group_id() -> Error {
@@ -48,6 +51,27 @@ fn superseded(group: &str) -> Error {
     }
 }
 
+/// Fails a staged assignment whose writer was dropped before the store answered.
+struct StageGuard<'a> {
+    coordinator: &'a Coordinator,
+    cell: &'a GroupCell,
+    seq: u64,
+    done: bool,
+}
+
+impl Drop for StageGuard<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let cancelled = StorageError::new(
+                StorageErrorKind::Other,
+                "the SyncGroup storing the group's record was cancelled",
+            );
+            self.coordinator
+                .finish_stage(self.cell, self.seq, Err(&cancelled));
+        }
+    }
+}
+
 /// Kafka's classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
 /// DescribeGroups, as a wire front calls them (`coordinator.classic()`). A call on a group
 /// of another kind with members is refused with `INCONSISTENT_GROUP_PROTOCOL`; an Empty group
@@ -73,6 +97,56 @@ impl Coordinator {
     ) -> Option<T> {
         let (group, generation) = entry.split_mut::<ClassicGroup>()?;
         Some(f(group, &mut self.ctx(now, generation)))
+    }
+
+    /// Writes the record of `cell`'s staged assignment `seq` under the group's commit gate,
+    /// then installs it (answering every parked SyncGroup) or, if the store failed, answers
+    /// them with its error and rebalances — Kafka's `storeGroup` and its callback. If this
+    /// future is dropped before the store answers, the stage fails the same way (members
+    /// join again): nobody is left parked.
+    async fn store_staged(&self, cell: &Arc<GroupCell>, seq: u64) {
+        let mut guard = StageGuard {
+            coordinator: self,
+            cell,
+            seq,
+            done: false,
+        };
+        let gate = Arc::new(cell.gate.clone().write_owned().await);
+        let record = {
+            let entry = cell.lock();
+            let generation = entry.generation;
+            entry
+                .get::<ClassicGroup>()
+                .filter(|_| !entry.removed)
+                .and_then(|g| g.staged_record(seq, generation))
+        };
+        let Some(record) = record else {
+            guard.done = true; // superseded meanwhile: whoever did it answered the members
+            return;
+        };
+        let written = self
+            .store
+            .write_group(&cell.id, Some(&record), CommitFence::exclusive(&gate))
+            .await;
+        if let Err(e) = &written {
+            warn!(group = &*cell.id, error = %e, "the group's record could not be stored; the members join again");
+        }
+        guard.done = true;
+        self.finish_stage(cell, seq, written.as_ref().map(|_| ()));
+        drop(gate);
+    }
+
+    fn finish_stage(&self, cell: &GroupCell, seq: u64, written: Result<(), &StorageError>) {
+        let mut entry = cell.lock();
+        let now = self.clock.now_ms();
+        if written.is_ok() {
+            entry.recorded = true;
+        }
+        self.on_classic(&mut entry, now, |group, ctx| {
+            group.finish_staged(seq, written, ctx)
+        });
+        entry.note_membership(now);
+        self.arm(&mut entry);
     }
 
     /// Kafka's JoinGroup; see [`ClassicGroups::join`].
@@ -147,19 +221,24 @@ impl ClassicGroups<'_> {
             return Err(Error::unknown_member(&req.group_id, &req.member_id));
         }
         let answer = {
-            let (cell, _gate) = self.coordinator.install_lock(&req.group_id).await;
-            let mut entry = cell.lock();
-            let now = self.coordinator.clock.now_ms();
-            entry.convert_if_empty(ClassicGroup::new);
-            let kind = entry.kind();
-            let Some(answer) = self
-                .coordinator
-                .on_classic(&mut entry, now, |group, ctx| group.join(&req, ctx))
-            else {
-                return Err(other_kind(&req.group_id, kind));
+            let (cell, gate) = self.coordinator.install_lock(&req.group_id).await;
+            let gate = Arc::new(gate);
+            let answer = {
+                let mut entry = cell.lock();
+                let now = self.coordinator.clock.now_ms();
+                entry.convert_if_empty(ClassicGroup::new);
+                let kind = entry.kind();
+                let Some(answer) = self
+                    .coordinator
+                    .on_classic(&mut entry, now, |group, ctx| group.join(&req, ctx))
+                else {
+                    return Err(other_kind(&req.group_id, kind));
+                };
+                entry.note_membership(now);
+                self.coordinator.arm(&mut entry);
+                answer
             };
-            entry.note_membership(now);
-            self.coordinator.arm(&mut entry);
+            self.coordinator.write_due_record(&cell, &gate).await;
             answer
         };
         let result = match answer {
@@ -196,6 +275,7 @@ impl ClassicGroups<'_> {
             // A sync only moves deadlines later (sessions renewed, the sync timeout
             // cancelled): nothing to arm, and no O(members) scan per sync.
             let before = entry.state();
+            let staged_before = entry.get::<ClassicGroup>().and_then(ClassicGroup::staged);
             let answer = self
                 .coordinator
                 .on_classic(&mut entry, now, |group, ctx| group.sync(&req, ctx))
@@ -207,8 +287,15 @@ impl ClassicGroups<'_> {
             if entry.state() != before {
                 self.coordinator.arm(&mut entry);
             }
-            answer
+            let staged = entry.get::<ClassicGroup>().and_then(ClassicGroup::staged);
+            (answer, staged.filter(|s| Some(*s) != staged_before))
         };
+        let (answer, staged) = answer;
+        if let Some(seq) = staged {
+            // This leader's sync staged the assignment: it is installed (and every parked
+            // sync answered) once the group's record is written.
+            self.coordinator.store_staged(&cell, seq).await;
+        }
         match answer {
             Answer::Now(result) => result,
             Answer::Later(rx) => rx.await.unwrap_or_else(|_| Err(superseded(&req.group_id))),
@@ -274,19 +361,23 @@ impl ClassicGroups<'_> {
         let Some(cell) = self.coordinator.group(group_id) else {
             return Ok(unknown_all());
         };
-        let _gate = cell.gate.clone().write_owned().await;
-        let mut entry = cell.lock();
-        if entry.removed {
-            return Ok(unknown_all());
-        }
-        refuse_other_kind(group_id, entry.kind())?;
-        let now = self.coordinator.clock.now_ms();
-        let results = self
-            .coordinator
-            .on_classic(&mut entry, now, |group, ctx| group.leave(members, ctx))
-            .unwrap_or_else(unknown_all);
-        entry.note_membership(now);
-        self.coordinator.arm(&mut entry);
+        let gate = Arc::new(cell.gate.clone().write_owned().await);
+        let results = {
+            let mut entry = cell.lock();
+            if entry.removed {
+                return Ok(unknown_all());
+            }
+            refuse_other_kind(group_id, entry.kind())?;
+            let now = self.coordinator.clock.now_ms();
+            let results = self
+                .coordinator
+                .on_classic(&mut entry, now, |group, ctx| group.leave(members, ctx))
+                .unwrap_or_else(unknown_all);
+            entry.note_membership(now);
+            self.coordinator.arm(&mut entry);
+            results
+        };
+        self.coordinator.write_due_record(&cell, &gate).await;
         Ok(results)
     }
 

@@ -15,3 +15,4 @@ pub use protocol::{
     JoinGroupResponse, JoinedMember, LeavingMember, OffsetCommitRequest, Opaque, SyncAssignment,
     SyncGroupRequest, SyncGroupResponse,
 };
+pub(crate) use state::ClassicGroup;

@@ -31,7 +31,7 @@ use super::protocol::{
     SyncGroupResponse,
 };
 use crate::coordinator::ExpiredMember;
-use crate::error::Error;
+use crate::error::{Error, StorageError};
 use crate::group::{
     CommitAuthority, Ctx, Group, GroupKind, GroupRecord, MemberRecord, OffsetExpiration,
 };
@@ -146,6 +146,13 @@ pub(crate) struct ClassicGroup {
     join_timer: Option<JoinTimer>,
     /// `(at, generation)`: members of that generation that have not synced by then go.
     sync_timer: Option<(u64, Generation)>,
+    /// Over a store that keeps group records: the leader's assignment, installed once the
+    /// group's record is written (Kafka's `storeGroup` callback), with its stage number.
+    staged: Option<(u64, Vec<SyncAssignment>)>,
+    /// The number of the last staged assignment.
+    stage_seq: u64,
+    /// The group became Empty in a new generation: its record must be written.
+    record_due: bool,
 }
 
 /// What `handle_due` removed.
@@ -168,6 +175,111 @@ impl ClassicGroup {
             new_member_added: false,
             join_timer: None,
             sync_timer: None,
+            staged: None,
+            stage_seq: 0,
+            record_due: false,
+        }
+    }
+
+    /// The group a coordinator loads from its durable record: Stable with the record's
+    /// members, leader, protocol and assignments if it has members (Empty otherwise), every
+    /// member's session counting from `now` (Kafka's `ClassicGroup.fromRecord`).
+    pub(crate) fn from_record(record: &GroupRecord, now: u64) -> Self {
+        let mut group = ClassicGroup::new(Arc::from(record.group_id.as_str()));
+        group.protocol_type = (!record.protocol_type.is_empty() || !record.members.is_empty())
+            .then(|| record.protocol_type.clone());
+        for m in &record.members {
+            let id: Arc<str> = Arc::from(m.member_id.as_str());
+            let member = Member {
+                id: id.clone(),
+                instance_id: m.group_instance_id.as_deref().map(Arc::from),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                session_timeout_ms: m.session_timeout_ms,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                protocol_type: record.protocol_type.clone(),
+                protocols: m.protocols.clone(),
+                assignment: m.assignment.clone(),
+                partitions: Some(m.partitions.clone()),
+                join_waiter: None,
+                sync_waiter: None,
+                is_new: false,
+                deadline_ms: now.saturating_add(m.session_timeout_ms),
+            };
+            group.add(member);
+        }
+        if group.members.is_empty() {
+            group.protocol_name = None;
+            group.leader = None;
+        } else {
+            group.protocol_name = record.protocol.clone();
+            group.leader = record
+                .leader
+                .as_deref()
+                .filter(|l| group.members.contains_key(*l))
+                .map(Arc::from)
+                .or_else(|| group.members.keys().next().cloned());
+            group.previous_state = GroupState::Empty;
+            group.state = GroupState::Stable;
+        }
+        group
+    }
+
+    /// The number of the assignment staged by the last leader's SyncGroup, while it waits
+    /// for the group's record to be written.
+    pub(crate) fn staged(&self) -> Option<u64> {
+        self.staged.as_ref().map(|(seq, _)| *seq)
+    }
+
+    /// The record the group will have once stage `seq` is installed (Stable, with the
+    /// leader's assignments), or `None` if that stage is no longer the group's.
+    pub(crate) fn staged_record(&self, seq: u64, generation: Generation) -> Option<GroupRecord> {
+        let (_, assignments) = self.staged.as_ref().filter(|(s, _)| *s == seq)?;
+        let mut record = self.record(generation, &[]);
+        for m in &mut record.members {
+            let given = assignments.iter().find(|a| a.member_id == m.member_id);
+            m.assignment = given.map_or_else(empty, |a| a.assignment.clone());
+            m.partitions = given.and_then(|a| a.partitions.clone()).unwrap_or_default();
+        }
+        record.state = GroupState::Stable;
+        Some(record)
+    }
+
+    /// Ends stage `seq` once the store answered its record's write: installs the assignment
+    /// on success; on failure every member waiting in a SyncGroup hears the store's error
+    /// and the group rebalances (Kafka's `resetAndPropagateAssignmentWithError`, then
+    /// `maybePrepareRebalanceOrCompleteJoin`). Nothing happens if the stage was superseded.
+    pub(crate) fn finish_staged(
+        &mut self,
+        seq: u64,
+        written: Result<(), &StorageError>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        if self.staged() != Some(seq) || self.state != GroupState::CompletingRebalance {
+            return;
+        }
+        let Some((_, assignments)) = self.staged.take() else {
+            return;
+        };
+        match written {
+            Ok(()) => self.install(&assignments, ctx),
+            Err(e) => {
+                for m in self.members.values_mut() {
+                    m.assignment = empty();
+                    m.partitions = None;
+                    if let Some(tx) = m.sync_waiter.take() {
+                        let _ = tx.send(Err(Error::Storage(StorageError::new(
+                            e.kind(),
+                            e.message().to_string(),
+                        ))));
+                        m.deadline_ms = ctx.now.saturating_add(m.session_timeout_ms);
+                    }
+                }
+                self.maybe_prepare_rebalance_or_complete_join(
+                    ctx,
+                    "the group's record could not be stored",
+                );
+            }
         }
     }
 
@@ -719,6 +831,7 @@ impl ClassicGroup {
         }
         self.pending_sync.clear();
         self.sync_timer = None;
+        self.staged = None;
         let initial = self.state == GroupState::Empty;
         if initial {
             let delay = ctx.settings.initial_rebalance_delay_ms;
@@ -785,6 +898,7 @@ impl ClassicGroup {
             self.protocol_name = None;
             self.state = GroupState::Empty;
             self.pending_sync.clear();
+            self.record_due = true;
             info!(
                 group = &*self.id,
                 generation = generation.get(),
@@ -935,7 +1049,14 @@ impl ClassicGroup {
                     self.sync_timer = None;
                 }
                 if self.leader.as_deref() == Some(req.member_id.as_str()) {
-                    self.install(&req.assignments, ctx);
+                    if ctx.durable_groups {
+                        // Installed once the record is written: nobody hears of the
+                        // assignment before a restart would know it.
+                        self.stage_seq += 1;
+                        self.staged = Some((self.stage_seq, req.assignments.clone()));
+                    } else {
+                        self.install(&req.assignments, ctx);
+                    }
                 }
                 Answer::Later(rx)
             }
@@ -1402,6 +1523,10 @@ impl Group for ClassicGroup {
                 })
                 .collect(),
         }
+    }
+
+    fn take_record_due(&mut self) -> bool {
+        std::mem::take(&mut self.record_due)
     }
 
     fn as_any(&self) -> &dyn Any {

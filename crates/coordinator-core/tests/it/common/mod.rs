@@ -16,7 +16,8 @@ use async_trait::async_trait;
 pub use coordinator_core::testing::{FaultyStore, StoreOp};
 use coordinator_core::{
     validate_offsets, AssignError, Assignment, AssignmentInput, Assignor, CommitFence, Coordinator,
-    ManualClock, OffsetMap, OffsetStore, StorageError, TopicIndex, TopicMetadata, TopicPartition,
+    GroupRecord, ManualClock, OffsetMap, OffsetStore, StorageError, TopicIndex, TopicMetadata,
+    TopicPartition,
 };
 
 /// Topic metadata the test can change while the coordinator runs.
@@ -87,6 +88,19 @@ impl Assignor for ModuloAssignor {
 #[derive(Default)]
 pub struct MapStore {
     pub data: Mutex<BTreeMap<String, OffsetMap>>,
+    /// Whether it keeps group records (in `records`); off by default, as the JSON store.
+    pub keep_groups: bool,
+    pub records: Mutex<BTreeMap<String, GroupRecord>>,
+}
+
+impl MapStore {
+    /// A store that keeps group records too (as the memory and log stores do).
+    pub fn keeping_groups() -> Self {
+        MapStore {
+            keep_groups: true,
+            ..MapStore::default()
+        }
+    }
 }
 
 /// The tests' store: an in-memory store behind the shared fault hooks (fail, hold, count
@@ -160,6 +174,28 @@ impl OffsetStore for MapStore {
             .get(group)
             .cloned()
             .unwrap_or_default())
+    }
+    fn keeps_groups(&self) -> bool {
+        self.keep_groups
+    }
+    async fn write_group(
+        &self,
+        group: &str,
+        record: Option<&GroupRecord>,
+        _fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        if !self.keep_groups {
+            return Ok(());
+        }
+        let mut records = self.records.lock().unwrap();
+        match record {
+            Some(r) => records.insert(group.to_string(), r.clone()),
+            None => records.remove(group),
+        };
+        Ok(())
+    }
+    async fn load_groups(&self) -> Result<Vec<GroupRecord>, StorageError> {
+        Ok(self.records.lock().unwrap().values().cloned().collect())
     }
 }
 
