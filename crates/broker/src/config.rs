@@ -70,6 +70,13 @@ pub struct BrokerConfig {
     /// The most connections served at once (Kafka's `max.connections`, whose default is
     /// unlimited; here 1024). Further clients wait in the accept queue.
     pub max_connections: usize,
+    /// Kafka's `connections.max.idle.ms` (default 600000, ten minutes): a connection that
+    /// sends no byte of a new request for this long is closed.
+    pub connections_max_idle_ms: u64,
+    /// How long a request frame may take to arrive once its first byte did (default 30000,
+    /// Kafka's clients' `request.timeout.ms`): a slower one closes its connection, so a peer
+    /// sending a byte at a time cannot hold a connection slot.
+    pub request_timeout_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -87,6 +94,8 @@ impl Default for BrokerConfig {
             offsets_retention_minutes: 10_080,
             max_frame_bytes: 100 * 1024 * 1024,
             max_connections: 1024,
+            connections_max_idle_ms: 600_000,
+            request_timeout_ms: 30_000,
         }
     }
 }
@@ -123,6 +132,12 @@ impl BrokerConfig {
         }
         if self.max_connections == 0 {
             return invalid("max-connections", "must be at least 1".into());
+        }
+        if self.connections_max_idle_ms == 0 {
+            return invalid("connections-max-idle-ms", "must be at least 1".into());
+        }
+        if self.request_timeout_ms == 0 {
+            return invalid("request-timeout-ms", "must be at least 1".into());
         }
         Ok(())
     }

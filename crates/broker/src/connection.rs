@@ -1,6 +1,7 @@
 //! A connection reads and writes Kafka's size-prefixed frames, and nothing else.
 
 use std::io;
+use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,9 +21,13 @@ pub(crate) enum FrameError {
     Io(#[from] io::Error),
 }
 
-/// How much a read asks the socket for when the buffer is full (a frame whose length is
-/// known reserves exactly what it still needs instead).
+/// How much a read asks the socket for when the buffer is full.
 const READ_CHUNK: usize = 4 * 1024;
+
+/// The most a frame whose length is known reserves ahead of its bytes: memory follows what
+/// arrives, never what a length prefix announces (20 connections announcing 100 MiB frames
+/// and sending nothing more hold 20 small buffers, not 2 GB).
+const MAX_RESERVE: usize = 64 * 1024;
 
 /// One client's socket, with a read buffer for partial frames (mini-redis's `Connection`).
 ///
@@ -35,6 +40,8 @@ pub(crate) struct Connection {
     stream: TcpStream,
     buffer: BytesMut,
     max_frame: usize,
+    /// When the first byte of the frame being read arrived; `None` between frames.
+    partial_since: Option<Instant>,
 }
 
 impl Connection {
@@ -43,7 +50,13 @@ impl Connection {
             stream: socket,
             buffer: BytesMut::new(),
             max_frame,
+            partial_since: None,
         }
+    }
+
+    /// When the first byte of a frame not yet complete arrived, if one is being read.
+    pub(crate) fn partial_since(&self) -> Option<Instant> {
+        self.partial_since
     }
 
     /// The next request frame, without its length prefix; `None` when the peer closed the
@@ -53,6 +66,7 @@ impl Connection {
     pub(crate) async fn read_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
         loop {
             if let Some(frame) = self.parse_frame()? {
+                self.partial_since = (!self.buffer.is_empty()).then(Instant::now);
                 if self.buffer.is_empty() {
                     // Nothing pipelined behind it: a connection waiting for its next request
                     // holds no read buffer (the frame keeps what it needs).
@@ -70,6 +84,9 @@ impl Connection {
                     Err(FrameError::Truncated)
                 };
             }
+            if self.partial_since.is_none() {
+                self.partial_since = Some(Instant::now());
+            }
         }
     }
 
@@ -86,8 +103,13 @@ impl Connection {
                 limit: self.max_frame,
             })?;
         if self.buffer.len() < 4 + size {
-            // Reserve only what the announced (and bounded) frame needs.
-            self.buffer.reserve(4 + size - self.buffer.len());
+            // Room for what the frame still needs, but never more than a chunk ahead of the
+            // bytes that arrived.
+            let missing = 4 + size - self.buffer.len();
+            let spare = self.buffer.capacity() - self.buffer.len();
+            if spare < missing.min(MAX_RESERVE) {
+                self.buffer.reserve(missing.min(MAX_RESERVE));
+            }
             return Ok(None);
         }
         self.buffer.advance(4);
@@ -97,5 +119,42 @@ impl Connection {
     /// Writes one response frame (length prefix included).
     pub(crate) async fn write_frame(&mut self, frame: &[u8]) -> io::Result<()> {
         self.stream.write_all(frame).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// A frame announcing 100 MiB of which 10 bytes arrived holds a small buffer: memory
+    /// follows what arrives, not what the prefix announces.
+    #[tokio::test]
+    async fn an_announced_length_is_not_reserved_ahead_of_its_bytes() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let mut conn = Connection::new(server, 200 * 1024 * 1024);
+        let mut bytes = (100u32 * 1024 * 1024).to_be_bytes().to_vec();
+        bytes.extend_from_slice(&[7; 10]);
+        client.write_all(&bytes).await.unwrap();
+        let read = tokio::time::timeout(std::time::Duration::from_millis(300), conn.read_frame());
+        assert!(read.await.is_err(), "the frame is incomplete");
+        assert_eq!(conn.buffer.len(), 14);
+        assert!(
+            conn.buffer.capacity() <= 2 * MAX_RESERVE,
+            "reserved {} bytes for 14 received",
+            conn.buffer.capacity()
+        );
+        assert!(conn.partial_since().is_some());
+        // The frame still completes as its bytes arrive.
+        let rest = vec![1u8; 100 * 1024 * 1024 - 10];
+        let writer = tokio::spawn(async move { client.write_all(&rest).await.map(|_| client) });
+        let frame = conn.read_frame().await.unwrap().unwrap();
+        assert_eq!(frame.len(), 100 * 1024 * 1024);
+        assert_eq!(&frame[..10], &[7; 10]);
+        assert!(conn.partial_since().is_none());
+        writer.await.unwrap().unwrap();
     }
 }

@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use coordinator_core::Coordinator;
 use coordinator_driver::Driver;
 use partition_log::{MemoryLog, PartitionLog};
@@ -16,7 +17,7 @@ use tracing::{debug, error, info, warn, Instrument};
 
 use crate::codec::{self, Incoming};
 use crate::config::BrokerConfig;
-use crate::connection::Connection;
+use crate::connection::{Connection, FrameError};
 use crate::context::{Context, WallClock};
 use crate::error::BrokerError;
 use crate::shutdown::Shutdown;
@@ -137,11 +138,7 @@ impl Server {
             next_id: 0,
         };
         tokio::select! {
-            result = listener.accept_loop() => {
-                if let Err(e) = result {
-                    error!(error = %e, "the listener failed; stopping");
-                }
-            }
+            () = listener.accept_loop() => {}
             _ = shutdown => info!("shutting down: no new connections"),
         }
         let Listener {
@@ -177,13 +174,13 @@ struct Listener {
 }
 
 impl Listener {
-    async fn accept_loop(&mut self) -> std::io::Result<()> {
+    async fn accept_loop(&mut self) {
         loop {
             // Waits while max-connections are open; the semaphore is never closed.
             let Ok(permit) = self.limit.clone().acquire_owned().await else {
-                return Ok(());
+                return;
             };
-            let (socket, peer) = self.accept().await?;
+            let (socket, peer) = self.accept().await;
             self.next_id += 1;
             let mut handler = Handler {
                 id: self.next_id,
@@ -202,18 +199,30 @@ impl Listener {
         }
     }
 
-    /// Accepts, retrying transient errors (too many open files) with a back-off, as
-    /// mini-redis does; gives up after about a minute of failures.
-    async fn accept(&mut self) -> std::io::Result<(TcpStream, SocketAddr)> {
-        let mut backoff = 1;
+    /// Accepts the next connection. A failed accept (most often: out of file descriptors)
+    /// never stops the broker, as Kafka's acceptor never does: it keeps serving its
+    /// connections and retries with a back-off from 10 ms up to 1 s, so it accepts again
+    /// within a second of descriptors freeing up. One warning per streak of failures.
+    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+        let mut backoff = Duration::from_millis(10);
+        let mut failures = 0u64;
         loop {
             match self.listener.accept().await {
-                Ok(accepted) => return Ok(accepted),
-                Err(e) if backoff > 64 => return Err(e),
-                Err(e) => warn!(error = %e, "accept failed; retrying"),
+                Ok(accepted) => {
+                    if failures > 0 {
+                        info!(failures, "accepting connections again");
+                    }
+                    return accepted;
+                }
+                Err(e) => {
+                    if failures == 0 {
+                        warn!(error = %e, "accept failed; serving the open connections and retrying");
+                    }
+                    failures += 1;
+                }
             }
-            tokio::time::sleep(Duration::from_secs(backoff)).await;
-            backoff *= 2;
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
         }
     }
 }
@@ -229,13 +238,55 @@ struct Handler {
 }
 
 impl Handler {
+    /// The next frame, or why the connection ends without one: the broker stops, the
+    /// connection started no request within `connections.max.idle.ms`, or a frame did not
+    /// complete within the request timeout.
+    async fn next_frame(&mut self) -> Result<Result<Option<Bytes>, FrameError>, String> {
+        let config = &self.context.config;
+        let idle = Duration::from_millis(config.connections_max_idle_ms);
+        let slow = Duration::from_millis(config.request_timeout_ms);
+        let idle_since = Instant::now();
+        loop {
+            // Between frames, wake at least every request timeout: a frame that starts
+            // arriving meanwhile is then held to its own deadline.
+            let deadline = match self.connection.partial_since() {
+                Some(started) => started + slow,
+                None => (idle_since + idle).min(Instant::now() + slow),
+            };
+            tokio::select! {
+                frame = self.connection.read_frame() => return Ok(frame),
+                _ = self.shutdown.recv() => return Err("broker shutting down".into()),
+                _ = tokio::time::sleep_until(deadline.into()) => {}
+            }
+            // The deadline passed, or a frame started arriving meanwhile (the next loop
+            // then waits for the frame's own deadline; the read keeps its bytes).
+            let now = Instant::now();
+            match self.connection.partial_since() {
+                Some(started) if now >= started + slow => {
+                    warn!(connection = self.id, peer = %self.peer, timeout_ms = config.request_timeout_ms, "a request did not arrive within the request timeout; closing the connection");
+                    return Err(format!(
+                        "a request took more than {} ms to arrive",
+                        config.request_timeout_ms
+                    ));
+                }
+                None if now >= idle_since + idle => {
+                    return Err(format!(
+                        "idle for {} ms (connections.max.idle.ms)",
+                        config.connections_max_idle_ms
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Serves requests until the peer leaves, a request is refused, or the broker stops.
     /// Returns why the connection ended, for the log line.
     async fn run(&mut self) -> String {
         while !self.shutdown.is_shutdown() {
-            let frame = tokio::select! {
-                frame = self.connection.read_frame() => frame,
-                _ = self.shutdown.recv() => return "broker shutting down".into(),
+            let frame = match self.next_frame().await {
+                Ok(frame) => frame,
+                Err(reason) => return reason,
             };
             let frame = match frame {
                 Ok(Some(frame)) => frame,

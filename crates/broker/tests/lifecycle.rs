@@ -178,3 +178,110 @@ async fn a_second_broker_on_the_same_data_dir_is_refused() {
     let status = bounded("exit", first.child.wait()).await.expect("wait");
     assert_eq!(status.code(), Some(0));
 }
+
+/// Reads until the broker closes the connection (EOF or reset), bounded.
+async fn closed_by_broker(socket: &mut tokio::net::TcpStream) {
+    let mut buf = [0u8; 64];
+    loop {
+        match bounded("the broker closes the connection", socket.read(&mut buf)).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_idle_connection_is_closed_after_connections_max_idle_ms() {
+    let mut p = spawn(&["--connections-max-idle-ms", "300"]).await;
+    let mut c = Client::connect(p.addr).await;
+    assert_eq!(
+        c.call(&ApiVersionsRequest::default(), 3).await.error_code,
+        0
+    );
+    assert!(c.is_closed().await, "closed once idle");
+    signal(&p.child, "TERM").await;
+    bounded("exit", p.child.wait()).await.expect("wait");
+    let log = stderr_of(&mut p.child).await;
+    assert!(log.contains("connections.max.idle.ms"), "{log}");
+}
+
+#[tokio::test]
+async fn a_request_that_trickles_in_is_closed_after_the_request_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let mut p = spawn(&["--request-timeout-ms", "300"]).await;
+    let mut slow = tokio::net::TcpStream::connect(p.addr)
+        .await
+        .expect("connect");
+    // A frame header announcing 100 bytes, then one byte: the rest never comes.
+    slow.write_all(&[0, 0, 0, 100, 0]).await.expect("write");
+    closed_by_broker(&mut slow).await;
+    // Others are served meanwhile and after.
+    let mut c = Client::connect(p.addr).await;
+    assert_eq!(
+        c.call(&ApiVersionsRequest::default(), 3).await.error_code,
+        0
+    );
+    signal(&p.child, "TERM").await;
+    bounded("exit", p.child.wait()).await.expect("wait");
+    let log = stderr_of(&mut p.child).await;
+    assert!(log.contains("request timeout"), "{log}");
+}
+
+#[tokio::test]
+async fn running_out_of_file_descriptors_never_stops_the_broker() {
+    // The broker under an open-file limit of 48: about 35 connections exhaust it.
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            "ulimit -n 48 && exec \"$0\" --listen 127.0.0.1:0 --topic t:1",
+            env!("CARGO_BIN_EXE_broker"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = bounded("listening line", lines.next_line())
+        .await
+        .expect("read")
+        .expect("a line");
+    let addr: std::net::SocketAddr = line
+        .strip_prefix("listening on ")
+        .expect("listening line")
+        .parse()
+        .expect("an address");
+    // Hold far more connections than descriptors: the kernel queues them, the broker cannot
+    // accept them all.
+    let mut held = Vec::new();
+    for _ in 0..80 {
+        held.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+    }
+    let mut first = Client::connect(addr).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "the broker is still running while out of descriptors"
+    );
+    drop(held);
+    // Once descriptors free up, the queued client is accepted and served.
+    assert_eq!(
+        first
+            .call(&ApiVersionsRequest::default(), 3)
+            .await
+            .error_code,
+        0
+    );
+    let mut c = Client::connect(addr).await;
+    assert_eq!(
+        c.call(&ApiVersionsRequest::default(), 3).await.error_code,
+        0
+    );
+    signal(&child, "TERM").await;
+    let status = bounded("exit", child.wait()).await.expect("wait");
+    assert_eq!(status.code(), Some(0));
+    let log = stderr_of(&mut child).await;
+    assert!(log.contains("accept failed"), "{log}");
+    assert!(log.contains("accepting connections again"), "{log}");
+}

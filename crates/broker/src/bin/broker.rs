@@ -57,6 +57,14 @@ struct Args {
     /// The most connections served at once; further clients wait to be accepted.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Kafka's connections.max.idle.ms: a connection that starts no request for this long is
+    /// closed.
+    #[arg(long, default_value_t = 600_000)]
+    connections_max_idle_ms: u64,
+    /// How long a request frame may take to arrive once its first byte did; a slower one
+    /// closes its connection.
+    #[arg(long, default_value_t = 30_000)]
+    request_timeout_ms: u64,
 }
 
 fn parse_topic(s: &str) -> Result<TopicSpec, String> {
@@ -78,6 +86,8 @@ impl Args {
             offsets_retention_minutes: self.offsets_retention_minutes,
             max_frame_bytes: self.max_frame_bytes,
             max_connections: self.max_connections,
+            connections_max_idle_ms: self.connections_max_idle_ms,
+            request_timeout_ms: self.request_timeout_ms,
         }
     }
 }
