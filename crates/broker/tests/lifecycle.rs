@@ -59,9 +59,16 @@ impl Process {
 
 /// Starts the binary and waits (bounded) for its `listening on` line.
 async fn spawn(args: &[&str]) -> Process {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_broker"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_broker"));
+    command
         .args(["--listen", "127.0.0.1:0", "--topic", "t:1"])
-        .args(args)
+        .args(args);
+    start(command).await
+}
+
+/// Starts `command` (the binary, maybe through a shell) and waits for its `listening on` line.
+async fn start(mut command: Command) -> Process {
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -230,28 +237,15 @@ async fn a_request_that_trickles_in_is_closed_after_the_request_timeout() {
 #[tokio::test]
 async fn running_out_of_file_descriptors_never_stops_the_broker() {
     // The broker under an open-file limit of 48: about 35 connections exhaust it.
-    let mut child = Command::new("sh")
-        .args([
-            "-c",
-            "ulimit -n 48 && exec \"$0\" --listen 127.0.0.1:0 --topic t:1",
-            env!("CARGO_BIN_EXE_broker"),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let line = bounded("listening line", lines.next_line())
-        .await
-        .expect("read")
-        .expect("a line");
-    let addr: std::net::SocketAddr = line
-        .strip_prefix("listening on ")
-        .expect("listening line")
-        .parse()
-        .expect("an address");
+    let mut command = Command::new("sh");
+    command.args([
+        "-c",
+        "ulimit -n 48 && exec \"$0\" --listen 127.0.0.1:0 --topic t:1",
+        env!("CARGO_BIN_EXE_broker"),
+    ]);
+    let Process {
+        mut child, addr, ..
+    } = start(command).await;
     // Hold far more connections than descriptors: the kernel queues them, the broker cannot
     // accept them all.
     let mut held = Vec::new();
