@@ -77,7 +77,20 @@ pub struct BrokerConfig {
     /// Kafka's clients' `request.timeout.ms`): a slower one closes its connection, so a peer
     /// sending a byte at a time cannot hold a connection slot.
     pub request_timeout_ms: u64,
+    /// Kafka's `group.consumer.assignors`: the server-side assignors of consumer-protocol
+    /// groups (KIP-848) by the names clients give in `group.remote.assignor`, the default
+    /// first (default `uniform,range`).
+    pub group_consumer_assignors: Vec<String>,
+    /// Kafka's `group.consumer.session.timeout.ms` (default 45000).
+    pub group_consumer_session_timeout_ms: u64,
+    /// Kafka's `group.consumer.heartbeat.interval.ms` (default 5000).
+    pub group_consumer_heartbeat_interval_ms: u64,
+    /// Kafka's `group.consumer.max.size` (default 2147483647).
+    pub group_consumer_max_size: u32,
 }
+
+/// The server-side assignors the broker can register, by name.
+pub(crate) const CONSUMER_ASSIGNORS: [&str; 2] = ["uniform", "range"];
 
 impl Default for BrokerConfig {
     fn default() -> Self {
@@ -96,6 +109,10 @@ impl Default for BrokerConfig {
             max_connections: 1024,
             connections_max_idle_ms: 600_000,
             request_timeout_ms: 30_000,
+            group_consumer_assignors: CONSUMER_ASSIGNORS.iter().map(|s| s.to_string()).collect(),
+            group_consumer_session_timeout_ms: 45_000,
+            group_consumer_heartbeat_interval_ms: 5_000,
+            group_consumer_max_size: i32::MAX as u32,
         }
     }
 }
@@ -138,6 +155,37 @@ impl BrokerConfig {
         }
         if self.request_timeout_ms == 0 {
             return invalid("request-timeout-ms", "must be at least 1".into());
+        }
+        for (i, name) in self.group_consumer_assignors.iter().enumerate() {
+            if !CONSUMER_ASSIGNORS.contains(&name.as_str()) {
+                return invalid(
+                    "group-consumer-assignors",
+                    format!(
+                        "unknown assignor `{name}` (known: {})",
+                        CONSUMER_ASSIGNORS.join(", ")
+                    ),
+                );
+            }
+            if self.group_consumer_assignors[..i].contains(name) {
+                return invalid(
+                    "group-consumer-assignors",
+                    format!("`{name}` is listed twice"),
+                );
+            }
+        }
+        if self.group_consumer_session_timeout_ms == 0 {
+            return invalid(
+                "group-consumer-session-timeout-ms",
+                "must be at least 1".into(),
+            );
+        }
+        if self.group_consumer_heartbeat_interval_ms == 0
+            || self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms
+        {
+            return invalid(
+                "group-consumer-heartbeat-interval-ms",
+                "must be at least 1 and below group-consumer-session-timeout-ms".into(),
+            );
         }
         Ok(())
     }

@@ -3,7 +3,9 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+
 use std::time::{SystemTime, UNIX_EPOCH};
+use uuid::Uuid;
 
 use coordinator_core::{Clock, Coordinator, LogError, TopicMetadata};
 use partition_log::PartitionLog;
@@ -61,6 +63,23 @@ impl Context {
         }
     }
 
+    /// Topic `name`'s id (Kafka's topic id, which Metadata v10+, the consumer group
+    /// protocol and OffsetFetch v10 name topics by). The log keeps no ids yet: the id is
+    /// derived from the name (FNV-1a, 128 bits), stable across restarts and never Kafka's
+    /// reserved zero id.
+    pub(crate) fn topic_id(&self, name: &str) -> Uuid {
+        derived_topic_id(name)
+    }
+
+    /// The name of the topic whose id is `id`, if there is one.
+    pub(crate) async fn topic_by_id(&self, id: Uuid) -> Option<String> {
+        let topics = self.log.topics().await.ok()?;
+        topics
+            .into_iter()
+            .map(|(name, _)| name)
+            .find(|name| self.topic_id(name) == id)
+    }
+
     pub(crate) fn new_producer_id(&self) -> i64 {
         self.next_producer_id.fetch_add(1, Ordering::Relaxed)
     }
@@ -95,5 +114,28 @@ impl Context {
             Err(e) => return Err(e),
         }
         Ok(self.log.partition_count(topic))
+    }
+}
+
+/// A topic id derived from its name: FNV-1a over 128 bits, never zero.
+fn derived_topic_id(name: &str) -> Uuid {
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+    let hash = name
+        .bytes()
+        .fold(OFFSET, |h, b| (h ^ u128::from(b)).wrapping_mul(PRIME));
+    Uuid::from_u128(hash.max(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_topic_ids_are_stable_distinct_and_never_reserved() {
+        assert_eq!(derived_topic_id("orders"), derived_topic_id("orders"));
+        assert_ne!(derived_topic_id("orders"), derived_topic_id("orders2"));
+        assert_ne!(derived_topic_id(""), Uuid::nil());
+        assert_ne!(derived_topic_id("a"), Uuid::from_u128(1));
     }
 }

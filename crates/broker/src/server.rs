@@ -77,7 +77,26 @@ impl Server {
         .group_max_session_timeout_ms(config.group_max_session_timeout_ms)
         .group_initial_rebalance_delay_ms(config.group_initial_rebalance_delay_ms)
         .group_max_size(config.group_max_size)
-        .build()?;
+        // Kafka's bounds (45-60 s, 5-15 s), widened to take a setting outside them (tests and
+        // development want short intervals).
+        .consumer_session_timeout_ms(config.group_consumer_session_timeout_ms)
+        .consumer_session_timeout_bounds_ms(
+            config.group_consumer_session_timeout_ms.min(45_000),
+            config.group_consumer_session_timeout_ms.max(60_000),
+        )
+        .consumer_heartbeat_interval_ms(config.group_consumer_heartbeat_interval_ms)
+        .consumer_heartbeat_interval_bounds_ms(
+            config.group_consumer_heartbeat_interval_ms.min(5_000),
+            config.group_consumer_heartbeat_interval_ms.max(15_000),
+        )
+        .consumer_max_size(config.group_consumer_max_size);
+        let coordinator = config
+            .group_consumer_assignors
+            .iter()
+            .fold(coordinator, |b, name| {
+                b.consumer_assignor(consumer_assignor(name))
+            })
+            .build()?;
         let coordinator = Arc::new(coordinator);
         let loaded = coordinator.load().await?;
         if loaded > 0 {
@@ -161,6 +180,18 @@ impl Server {
         driver.shutdown().await;
         info!("stopped");
         Ok(())
+    }
+}
+
+/// The server-side assignor registered under `name` (one of
+/// [`CONSUMER_ASSIGNORS`](crate::config::CONSUMER_ASSIGNORS), checked by the config).
+/// `uniform` is the project's sticky assignor (balance first, then stickiness, over
+/// homogeneous and heterogeneous subscriptions — what Kafka's `UniformAssignor` promises,
+/// by another algorithm); `range` its range assignor.
+fn consumer_assignor(name: &str) -> Arc<dyn coordinator_core::Assignor> {
+    match name {
+        "range" => coordinator_core::named("range", Arc::new(assignor::RangeAssignor)),
+        _ => coordinator_core::named("uniform", Arc::new(assignor::StickyAssignor)),
     }
 }
 

@@ -25,3 +25,4 @@ pub(crate) const NON_EMPTY_GROUP: i16 = 68;
 pub(crate) const OFFSET_METADATA_TOO_LARGE: i16 = 12;
 pub(crate) const MEMBER_ID_REQUIRED: i16 = 79;
 pub(crate) const GROUP_MAX_SIZE_REACHED: i16 = 81;
+pub(crate) const UNKNOWN_TOPIC_ID: i16 = 100;

@@ -10,8 +10,8 @@ use std::ops::RangeInclusive;
 
 use bytes::Bytes;
 use coordinator_core::{
-    ClassicProtocol, Error, ErrorCode, Generation, GroupState, JoinGroupRequest as CoreJoin,
-    LeavingMember, SyncAssignment, SyncGroupRequest as CoreSync,
+    ClassicProtocol, Error, ErrorCode, Generation, GroupKind, GroupState,
+    JoinGroupRequest as CoreJoin, LeavingMember, SyncAssignment, SyncGroupRequest as CoreSync,
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -194,6 +194,12 @@ async fn sync(
                 .with_protocol_name(synced.protocol_name.as_deref().map(s))
                 .with_assignment(assignment)
         }
+        // The group's record could not be stored: Kafka's `appendGroupMetadataErrorToResponseError`
+        // answers NOT_COORDINATOR for a storage error, on which clients find the coordinator
+        // again and rejoin.
+        Some(Err(e)) if e.error_code() == ErrorCode::StorageError => {
+            SyncGroupResponse::default().with_error_code(codes::NOT_COORDINATOR)
+        }
         Some(Err(e)) => SyncGroupResponse::default().with_error_code(code(&e)),
     }
 }
@@ -292,10 +298,25 @@ async fn describe(call: &Call<'_>, request: DescribeGroupsRequest) -> DescribeGr
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
+/// Kafka's group type of a kind: `consumer` for the consumer protocol's groups (KIP-848),
+/// `classic` for the others (the chapter's groups and those known by their offsets only).
+fn group_type(kind: GroupKind) -> &'static str {
+    match kind {
+        GroupKind::Consumer => "consumer",
+        _ => "classic",
+    }
+}
+
 async fn list(call: &Call<'_>, request: ListGroupsRequest) -> ListGroupsResponse {
     // v4's state filter: case-insensitive, trimmed; empty means all (Kafka's rule).
     let filter: Vec<String> = request
         .states_filter
+        .iter()
+        .map(|s| s.trim().to_ascii_lowercase())
+        .collect();
+    // v5's type filter: `classic` or `consumer`, case-insensitive (Kafka's `Group.GroupType`).
+    let types: Vec<String> = request
+        .types_filter
         .iter()
         .map(|s| s.trim().to_ascii_lowercase())
         .collect();
@@ -306,11 +327,13 @@ async fn list(call: &Call<'_>, request: ListGroupsRequest) -> ListGroupsResponse
         .await
         .into_iter()
         .filter(|g| filter.is_empty() || filter.contains(&g.state.as_str().to_ascii_lowercase()))
+        .filter(|g| types.is_empty() || types.contains(&group_type(g.kind).to_string()))
         .map(|g| {
             list_groups_response::ListedGroup::default()
                 .with_group_id(GroupId(s(&g.group_id)))
                 .with_protocol_type(s(&g.protocol_type))
                 .with_group_state(s(g.state.as_str()))
+                .with_group_type(s(group_type(g.kind)))
         })
         .collect();
     ListGroupsResponse::default().with_groups(groups)
@@ -441,7 +464,7 @@ pub(crate) struct ListGroups;
 
 impl Api for ListGroups {
     const KEY: ApiKey = ApiKey::ListGroups;
-    const VERSIONS: RangeInclusive<i16> = 0..=4;
+    const VERSIONS: RangeInclusive<i16> = 0..=5;
     type Request = ListGroupsRequest;
 
     async fn handle(

@@ -8,6 +8,7 @@ use std::ops::RangeInclusive;
 
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 
 use super::registry::Api;
 use super::{codes, Call};
@@ -21,9 +22,10 @@ async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
         None => true,
         Some(topics) => call.version == 0 && topics.is_empty(),
     };
-    let names: Vec<String> = if all {
+    // A name, or the id of a topic asked for by an id no topic has.
+    let names: Vec<Result<String, Uuid>> = if all {
         match context.log.topics().await {
-            Ok(topics) => topics.into_iter().map(|(name, _)| name).collect(),
+            Ok(topics) => topics.into_iter().map(|(name, _)| Ok(name)).collect(),
             // The log cannot list its topics: the answer lists none (Kafka's answer when
             // its metadata cache is empty).
             Err(e) => {
@@ -32,19 +34,37 @@ async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
             }
         }
     } else {
-        request
-            .topics
-            .iter()
-            .flatten()
-            .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
-            .collect()
+        let mut names = Vec::new();
+        for t in request.topics.iter().flatten() {
+            match &t.name {
+                Some(name) => names.push(Ok(name.to_string())),
+                // v12+: a topic asked for by id alone.
+                None => match context.topic_by_id(t.topic_id).await {
+                    Some(name) => names.push(Ok(name)),
+                    None => names.push(Err(t.topic_id)),
+                },
+            }
+        }
+        names
     };
     // v0-3 have no flag: Kafka creates topics for them when auto-creation is on.
     let allow_create = call.version < 4 || request.allow_auto_topic_creation;
     let mut topics = Vec::with_capacity(names.len());
     for name in names {
+        let name = match name {
+            Ok(name) => name,
+            Err(id) => {
+                topics.push(
+                    MetadataResponseTopic::default()
+                        .with_topic_id(id)
+                        .with_error_code(codes::UNKNOWN_TOPIC_ID),
+                );
+                continue;
+            }
+        };
         let topic = MetadataResponseTopic::default()
-            .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
+            .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
+            .with_topic_id(context.topic_id(&name));
         topics.push(match context.topic_or_create(&name, allow_create).await {
             Ok(Some(count)) => topic.with_partitions(
                 (0..count)
@@ -77,7 +97,9 @@ pub(crate) struct Metadata;
 
 impl Api for Metadata {
     const KEY: ApiKey = ApiKey::Metadata;
-    const VERSIONS: RangeInclusive<i16> = 0..=5;
+    /// v10 adds topic ids (which the consumer group protocol names topics by), v12 topics
+    /// asked for by id.
+    const VERSIONS: RangeInclusive<i16> = 0..=12;
     type Request = MetadataRequest;
 
     async fn handle(

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
 use coordinator_core::{
-    CommitAuthority, CommittedOffsets, OffsetAndMetadata, OffsetCommitRequest as CoreCommit,
-    TopicMetadata, TopicPartition,
+    CommitAuthority, CommittedOffsets, GroupKind, OffsetAndMetadata,
+    OffsetCommitRequest as CoreCommit, TopicMetadata, TopicPartition,
 };
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponsePartition, OffsetFetchResponseTopic,
@@ -74,20 +74,37 @@ async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitRe
     let group_code = if offsets.is_empty() {
         codes::NONE
     } else {
-        let core = CoreCommit {
-            group_id: request.group_id.to_string(),
-            authority: CommitAuthority::generation(
+        let group_id = request.group_id.to_string();
+        let member_id = request.member_id.to_string();
+        // v9's `generation_id_or_member_epoch` is a member epoch for a consumer-protocol
+        // group (KIP-848) and a generation for the others, as Kafka's coordinator reads it.
+        let authority = if call.version >= 9
+            && call.context.coordinator.group_kind(&group_id) == Some(GroupKind::Consumer)
+            && !(member_id.is_empty() && request.generation_id_or_member_epoch < 0)
+        {
+            CommitAuthority::MemberEpoch {
+                member_id,
+                member_epoch: request.generation_id_or_member_epoch,
+            }
+        } else {
+            CommitAuthority::generation(
                 generation(request.generation_id_or_member_epoch),
-                request.member_id.to_string(),
+                member_id,
                 request.group_instance_id.as_ref().map(|s| s.to_string()),
-            ),
+            )
+        };
+        let core = CoreCommit {
+            group_id,
+            authority,
             offsets,
         };
         match call.context.coordinator.offsets().commit(&core).await {
             Ok(()) => codes::NONE,
             // A member's commit to a group that does not exist: OffsetCommit before v9 says
-            // ILLEGAL_GENERATION (v9+, not served, says GROUP_ID_NOT_FOUND).
-            Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND => codes::ILLEGAL_GENERATION,
+            // ILLEGAL_GENERATION, v9 GROUP_ID_NOT_FOUND (Kafka 4).
+            Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND && call.version < 9 => {
+                codes::ILLEGAL_GENERATION
+            }
             Err(e) => {
                 debug!(group = %request.group_id.as_str(), error = %e, "commit refused");
                 code(&e)
@@ -118,95 +135,180 @@ async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitRe
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-/// OffsetFetch v1-3: the group's committed offsets with the metadata they were committed
-/// with; -1 for none. An unknown group has none and is no error, and the empty group id is a
-/// group id like any other (Kafka's behaviour). A store that keeps offsets only (the JSON
-/// file) reads the metadata back empty.
-async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchResponse {
-    let coordinator = &call.context.coordinator;
-    let group = request.group_id.as_str();
-    let committed = match coordinator
+/// What one group's fetch found: per topic, per asked partition, the committed offset with
+/// its metadata (`None`: none committed).
+type Fetched = Vec<(TopicName, Vec<(i32, Option<OffsetAndMetadata>)>)>;
+
+/// One group's committed offsets of `topics` (`None`: every committed offset of the group),
+/// or the group's error code. An unknown group has none and is no error, and the empty group
+/// id is a group id like any other (Kafka's behaviour). A store that keeps offsets only (the
+/// JSON file) reads the metadata back empty.
+async fn fetch_group(
+    call: &Call<'_>,
+    group: &str,
+    authority: &CommitAuthority,
+    topics: Option<Vec<(TopicName, Vec<i32>)>>,
+) -> Result<Fetched, i16> {
+    let committed = match call
+        .context
+        .coordinator
         .offsets()
-        .fetch(group, &CommitAuthority::Plain)
+        .fetch(group, authority)
         .await
     {
         Ok(map) => map,
         Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND => Default::default(),
-        Err(e) => {
-            let c = code(&e);
-            // v1 has no top-level error: every asked partition carries it.
-            return OffsetFetchResponse::default()
-                .with_error_code(c)
-                .with_topics(
-                    request
-                        .topics
-                        .unwrap_or_default()
+        Err(e) => return Err(code(&e)),
+    };
+    Ok(match topics {
+        Some(topics) => topics
+            .into_iter()
+            .map(|(name, partitions)| {
+                let found = partitions
+                    .into_iter()
+                    .map(|p| {
+                        let offset = u32::try_from(p)
+                            .ok()
+                            .and_then(|p| committed.get(&TopicPartition::new(name.0.as_str(), p)));
+                        (p, offset.cloned())
+                    })
+                    .collect();
+                (name, found)
+            })
+            .collect(),
+        None => {
+            let mut out: Fetched = Vec::new();
+            for (tp, offset) in committed {
+                let entry = (tp.partition() as i32, Some(offset));
+                match out.last_mut() {
+                    Some((name, parts)) if name.0.as_str() == tp.topic() => parts.push(entry),
+                    _ => out.push((
+                        TopicName(StrBytes::from_string(tp.topic().to_string())),
+                        vec![entry],
+                    )),
+                }
+            }
+            out
+        }
+    })
+}
+
+/// The three fields of a committed offset as OffsetFetch sends them (−1 for none).
+fn fields(offset: Option<&OffsetAndMetadata>) -> (i64, i32, Option<StrBytes>) {
+    (
+        offset.map_or(-1, |o| o.offset),
+        offset.and_then(|o| o.leader_epoch).unwrap_or(-1),
+        Some(StrBytes::from_string(
+            offset.map(|o| o.metadata.clone()).unwrap_or_default(),
+        )),
+    )
+}
+
+/// OffsetFetch v1-7 (one group) and v8-9 (a batch of groups; v9 with the member id and
+/// epoch of a consumer-protocol member, checked as Kafka checks them).
+async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchResponse {
+    if call.version >= 8 {
+        let mut groups = Vec::with_capacity(request.groups.len());
+        for g in request.groups {
+            let member_id = g
+                .member_id
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            let authority = if member_id.is_empty() && g.member_epoch < 0 {
+                CommitAuthority::Plain
+            } else {
+                CommitAuthority::MemberEpoch {
+                    member_id,
+                    member_epoch: g.member_epoch,
+                }
+            };
+            let asked = g.topics.map(|topics| {
+                topics
+                    .into_iter()
+                    .map(|t| (t.name, t.partition_indexes))
+                    .collect()
+            });
+            let group = offset_fetch_response::OffsetFetchResponseGroup::default()
+                .with_group_id(g.group_id.clone());
+            groups.push(match fetch_group(call, &g.group_id, &authority, asked).await {
+                Ok(found) => group.with_topics(
+                    found
                         .into_iter()
-                        .map(|t| {
-                            OffsetFetchResponseTopic::default()
+                        .map(|(name, parts)| {
+                            offset_fetch_response::OffsetFetchResponseTopics::default()
+                                .with_name(name)
                                 .with_partitions(
-                                    t.partition_indexes
+                                    parts
                                         .iter()
-                                        .map(|&p| {
-                                            OffsetFetchResponsePartition::default()
-                                                .with_partition_index(p)
-                                                .with_committed_offset(-1)
-                                                .with_error_code(c)
+                                        .map(|(p, o)| {
+                                            let (offset, epoch, metadata) = fields(o.as_ref());
+                                            offset_fetch_response::OffsetFetchResponsePartitions::default()
+                                                .with_partition_index(*p)
+                                                .with_committed_offset(offset)
+                                                .with_committed_leader_epoch(epoch)
+                                                .with_metadata(metadata)
                                         })
                                         .collect(),
                                 )
-                                .with_name(t.name)
                         })
                         .collect(),
-                );
+                ),
+                Err(c) => group.with_error_code(c),
+            });
         }
-    };
-    let partition = |index: i32, offset: Option<&OffsetAndMetadata>| {
-        OffsetFetchResponsePartition::default()
-            .with_partition_index(index)
-            .with_committed_offset(offset.map_or(-1, |o| o.offset))
-            .with_committed_leader_epoch(offset.and_then(|o| o.leader_epoch).unwrap_or(-1))
-            .with_metadata(Some(StrBytes::from_string(
-                offset.map(|o| o.metadata.clone()).unwrap_or_default(),
-            )))
-    };
-    let topics: Vec<OffsetFetchResponseTopic> = match request.topics {
-        Some(topics) => topics
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let asked: Option<Vec<(TopicName, Vec<i32>)>> = request.topics.map(|topics| {
+        topics
             .into_iter()
-            .map(|t| {
-                let partitions = t
-                    .partition_indexes
-                    .iter()
-                    .map(|&p| {
-                        let offset = u32::try_from(p).ok().and_then(|p| {
-                            committed.get(&TopicPartition::new(t.name.0.as_str(), p))
-                        });
-                        partition(p, offset)
-                    })
-                    .collect();
+            .map(|t| (t.name, t.partition_indexes))
+            .collect()
+    });
+    let render = |found: Fetched, error: i16| -> Vec<OffsetFetchResponseTopic> {
+        found
+            .into_iter()
+            .map(|(name, parts)| {
                 OffsetFetchResponseTopic::default()
-                    .with_name(t.name)
-                    .with_partitions(partitions)
+                    .with_name(name)
+                    .with_partitions(
+                        parts
+                            .iter()
+                            .map(|(p, o)| {
+                                let (offset, epoch, metadata) = fields(o.as_ref());
+                                OffsetFetchResponsePartition::default()
+                                    .with_partition_index(*p)
+                                    .with_committed_offset(offset)
+                                    .with_committed_leader_epoch(epoch)
+                                    .with_metadata(metadata)
+                                    .with_error_code(error)
+                            })
+                            .collect(),
+                    )
             })
-            .collect(),
-        // null topics (v2+): every committed offset of the group.
-        None => {
-            let mut topics: Vec<OffsetFetchResponseTopic> = Vec::new();
-            for (tp, offset) in &committed {
-                let entry = partition(tp.partition() as i32, Some(offset));
-                match topics.last_mut() {
-                    Some(last) if last.name.0.as_str() == tp.topic() => last.partitions.push(entry),
-                    _ => topics.push(
-                        OffsetFetchResponseTopic::default()
-                            .with_name(TopicName(StrBytes::from_string(tp.topic().to_string())))
-                            .with_partitions(vec![entry]),
-                    ),
-                }
-            }
-            topics
-        }
+            .collect()
     };
-    OffsetFetchResponse::default().with_topics(topics)
+    match fetch_group(
+        call,
+        &request.group_id,
+        &CommitAuthority::Plain,
+        asked.clone(),
+    )
+    .await
+    {
+        Ok(found) => OffsetFetchResponse::default().with_topics(render(found, codes::NONE)),
+        Err(c) => {
+            // v1 has no top-level error: every asked partition carries it.
+            let none = asked
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(name, parts)| (name, parts.into_iter().map(|p| (p, None)).collect()))
+                .collect();
+            OffsetFetchResponse::default()
+                .with_error_code(c)
+                .with_topics(render(none, c))
+        }
+    }
 }
 
 /// OffsetDelete v0: removes a group's committed offsets of topics it is not subscribed to.
@@ -285,7 +387,8 @@ pub(crate) struct OffsetCommit;
 
 impl Api for OffsetCommit {
     const KEY: ApiKey = ApiKey::OffsetCommit;
-    const VERSIONS: RangeInclusive<i16> = 2..=3;
+    /// v9: a consumer-protocol member commits with its member epoch (KIP-848).
+    const VERSIONS: RangeInclusive<i16> = 2..=9;
     type Request = OffsetCommitRequest;
 
     async fn handle(
@@ -301,7 +404,8 @@ pub(crate) struct OffsetFetch;
 
 impl Api for OffsetFetch {
     const KEY: ApiKey = ApiKey::OffsetFetch;
-    const VERSIONS: RangeInclusive<i16> = 1..=3;
+    /// v8 batches groups; v9 carries a consumer-protocol member's id and epoch (KIP-848).
+    const VERSIONS: RangeInclusive<i16> = 1..=9;
     type Request = OffsetFetchRequest;
 
     async fn handle(

@@ -188,7 +188,7 @@ const fn entry<A: Api>() -> Entry {
 /// Every API the broker serves, in ApiVersions order. The versions are docs/wire.md#api-versions' "safe
 /// maximum for all" column intersected with what kafka-protocol 0.18 decodes; the group admin
 /// APIs are advertised at the ranges Kafka 3.x brokers advertise, which every client handles.
-static REGISTRY: [Entry; 17] = [
+static REGISTRY: [Entry; 19] = [
     entry::<super::produce::Produce>(),
     entry::<super::fetch::Fetch>(),
     entry::<super::list_offsets::ListOffsets>(),
@@ -206,6 +206,8 @@ static REGISTRY: [Entry; 17] = [
     entry::<super::init_producer_id::InitProducerId>(),
     entry::<super::groups::DeleteGroups>(),
     entry::<super::offsets::OffsetDelete>(),
+    entry::<super::consumer_groups::ConsumerGroupHeartbeat>(),
+    entry::<super::consumer_groups::ConsumerGroupDescribe>(),
 ];
 
 /// The registry's row for `key`, if the broker serves that API at all.

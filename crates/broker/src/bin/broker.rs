@@ -65,6 +65,20 @@ struct Args {
     /// closes its connection.
     #[arg(long, default_value_t = 30_000)]
     request_timeout_ms: u64,
+    /// Kafka's group.consumer.assignors: the server-side assignors of consumer-protocol
+    /// groups (group.protocol=consumer), the default first.
+    #[arg(long, value_delimiter = ',', default_value = "uniform,range")]
+    group_consumer_assignors: Vec<String>,
+    /// Kafka's group.consumer.session.timeout.ms.
+    #[arg(long, default_value_t = 45_000)]
+    group_consumer_session_timeout_ms: u64,
+    /// Kafka's group.consumer.heartbeat.interval.ms: how often consumer-protocol members
+    /// heartbeat.
+    #[arg(long, default_value_t = 5_000)]
+    group_consumer_heartbeat_interval_ms: u64,
+    /// Kafka's group.consumer.max.size.
+    #[arg(long, default_value_t = i32::MAX as u32)]
+    group_consumer_max_size: u32,
 }
 
 fn parse_topic(s: &str) -> Result<TopicSpec, String> {
@@ -88,6 +102,10 @@ impl Args {
             max_connections: self.max_connections,
             connections_max_idle_ms: self.connections_max_idle_ms,
             request_timeout_ms: self.request_timeout_ms,
+            group_consumer_assignors: self.group_consumer_assignors,
+            group_consumer_session_timeout_ms: self.group_consumer_session_timeout_ms,
+            group_consumer_heartbeat_interval_ms: self.group_consumer_heartbeat_interval_ms,
+            group_consumer_max_size: self.group_consumer_max_size,
         }
     }
 }

@@ -108,7 +108,7 @@ async fn an_unsupported_version_of_a_known_api_gets_unsupported_version() {
     assert_eq!(c.call(&join, 7).await.error_code, 35);
     // A response without a top-level error code cannot say so: Kafka closes, so do we.
     closes_only_that_connection(&broker, &{
-        let (_, f) = c.request_frame(&MetadataRequest::default(), 9);
+        let (_, f) = c.request_frame(&MetadataRequest::default(), 13);
         f.to_vec()
     })
     .await;

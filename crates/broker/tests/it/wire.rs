@@ -28,7 +28,11 @@ async fn api_versions_lists_the_served_table_at_every_version() {
             "Produce advertised from 0"
         );
         assert_eq!(find(ApiKey::Fetch), Some((4, 11)));
-        assert_eq!(find(ApiKey::Metadata), Some((0, 5)));
+        assert_eq!(find(ApiKey::Metadata), Some((0, 12)));
+        assert_eq!(find(ApiKey::OffsetCommit), Some((2, 9)));
+        assert_eq!(find(ApiKey::OffsetFetch), Some((1, 9)));
+        assert_eq!(find(ApiKey::ConsumerGroupHeartbeat), Some((0, 1)));
+        assert_eq!(find(ApiKey::ConsumerGroupDescribe), Some((0, 1)));
         assert_eq!(find(ApiKey::ApiVersions), Some((0, 3)));
         assert_eq!(find(ApiKey::JoinGroup), Some((0, 5)));
         assert_eq!(find(ApiKey::OffsetDelete), Some((0, 0)));

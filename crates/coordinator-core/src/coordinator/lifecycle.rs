@@ -9,7 +9,7 @@ use tracing::info;
 
 use super::{not_found, Coordinator, GroupCell};
 use crate::error::Error;
-use crate::group::{self, GroupRecord, ListedGroup};
+use crate::group::{self, GroupKind, GroupRecord, ListedGroup};
 use crate::ports::CommitFence;
 
 impl Coordinator {
@@ -46,6 +46,15 @@ impl Coordinator {
         }
         let group = entry.group.as_ref()?;
         Some(group.record(entry.generation, &self.assignors))
+    }
+
+    /// The kind of group `group_id` is now (`Simple` for one known by its offsets only), or
+    /// `None` for a group the coordinator does not know. A wire front reads it to interpret
+    /// OffsetCommit v9's `generation_id_or_member_epoch`, as Kafka's coordinator does.
+    pub fn group_kind(&self, group_id: &str) -> Option<GroupKind> {
+        let cell = self.group(group_id)?;
+        let entry = cell.lock();
+        (!entry.removed).then(|| entry.kind())
     }
 
     /// How many group entries the coordinator holds (existing groups of both kinds and
