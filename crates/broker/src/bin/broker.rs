@@ -5,13 +5,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use broker::{BrokerConfig, Server, TopicSpec};
+use broker::{BrokerConfig, OffsetsStore, Server, TopicSpec};
 use clap::Parser;
 
 /// A Kafka-protocol broker for development and tests: produce, fetch, consumer groups and
 /// committed offsets over the coordinator core.
 ///
-/// Records live in memory and are lost at exit; committed offsets survive in
+/// Records live in memory and are lost at exit; committed offsets and group records survive
+/// in DATA_DIR/groups/ (the group log) or, with --offsets-store json, in
 /// DATA_DIR/offsets.json. Once accepting, prints `listening on HOST:PORT` to stdout; logs go
 /// to stderr, filtered by RUST_LOG (default `info`). SIGINT or SIGTERM stops it gracefully
 /// (exit 0).
@@ -21,10 +22,23 @@ struct Args {
     /// Address to listen on; port 0 lets the OS pick one.
     #[arg(long, default_value = "127.0.0.1:9092", env = "BROKER_LISTEN")]
     listen: SocketAddr,
-    /// Directory for committed offsets (offsets.json); without it they live in memory. Only
-    /// one broker may use a directory at a time.
+    /// Directory for committed offsets and group records (DATA_DIR/groups/, the group log;
+    /// an older broker's DATA_DIR/offsets.json is imported at the first start and kept as
+    /// offsets.json.imported); without it they live in memory. Only one broker may use a
+    /// directory at a time.
     #[arg(long, env = "BROKER_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Where the data directory keeps offsets: `log` (DATA_DIR/groups/: offsets with their
+    /// metadata and group records; a commit costs its own bytes) or `json` (one readable
+    /// DATA_DIR/offsets.json holding offsets only, rewritten whole on every batch).
+    #[arg(long, value_enum, default_value_t = StoreKind::Log)]
+    offsets_store: StoreKind,
+    /// Kafka's log.flush.interval.ms for the group log: acknowledge a commit once written to
+    /// the OS and fdatasync at most N ms later (survives a crash of the process; a power
+    /// loss may lose the last N ms). Without it every batch is synced before it is
+    /// acknowledged. Needs --data-dir and the log store.
+    #[arg(long, value_name = "N")]
+    offsets_flush_interval_ms: Option<u64>,
     /// A topic to create at start, NAME:PARTITIONS; repeat for more.
     #[arg(long = "topic", value_name = "NAME:PARTITIONS", value_parser = parse_topic)]
     topics: Vec<TopicSpec>,
@@ -59,6 +73,22 @@ struct Args {
     max_connections: usize,
 }
 
+/// `--offsets-store`'s values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum StoreKind {
+    Log,
+    Json,
+}
+
+impl From<StoreKind> for OffsetsStore {
+    fn from(kind: StoreKind) -> Self {
+        match kind {
+            StoreKind::Log => OffsetsStore::Log,
+            StoreKind::Json => OffsetsStore::Json,
+        }
+    }
+}
+
 fn parse_topic(s: &str) -> Result<TopicSpec, String> {
     s.parse().map_err(|e: broker::BrokerError| e.to_string())
 }
@@ -68,6 +98,8 @@ impl Args {
         BrokerConfig {
             listen: self.listen,
             data_dir: self.data_dir,
+            offsets_store: self.offsets_store.into(),
+            offsets_flush_interval_ms: self.offsets_flush_interval_ms,
             topics: self.topics,
             auto_create_topics: self.auto_create_topics,
             num_partitions: self.num_partitions,
