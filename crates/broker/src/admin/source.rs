@@ -215,6 +215,10 @@ impl Source {
                 let mut results = Vec::new();
                 for g in groups {
                     d.store.delete(g, None, CommitFence::none()).await?;
+                    if d.store.keeps_groups() {
+                        // Kafka's DeleteGroups removes the group's metadata with its offsets.
+                        d.store.write_group(g, None, CommitFence::none()).await?;
+                    }
                     results.push((g.clone(), Ok(())));
                 }
                 Ok(results)
@@ -806,8 +810,11 @@ fn described(d: describe_groups_response::DescribedGroup) -> GroupInfo {
     }
 }
 
-/// A data directory's offset file, opened through the store (which owns it while open: a
-/// running broker's lock refuses the tool, and the tool's refuses a broker).
+/// A data directory's offsets, opened through its store — the group log if `groups/` is
+/// there, else `offsets.json` (which owns the directory while open: a running broker's lock
+/// refuses the tool, and the tool's refuses a broker). A log with an `offsets.json` beside it
+/// (an import a broker did not finish) is opened as a broker opens it: the import is
+/// finished first.
 pub(crate) struct DataDirSource {
     store: Arc<dyn OffsetStore>,
 }
@@ -826,7 +833,12 @@ impl DataDirSource {
                 path: dir.to_path_buf(),
             });
         }
-        let store = StoreConfig::from_data_dir(Some(dir))
+        let Some(config) = StoreConfig::detect(dir).await else {
+            return Err(AdminError::DataDirEmpty {
+                path: dir.to_path_buf(),
+            });
+        };
+        let store = config
             .open()
             .await
             .map_err(|source| AdminError::DataDirUnavailable {
