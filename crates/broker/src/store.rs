@@ -164,11 +164,27 @@ impl StoreConfig {
     /// The store's: the directory's lock held by another process, an unreadable or invalid
     /// offset file or log; for the log, a `groups/` that cannot be created, and an
     /// `offsets.json` whose offsets differ from the log's for a partition both hold (see
-    /// [`import_json`]).
+    /// [`import_json`]); for the JSON file, a directory that holds a group log (`groups/`:
+    /// the JSON store would not read it).
     pub async fn open(&self) -> Result<Arc<dyn OffsetStore>, StorageError> {
         match self {
             StoreConfig::Memory => Ok(Arc::new(MemoryStore::new())),
             StoreConfig::JsonFile { dir } => {
+                // A directory the log has kept: its offsets are in `groups/` (and the file,
+                // if any, is the older one), so the JSON store would serve stale or no
+                // offsets. Refused rather than silently going back in time.
+                if exists(&dir.join(GROUPS_DIR)).await? {
+                    return Err(StorageError::new(
+                        StorageErrorKind::Other,
+                        format!(
+                            "the data directory `{}` holds a group log (`{GROUPS_DIR}/`), \
+                             which the JSON store does not read: its offsets would seem lost. \
+                             Use the log store (no `--offsets-store json`), or move \
+                             `{GROUPS_DIR}/` away to go back to `{OFFSETS_FILE}`",
+                            dir.display()
+                        ),
+                    ));
+                }
                 let store = JsonFileStore::open_async(dir.join(OFFSETS_FILE)).await?;
                 Ok(Arc::new(store))
             }
@@ -241,8 +257,8 @@ pub(crate) struct Imported {
 ///    and before step 4's rename was durable) and is skipped; one the log holds with
 ///    another offset is a conflict and fails the open, changing nothing, because which
 ///    one is newer cannot be known (the log could only have moved on after a durable
-///    rename, so this is someone else's file: a broker run with `--offsets-store json`
-///    after this one, or a copied file). The operator keeps the log by moving the file
+///    rename, so this is someone else's file: an older broker binary run on the
+///    directory after this one, or a copied file). The operator keeps the log by moving the file
 ///    away, or re-imports it by moving `groups/` away.
 /// 3. The missing offsets are committed to the log, every group at once (so they share a
 ///    few batches), each synced before it is acknowledged (`open_log` imports through a
@@ -444,13 +460,13 @@ mod tests {
 
     #[tokio::test]
     async fn each_store_keeps_what_is_committed_and_only_the_files_survive_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
+        let dirs = [(); 3].map(|()| tempfile::tempdir().unwrap());
         let offsets = map(&[("t", 0, 7)]);
         for config in [
             StoreConfig::Memory,
-            log_config(dir.path()),
-            StoreConfig::of(Some(dir.path()), OffsetsStore::Json, None),
-            StoreConfig::of(Some(dir.path()), OffsetsStore::Log, Some(5)),
+            log_config(dirs[0].path()),
+            StoreConfig::of(Some(dirs[1].path()), OffsetsStore::Json, None),
+            StoreConfig::of(Some(dirs[2].path()), OffsetsStore::Log, Some(5)),
         ] {
             let store = config.open().await.unwrap();
             store
@@ -467,18 +483,42 @@ mod tests {
             };
             assert_eq!(again.list("g").await.unwrap(), expected, "{config:?}");
         }
-        assert!(dir.path().join(GROUPS_DIR).is_dir());
-        // The JSON store's file, written after the log's, held the log's offsets: the last
-        // log open found nothing to import in it, and renamed it.
-        assert!(dir.path().join(IMPORTED_FILE).is_file());
+        assert!(dirs[0].path().join(GROUPS_DIR).is_dir());
+        assert!(dirs[1].path().join(OFFSETS_FILE).is_file());
+        assert!(!dirs[1].path().join(GROUPS_DIR).exists());
+        assert!(dirs[2].path().join(GROUPS_DIR).is_dir());
+    }
+
+    /// Once the log keeps a directory, the JSON store is refused there (it would serve the
+    /// older file's offsets, or none); the log is untouched.
+    #[tokio::test]
+    async fn the_json_store_is_refused_on_a_directory_the_log_keeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        old_file(d, &[("g", &[("t", 0, 5)])]).await;
+        let log = log_config(d).open().await.unwrap();
+        log.commit("g", &map(&[("t", 0, 6)]), CommitFence::none())
+            .await
+            .unwrap();
+        drop(log);
+        let json = StoreConfig::of(Some(d), OffsetsStore::Json, None);
+        let err = json.open().await.err().expect("refused");
+        assert!(
+            err.to_string().contains("holds a group log (`groups/`)"),
+            "{err}"
+        );
+        assert!(!d.join(OFFSETS_FILE).exists(), "no file created");
+        let log = log_config(d).open().await.unwrap();
+        assert_eq!(log.list("g").await.unwrap(), map(&[("t", 0, 6)]));
     }
 
     #[tokio::test]
     async fn a_data_directory_has_one_owner_of_either_kind() {
         let dir = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
         for config in [
             log_config(dir.path()),
-            StoreConfig::of(Some(dir.path()), OffsetsStore::Json, None),
+            StoreConfig::of(Some(other.path()), OffsetsStore::Json, None),
         ] {
             let _owner = config.open().await.unwrap();
             let err = config
@@ -546,8 +586,8 @@ mod tests {
         );
         drop(store);
 
-        // A second file (a broker run with --offsets-store json in between) with offsets the
-        // log does not hold is imported too, and its backup does not replace the first.
+        // A second file (an older broker binary run on the directory in between) with offsets
+        // the log does not hold is imported too, and its backup does not replace the first.
         old_file(d, &[("g3", &[("t", 0, 1)])]).await;
         let store = log_config(d).open().await.unwrap();
         assert_eq!(store.list("g3").await.unwrap(), map(&[("t", 0, 1)]));

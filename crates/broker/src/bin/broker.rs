@@ -30,7 +30,8 @@ struct Args {
     data_dir: Option<PathBuf>,
     /// Where the data directory keeps offsets: `log` (DATA_DIR/groups/: offsets with their
     /// metadata and group records; a commit costs its own bytes) or `json` (one readable
-    /// DATA_DIR/offsets.json holding offsets only, rewritten whole on every batch).
+    /// DATA_DIR/offsets.json holding offsets only, rewritten whole on every batch; refused on
+    /// a directory that holds a group log).
     #[arg(long, value_enum, default_value_t = StoreKind::Log)]
     offsets_store: StoreKind,
     /// Kafka's log.flush.interval.ms for the group log: acknowledge a commit once written to
