@@ -18,7 +18,6 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use coordinator_core::{
     CommitFence, CommittedOffsets, OffsetAndMetadata, OffsetStore, StorageError, StorageErrorKind,
@@ -273,8 +272,9 @@ pub(crate) struct Imported {
 ///    exactly the file's offsets for the file's partitions, nothing newer, and the next
 ///    start skips them all and renames.
 ///
-/// The JSON file keeps offsets only: the import stamps them with the time of the import
-/// as their commit time, and no leader epoch or metadata.
+/// The JSON file keeps offsets only: they are imported as the JSON store gives them, with
+/// no leader epoch, no metadata and commit time 0 (unknown). (Not the time of the import:
+/// the coordinator's commit times are its own clock's, which is not the wall clock.)
 ///
 /// # Errors
 /// The JSON store's (in use, unreadable, corrupt); a conflict (step 2), naming the first
@@ -282,9 +282,6 @@ pub(crate) struct Imported {
 pub(crate) async fn import_json(dir: &Path, log: &LogStore) -> Result<Imported, StorageError> {
     let file = dir.join(OFFSETS_FILE);
     let json = JsonFileStore::open_async(file.clone()).await?;
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let held = log.snapshot();
     let mut todo: BTreeMap<String, CommittedOffsets> = BTreeMap::new();
     let mut found = Imported::default();
@@ -302,8 +299,7 @@ pub(crate) async fn import_json(dir: &Path, log: &LogStore) -> Result<Imported, 
                     first_conflict.get_or_insert((group.clone(), tp, offset, logged));
                 }
                 None => {
-                    let mut o = OffsetAndMetadata::new(offset);
-                    o.commit_timestamp_ms = now;
+                    let o = OffsetAndMetadata::new(offset);
                     todo.entry(group.clone()).or_default().insert(tp, o);
                 }
             }
@@ -561,10 +557,11 @@ mod tests {
             map(&[("t", 0, 5), ("t", 1, 3)])
         );
         assert_eq!(store.list("g2").await.unwrap(), map(&[("u", 0, 9)]));
-        let stamped = store.list_with_metadata("g2").await.unwrap();
-        assert!(
-            stamped.values().all(|o| o.commit_timestamp_ms > 0),
-            "{stamped:?}"
+        let imported = store.list_with_metadata("g2").await.unwrap();
+        assert_eq!(
+            imported.get(&TopicPartition::new("u", 0)),
+            Some(&OffsetAndMetadata::new(9)),
+            "as the JSON store gives it: no epoch, no metadata, commit time 0"
         );
         assert!(!d.join(OFFSETS_FILE).exists(), "renamed");
         assert_eq!(
