@@ -229,7 +229,10 @@ async fn open_log(dir: &Path, flush_interval_ms: Option<u64>) -> Result<LogStore
     if flush_interval_ms.is_none() {
         return Ok(log);
     }
-    // Closing joins the writer thread: off the async workers.
+    // Closing joins the writer thread: off the async workers. Between the close and the
+    // reopen the directory is unowned for a moment; a second broker starting just then
+    // takes it (the import is durable and the file renamed) and this reopen is refused as
+    // "in use": never two owners.
     tokio::task::spawn_blocking(move || drop(log))
         .await
         .map_err(|e| StorageError::new(StorageErrorKind::Other, format!("{e}")))?;
