@@ -235,7 +235,12 @@ async fn open_log(dir: &Path, flush_interval_ms: Option<u64>) -> Result<LogStore
     // "in use": never two owners.
     tokio::task::spawn_blocking(move || drop(log))
         .await
-        .map_err(|e| StorageError::new(StorageErrorKind::Other, format!("{e}")))?;
+        .map_err(|e| {
+            StorageError::new(
+                StorageErrorKind::Other,
+                format!("closing the group log after the import failed: {e}"),
+            )
+        })?;
     builder(flush_interval_ms).open_async(&groups).await
 }
 
@@ -407,7 +412,12 @@ async fn rename_to_backup(dir: &Path, file: &Path) -> Result<PathBuf, StorageErr
     let synced = dir.to_path_buf();
     tokio::task::spawn_blocking(move || std::fs::File::open(&synced)?.sync_all())
         .await
-        .map_err(|e| StorageError::new(StorageErrorKind::Other, format!("{e}")))?
+        .map_err(|e| {
+            StorageError::new(
+                StorageErrorKind::Other,
+                format!("syncing the data directory after the import failed: {e}"),
+            )
+        })?
         .map_err(|e| {
             io_error(
                 format!(
