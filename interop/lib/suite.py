@@ -86,9 +86,10 @@ class Ctx:
     def bootstrap(self):
         return self.suite.broker.address
 
-    def start_broker(self, name, topics, data_dir=None, extra=(), expect_listen=True, timeout=30):
-        """A broker of this scenario's own (the restart scenario), same binary as the suite's."""
-        args = self.suite.broker_args(topics, data_dir) + list(extra)
+    def start_broker(self, name, topics, data_dir=None, extra=(), expect_listen=True, timeout=30, listen=None):
+        """A broker of this scenario's own (the restart scenarios), same binary as the suite's;
+        `listen` HOST:PORT to come back on a previous broker's address."""
+        args = self.suite.broker_args(topics, data_dir, listen) + list(extra)
         b = Broker(self.suite.broker_cmd, args, os.path.join(self.dir, name + ".log"), name=name,
                    env=self.suite.broker_env())
         self.brokers.append(b)
@@ -301,8 +302,8 @@ class Suite:
         env.setdefault("RUST_LOG", "info")
         return env
 
-    def broker_args(self, topics, data_dir):
-        args = ["--listen", "127.0.0.1:0", "--group-initial-rebalance-delay-ms", "0",
+    def broker_args(self, topics, data_dir, listen=None):
+        args = ["--listen", listen or "127.0.0.1:0", "--group-initial-rebalance-delay-ms", "0",
                 "--group-min-session-timeout-ms", "1000", "--max-frame-bytes", str(16 * 1024 * 1024)]
         if data_dir:
             args += ["--data-dir", data_dir]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::error::BrokerError;
-use crate::store::StoreConfig;
+use crate::store::{OffsetsStore, StoreConfig};
 
 /// A topic to create at start: `NAME:PARTITIONS` on the command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,9 +45,18 @@ impl FromStr for TopicSpec {
 pub struct BrokerConfig {
     /// Where to listen. Port 0 lets the operating system pick one.
     pub listen: SocketAddr,
-    /// Where committed offsets live (`<dir>/offsets.json`, the `JsonFileStore`); `None` keeps
-    /// them in memory.
+    /// The data directory: committed offsets and group records live in its group log
+    /// (`<dir>/groups/`, the `LogStore`) or, with [`offsets_store`](Self::offsets_store)
+    /// `Json`, in `<dir>/offsets.json`; `None` keeps them in memory.
     pub data_dir: Option<PathBuf>,
+    /// `--offsets-store`: which store of the data directory keeps the offsets (default the
+    /// log). Without a data directory, ignored.
+    pub offsets_store: OffsetsStore,
+    /// `--offsets-flush-interval-ms` (Kafka's `log.flush.interval.ms`, for the group log):
+    /// acknowledge a commit once written to the OS and sync at most this many ms later.
+    /// `None` (the default) syncs every batch before acknowledging it. Only with the log
+    /// store of a data directory.
+    pub offsets_flush_interval_ms: Option<u64>,
     /// Topics to create at start.
     pub topics: Vec<TopicSpec>,
     /// Kafka's `auto.create.topics.enable`: a Metadata request for a missing topic creates it.
@@ -97,6 +106,8 @@ impl Default for BrokerConfig {
         BrokerConfig {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 9092)),
             data_dir: None,
+            offsets_store: OffsetsStore::Log,
+            offsets_flush_interval_ms: None,
             topics: Vec::new(),
             auto_create_topics: false,
             num_partitions: 1,
@@ -120,7 +131,11 @@ impl Default for BrokerConfig {
 impl BrokerConfig {
     /// The offset store these settings choose (see [`StoreConfig`]).
     pub fn store(&self) -> StoreConfig {
-        StoreConfig::from_data_dir(self.data_dir.as_deref())
+        StoreConfig::of(
+            self.data_dir.as_deref(),
+            self.offsets_store,
+            self.offsets_flush_interval_ms,
+        )
     }
 
     /// Checks the settings that do not depend on the environment.
@@ -187,6 +202,21 @@ impl BrokerConfig {
                 "must be at least 1 and below group-consumer-session-timeout-ms".into(),
             );
         }
+        if let Some(ms) = self.offsets_flush_interval_ms {
+            let why = if self.data_dir.is_none() {
+                Some("needs --data-dir: without one, offsets live in memory and nothing is synced")
+            } else if self.offsets_store == OffsetsStore::Json {
+                Some(
+                    "applies to the group log only, not to --offsets-store json (the JSON \
+                     store syncs every write)",
+                )
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return invalid("offsets-flush-interval-ms", format!("{ms}: {why}"));
+            }
+        }
         Ok(())
     }
 }
@@ -225,5 +255,51 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("max-connections"));
+    }
+
+    #[test]
+    fn the_flush_interval_needs_the_log_of_a_data_directory() {
+        let with = |dir: Option<&str>, store| BrokerConfig {
+            data_dir: dir.map(PathBuf::from),
+            offsets_store: store,
+            offsets_flush_interval_ms: Some(100),
+            ..BrokerConfig::default()
+        };
+        let c = with(Some("/data"), OffsetsStore::Log);
+        assert!(c.validate().is_ok());
+        assert_eq!(
+            c.store(),
+            StoreConfig::Log {
+                dir: "/data".into(),
+                flush_interval_ms: Some(100)
+            }
+        );
+        for (c, needs) in [
+            (with(None, OffsetsStore::Log), "needs --data-dir"),
+            (
+                with(Some("/data"), OffsetsStore::Json),
+                "--offsets-store json",
+            ),
+        ] {
+            let err = c.validate().unwrap_err();
+            assert_eq!(err.code(), "INVALID_CONFIG");
+            let message = err.to_string();
+            assert!(
+                message.starts_with("invalid setting `offsets-flush-interval-ms`: 100: ")
+                    && message.contains(needs),
+                "{message}"
+            );
+        }
+        let json = BrokerConfig {
+            offsets_flush_interval_ms: None,
+            ..with(Some("/data"), OffsetsStore::Json)
+        };
+        assert_eq!(
+            json.store(),
+            StoreConfig::JsonFile {
+                dir: "/data".into()
+            }
+        );
+        assert_eq!(BrokerConfig::default().store(), StoreConfig::Memory);
     }
 }

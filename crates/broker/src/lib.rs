@@ -29,8 +29,9 @@
 //! factory, [`StoreConfig`]. The groups tool and the tests speak to it through the
 //! workspace's one wire client, `kafka-client`.
 //!
-//! Records live in memory and are lost at exit; committed offsets are kept in
-//! `<data-dir>/offsets.json` when a data directory is given. See the crate's README for the
+//! Records live in memory and are lost at exit; committed offsets and group records are kept
+//! in the group log `<data-dir>/groups/` when a data directory is given (or in
+//! `<data-dir>/offsets.json` with `--offsets-store json`). See the crate's README for the
 //! flags, the versions served and every place where the broker deliberately differs from
 //! Kafka.
 //!
@@ -74,4 +75,4 @@ mod store;
 pub use config::{BrokerConfig, TopicSpec};
 pub use error::BrokerError;
 pub use server::Server;
-pub use store::{StoreConfig, OFFSETS_FILE};
+pub use store::{OffsetsStore, StoreConfig, GROUPS_DIR, IMPORTED_FILE, OFFSETS_FILE};

@@ -21,6 +21,7 @@ use crate::connection::{Connection, FrameError};
 use crate::context::{Context, WallClock};
 use crate::error::BrokerError;
 use crate::shutdown::Shutdown;
+use crate::store::StoreConfig;
 
 /// How long a stopping broker waits for connections to finish their request in flight
 /// before it stops without them (a client that does not read its socket cannot hold the
@@ -56,9 +57,21 @@ impl Server {
                 })?;
         }
         let store = store_config.open().await?;
-        match store_config.path() {
-            Some(path) => info!(path = %path.display(), "committed offsets are kept in this file"),
-            None => warn!("no --data-dir: committed offsets live in memory and are lost at exit"),
+        match &store_config {
+            StoreConfig::Log {
+                flush_interval_ms, ..
+            } => info!(
+                path = %store_config.path().unwrap_or_default().display(),
+                sync = %flush_interval_ms.map_or("every batch".into(), |ms| format!("every {ms} ms")),
+                "committed offsets and group records are kept in this log"
+            ),
+            StoreConfig::Memory => {
+                warn!("no --data-dir: committed offsets live in memory and are lost at exit")
+            }
+            _ => info!(
+                path = %store_config.path().unwrap_or_default().display(),
+                "committed offsets are kept in this file"
+            ),
         }
         let log: Arc<dyn PartitionLog> = Arc::new(MemoryLog::with_clock(Arc::new(WallClock)));
         for topic in &config.topics {

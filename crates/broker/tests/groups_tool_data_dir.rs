@@ -1,5 +1,6 @@
 //! The `groups` tool against a data directory while no broker runs: it reads and writes the
-//! offsets file through the store, and a broker started afterwards serves what it wrote.
+//! directory's store — the group log (`groups/`) or the JSON file (`offsets.json`), whichever
+//! is there — and a broker started afterwards serves what it wrote.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,7 +12,7 @@ mod tool;
 use std::path::Path;
 
 use coordinator_core::{CommitFence, OffsetMap, OffsetStore, TopicPartition};
-use offset_store::JsonFileStore;
+use offset_store::{JsonFileStore, LogStore};
 use tool::*;
 
 /// The tests of this file run one at a time. Each opens and drops stores in this process
@@ -21,15 +22,35 @@ use tool::*;
 /// time keeps what each test checks its own.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn store(dir: &Path) -> JsonFileStore {
-    JsonFileStore::open_async(dir.join("offsets.json"))
-        .await
-        .expect("the store opens")
+/// The two kinds of data directory: the group log (`groups/`, what a broker writes by
+/// default) and the JSON file (`offsets.json`, an older broker's or `--offsets-store json`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Log,
+    Json,
 }
 
-/// Commits through the store, and closes it (releasing the file) before the tool runs.
-async fn seed(dir: &Path, group: &str, offsets: &[(&str, u32, i64)]) {
-    let s = store(dir).await;
+async fn store(dir: &Path, kind: Kind) -> Box<dyn OffsetStore> {
+    match kind {
+        Kind::Json => Box::new(
+            JsonFileStore::open_async(dir.join("offsets.json"))
+                .await
+                .expect("the store opens"),
+        ),
+        Kind::Log => {
+            std::fs::create_dir_all(dir.join("groups")).unwrap();
+            Box::new(
+                LogStore::open_async(dir.join("groups"))
+                    .await
+                    .expect("the store opens"),
+            )
+        }
+    }
+}
+
+/// Commits through the store, and closes it (releasing the directory) before the tool runs.
+async fn seed(dir: &Path, kind: Kind, group: &str, offsets: &[(&str, u32, i64)]) {
+    let s = store(dir, kind).await;
     let map: OffsetMap = offsets
         .iter()
         .map(|(t, p, o)| (TopicPartition::new(*t, *p), *o))
@@ -39,9 +60,9 @@ async fn seed(dir: &Path, group: &str, offsets: &[(&str, u32, i64)]) {
         .expect("seeded");
 }
 
-/// What the file holds for `group`: `(topic, partition, offset)`, sorted.
-async fn read(dir: &Path, group: &str) -> Vec<(String, u32, i64)> {
-    store(dir)
+/// What the store holds for `group`: `(topic, partition, offset)`, sorted.
+async fn read(dir: &Path, kind: Kind, group: &str) -> Vec<(String, u32, i64)> {
+    store(dir, kind)
         .await
         .list(group)
         .await
@@ -56,12 +77,21 @@ fn rows(v: &[(&str, u32, i64)]) -> Vec<(String, u32, i64)> {
 }
 
 #[tokio::test]
-async fn a_data_directory_is_listed_described_reset_and_cleaned_while_nothing_runs() {
+async fn a_log_data_directory_is_listed_described_reset_and_cleaned_while_nothing_runs() {
+    listed_described_reset_and_cleaned(Kind::Log).await;
+}
+
+#[tokio::test]
+async fn a_json_data_directory_is_listed_described_reset_and_cleaned_while_nothing_runs() {
+    listed_described_reset_and_cleaned(Kind::Json).await;
+}
+
+async fn listed_described_reset_and_cleaned(kind: Kind) {
     let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    seed(d, "g1", &[("t", 0, 5), ("t", 1, 3), ("u", 0, 1)]).await;
-    seed(d, "g2", &[("t", 0, 0)]).await;
+    seed(d, kind, "g1", &[("t", 0, 5), ("t", 1, 3), ("u", 0, 1)]).await;
+    seed(d, kind, "g2", &[("t", 0, 0)]).await;
 
     assert_eq!(on_dir(d, &["--list"]).await.ok(), "g1\ng2\n");
     assert_eq!(
@@ -112,7 +142,7 @@ async fn a_data_directory_is_listed_described_reset_and_cleaned_while_nothing_ru
         "\nGROUP           TOPIC           PARTITION  NEW-OFFSET\ng1              t               0          2\ng1              t               1          2\n"
     );
     assert_eq!(
-        read(d, "g1").await,
+        read(d, kind, "g1").await,
         rows(&[("t", 0, 2), ("t", 1, 2), ("u", 0, 1)])
     );
     on_dir(
@@ -130,7 +160,7 @@ async fn a_data_directory_is_listed_described_reset_and_cleaned_while_nothing_ru
     .await
     .ok();
     assert_eq!(
-        read(d, "g1").await,
+        read(d, kind, "g1").await,
         rows(&[("t", 0, 12), ("t", 1, 12), ("u", 0, 11)])
     );
     let run = on_dir(
@@ -153,7 +183,7 @@ async fn a_data_directory_is_listed_described_reset_and_cleaned_while_nothing_ru
         "WARN: New offset (-9) is negative for topic partition u-0. Value will be set to 0.\n"
     );
     assert_eq!(
-        read(d, "g1").await,
+        read(d, kind, "g1").await,
         rows(&[("t", 0, 12), ("t", 1, 12), ("u", 0, 0)])
     );
     // A dry run changes nothing.
@@ -171,7 +201,7 @@ async fn a_data_directory_is_listed_described_reset_and_cleaned_while_nothing_ru
     .await
     .ok();
     assert_eq!(
-        read(d, "g1").await,
+        read(d, kind, "g1").await,
         rows(&[("t", 0, 12), ("t", 1, 12), ("u", 0, 0)])
     );
     // As in Kafka, offsets can be set for a group that has none yet.
@@ -190,19 +220,22 @@ async fn a_data_directory_is_listed_described_reset_and_cleaned_while_nothing_ru
     )
     .await
     .ok();
-    assert_eq!(read(d, "g3").await, rows(&[("t", 1, 7)]));
+    assert_eq!(read(d, kind, "g3").await, rows(&[("t", 1, 7)]));
 
     let run = on_dir(d, &["--delete-offsets", "--group", "g1", "--topic", "u"]).await;
     assert!(run
         .ok()
         .starts_with("Request succeeded for deleting offsets from group g1.\n"));
-    assert_eq!(read(d, "g1").await, rows(&[("t", 0, 12), ("t", 1, 12)]));
+    assert_eq!(
+        read(d, kind, "g1").await,
+        rows(&[("t", 0, 12), ("t", 1, 12)])
+    );
     let run = on_dir(d, &["--delete", "--group", "g2"]).await;
     assert_eq!(
         run.ok(),
         "Deletion of requested consumer groups ('g2') was successful.\n"
     );
-    assert!(read(d, "g2").await.is_empty());
+    assert!(read(d, kind, "g2").await.is_empty());
     assert_eq!(
         on_dir(d, &["--describe", "--group", "g2"])
             .await
@@ -220,6 +253,19 @@ async fn a_data_directory_is_listed_described_reset_and_cleaned_while_nothing_ru
     );
     assert_eq!(committed(&mut c, "g3").await, [("t".to_string(), 1, 7)]);
     broker.stop().await;
+    // The broker keeps the log: a JSON directory was imported into one (and its file kept
+    // as a backup), and the tool now reads the log.
+    assert!(d.join("groups").is_dir());
+    assert!(!d.join("offsets.json").exists());
+    assert_eq!(
+        d.join("offsets.json.imported").is_file(),
+        kind == Kind::Json
+    );
+    assert_eq!(on_dir(d, &["--list"]).await.ok(), "g1\ng3\n");
+    assert_eq!(
+        read(d, Kind::Log, "g1").await,
+        rows(&[("t", 0, 12), ("t", 1, 12)])
+    );
 }
 
 #[tokio::test]
@@ -227,7 +273,7 @@ async fn refusals_against_a_data_directory_change_nothing() {
     let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    seed(d, "g", &[("t", 0, 5)]).await;
+    seed(d, Kind::Json, "g", &[("t", 0, 5)]).await;
     let before = std::fs::read(d.join("offsets.json")).unwrap();
 
     let missing = d.join("nowhere");
@@ -300,6 +346,68 @@ async fn refusals_against_a_data_directory_change_nothing() {
         "{line}"
     );
     assert_eq!(run.code, Some(1));
+}
+
+#[tokio::test]
+async fn refusals_against_a_log_data_directory_change_nothing() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+
+    // Neither kind: not a broker's data directory.
+    let run = on_dir(d, &["--list"]).await;
+    assert_eq!(
+        run.error_line(),
+        format!(
+            "error[DATA_DIR_NOT_FOUND]: the data directory `{}` holds no offsets: neither a group log (`groups/`) nor `offsets.json`; point --data-dir at the directory a broker was started with",
+            d.display()
+        )
+    );
+    assert_eq!(run.code, Some(1));
+    assert!(!d.join("groups").exists(), "the tool creates nothing");
+
+    seed(d, Kind::Log, "g", &[("t", 0, 5)]).await;
+    seed(d, Kind::Log, "g", &[("t", 1, 6)]).await;
+    // Both kinds (an import a broker has not finished): the tool opens the log as a broker
+    // does, which finishes the import first.
+    seed(d, Kind::Json, "h", &[("t", 0, 1)]).await;
+    assert_eq!(on_dir(d, &["--list"]).await.ok(), "g\nh\n");
+    assert!(!d.join("offsets.json").exists());
+    assert!(d.join("offsets.json.imported").is_file());
+    for (args, expected) in [
+        (
+            vec!["--reset-offsets", "--group", "g", "--topic", "t:0,2", "--shift-by", "1", "--execute"],
+            "error[NO_COMMITTED_OFFSET]: Cannot shift offset for partition t-2 since there is no current committed offset",
+        ),
+        (
+            vec!["--delete", "--group", "nope"],
+            "error[GROUP_ID_NOT_FOUND]: Consumer group 'nope' does not exist.",
+        ),
+    ] {
+        let run = on_dir(d, &args).await;
+        assert_eq!(run.error_line(), expected, "{args:?}");
+        assert_eq!(run.code, Some(1), "{args:?}");
+        assert_eq!(read(d, Kind::Log, "g").await, rows(&[("t", 0, 5), ("t", 1, 6)]));
+    }
+
+    // Damage before the log's tail is reported, naming the segment, and never read as empty.
+    let segment = std::fs::read_dir(d.join("groups"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "log"))
+        .expect("a segment");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[12] ^= 0xff;
+    std::fs::write(&segment, &bytes).unwrap();
+    let run = on_dir(d, &["--list"]).await;
+    let line = run.error_line();
+    assert!(
+        line.starts_with("error[STORAGE_ERROR]: cannot open the offsets of the data directory")
+            && line.contains(&*segment.file_name().unwrap().to_string_lossy()),
+        "{line}"
+    );
+    assert_eq!(run.code, Some(1));
+    assert_eq!(std::fs::read(&segment).unwrap(), bytes, "left as it was");
 }
 
 #[tokio::test]

@@ -138,10 +138,25 @@ async fn the_binary_serves_then_exits_zero_on_sigterm_and_sigint() {
 
 #[tokio::test]
 async fn the_binary_refuses_bad_flags_with_a_clear_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().to_str().expect("utf-8 path");
+    let flush = ["--offsets-flush-interval-ms", "100"];
     for (args, expect) in [
         (vec!["--topic", "orders"], "NAME:PARTITIONS"),
         (vec!["--topic", "bad/name:1"], "invalid topic name"),
         (vec!["--num-partitions", "0"], "num-partitions"),
+        (
+            flush.to_vec(),
+            "invalid setting `offsets-flush-interval-ms`: 100: needs --data-dir",
+        ),
+        (
+            [&["--data-dir", data, "--offsets-store", "json"][..], &flush].concat(),
+            "applies to the group log only, not to --offsets-store json",
+        ),
+        (
+            vec!["--offsets-store", "xml"],
+            "[possible values: log, json]",
+        ),
     ] {
         let out = bounded(
             "bad flags",
@@ -157,6 +172,13 @@ async fn the_binary_refuses_bad_flags_with_a_clear_message() {
         assert!(err.contains(expect), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "no listening line");
     }
+    assert!(
+        std::fs::read_dir(dir.path())
+            .expect("listed")
+            .next()
+            .is_none(),
+        "a refused start touches nothing"
+    );
 }
 
 #[tokio::test]

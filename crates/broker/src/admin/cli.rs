@@ -23,7 +23,8 @@ pub struct Args {
     /// The broker(s) to connect to, HOST:PORT[,HOST:PORT...].
     #[arg(long, value_name = "HOST:PORT", help_heading = "Target (exactly one)")]
     pub bootstrap_server: Option<String>,
-    /// A broker's data directory (its offsets.json), while no broker runs on it.
+    /// A broker's data directory (its group log groups/, or offsets.json), while no broker
+    /// runs on it.
     #[arg(long, value_name = "DIR", help_heading = "Target (exactly one)")]
     pub data_dir: Option<PathBuf>,
 
@@ -130,7 +131,7 @@ pub enum Target {
         /// The bound of connecting and of each request.
         timeout: Duration,
     },
-    /// A data directory (`<dir>/offsets.json`) while no broker runs on it.
+    /// A data directory (`<dir>/groups/` or `<dir>/offsets.json`) while no broker runs on it.
     DataDir(PathBuf),
 }
 

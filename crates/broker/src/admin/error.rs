@@ -184,6 +184,13 @@ pub enum AdminError {
         path: PathBuf,
     },
 
+    /// The data directory holds neither a group log (`groups/`) nor an offset file.
+    #[error("the data directory `{}` holds no offsets: neither a group log (`groups/`) nor `offsets.json`; point --data-dir at the directory a broker was started with", path.display())]
+    DataDirEmpty {
+        /// The directory.
+        path: PathBuf,
+    },
+
     /// The data directory's offset file could not be opened: a running broker owns it (the
     /// store's lock), or it cannot be read, or it is corrupt.
     #[error("cannot open the offsets of the data directory `{}`: {source} (while a broker runs on the directory, use --bootstrap-server)", path.display())]
@@ -265,7 +272,9 @@ impl AdminError {
                 "UNKNOWN" => "BROKER_ERROR",
                 name => name,
             },
-            AdminError::DataDirMissing { .. } => "DATA_DIR_NOT_FOUND",
+            AdminError::DataDirMissing { .. } | AdminError::DataDirEmpty { .. } => {
+                "DATA_DIR_NOT_FOUND"
+            }
             AdminError::Store(e) | AdminError::DataDirUnavailable { source: e, .. } => e.code(),
             AdminError::Output(_) => "WRITE_FAILED",
         }

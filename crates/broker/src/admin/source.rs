@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coordinator_core::{
-    offsets_of, CommitFence, CommittedOffsets, OffsetAndMetadata, OffsetMap, OffsetStore,
-    TopicPartition,
+    offsets_of, CommitFence, CommittedOffsets, GroupRecord, OffsetAndMetadata, OffsetMap,
+    OffsetStore, TopicPartition,
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -215,6 +215,10 @@ impl Source {
                 let mut results = Vec::new();
                 for g in groups {
                     d.store.delete(g, None, CommitFence::none()).await?;
+                    if d.store.keeps_groups() {
+                        // Kafka's DeleteGroups removes the group's metadata with its offsets.
+                        d.store.write_group(g, None, CommitFence::none()).await?;
+                    }
                     results.push((g.clone(), Ok(())));
                 }
                 Ok(results)
@@ -806,8 +810,11 @@ fn described(d: describe_groups_response::DescribedGroup) -> GroupInfo {
     }
 }
 
-/// A data directory's offset file, opened through the store (which owns it while open: a
-/// running broker's lock refuses the tool, and the tool's refuses a broker).
+/// A data directory's offsets, opened through its store — the group log if `groups/` is
+/// there, else `offsets.json` (which owns the directory while open: a running broker's lock
+/// refuses the tool, and the tool's refuses a broker). A log with an `offsets.json` beside it
+/// (an import a broker did not finish) is opened as a broker opens it: the import is
+/// finished first.
 pub(crate) struct DataDirSource {
     store: Arc<dyn OffsetStore>,
 }
@@ -826,7 +833,12 @@ impl DataDirSource {
                 path: dir.to_path_buf(),
             });
         }
-        let store = StoreConfig::from_data_dir(Some(dir))
+        let Some(config) = StoreConfig::detect(dir).await else {
+            return Err(AdminError::DataDirEmpty {
+                path: dir.to_path_buf(),
+            });
+        };
+        let store = config
             .open()
             .await
             .map_err(|source| AdminError::DataDirUnavailable {
@@ -836,33 +848,136 @@ impl DataDirSource {
         Ok(DataDirSource { store })
     }
 
-    async fn list_groups(&mut self) -> Result<Vec<Listed>, AdminError> {
+    /// The group records the store keeps, by group (none from a store of offsets only).
+    async fn records(&self) -> Result<BTreeMap<String, GroupRecord>, AdminError> {
+        if !self.store.keeps_groups() {
+            return Ok(BTreeMap::new());
+        }
         Ok(self
             .store
-            .groups()
+            .load_groups()
             .await?
             .into_iter()
-            .map(|group| Listed {
-                group,
-                // Nothing runs on the directory: no group has members.
-                state: Some(EMPTY.into()),
-                protocol_type: None,
+            .map(|r| (r.group_id.clone(), r))
+            .collect())
+    }
+
+    /// Groups known by their offsets or by their record; consumer groups only (a record's
+    /// protocol type `consumer`, or none), as ListGroups answers. Sorted.
+    async fn list_groups(&mut self) -> Result<Vec<Listed>, AdminError> {
+        let mut records = self.records().await?;
+        let mut names: Vec<String> = self.store.groups().await?;
+        names.extend(records.keys().cloned());
+        names.sort();
+        names.dedup();
+        Ok(names
+            .into_iter()
+            .filter_map(|group| {
+                let protocol_type = records.remove(&group).map(|r| r.protocol_type);
+                if protocol_type
+                    .as_deref()
+                    .is_some_and(|p| !p.is_empty() && p != CONSUMER)
+                {
+                    return None;
+                }
+                Some(Listed {
+                    group,
+                    // Nothing runs on the directory: no group has members.
+                    state: Some(EMPTY.into()),
+                    protocol_type,
+                })
             })
             .collect())
     }
 
     async fn describe_groups(&mut self, groups: &[String]) -> Result<Vec<GroupInfo>, AdminError> {
+        let records = self.records().await?;
         let mut infos = Vec::with_capacity(groups.len());
         for g in groups {
-            let exists = !self.store.list(g).await?.is_empty();
+            let record = records.get(g);
+            let exists = record.is_some() || !self.store.list(g).await?.is_empty();
             infos.push(GroupInfo {
                 group: g.clone(),
                 state: if exists { EMPTY } else { DEAD }.into(),
-                protocol_type: String::new(),
-                protocol: String::new(),
+                protocol_type: record.map(|r| r.protocol_type.clone()).unwrap_or_default(),
+                protocol: record.and_then(|r| r.protocol.clone()).unwrap_or_default(),
                 members: Vec::new(),
             });
         }
         Ok(infos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coordinator_core::{Generation, GroupKind, GroupState};
+    use offset_store::LogStore;
+
+    /// A group the log knows by its record only (a Stable group that never committed) is
+    /// listed and described from the record, and deleting it removes the record too.
+    #[tokio::test]
+    async fn a_log_directory_knows_groups_by_their_records_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let groups = dir.path().join(crate::GROUPS_DIR);
+        std::fs::create_dir(&groups).unwrap();
+        {
+            let log = LogStore::open_async(&groups).await.unwrap();
+            let record = |id: &str, protocol_type: &str| GroupRecord {
+                group_id: id.to_string(),
+                kind: GroupKind::Classic,
+                generation: Generation::new(3),
+                state: GroupState::Stable,
+                protocol_type: protocol_type.to_string(),
+                protocol: Some("range".to_string()),
+                leader: None,
+                members: Vec::new(),
+            };
+            for r in [record("r", CONSUMER), record("connect", "connect")] {
+                log.write_group(&r.group_id.clone(), Some(&r), CommitFence::none())
+                    .await
+                    .unwrap();
+            }
+            let offsets = OffsetMap::from([(TopicPartition::new("t", 0), 4)]);
+            log.commit("o", &offsets, CommitFence::none())
+                .await
+                .unwrap();
+        }
+        let mut source = Source::DataDir(DataDirSource::open(dir.path()).await.unwrap());
+        let listed: Vec<_> = source
+            .list_groups()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|l| (l.group, l.protocol_type))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("o".to_string(), None),
+                ("r".to_string(), Some(CONSUMER.to_string()))
+            ]
+        );
+        let described = source
+            .describe_groups(&["r".to_string(), "gone".to_string()])
+            .await
+            .unwrap();
+        assert_eq!(
+            described
+                .iter()
+                .map(|d| (
+                    d.state.as_str(),
+                    d.protocol_type.as_str(),
+                    d.protocol.as_str()
+                ))
+                .collect::<Vec<_>>(),
+            [(EMPTY, CONSUMER, "range"), (DEAD, "", "")]
+        );
+        source.delete_groups(&["r".to_string()]).await.unwrap();
+        let listed = source.list_groups().await.unwrap();
+        assert_eq!(
+            listed.iter().map(|l| l.group.as_str()).collect::<Vec<_>>(),
+            ["o"]
+        );
     }
 }

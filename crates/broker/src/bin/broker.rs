@@ -5,13 +5,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use broker::{BrokerConfig, Server, TopicSpec};
+use broker::{BrokerConfig, OffsetsStore, Server, TopicSpec};
 use clap::Parser;
 
 /// A Kafka-protocol broker for development and tests: produce, fetch, consumer groups and
 /// committed offsets over the coordinator core.
 ///
-/// Records live in memory and are lost at exit; committed offsets survive in
+/// Records live in memory and are lost at exit; committed offsets and group records survive
+/// in DATA_DIR/groups/ (the group log) or, with --offsets-store json, in
 /// DATA_DIR/offsets.json. Once accepting, prints `listening on HOST:PORT` to stdout; logs go
 /// to stderr, filtered by RUST_LOG (default `info`). SIGINT or SIGTERM stops it gracefully
 /// (exit 0).
@@ -21,10 +22,24 @@ struct Args {
     /// Address to listen on; port 0 lets the OS pick one.
     #[arg(long, default_value = "127.0.0.1:9092", env = "BROKER_LISTEN")]
     listen: SocketAddr,
-    /// Directory for committed offsets (offsets.json); without it they live in memory. Only
-    /// one broker may use a directory at a time.
+    /// Directory for committed offsets and group records (DATA_DIR/groups/, the group log;
+    /// an older broker's DATA_DIR/offsets.json is imported at the first start and kept as
+    /// offsets.json.imported); without it they live in memory. Only one broker may use a
+    /// directory at a time.
     #[arg(long, env = "BROKER_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Where the data directory keeps offsets: `log` (DATA_DIR/groups/: offsets with their
+    /// metadata and group records; a commit costs its own bytes) or `json` (one readable
+    /// DATA_DIR/offsets.json holding offsets only, rewritten whole on every batch; refused on
+    /// a directory that holds a group log).
+    #[arg(long, value_enum, default_value_t = StoreKind::Log)]
+    offsets_store: StoreKind,
+    /// Kafka's log.flush.interval.ms for the group log: acknowledge a commit once written to
+    /// the OS and fdatasync at most N ms later (survives a crash of the process; a power
+    /// loss may lose the last N ms). Without it every batch is synced before it is
+    /// acknowledged. Needs --data-dir and the log store.
+    #[arg(long, value_name = "N")]
+    offsets_flush_interval_ms: Option<u64>,
     /// A topic to create at start, NAME:PARTITIONS; repeat for more.
     #[arg(long = "topic", value_name = "NAME:PARTITIONS", value_parser = parse_topic)]
     topics: Vec<TopicSpec>,
@@ -81,6 +96,22 @@ struct Args {
     group_consumer_max_size: u32,
 }
 
+/// `--offsets-store`'s values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum StoreKind {
+    Log,
+    Json,
+}
+
+impl From<StoreKind> for OffsetsStore {
+    fn from(kind: StoreKind) -> Self {
+        match kind {
+            StoreKind::Log => OffsetsStore::Log,
+            StoreKind::Json => OffsetsStore::Json,
+        }
+    }
+}
+
 fn parse_topic(s: &str) -> Result<TopicSpec, String> {
     s.parse().map_err(|e: broker::BrokerError| e.to_string())
 }
@@ -90,6 +121,8 @@ impl Args {
         BrokerConfig {
             listen: self.listen,
             data_dir: self.data_dir,
+            offsets_store: self.offsets_store.into(),
+            offsets_flush_interval_ms: self.offsets_flush_interval_ms,
             topics: self.topics,
             auto_create_topics: self.auto_create_topics,
             num_partitions: self.num_partitions,
@@ -132,34 +165,35 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
     let server = Server::bind(config)
         .await
         .context("the broker cannot start")?;
+    // The handlers are installed before the `listening on` line: a signal sent as soon as
+    // the broker answers stops it cleanly, never kills it.
+    let stop = stop_signal().context("cannot listen for signals")?;
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "listening on {}", server.local_addr())?;
     stdout.flush()?;
     drop(stdout);
-    server.run(stop_signal()).await?;
+    server.run(stop).await?;
     Ok(())
 }
 
-/// Resolves at the first SIGINT or SIGTERM.
-async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
-                    _ = term.recv() => tracing::info!("SIGTERM received"),
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; stopping on SIGINT only");
-                let _ = tokio::signal::ctrl_c().await;
-            }
+/// A future resolving at the first SIGINT or SIGTERM, with both handlers installed now.
+#[cfg(unix)]
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => tracing::info!("SIGINT received"),
+            _ = term.recv() => tracing::info!("SIGTERM received"),
         }
-    }
-    #[cfg(not(unix))]
-    {
+    })
+}
+
+/// A future resolving at the first Ctrl-C.
+#[cfg(not(unix))]
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    Ok(async {
         let _ = tokio::signal::ctrl_c().await;
-    }
+    })
 }
