@@ -413,63 +413,46 @@ def restart_keeps_offsets(ctx):
 
 
 # -------------------------------------------------------------------------------------------
-# 7b. a group of three clients carries on through broker restarts (SIGTERM, then SIGKILL) on the
-#     same data dir: no revocation, the same partitions, commits continue, no record lost
+# 7c. Kafka's consumer group protocol (KIP-848, group.protocol=consumer) with confluent-kafka:
+#     the broker assigns; a balanced split, a member that closes, a fourth that joins
 
-@scenario("restart-keeps-groups", topics={"rg": 6}, budget=180, own_broker=True, clients=PY_CLIENTS,
-          mock_note="the mock has no --data-dir: a restarted mock knows neither the group nor its records")
-def restart_keeps_groups(ctx):
-    topics = {"rg": 6}
-    group = "rg-group"
-    all_parts = parts(topics)
-    data_dir = os.path.join(ctx.suite.tmp, "restart-groups-data")
-    os.makedirs(data_dir, exist_ok=True)
-    broker = ctx.start_broker("rg-broker-1", topics, data_dir)
-    address = broker.address
-    kw = dict(session_ms=10000, heartbeat_ms=500, bootstrap=address)
-    labels = {"kafka-python": "kp", "aiokafka": "aio", "confluent": "rdk"}
-    consumers = [ctx.consumer(c, labels[c], group, ["rg"], **kw) for c in PY_CLIENTS]
-    prods = [ctx.producer("confluent", "producer-0", ["rg"], 600, "rg-0", rate=600, bootstrap=address)]
-    ctx.wait_done(prods[0], 60)
-    ctx.wait_consumed(consumers, [(t, k) for t, k, _, _ in ctx.produced(prods)], 60)
-    gen = ctx.wait_stable(consumers, all_parts, 40)
-    owned = {p.label: ctx.owned(p) for p in consumers}
-    ctx.note("stable in generation %s: %s" % (gen, owned))
-    for i, how in enumerate(("SIGTERM", "SIGKILL"), start=1):
-        ctx.sleep(1.0)
-        marks = {p.label: len(p.snapshot()) for p in consumers}
-        committed = fetch_committed(ctx, group, all_parts, address)
-        if how == "SIGTERM":
-            code, took, killed = broker.stop(15)
-            ctx.check(code == 0 and not killed, "the broker on SIGTERM: exit %s%s" % (code, " (killed)" if killed else ""))
-        else:
-            broker.proc.kill()
-            broker.proc.p.wait(ctx.left(15))
-        t_down = now()
-        broker = ctx.start_broker("rg-broker-%d" % (i + 1), topics, data_dir, listen=address)
-        ctx.note("%s: the broker listened again after %.2f s" % (how, now() - t_down))
-        after = fetch_committed(ctx, group, all_parts, address)
-        ctx.check(after == committed, "%s: committed offsets %s before the restart, %s after" % (how, committed, after))
-        prod = ctx.producer("confluent", "producer-%d" % i, ["rg"], 600, "rg-%d" % i, start=600 * i, rate=600,
-                            bootstrap=address)
-        prods.append(prod)
-        ctx.wait_done(prod, 60)
-        ctx.wait_consumed(consumers, [(t, k) for t, k, _, _ in ctx.produced([prod])], 60)
-        for p in consumers:
-            moved = [e for e in p.snapshot()[marks[p.label]:] if e["ev"] in ("assigned", "revoked", "lost")]
-            ctx.check(not moved, "%s: member %s saw a rebalance across the restart: %s"
-                      % (how, p.label, [(e["ev"], e.get("gen"), e.get("owned")) for e in moved]))
-            ctx.check(ctx.owned(p) == owned[p.label], "%s: member %s owns %s, before it owned %s"
-                      % (how, p.label, ctx.owned(p), owned[p.label]))
-        later = fetch_committed(ctx, group, all_parts, address)
-        ctx.check(any(later[tp] > after[tp] for tp in all_parts),
-                  "%s: no commit advanced after the restart: %s" % (how, later))
-    for p in consumers:
+@scenario("consumer-protocol-group", topics={"kip848": 12}, budget=120, clients=("confluent",),
+          mock_note="the mock serves ConsumerGroupHeartbeat with its own 'simple range' assignment")
+def consumer_protocol_group(ctx):
+    topic, group = "kip848", "kip848"
+    all_parts = parts({topic: 12})
+    kw = dict(group_protocol="consumer")
+    members = [ctx.consumer("confluent", "k848-%d" % i, group, [topic], **kw) for i in range(3)]
+    prod = ctx.producer("confluent", "producer", [topic], 3000, "k848", rate=600)
+    gen = ctx.wait_stable(members, all_parts, 40, same_generation=False)
+    sizes = sorted(len(ctx.owned(p)) for p in members)
+    ctx.note("stable (epoch %s): %s" % (gen, {p.label: ctx.owned(p) for p in members}))
+    ctx.check(sizes == [4, 4, 4], "the uniform assignor split 12 partitions over 3 members as %s" % sizes)
+    # a fourth member: only the partitions that move are revoked (3, the least for 4 x 3)
+    marks = {p.label: len(p.snapshot()) for p in members}
+    d = ctx.consumer("confluent", "k848-3", group, [topic], **kw)
+    ctx.wait_stable(members + [d], all_parts, 40, same_generation=False)
+    revoked = sum(len(e["removed"]) for p in members for e in p.snapshot()[marks[p.label]:] if e["ev"] == "revoked")
+    sizes = sorted(len(ctx.owned(p)) for p in members + [d])
+    ctx.note("a fourth member joined: %d partitions revoked, split %s" % (revoked, sizes))
+    ctx.check(sizes == [3, 3, 3, 3], "after the fourth joined the split is %s" % sizes)
+    ctx.check(revoked == 3, "%d partitions were revoked for the fourth member; 3 is what must move" % revoked)
+    # a member that closes: its partitions move well under the session timeout
+    mark = {p.label: len(p.snapshot()) for p in members[1:] + [d]}
+    t_close = now()
+    ctx.stop(members[0])
+    rest = members[1:] + [d]
+    ctx.wait_stable(rest, all_parts, 30, same_generation=False)
+    moved = now() - t_close
+    ctx.note("after a close the partitions moved in %.2f s (session timeout %.1f s)" % (moved, 6.0))
+    ctx.check(moved < 4.0, "partitions moved %.2f s after a close: did the member leave?" % moved)
+    ctx.wait_done(prod, 60)
+    ctx.wait_consumed(members + [d], [(t, k) for t, k, _, _ in ctx.produced([prod])], 60)
+    del mark
+    for p in rest:
         ctx.stop(p)
-    check_final_commits(ctx, consumers, group)
-    ctx.run_checker(consumers, prods)
-    code, took, killed = broker.stop(15)
-    ctx.check(code == 0 and not killed, "the last broker on SIGTERM: exit %s" % code)
+    check_final_commits(ctx, members + [d], group)
+    ctx.run_checker(members + [d], [prod])
 
 
 # -------------------------------------------------------------------------------------------

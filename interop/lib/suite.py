@@ -22,6 +22,10 @@ from harness import INTEROP, ROOT, Broker, Proc, Timeout, node_exe, now, python_
 SCENARIOS = []
 
 
+# The consumer group protocol's (KIP-848) session and heartbeat: the broker's settings.
+CONSUMER_SESSION_MS, CONSUMER_HEARTBEAT_MS = 6000, 500
+
+
 class Scenario:
     def __init__(self, name, fn, topics, budget, mock_note, clients, own_broker):
         self.name, self.fn, self.topics, self.budget = name, fn, topics, budget
@@ -234,14 +238,17 @@ class Ctx:
                 raise Timeout("%s did not report a commit of their last batch within %.0f s" % (pending, timeout))
             time.sleep(0.05)
 
-    def wait_stable(self, consumers, partitions, timeout=40):
+    def wait_stable(self, consumers, partitions, timeout=40, same_generation=True):
         """Until the latest assignments of all consumers are of one generation, disjoint and
-        cover `partitions`. Returns that generation."""
+        cover `partitions`. Returns that generation. With `same_generation=False` (the
+        consumer group protocol, where each member has its own epoch) any epochs will do."""
         partitions = sorted(tuple(p) for p in partitions)
         deadline = now() + self.left(timeout)
         while True:
             lasts = [self.last_assignment(p) for p in consumers]
             gens = [self.current_generation(p) for p in consumers]
+            if not same_generation and all(lasts) and all(g is not None and g >= 0 for g in gens):
+                gens = [max(gens)] * len(gens)
             if all(lasts) and len(set(gens)) == 1 and gens[0] is not None and gens[0] >= 0:
                 flat = sorted(x for p in consumers for x in self.owned(p))
                 if flat == partitions:
@@ -304,7 +311,9 @@ class Suite:
 
     def broker_args(self, topics, data_dir, listen=None):
         args = ["--listen", listen or "127.0.0.1:0", "--group-initial-rebalance-delay-ms", "0",
-                "--group-min-session-timeout-ms", "1000", "--max-frame-bytes", str(16 * 1024 * 1024)]
+                "--group-min-session-timeout-ms", "1000", "--max-frame-bytes", str(16 * 1024 * 1024),
+                "--group-consumer-session-timeout-ms", str(CONSUMER_SESSION_MS),
+                "--group-consumer-heartbeat-interval-ms", str(CONSUMER_HEARTBEAT_MS)]
         if data_dir:
             args += ["--data-dir", data_dir]
         for t, n in sorted(topics.items()):

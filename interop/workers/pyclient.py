@@ -282,10 +282,17 @@ class ConfluentConsumer:
         import confluent_kafka
         s = self.spec
         conf = {"bootstrap.servers": s["bootstrap"], "group.id": s["group"], "client.id": s.get("label", "interop"),
-                "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                "session.timeout.ms": s.get("session_ms", 10000),
-                "heartbeat.interval.ms": s.get("heartbeat_ms", 1000),
-                "partition.assignment.strategy": s.get("strategy", "range")}
+                "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        if s.get("group_protocol") == "consumer":
+            # KIP-848: the broker sets the session and heartbeat and assigns; librdkafka
+            # refuses the classic protocol's settings with it.
+            conf["group.protocol"] = "consumer"
+            if s.get("remote_assignor"):
+                conf["group.remote.assignor"] = s["remote_assignor"]
+        else:
+            conf.update({"session.timeout.ms": s.get("session_ms", 10000),
+                         "heartbeat.interval.ms": s.get("heartbeat_ms", 1000),
+                         "partition.assignment.strategy": s.get("strategy", "range")})
         if s.get("instance_id"):
             conf["group.instance.id"] = s["instance_id"]
         conf.update(s.get("extra_conf", {}))

@@ -92,9 +92,11 @@ async fn heartbeat(
             .subscribed_topic_names
             .as_ref()
             .map(|names| names.iter().map(|n| n.to_string()).collect()),
+        // librdkafka sends an empty regex beside a list of names: no regex, as Kafka reads it.
         subscribed_topic_regex: request
             .subscribed_topic_regex
             .as_ref()
+            .filter(|v| !v.is_empty())
             .map(|v| v.to_string()),
         server_assignor: request.server_assignor.as_ref().map(|v| v.to_string()),
         topic_partitions,
@@ -104,7 +106,7 @@ async fn heartbeat(
     match call.context.coordinator.consumer().heartbeat(&core).await {
         Ok(answer) => response(call, answer),
         Err(e) => {
-            debug!(group = %core.group_id, member = %core.member_id, code = e.code(), error = %e, "consumer heartbeat refused");
+            debug!(group = %core.group_id, member = %core.member_id, code = e.code(), error = %e, regex = ?core.subscribed_topic_regex, names = ?core.subscribed_topic_names, "consumer heartbeat refused");
             error_response(code(&e), e.to_string())
         }
     }
