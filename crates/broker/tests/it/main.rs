@@ -11,6 +11,7 @@ mod common;
 mod tool;
 
 mod bad_input;
+mod consumer_groups;
 mod groups;
 mod groups_tool;
 mod wire;

@@ -1,0 +1,195 @@
+//! Kafka's consumer group protocol (KIP-848) through the wire: ConsumerGroupHeartbeat and
+//! ConsumerGroupDescribe, topic ids from Metadata, member epochs in OffsetCommit v9 and
+//! OffsetFetch v9, ListGroups v5's type filter.
+
+use crate::common;
+
+use common::*;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn join(member: &str) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_member_id(s(member))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+        // librdkafka sends an empty regex beside its names.
+        .with_subscribed_topic_regex(Some(s("")))
+        .with_topic_partitions(Some(Vec::new()))
+}
+
+async fn topic_id(c: &mut Client, topic: &str) -> Uuid {
+    let r = c
+        .call(
+            &MetadataRequest::default()
+                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+                )
+                .with_name(Some(TopicName(s(topic))))])),
+            12,
+        )
+        .await;
+    assert_eq!(r.topics[0].error_code, 0);
+    r.topics[0].topic_id
+}
+
+fn commit(member: &str, epoch: i32, offset: i64) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_member_id(s(member))
+        .with_generation_id_or_member_epoch(epoch)
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset),
+                ]),
+        ])
+}
+
+fn commit_code(r: &OffsetCommitResponse) -> i16 {
+    r.topics[0].partitions[0].error_code
+}
+
+#[tokio::test]
+async fn a_consumer_protocol_member_joins_commits_with_its_epoch_and_leaves() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let id = topic_id(&mut c, "t").await;
+    assert_ne!(
+        id,
+        Uuid::nil(),
+        "Metadata v10+ names the topic by a real id"
+    );
+    // Asked for by id alone (v12), the same topic answers.
+    let by_id = c
+        .call(
+            &MetadataRequest::default().with_topics(Some(vec![
+                metadata_request::MetadataRequestTopic::default()
+                    .with_name(None)
+                    .with_topic_id(id),
+            ])),
+            12,
+        )
+        .await;
+    assert_eq!(by_id.topics[0].name.as_ref().map(|n| n.as_str()), Some("t"));
+
+    let r = c.call(&join("m1"), 1).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert_eq!(r.member_id.as_deref(), Some("m1"));
+    let epoch = r.member_epoch;
+    assert!(epoch >= 1);
+    let assignment = r.assignment.expect("a join gets its assignment");
+    assert_eq!(assignment.topic_partitions.len(), 1);
+    assert_eq!(assignment.topic_partitions[0].topic_id, id);
+    assert_eq!(assignment.topic_partitions[0].partitions, vec![0, 1]);
+
+    // OffsetCommit v9 with the member epoch; any other epoch is STALE_MEMBER_EPOCH (Kafka 4's
+    // `ConsumerGroup.validateMemberEpoch`).
+    assert_eq!(commit_code(&c.call(&commit("m1", epoch, 5), 9).await), 0);
+    for other in [epoch - 1, epoch + 1] {
+        assert_eq!(
+            commit_code(&c.call(&commit("m1", other, 6), 9).await),
+            113,
+            "STALE_MEMBER_EPOCH for epoch {other}"
+        );
+    }
+    // A consumer-protocol member below v9: UNSUPPORTED_VERSION, as Kafka.
+    assert_eq!(commit_code(&c.call(&commit("m1", epoch, 6), 8).await), 35);
+
+    // OffsetFetch v9 with the member's epoch reads what it committed.
+    let fetch = OffsetFetchRequest::default().with_groups(vec![
+        offset_fetch_request::OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s("g")))
+            .with_member_id(Some(s("m1")))
+            .with_member_epoch(epoch)
+            .with_topics(Some(vec![
+                offset_fetch_request::OffsetFetchRequestTopics::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partition_indexes(vec![0, 1]),
+            ])),
+    ]);
+    let f = c.call(&fetch, 9).await;
+    let g = &f.groups[0];
+    assert_eq!(g.error_code, 0);
+    let offsets: Vec<i64> = g.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.committed_offset)
+        .collect();
+    assert_eq!(offsets, vec![5, -1]);
+
+    // ConsumerGroupDescribe names topics by id and name.
+    let d = c
+        .call(
+            &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("g"))]),
+            1,
+        )
+        .await;
+    let group = &d.groups[0];
+    assert_eq!(group.error_code, 0);
+    assert_eq!(group.group_state.as_str(), "Stable");
+    assert_eq!(group.members.len(), 1);
+    let m = &group.members[0];
+    assert_eq!(m.member_id.as_str(), "m1");
+    assert_eq!(m.member_epoch, epoch);
+    assert_eq!(m.assignment.topic_partitions[0].topic_name.as_str(), "t");
+    assert_eq!(m.assignment.topic_partitions[0].topic_id, id);
+
+    // ListGroups v5 filters by type.
+    let list = |types: &[&str]| {
+        ListGroupsRequest::default().with_types_filter(types.iter().map(|t| s(t)).collect())
+    };
+    let consumer = c.call(&list(&["consumer"]), 5).await;
+    assert_eq!(consumer.groups.len(), 1);
+    assert_eq!(consumer.groups[0].group_type.as_str(), "consumer");
+    assert!(c.call(&list(&["Classic"]), 5).await.groups.is_empty());
+
+    // A leave (epoch -1) gives everything up.
+    let leave = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_member_id(s("m1"))
+        .with_member_epoch(-1);
+    let r = c.call(&leave, 1).await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.member_epoch, -1);
+    broker.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn consumer_heartbeats_get_kafkas_validation_errors() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    // v1: the client chooses its member id, so an empty one is invalid.
+    let r = c.call(&join(""), 1).await;
+    assert_eq!(r.error_code, 42, "INVALID_REQUEST");
+    assert_eq!(r.error_message.as_deref(), Some("MemberId can't be empty."));
+    // An assignor the broker does not have.
+    let r = c
+        .call(&join("m").with_server_assignor(Some(s("nope"))), 1)
+        .await;
+    assert_eq!(r.error_code, 112, "UNSUPPORTED_ASSIGNOR");
+    // A heartbeat of a member of no group.
+    let hb = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("none")))
+        .with_member_id(s("m"))
+        .with_member_epoch(3);
+    assert_eq!(c.call(&hb, 1).await.error_code, 69, "GROUP_ID_NOT_FOUND");
+    // ConsumerGroupDescribe of a group that does not exist.
+    let d = c
+        .call(
+            &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("none"))]),
+            0,
+        )
+        .await;
+    assert_eq!(d.groups[0].error_code, 69);
+    broker.stop().await.expect("clean stop");
+}
