@@ -107,7 +107,14 @@ async fn heartbeat(
         Ok(answer) => response(call, answer),
         Err(e) => {
             debug!(group = %core.group_id, member = %core.member_id, code = e.code(), error = %e, regex = ?core.subscribed_topic_regex, names = ?core.subscribed_topic_names, "consumer heartbeat refused");
-            error_response(code(&e), e.to_string())
+            // The group's record could not be stored: NOT_COORDINATOR, as Kafka's
+            // coordinator answers a failed append, on which clients find it again and retry.
+            let c = if e.error_code() == coordinator_core::ErrorCode::StorageError {
+                codes::NOT_COORDINATOR
+            } else {
+                code(&e)
+            };
+            error_response(c, e.to_string())
         }
     }
 }

@@ -18,28 +18,31 @@ use crate::ports::CommitFence;
 
 impl Coordinator {
     /// Writes `cell`'s record if its kind marked it due (a classic group that became Empty
-    /// in a new generation). The caller holds the gate. A failed write is logged: the
-    /// group's state in memory is already what its members were told, and the next record
-    /// written replaces the store's older one.
+    /// in a new generation; a consumer-protocol group whose members, epochs or assignments
+    /// changed). The caller holds the gate.
+    ///
+    /// # Errors
+    /// The store's, logged here too. The group's state in memory is already what changed;
+    /// the next record written replaces the store's older one.
     pub(crate) async fn write_due_record(
         &self,
         cell: &Arc<GroupCell>,
         gate: &Arc<OwnedRwLockWriteGuard<()>>,
-    ) {
+    ) -> Result<(), StorageError> {
         if !self.durable_groups {
-            return;
+            return Ok(());
         }
         let record = {
             let mut entry = cell.lock();
             let generation = entry.generation;
             if entry.removed {
-                return;
+                return Ok(());
             }
             let Some(group) = entry.group.as_mut() else {
-                return;
+                return Ok(());
             };
             if !group.take_record_due() {
-                return;
+                return Ok(());
             }
             group.record(generation, &self.assignors)
         };
@@ -48,9 +51,16 @@ impl Coordinator {
             .write_group(&cell.id, Some(&record), CommitFence::exclusive(gate))
             .await
         {
-            Ok(()) => cell.lock().recorded = true,
+            Ok(()) => {
+                cell.lock().recorded = true;
+                Ok(())
+            }
             Err(e) => {
-                warn!(group = &*cell.id, error = %e, "the group's record could not be stored")
+                warn!(group = &*cell.id, error = %e, "the group's record could not be stored");
+                if let Some(group) = cell.lock().group.as_mut() {
+                    group.mark_record_due();
+                }
+                Err(e)
             }
         }
     }

@@ -239,7 +239,7 @@ impl Coordinator {
                 return expired;
             }
         }
-        self.write_due_record(&cell, &gate).await;
+        let _logged = self.write_due_record(&cell, &gate).await;
         let removing = matches!(self.what_is_due(&mut cell.lock(), now), Due::Remove);
         if removing {
             if let Err(e) = self.write_tombstone(&cell, &gate).await {

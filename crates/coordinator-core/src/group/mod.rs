@@ -168,10 +168,12 @@ pub(crate) struct Ctx<'a> {
 }
 
 /// The group a coordinator loads from its durable record at `now`, for the kinds that write
-/// one (classic groups); `None` for the others, which start again from their offsets.
+/// one (classic and consumer-protocol groups); `None` for the chapter's, which start again
+/// from their offsets.
 pub(crate) fn from_record(record: &GroupRecord, now: u64) -> Option<Box<dyn Group>> {
     match record.kind {
         GroupKind::Classic => Some(Box::new(classic::ClassicGroup::from_record(record, now))),
+        GroupKind::Consumer => Some(Box::new(consumer::ConsumerGroup::from_record(record, now))),
         _ => None,
     }
 }
@@ -244,6 +246,10 @@ pub(crate) trait Group: fmt::Debug + Send + Any {
     fn take_record_due(&mut self) -> bool {
         false
     }
+
+    /// Marks the record due again (its write failed: the next call writes it). Default:
+    /// nothing, for kinds that never mark it.
+    fn mark_record_due(&mut self) {}
 
     /// `self`, to downcast to the concrete kind.
     fn as_any(&self) -> &dyn Any;

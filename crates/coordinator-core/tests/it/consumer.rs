@@ -31,7 +31,9 @@ fn harness() -> H {
 fn harness_with(configure: impl FnOnce(CoordinatorBuilder) -> CoordinatorBuilder) -> H {
     let clock = ManualClock::new();
     let topics = Topics::with(&[("orders", 4), ("payments", 2)]);
-    let store = Arc::new(TestStore::default());
+    // A store that keeps group records, as the broker's do: what a heartbeat changes is
+    // stored before it is answered.
+    let store = Arc::new(TestStore::new(common::MapStore::keeping_groups()));
     let builder = Coordinator::builder(
         store.clone(),
         topics.clone(),
@@ -804,4 +806,109 @@ async fn an_empty_consumer_group_without_offsets_is_removed_after_its_grace_peri
     assert!(h.c.list_groups().await.is_empty());
     let e = h.c.consumer().describe(G).await.unwrap_err();
     assert_eq!(e.error_code(), ErrorCode::GroupIdNotFound);
+}
+
+// ====================================================================== durable records
+
+impl H {
+    /// A second coordinator over the same store (a broker restarted on its data), loaded.
+    async fn restarted(&self) -> H {
+        let inner = self.store.inner().expect("the store");
+        let store = Arc::new(TestStore::from_arc(inner));
+        let c = Coordinator::builder(
+            store.clone(),
+            self.topics.clone(),
+            ModuloAssignor::named("chapter"),
+        )
+        .clock(Arc::new(self.clock.clone()))
+        .consumer_assignor(named("uniform", ModuloAssignor::named("modulo")))
+        .consumer_assignor(ModuloAssignor::named("range"))
+        .build()
+        .unwrap();
+        c.load().await.unwrap();
+        H {
+            c: Arc::new(c),
+            clock: self.clock.clone(),
+            topics: self.topics.clone(),
+            store,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_restarted_coordinator_carries_a_consumer_group_on_with_its_epochs() {
+    let h = harness();
+    let a = h.join("a", &["orders"]).await;
+    let owned_a = sorted(a.assignment.clone().unwrap());
+    let a = h.beat("a", a.member_epoch, &owned_a).await;
+    let b = h.join("b", &["orders"]).await;
+    // Settle: a revokes what b gets, b takes it.
+    let mut ea = a.member_epoch;
+    let mut eb = b.member_epoch;
+    let mut owned_b = sorted(b.assignment.clone().unwrap_or_default());
+    let mut owned_a = owned_a;
+    for _ in 0..4 {
+        let ra = h.beat("a", ea, &owned_a).await;
+        ea = ra.member_epoch;
+        if let Some(p) = ra.assignment {
+            owned_a = sorted(p);
+        }
+        let rb = h.beat("b", eb, &owned_b).await;
+        eb = rb.member_epoch;
+        if let Some(p) = rb.assignment {
+            owned_b = sorted(p);
+        }
+    }
+    let before = h.c.consumer().describe(G).await.unwrap();
+    assert_eq!(before.state, ConsumerGroupState::Stable);
+    let writes = h.store.calls(StoreOp::WriteGroup);
+    // A heartbeat that changes nothing writes nothing.
+    h.beat("a", ea, &owned_a).await;
+    assert_eq!(h.store.calls(StoreOp::WriteGroup), writes);
+
+    let r = h.restarted().await;
+    let after = r.c.consumer().describe(G).await.unwrap();
+    assert_eq!(
+        after, before,
+        "epochs, states, subscriptions and assignments come back"
+    );
+    // The members carry on with their epochs: no new epoch, no new assignment.
+    let ra = r.beat("a", ea, &owned_a).await;
+    assert_eq!(ra.member_epoch, ea);
+    assert_eq!(ra.assignment, None);
+    let rb = r.beat("b", eb, &owned_b).await;
+    assert_eq!(rb.member_epoch, eb);
+    assert_eq!(
+        r.c.consumer().describe(G).await.unwrap().group_epoch,
+        before.group_epoch,
+        "no rebalance"
+    );
+    // A member that never comes back expires after its session, counted from the load.
+    r.clock.advance(SESSION / 2);
+    r.beat("a", ea, &owned_a).await;
+    r.clock.advance(SESSION / 2 + 1);
+    let expired = r.c.handle_timeout().await;
+    assert_eq!(expired.len(), 1, "{expired:?}");
+    assert_eq!(expired[0].member, "b");
+}
+
+#[tokio::test]
+async fn a_heartbeat_whose_record_cannot_be_stored_gets_the_stores_error_and_recovers() {
+    let h = harness();
+    h.store.fail(
+        StoreOp::WriteGroup,
+        coordinator_core::StorageErrorKind::Io,
+        "disk full",
+    );
+    let e = h
+        .hb(&Req::join(G, "a", ["orders"]))
+        .await
+        .expect_err("the record could not be stored");
+    assert_eq!(e.error_code(), ErrorCode::StorageError);
+    h.store.heal(StoreOp::WriteGroup);
+    // The member never heard of its epoch: it joins again and gets the whole target.
+    let a = h.join("a", &["orders"]).await;
+    assert_eq!(sorted(a.assignment.unwrap()).len(), 4);
+    let stored = h.store.inner().unwrap().records.lock().unwrap().len();
+    assert_eq!(stored, 1, "the retried join is stored");
 }

@@ -60,11 +60,16 @@ struct World {
 }
 
 impl World {
-    fn new() -> Self {
+    /// With `keep_groups`, over a store that keeps group records (every changing heartbeat
+    /// writes the group's record before it is answered).
+    fn new(keep_groups: bool) -> Self {
         let clock = ManualClock::new();
         let topics = Topics::with(&[("orders", 4)]);
         let c = Coordinator::builder(
-            Arc::new(TestStore::default()),
+            Arc::new(TestStore::new(common::MapStore {
+                keep_groups,
+                ..common::MapStore::default()
+            })),
             topics.clone(),
             ModuloAssignor::named("chapter"),
         )
@@ -361,7 +366,8 @@ impl World {
 
 async fn run(seed: u64, steps: usize) {
     let mut rng = Rng::new(seed);
-    let mut w = World::new();
+    // Odd seeds over a store that keeps group records.
+    let mut w = World::new(seed % 2 == 1);
     for _ in 0..steps {
         let i = rng.below(CLIENTS as u64) as usize;
         let lose = rng.chance(10);

@@ -238,7 +238,7 @@ impl ClassicGroups<'_> {
                 self.coordinator.arm(&mut entry);
                 answer
             };
-            self.coordinator.write_due_record(&cell, &gate).await;
+            let _logged = self.coordinator.write_due_record(&cell, &gate).await;
             answer
         };
         let result = match answer {
@@ -377,7 +377,7 @@ impl ClassicGroups<'_> {
             self.coordinator.arm(&mut entry);
             results
         };
-        self.coordinator.write_due_record(&cell, &gate).await;
+        let _logged = self.coordinator.write_due_record(&cell, &gate).await;
         Ok(results)
     }
 

@@ -1529,6 +1529,10 @@ impl Group for ClassicGroup {
         std::mem::take(&mut self.record_due)
     }
 
+    fn mark_record_due(&mut self) {
+        self.record_due = true;
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }

@@ -123,7 +123,7 @@ impl ConsumerGroups<'_> {
         let c = self.coordinator;
         validate(req, &c.consumer_assignors)?;
         let joining = req.member_epoch == 0;
-        let (cell, _gate) = if joining {
+        let (cell, gate) = if joining {
             c.install_lock(&req.group_id).await
         } else {
             loop {
@@ -136,29 +136,38 @@ impl ConsumerGroups<'_> {
                 }
             }
         };
-        let mut entry = cell.lock();
-        let now = c.clock.now_ms();
-        if joining {
-            entry.convert_if_empty(ConsumerGroup::new);
-        }
-        let kind = entry.kind();
-        let Some((group, generation)) = entry.split_mut::<ConsumerGroup>() else {
-            return Err(match kind {
-                GroupKind::Simple => not_found(&req.group_id),
-                other => Error::NotConsumerGroup {
-                    group: req.group_id.clone(),
-                    actual: other.as_str(),
-                },
-            });
+        let gate = Arc::new(gate);
+        let result = {
+            let mut entry = cell.lock();
+            let now = c.clock.now_ms();
+            if joining {
+                entry.convert_if_empty(ConsumerGroup::new);
+            }
+            let kind = entry.kind();
+            let Some((group, generation)) = entry.split_mut::<ConsumerGroup>() else {
+                return Err(match kind {
+                    GroupKind::Simple => not_found(&req.group_id),
+                    other => Error::NotConsumerGroup {
+                        group: req.group_id.clone(),
+                        actual: other.as_str(),
+                    },
+                });
+            };
+            let (result, outcome) = group.heartbeat(req, &mut c.ctx(now, generation));
+            if outcome.membership_changed || !entry.has_members() {
+                entry.note_membership(now);
+                c.arm(&mut entry);
+            } else if let Some(at) = outcome.deadline {
+                // Only this member's deadlines moved: no scan of the group.
+                c.arm_at(&mut entry, at);
+            }
+            result
         };
-        let (result, outcome) = group.heartbeat(req, &mut c.ctx(now, generation));
-        if outcome.membership_changed || !entry.has_members() {
-            entry.note_membership(now);
-            c.arm(&mut entry);
-        } else if let Some(at) = outcome.deadline {
-            // Only this member's deadlines moved: no scan of the group.
-            c.arm_at(&mut entry, at);
-        }
+        // What changed is stored before the member hears of it (Kafka answers a heartbeat
+        // once its records are written). If the write fails the member gets the store's
+        // error; the change stays in memory, as if the answer had been lost: the member's
+        // next heartbeat carries on from it, and the next write stores it.
+        c.write_due_record(&cell, &gate).await?;
         result
     }
 

@@ -27,6 +27,7 @@ pub use protocol::{
     ConsumerGroupState, ConsumerMemberDescription, MemberState, LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 };
+pub(crate) use state::ConsumerGroup;
 
 /// `assignor` under another name: to register a strategy as a consumer-protocol server-side
 /// assignor under the name clients give in `group.remote.assignor` (Kafka's `uniform` for a

@@ -135,6 +135,9 @@ pub(crate) struct ConsumerGroup {
     assignor: Option<String>,
     /// `group.consumer.session.timeout.ms` as of the last heartbeat (for the record).
     session_timeout_ms: u64,
+    /// What a restart must know changed (members, epochs, subscriptions, assignments): the
+    /// group's record must be written before the heartbeat is answered.
+    record_due: bool,
 }
 
 /// How a heartbeat finds its member.
@@ -170,7 +173,71 @@ impl ConsumerGroup {
             owners: HashMap::new(),
             assignor: None,
             session_timeout_ms: 0,
+            record_due: false,
         }
+    }
+
+    /// The group a coordinator loads from its durable record: the members with their epochs,
+    /// states, subscriptions and current, pending and target assignments, and the target's
+    /// epoch; every session (and a revocation under way) counting from `now`. The subscribed
+    /// topics' partition counts are taken from the target assignment (every partition of a
+    /// subscribed topic is in some member's target), so a heartbeat after the load bumps the
+    /// group epoch only if the topics changed meanwhile.
+    pub(crate) fn from_record(record: &GroupRecord, now: u64) -> Self {
+        let mut group = ConsumerGroup::new(Arc::from(record.group_id.as_str()));
+        group.group_epoch = epoch_of(record.generation);
+        group.assignor = record.protocol.clone();
+        for m in &record.members {
+            let Some(c) = &m.consumer else { continue };
+            let id: Arc<str> = Arc::from(m.member_id.as_str());
+            let state = match c.state.as_str() {
+                "UNREVOKED_PARTITIONS" => MemberState::UnrevokedPartitions,
+                "UNRELEASED_PARTITIONS" => MemberState::UnreleasedPartitions,
+                _ => MemberState::Stable,
+            };
+            let member = Member {
+                instance_id: m.group_instance_id.as_deref().map(Arc::from),
+                rack_id: c.rack_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                epoch: c.member_epoch,
+                previous_epoch: c.previous_member_epoch,
+                state,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                topics: topic_set(&c.subscribed_topic_names),
+                server_assignor: c.server_assignor.clone(),
+                assigned: m.partitions.iter().cloned().collect(),
+                revoking: c.partitions_pending_revocation.iter().cloned().collect(),
+                target: c.target_assignment.iter().cloned().collect(),
+                session_deadline: now.saturating_add(m.session_timeout_ms),
+                revocation_deadline: (state == MemberState::UnrevokedPartitions)
+                    .then(|| (now.saturating_add(m.rebalance_timeout_ms), c.member_epoch)),
+            };
+            group.target_epoch = c.target_assignment_epoch;
+            group.session_timeout_ms = m.session_timeout_ms;
+            for tp in member.assigned.iter().chain(&member.revoking) {
+                group.owners.insert(tp.clone(), id.clone());
+            }
+            for t in &member.topics {
+                *group.subscribers.entry(t.clone()).or_insert(0) += 1;
+            }
+            if let Some(instance) = &member.instance_id {
+                group.instances.insert(instance.clone(), id.clone());
+            }
+            group.members.insert(id, member);
+        }
+        for m in group.members.values() {
+            for tp in &m.target {
+                if group.subscribers.contains_key(tp.topic()) {
+                    let n = group
+                        .topic_partitions
+                        .entry(Arc::from(tp.topic()))
+                        .or_insert(0);
+                    *n = (*n).max(tp.partition().saturating_add(1));
+                }
+            }
+        }
+        group
     }
 
     fn fenced(&self, member: &str, received: i32, stored: i32) -> Error {
@@ -374,13 +441,20 @@ impl ConsumerGroup {
             || (req.rebalance_timeout_ms != -1
                 && req.subscribed_topic_names.is_some()
                 && req.topic_partitions.is_some());
+        let replaced = previous_assigned.is_some();
         let assigned_changed = changed || previous_assigned.is_some_and(|p| p != m.assigned);
+        let due = changed || assigns || outcome.membership_changed || subscription_changed;
         Ok(ConsumerGroupHeartbeatResponse {
             member_id: id.to_string(),
             member_epoch: m.epoch,
             heartbeat_interval_ms: i32::try_from(ctx.consumer.heartbeat_interval_ms)
                 .unwrap_or(i32::MAX),
             assignment: (full || assigned_changed).then(|| m.assigned.iter().cloned().collect()),
+        })
+        .inspect(|_| {
+            if due || replaced {
+                self.record_due = true;
+            }
         })
     }
 
@@ -741,6 +815,7 @@ impl ConsumerGroup {
         }
         self.topic_partitions
             .retain(|t, _| self.subscribers.contains_key(t));
+        self.record_due = true;
         *ctx.generation = ctx.generation.next();
         self.group_epoch = epoch_of(*ctx.generation);
         info!(
@@ -780,6 +855,7 @@ impl ConsumerGroup {
                 id
             }
         };
+        self.record_due = true;
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
             if let Some(m) = self.members.get_mut(&id) {
                 let revoking = std::mem::take(&mut m.revoking);
@@ -1060,6 +1136,14 @@ impl Group for ConsumerGroup {
                 })
                 .collect(),
         }
+    }
+
+    fn take_record_due(&mut self) -> bool {
+        std::mem::take(&mut self.record_due)
+    }
+
+    fn mark_record_due(&mut self) {
+        self.record_due = true;
     }
 
     fn as_any(&self) -> &dyn Any {
