@@ -20,6 +20,41 @@ fn metric_name(topic: &str) -> String {
     topic.replace('.', "_")
 }
 
+/// Checks a topic to be created against Kafka's rules and the `existing` topic names: the
+/// errors of [`MemoryLog::create_topic`], shared by every log of this crate.
+pub(crate) fn check_new_topic<'a>(
+    name: &str,
+    partitions: u32,
+    mut existing: impl Iterator<Item = &'a str>,
+) -> Result<(), LogError> {
+    validate_topic_name(name)?;
+    if partitions == 0 || partitions > coordinator_core::MAX_PARTITIONS_PER_TOPIC {
+        return Err(LogError::InvalidPartitions {
+            topic: name.to_string(),
+            partitions,
+        });
+    }
+    let metric = metric_name(name);
+    let mut collision = None;
+    for other in existing.by_ref() {
+        if other == name {
+            return Err(LogError::TopicAlreadyExists {
+                topic: name.to_string(),
+            });
+        }
+        if collision.is_none() && metric_name(other) == metric {
+            collision = Some(other.to_string());
+        }
+    }
+    if let Some(other) = collision {
+        return Err(LogError::InvalidTopic {
+            name: name.to_string(),
+            reason: format!("it collides with existing topic `{other}` (`.` and `_` collide)"),
+        });
+    }
+    Ok(())
+}
+
 /// One partition: the retained batches and the moving bounds.
 #[derive(Debug, Default)]
 struct Partition {
@@ -166,26 +201,8 @@ impl MemoryLog {
     /// (zero, or more than [`coordinator_core::MAX_PARTITIONS_PER_TOPIC`]),
     /// `TOPIC_ALREADY_EXISTS`. Nothing changes on error.
     pub fn create_topic(&self, name: &str, partitions: u32) -> Result<(), LogError> {
-        validate_topic_name(name)?;
-        if partitions == 0 || partitions > coordinator_core::MAX_PARTITIONS_PER_TOPIC {
-            return Err(LogError::InvalidPartitions {
-                topic: name.to_string(),
-                partitions,
-            });
-        }
         let mut topics = self.write();
-        if topics.contains_key(name) {
-            return Err(LogError::TopicAlreadyExists {
-                topic: name.to_string(),
-            });
-        }
-        let metric = metric_name(name);
-        if let Some(other) = topics.keys().find(|t| metric_name(t) == metric) {
-            return Err(LogError::InvalidTopic {
-                name: name.to_string(),
-                reason: format!("it collides with existing topic `{other}` (`.` and `_` collide)"),
-            });
-        }
+        check_new_topic(name, partitions, topics.keys().map(|t| &**t))?;
         let logs = (0..partitions).map(|_| Partition::default()).collect();
         topics.insert(Arc::from(name), logs);
         Ok(())
@@ -297,6 +314,8 @@ impl MemoryLog {
             let encoded = encode(base);
             log.batches.push_back(Arc::new(Batch {
                 base_offset: base,
+                last_offset: log.log_end.saturating_sub(1),
+                max_timestamp: records.iter().map(|r| r.timestamp).max().unwrap_or(-1),
                 records,
                 encoded,
             }));
@@ -511,23 +530,6 @@ mod tests {
 
     fn offsets(records: &[Record]) -> Vec<i64> {
         records.iter().map(|r| r.offset).collect()
-    }
-
-    #[test]
-    fn create_topic_refuses_bad_requests_and_changes_nothing() {
-        let log = MemoryLog::new();
-        log.create_topic("a.b", 1).unwrap();
-        let cases = [
-            ("a.b", 3, "TOPIC_ALREADY_EXISTS", Some(36)),
-            ("a_b", 1, "INVALID_TOPIC_EXCEPTION", Some(17)),
-            ("c", 0, "INVALID_PARTITIONS", Some(37)),
-            ("..", 1, "INVALID_TOPIC_EXCEPTION", Some(17)),
-        ];
-        for (name, parts, code, kafka) in cases {
-            let err = log.create_topic(name, parts).expect_err(name);
-            assert_eq!((err.code(), err.kafka_code()), (code, kafka), "{name}");
-        }
-        assert_eq!(log.topics(), [("a.b".to_string(), 1)]);
     }
 
     #[tokio::test]

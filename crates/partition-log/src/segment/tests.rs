@@ -1,0 +1,383 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+
+use coordinator_core::{Bytes, ManualClock};
+
+use super::*;
+
+fn tp(p: u32) -> TopicPartition {
+    TopicPartition::new("t", p)
+}
+
+fn open(dir: &Path, clock: &ManualClock) -> Result<SegmentLog, LogError> {
+    SegmentLog::builder(dir)
+        .clock(Arc::new(clock.clone()))
+        .segment_bytes(1024)
+        .open()
+}
+
+/// Appends a batch of `n` records at timestamp `ts` whose data is `len` copies of `fill`.
+async fn put(
+    log: &SegmentLog,
+    tp: &TopicPartition,
+    n: usize,
+    ts: i64,
+    fill: u8,
+    len: usize,
+) -> i64 {
+    let records = (0..n)
+        .map(|_| NewRecord::new(&b"v"[..]).timestamp(ts))
+        .collect();
+    log.append_encoded(tp, records, Box::new(move |_| Bytes::from(vec![fill; len])))
+        .await
+        .unwrap()
+}
+
+fn segment_file(dir: &Path, tp: &TopicPartition, base: i64) -> PathBuf {
+    dir.join(files::partition_dir(tp))
+        .join(files::segment_name(base))
+}
+
+fn segment_files(dir: &Path, tp: &TopicPartition) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir.join(files::partition_dir(tp)))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_reopened_log_keeps_topics_ids_records_and_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let (id, written) = {
+        let log = open(dir.path(), &clock).unwrap();
+        log.create_topic("t", 2).await.unwrap();
+        log.create_topic("other", 1).await.unwrap();
+        for i in 0..30u8 {
+            put(&log, &tp(0), 2, i64::from(i), i, 100).await;
+        }
+        put(&log, &tp(1), 1, 7, 9, 3).await;
+        let id = log.topic_id("t").unwrap();
+        assert_ne!(Some(id), log.topic_id("other"), "ids are drawn per topic");
+        assert_eq!(log.topic_id("missing"), None);
+        let written = log.read_batches(&tp(0), 0, usize::MAX).await.unwrap();
+        (id, written)
+    };
+    assert!(
+        segment_files(dir.path(), &tp(0)).len() > 2,
+        "the appends rolled segments"
+    );
+    let log = open(dir.path(), &clock).unwrap();
+    assert_eq!(
+        log.topics().await.unwrap(),
+        [("other".to_string(), 1), ("t".to_string(), 2)]
+    );
+    assert_eq!(log.topic_id("t"), Some(id), "the id survives");
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (0, 60));
+    assert_eq!(log.bounds(&tp(1)).await.unwrap(), (0, 1));
+    let read = log.read_batches(&tp(0), 0, usize::MAX).await.unwrap();
+    assert_eq!(read, written, "the same batches, byte for byte");
+    assert_eq!(
+        log.offset_for_timestamp(&tp(0), 12).await.unwrap(),
+        Some((24, 12))
+    );
+    assert_eq!(put(&log, &tp(0), 1, 99, 0, 1).await, 60, "offsets continue");
+}
+
+#[tokio::test]
+async fn a_torn_tail_at_every_byte_of_the_last_batch_is_truncated_to_the_previous_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let (before_last, full) = {
+        let log = open(dir.path(), &clock).unwrap();
+        log.create_topic("t", 1).await.unwrap();
+        put(&log, &tp(0), 2, 1, 1, 50).await;
+        put(&log, &tp(0), 1, 2, 2, 50).await;
+        let path = segment_file(dir.path(), &tp(0), 0);
+        let before_last = fs::metadata(&path).unwrap().len();
+        put(&log, &tp(0), 3, 3, 3, 50).await;
+        (before_last as usize, fs::read(&path).unwrap())
+    };
+    let path = segment_file(dir.path(), &tp(0), 0);
+    for cut in before_last..full.len() {
+        fs::write(&path, &full[..cut]).unwrap();
+        let log = open(dir.path(), &clock).unwrap();
+        assert_eq!(
+            log.bounds(&tp(0)).await.unwrap(),
+            (0, 3),
+            "cut at byte {cut}"
+        );
+        assert_eq!(
+            fs::metadata(&path).unwrap().len() as usize,
+            before_last,
+            "truncated"
+        );
+        let read = log.read_batches(&tp(0), 0, usize::MAX).await.unwrap();
+        assert_eq!(read.batches.len(), 2);
+        assert_eq!(read.batches[1].encoded().unwrap()[..], [2; 50]);
+    }
+    // The log goes on from the truncation, and the new batch survives a restart.
+    {
+        let log = open(dir.path(), &clock).unwrap();
+        assert_eq!(put(&log, &tp(0), 1, 4, 4, 5).await, 3);
+    }
+    let log = open(dir.path(), &clock).unwrap();
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (0, 4));
+}
+
+#[tokio::test]
+async fn corruption_before_the_tail_is_refused_naming_file_and_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    {
+        let log = open(dir.path(), &clock).unwrap();
+        log.create_topic("t", 1).await.unwrap();
+        for i in 0..12u8 {
+            put(&log, &tp(0), 1, 1, i, 200).await;
+        }
+    }
+    let first = segment_file(dir.path(), &tp(0), 0);
+    let pristine = fs::read(&first).unwrap();
+    assert!(segment_files(dir.path(), &tp(0)).len() > 1);
+    let frame_len = pristine.len() / 4; // four equal frames of 200 bytes fit in 1 KiB
+                                        // A flipped byte in the first frame's data (data follows it), and in the last frame of
+                                        // a segment that is not the last: both refused.
+    for at in [100, pristine.len() - 1] {
+        let mut bad = pristine.clone();
+        bad[at] ^= 0xff;
+        fs::write(&first, &bad).unwrap();
+        let err = open(dir.path(), &clock).unwrap_err();
+        assert_eq!(err.code(), "STORAGE_ERROR");
+        let text = err.to_string();
+        let byte = if at == 100 { 0 } else { 3 * frame_len };
+        assert!(text.contains("00000000000000000000.log"), "{text}");
+        assert!(text.contains(&format!("byte {byte}")), "{text}");
+        assert!(text.contains("CRC"), "{text}");
+    }
+    // A segment cut short that is not the last: refused too.
+    fs::write(&first, &pristine[..pristine.len() - 3]).unwrap();
+    let text = open(dir.path(), &clock).unwrap_err().to_string();
+    assert!(text.contains("is corrupt"), "{text}");
+    // The pristine file opens.
+    fs::write(&first, &pristine).unwrap();
+    let log = open(dir.path(), &clock).unwrap();
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (0, 12));
+}
+
+#[tokio::test]
+async fn a_missing_segment_is_a_gap_and_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let bases = {
+        let log = open(dir.path(), &clock).unwrap();
+        log.create_topic("t", 1).await.unwrap();
+        for i in 0..12u8 {
+            put(&log, &tp(0), 1, 1, i, 200).await;
+        }
+        segment_files(dir.path(), &tp(0))
+    };
+    assert!(bases.len() >= 3);
+    fs::remove_file(dir.path().join("t-0").join(&bases[1])).unwrap();
+    let text = open(dir.path(), &clock).unwrap_err().to_string();
+    assert!(text.contains("previous segment ends"), "{text}");
+}
+
+#[tokio::test]
+async fn retention_deletes_whole_closed_segments_by_time_and_keeps_the_start_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    clock.advance(1_000_000);
+    let open_with = |retention_ms: i64, retention_bytes: i64| {
+        SegmentLog::builder(dir.path())
+            .clock(Arc::new(clock.clone()))
+            .segment_bytes(1024)
+            .retention_ms(retention_ms)
+            .retention_bytes(retention_bytes)
+            .open()
+            .unwrap()
+    };
+    {
+        let log = open_with(-1, -1);
+        log.create_topic("t", 1).await.unwrap();
+        // Four 200-byte batches a segment: segments [0..4) at t=1000, [4..8) at t=2000, ...
+        for i in 0..12 {
+            put(&log, &tp(0), 1, 1000 * (1 + i / 4), 0, 200).await;
+        }
+        assert_eq!(segment_files(dir.path(), &tp(0)).len(), 3);
+        assert_eq!(log.apply_retention().unwrap(), 0, "unlimited: nothing goes");
+    }
+    let log = open_with(500, -1);
+    // now = 1_000_000: every closed segment is older than 500 ms, the active one stays.
+    assert_eq!(log.apply_retention().unwrap(), 2);
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (8, 12));
+    assert_eq!(
+        log.read_batches(&tp(0), 7, 10).await.unwrap_err().code(),
+        "OFFSET_OUT_OF_RANGE"
+    );
+    assert_eq!(segment_files(dir.path(), &tp(0)), [files::segment_name(8)]);
+    assert_eq!(
+        log.apply_retention().unwrap(),
+        0,
+        "the active segment is never deleted"
+    );
+    drop(log);
+    let log = open_with(-1, -1);
+    assert_eq!(
+        log.bounds(&tp(0)).await.unwrap(),
+        (8, 12),
+        "the start survives"
+    );
+    assert_eq!(
+        log.offset_for_timestamp(&tp(0), 0).await.unwrap(),
+        Some((8, 3000))
+    );
+}
+
+#[tokio::test]
+async fn retention_by_time_keeps_recent_segments_and_runs_at_roll() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = SegmentLog::builder(dir.path())
+        .clock(Arc::new(clock.clone()))
+        .segment_bytes(1024)
+        .retention_ms(10_000)
+        .open()
+        .unwrap();
+    log.create_topic("t", 1).await.unwrap();
+    clock.advance(100_000);
+    for i in 0..8 {
+        // [0..4) at t=1000 (old), [4..8) at t=100_000 (recent).
+        let ts = if i < 4 { 1000 } else { 100_000 };
+        put(&log, &tp(0), 1, ts, 0, 200).await;
+    }
+    // The second roll (at offset 8) deleted the old segment: retention runs at roll.
+    put(&log, &tp(0), 1, 100_000, 0, 200).await;
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (4, 9));
+    clock.advance(5_000);
+    assert_eq!(log.apply_retention().unwrap(), 0, "5 s old: kept");
+    clock.advance(6_000);
+    assert_eq!(log.apply_retention().unwrap(), 1, "11 s old: deleted");
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (8, 9));
+}
+
+#[tokio::test]
+async fn retention_by_size_keeps_at_least_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = SegmentLog::builder(dir.path())
+        .clock(Arc::new(clock.clone()))
+        .segment_bytes(1024)
+        .retention_ms(-1)
+        .retention_bytes(2000)
+        .open()
+        .unwrap();
+    log.create_topic("t", 1).await.unwrap();
+    for _ in 0..4 {
+        // Each batch's frame is 4 + 25 + 8 + 203 = 240 bytes: four a segment (960 bytes).
+        put(&log, &tp(0), 1, 1, 0, 203).await;
+    }
+    let _ = log.apply_retention().unwrap();
+    for _ in 0..12 {
+        put(&log, &tp(0), 1, 1, 0, 203).await;
+    }
+    // 16 batches: segments of 960 bytes at 0, 4, 8 and 12 (the active one). Total 3840:
+    // without the first two 1920 < 2000, so only the first goes.
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (4, 16));
+    assert_eq!(log.apply_retention().unwrap(), 0);
+}
+
+#[tokio::test]
+async fn one_owner_per_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let first = open(dir.path(), &clock).unwrap();
+    let text = open(dir.path(), &clock).unwrap_err().to_string();
+    assert!(text.contains("in use by another log"), "{text}");
+    // Removing the lock file does not let a second owner in.
+    fs::remove_file(dir.path().join(files::LOCK)).unwrap();
+    drop(first);
+    let _again = open(dir.path(), &clock).unwrap();
+}
+
+#[tokio::test]
+async fn the_flush_interval_mode_acknowledges_written_appends_and_syncs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    {
+        let log = SegmentLog::builder(dir.path())
+            .clock(Arc::new(clock.clone()))
+            .flush_interval_ms(Some(10))
+            .open()
+            .unwrap();
+        log.create_topic("t", 1).await.unwrap();
+        assert_eq!(put(&log, &tp(0), 2, 1, 7, 10).await, 0);
+        log.sync().unwrap();
+        assert_eq!(put(&log, &tp(0), 1, 1, 8, 10).await, 2);
+    }
+    let log = open(dir.path(), &clock).unwrap();
+    assert_eq!(
+        log.bounds(&tp(0)).await.unwrap(),
+        (0, 3),
+        "written and synced at drop"
+    );
+}
+
+#[tokio::test]
+async fn bad_settings_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for builder in [
+        SegmentLog::builder(dir.path()).segment_bytes(10),
+        SegmentLog::builder(dir.path()).retention_ms(-2),
+        SegmentLog::builder(dir.path()).flush_interval_ms(Some(0)),
+    ] {
+        assert_eq!(builder.open().unwrap_err().code(), "INVALID_ARGUMENT");
+    }
+}
+
+#[tokio::test]
+async fn a_damaged_topics_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    {
+        let log = open(dir.path(), &clock).unwrap();
+        log.create_topic("t", 1).await.unwrap();
+    }
+    fs::write(dir.path().join(files::TOPICS), "garbage\n").unwrap();
+    let text = open(dir.path(), &clock).unwrap_err().to_string();
+    assert!(
+        text.contains("topics") && text.contains("damaged"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_to_one_partition_get_distinct_consecutive_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = Arc::new(open(dir.path(), &clock).unwrap());
+    log.create_topic("t", 1).await.unwrap();
+    let tasks: Vec<_> = (0..8u8)
+        .map(|i| {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut bases = Vec::new();
+                for _ in 0..5 {
+                    bases.push(put(&log, &tp(0), 2, 1, i, 30).await);
+                }
+                bases
+            })
+        })
+        .collect();
+    let mut bases = Vec::new();
+    for t in tasks {
+        bases.extend(t.await.unwrap());
+    }
+    bases.sort_unstable();
+    assert_eq!(bases, (0..40).map(|i| 2 * i).collect::<Vec<i64>>());
+    drop(log);
+    let log = open(dir.path(), &clock).unwrap();
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (0, 80));
+}
