@@ -70,6 +70,62 @@ pub struct BrokerConfig {
     /// The most connections served at once (Kafka's `max.connections`, whose default is
     /// unlimited; here 1024). Further clients wait in the accept queue.
     pub max_connections: usize,
+    /// The partitions' log (`<data_dir>/records/`, the `SegmentLog`; without a data
+    /// directory the partitions live in memory and these settings are unused).
+    pub records: RecordsConfig,
+}
+
+/// The settings of the partitions' segment log, with Kafka's names and defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordsConfig {
+    /// Kafka's `log.flush.interval.ms`: `None` (the default here) acknowledges a produce
+    /// once its batch is `fdatasync`ed; `Some(n)` once written to the OS, synced every `n` ms.
+    pub flush_interval_ms: Option<u64>,
+    /// Kafka's `log.segment.bytes` (default 1073741824).
+    pub segment_bytes: u64,
+    /// Kafka's `log.retention.ms` (default 604800000, seven days); `-1`: no time limit.
+    pub retention_ms: i64,
+    /// Kafka's `log.retention.bytes` per partition (default `-1`: no size limit).
+    pub retention_bytes: i64,
+}
+
+impl Default for RecordsConfig {
+    fn default() -> Self {
+        RecordsConfig {
+            flush_interval_ms: None,
+            segment_bytes: partition_log::segment::DEFAULT_SEGMENT_BYTES,
+            retention_ms: partition_log::segment::DEFAULT_RETENTION_MS,
+            retention_bytes: -1,
+        }
+    }
+}
+
+impl RecordsConfig {
+    fn validate(&self) -> Result<(), BrokerError> {
+        let invalid = |setting, reason: String| Err(BrokerError::InvalidConfig { setting, reason });
+        if self.flush_interval_ms == Some(0) {
+            return invalid("log-flush-interval-ms", "must be at least 1".into());
+        }
+        if self.segment_bytes < 1024 {
+            return invalid(
+                "log-segment-bytes",
+                format!("{} is below the smallest segment, 1024", self.segment_bytes),
+            );
+        }
+        if self.retention_ms < -1 {
+            return invalid(
+                "log-retention-ms",
+                "must be -1 (unlimited) or at least 0".into(),
+            );
+        }
+        if self.retention_bytes < -1 {
+            return invalid(
+                "log-retention-bytes",
+                "must be -1 (unlimited) or at least 0".into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Default for BrokerConfig {
@@ -87,6 +143,7 @@ impl Default for BrokerConfig {
             offsets_retention_minutes: 10_080,
             max_frame_bytes: 100 * 1024 * 1024,
             max_connections: 1024,
+            records: RecordsConfig::default(),
         }
     }
 }
@@ -124,7 +181,7 @@ impl BrokerConfig {
         if self.max_connections == 0 {
             return invalid("max-connections", "must be at least 1".into());
         }
-        Ok(())
+        self.records.validate()
     }
 }
 
@@ -162,5 +219,56 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("max-connections"));
+    }
+
+    #[test]
+    fn the_records_settings_are_kafkas_and_validated() {
+        let r = RecordsConfig::default();
+        assert_eq!(
+            (
+                r.flush_interval_ms,
+                r.segment_bytes,
+                r.retention_ms,
+                r.retention_bytes
+            ),
+            (None, 1 << 30, 604_800_000, -1)
+        );
+        for (records, setting) in [
+            (
+                RecordsConfig {
+                    flush_interval_ms: Some(0),
+                    ..r
+                },
+                "log-flush-interval-ms",
+            ),
+            (
+                RecordsConfig {
+                    segment_bytes: 10,
+                    ..r
+                },
+                "log-segment-bytes",
+            ),
+            (
+                RecordsConfig {
+                    retention_ms: -2,
+                    ..r
+                },
+                "log-retention-ms",
+            ),
+            (
+                RecordsConfig {
+                    retention_bytes: -5,
+                    ..r
+                },
+                "log-retention-bytes",
+            ),
+        ] {
+            let c = BrokerConfig {
+                records,
+                ..BrokerConfig::default()
+            };
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains(setting), "{err}");
+        }
     }
 }

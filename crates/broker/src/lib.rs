@@ -71,7 +71,7 @@ mod server;
 mod shutdown;
 mod store;
 
-pub use config::{BrokerConfig, TopicSpec};
+pub use config::{BrokerConfig, RecordsConfig, TopicSpec};
 pub use error::BrokerError;
 pub use server::Server;
 pub use store::{StoreConfig, OFFSETS_FILE};

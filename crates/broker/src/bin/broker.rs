@@ -5,14 +5,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use broker::{BrokerConfig, Server, TopicSpec};
+use broker::{BrokerConfig, RecordsConfig, Server, TopicSpec};
 use clap::Parser;
 
 /// A Kafka-protocol broker for development and tests: produce, fetch, consumer groups and
 /// committed offsets over the coordinator core.
 ///
-/// Records live in memory and are lost at exit; committed offsets survive in
-/// DATA_DIR/offsets.json. Once accepting, prints `listening on HOST:PORT` to stdout; logs go
+/// Without --data-dir everything lives in memory and is lost at exit. With it, committed
+/// offsets survive in DATA_DIR/offsets.json and topics and records in DATA_DIR/records/. Once accepting, prints `listening on HOST:PORT` to stdout; logs go
 /// to stderr, filtered by RUST_LOG (default `info`). SIGINT or SIGTERM stops it gracefully
 /// (exit 0).
 #[derive(Debug, Parser)]
@@ -21,8 +21,9 @@ struct Args {
     /// Address to listen on; port 0 lets the OS pick one.
     #[arg(long, default_value = "127.0.0.1:9092", env = "BROKER_LISTEN")]
     listen: SocketAddr,
-    /// Directory for committed offsets (offsets.json); without it they live in memory. Only
-    /// one broker may use a directory at a time.
+    /// Directory for committed offsets (offsets.json) and the partitions' records
+    /// (records/); without it both live in memory. Only one broker may use a directory at a
+    /// time.
     #[arg(long, env = "BROKER_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// A topic to create at start, NAME:PARTITIONS; repeat for more.
@@ -57,6 +58,22 @@ struct Args {
     /// The most connections served at once; further clients wait to be accepted.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Kafka's log.flush.interval.ms for the partitions' log: a produce is acknowledged once
+    /// written to the OS and synced every N ms (survives a crash of the broker, may lose the
+    /// last N ms on power loss). Without it, once its batch is fdatasync'ed.
+    #[arg(long, value_name = "N")]
+    log_flush_interval_ms: Option<u64>,
+    /// Kafka's log.segment.bytes: the size of a partition's segment files.
+    #[arg(long, default_value_t = partition_log::segment::DEFAULT_SEGMENT_BYTES)]
+    log_segment_bytes: u64,
+    /// Kafka's log.retention.ms: closed segments whose newest record is older are deleted;
+    /// -1: no time limit.
+    #[arg(long, default_value_t = partition_log::segment::DEFAULT_RETENTION_MS, allow_negative_numbers = true)]
+    log_retention_ms: i64,
+    /// Kafka's log.retention.bytes: a partition's closed segments are deleted, oldest
+    /// first, while it stays at or above this size without them; -1: no size limit.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    log_retention_bytes: i64,
 }
 
 fn parse_topic(s: &str) -> Result<TopicSpec, String> {
@@ -78,6 +95,12 @@ impl Args {
             offsets_retention_minutes: self.offsets_retention_minutes,
             max_frame_bytes: self.max_frame_bytes,
             max_connections: self.max_connections,
+            records: RecordsConfig {
+                flush_interval_ms: self.log_flush_interval_ms,
+                segment_bytes: self.log_segment_bytes,
+                retention_ms: self.log_retention_ms,
+                retention_bytes: self.log_retention_bytes,
+            },
         }
     }
 }
