@@ -2,6 +2,7 @@
 //! appends, reads and the deletion of whole segments.
 
 use std::fs::{self, File, OpenOptions};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -123,6 +124,9 @@ pub(crate) struct Partition {
     state: RwLock<State>,
     /// Written since the last sync (flush-interval mode).
     pub(crate) dirty: AtomicBool,
+    /// Tests: the next append's sync fails (after its bytes are written), as an EIO would.
+    #[cfg(test)]
+    pub(crate) fail_next_sync: AtomicBool,
 }
 
 impl Partition {
@@ -162,6 +166,8 @@ impl Partition {
             writer: tokio::sync::Mutex::new(Writer::default()),
             state: RwLock::new(state),
             dirty: AtomicBool::new(false),
+            #[cfg(test)]
+            fail_next_sync: AtomicBool::new(false),
         }
     }
 
@@ -279,13 +285,24 @@ impl Partition {
             let a = s.active();
             (a.file.clone(), a.path.clone(), a.size)
         };
+        let fail = self.injected_failure();
+        let sync = move |file: &File, path: &Path| {
+            if fail {
+                return Err(storage(
+                    "fdatasync",
+                    path,
+                    io::Error::other("injected failure"),
+                ));
+            }
+            file.sync_data().map_err(|e| storage("fdatasync", path, e))
+        };
         let written = if policy.sync_each_append {
             let (file, path) = (file.clone(), path.clone());
             let shown = path.clone();
             tokio::task::spawn_blocking(move || {
                 file.write_all_at(&frame, at)
                     .map_err(|e| storage("append to", &path, e))?;
-                file.sync_data().map_err(|e| storage("fdatasync", &path, e))
+                sync(&file, &path)
             })
             .await
             .unwrap_or_else(|e| {
@@ -297,6 +314,7 @@ impl Partition {
         } else {
             file.write_all_at(&frame, at)
                 .map_err(|e| storage("append to", &path, e))
+                .and_then(|()| if fail { sync(&file, &path) } else { Ok(()) })
         };
         if let Err(e) = written {
             if let Err(cut) = file.set_len(at) {
@@ -325,6 +343,16 @@ impl Partition {
             self.dirty.store(true, Ordering::Release);
         }
         Ok(base)
+    }
+
+    #[cfg(test)]
+    fn injected_failure(&self) -> bool {
+        self.fail_next_sync.swap(false, Ordering::AcqRel)
+    }
+
+    #[cfg(not(test))]
+    fn injected_failure(&self) -> bool {
+        false
     }
 
     /// Closes the active segment and starts `<base>.log`.

@@ -381,3 +381,57 @@ async fn concurrent_appends_to_one_partition_get_distinct_consecutive_offsets() 
     let log = open(dir.path(), &clock).unwrap();
     assert_eq!(log.bounds(&tp(0)).await.unwrap(), (0, 80));
 }
+
+#[tokio::test]
+async fn a_failed_append_changes_nothing_visible_and_leaves_nothing_on_disk() {
+    for interval in [None, Some(60_000)] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new();
+        let log = SegmentLog::builder(dir.path())
+            .clock(Arc::new(clock.clone()))
+            .flush_interval_ms(interval)
+            .open()
+            .unwrap();
+        log.create_topic("t", 1).await.unwrap();
+        put(&log, &tp(0), 2, 1, 1, 10).await;
+        let path = segment_file(dir.path(), &tp(0), 0);
+        let size = fs::metadata(&path).unwrap().len();
+        let appends = log.appends();
+        log.inner
+            .partition(&tp(0))
+            .unwrap()
+            .fail_next_sync
+            .store(true, std::sync::atomic::Ordering::Release);
+        let err = log
+            .append_encoded(
+                &tp(0),
+                vec![NewRecord::from("x")],
+                Box::new(|_| Bytes::from(vec![9; 100])),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "STORAGE_ERROR", "{interval:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("fdatasync") && text.contains(".log"),
+            "{text}"
+        );
+        assert!(!appends.has_changed().unwrap(), "nobody is woken");
+        assert_eq!(log.bounds(&tp(0)).await.unwrap(), (0, 2));
+        assert_eq!(fs::metadata(&path).unwrap().len(), size, "cut back");
+        assert_eq!(
+            put(&log, &tp(0), 1, 1, 2, 10).await,
+            2,
+            "the offset is reused"
+        );
+        drop(log);
+        let log = open(dir.path(), &clock).unwrap();
+        let read = log.read_batches(&tp(0), 0, usize::MAX).await.unwrap();
+        let data: Vec<u8> = read
+            .batches
+            .iter()
+            .map(|b| b.encoded().unwrap()[0])
+            .collect();
+        assert_eq!(data, [1, 2], "the failed batch is nowhere");
+    }
+}
