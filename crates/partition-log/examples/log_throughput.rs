@@ -1,0 +1,69 @@
+//! Appends and reads 1 KiB batches through the `PartitionLog` port, in process, on the
+//! memory log and on the segment log (each append `fdatasync`ed, and with a 1000 ms flush
+//! interval), and prints MB/s each way: the log's own cost, without the wire.
+//!
+//! ```text
+//! cargo run --release -p partition-log --example log_throughput -- [BATCHES] [DIR]
+//! ```
+//!
+//! `DIR` (default: a directory under the system's temporary one, removed at the end) must be
+//! on the disk to measure.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use coordinator_core::{Bytes, LogError, NewRecord, TopicPartition};
+use partition_log::{MemoryLog, PartitionLog, SegmentLog};
+
+const RECORD: usize = 1024;
+const PER_BATCH: usize = 16;
+
+async fn measure(name: &str, log: Arc<dyn PartitionLog>, batches: usize) -> Result<(), LogError> {
+    log.create_topic("bench", 1).await?;
+    let tp = TopicPartition::new("bench", 0);
+    let data = Bytes::from(vec![7u8; RECORD * PER_BATCH]);
+    let started = Instant::now();
+    for _ in 0..batches {
+        let records = (0..PER_BATCH).map(|_| NewRecord::from("v")).collect();
+        let data = data.clone();
+        log.append_encoded(&tp, records, Box::new(move |_| data))
+            .await?;
+    }
+    let append_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let (mut offset, mut bytes) = (0, 0usize);
+    loop {
+        let read = log.read_batches(&tp, offset, 1 << 20).await?;
+        let Some(last) = read.batches.last() else {
+            break;
+        };
+        offset = last.last_offset() + 1;
+        bytes += read.batches.iter().map(|b| b.size()).sum::<usize>();
+    }
+    let read_s = started.elapsed().as_secs_f64();
+    let mb = (batches * RECORD * PER_BATCH) as f64 / 1e6;
+    println!(
+        "{name:<24} append {:>8.1} MB/s ({:>6.0} batches/s)   read {:>8.1} MB/s",
+        mb / append_s,
+        batches as f64 / append_s,
+        bytes as f64 / 1e6 / read_s
+    );
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let batches: usize = args.next().map_or(Ok(2000), |a| a.parse())?;
+    let base = args.next().map_or_else(std::env::temp_dir, Into::into);
+    let dir = base.join(format!("log-throughput-{}", std::process::id()));
+    measure("memory", Arc::new(MemoryLog::new()), batches).await?;
+    let sync = SegmentLog::builder(dir.join("sync")).open()?;
+    measure("segment, fdatasync each", Arc::new(sync), batches).await?;
+    let interval = SegmentLog::builder(dir.join("interval"))
+        .flush_interval_ms(Some(1000))
+        .open()?;
+    measure("segment, flush 1000 ms", Arc::new(interval), batches).await?;
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
