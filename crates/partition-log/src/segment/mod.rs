@@ -53,9 +53,13 @@
 //! loss). With [`flush_interval_ms`](SegmentLogBuilder::flush_interval_ms) (Kafka's
 //! `log.flush.interval.ms`) it is acknowledged once written to the OS and synced by a
 //! background thread every N ms (and when a segment is closed, and when the log is dropped):
-//! it survives a crash of the process, and power loss may lose the last N ms. Appends to one
-//! partition are one at a time (the write and its sync); partitions proceed in parallel.
-//! A failed write or sync is cut back from the segment, and the append reports a
+//! it survives a crash of the process, and power loss may lose the last N ms. The high
+//! watermark (what readers see) moves only over durable batches.
+//!
+//! Writes to one partition are one at a time; partitions proceed in parallel. With a sync
+//! per append, the appends written while a sync runs are synced together by the next one
+//! (group commit: one `fdatasync` for the group, which lands or fails as a whole). A failed
+//! write or sync is cut back from the segment, and each append it covered reports a
 //! [`LogError::Storage`] naming the file and step: nothing visible changes.
 //!
 //! ## Retention
@@ -575,18 +579,13 @@ impl PartitionLog for SegmentLog {
         let now = self.inner.now_ms();
         let timestamps: Vec<i64> = records.iter().map(|r| r.timestamp.unwrap_or(now)).collect();
         drop(records);
-        let mut writer = partition.writer.lock().await;
-        let policy = self.inner.policy;
-        let before = partition.read().segments.len();
-        let base = partition
-            .append(&mut writer, policy, count, |base| {
+        let (base, rolled) = partition
+            .append(self.inner.policy, count, |base| {
                 let data = encode(base);
                 let max = timestamps.iter().copied().max().unwrap_or(-1);
                 Ok((frame::encode(base, &timestamps, &data)?, max))
             })
             .await?;
-        let rolled = partition.read().segments.len() > before;
-        drop(writer);
         self.inner.signal();
         if rolled {
             // A segment was closed: the moment retention may have something to delete.

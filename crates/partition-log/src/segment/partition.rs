@@ -64,7 +64,14 @@ impl Segment {
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) log_start: i64,
+    /// The high watermark: every frame below it is durable under the policy and readable.
     pub(crate) end: i64,
+    /// The end of the frames written; above `end` while their group sync runs.
+    pub(crate) written_end: i64,
+    /// Failed group syncs so far: an appender written in an earlier epoch was cut back.
+    pub(crate) failures: u64,
+    /// The last failed sync's error, told to the appenders it cut back.
+    pub(crate) last_failure: String,
     pub(crate) segments: Vec<Segment>,
 }
 
@@ -119,14 +126,19 @@ pub(crate) struct Writer {
 pub(crate) struct Partition {
     pub(crate) tp: TopicPartition,
     pub(crate) dir: PathBuf,
-    /// Appends to a partition are one at a time (held across the write and its sync).
-    pub(crate) writer: tokio::sync::Mutex<Writer>,
+    /// Writes to a partition are one at a time.
+    writer: tokio::sync::Mutex<Writer>,
+    /// Syncs too; one sync covers every frame written before it started.
+    pub(crate) syncer: tokio::sync::Mutex<()>,
     state: RwLock<State>,
     /// Written since the last sync (flush-interval mode).
     pub(crate) dirty: AtomicBool,
     /// Tests: the next append's sync fails (after its bytes are written), as an EIO would.
     #[cfg(test)]
     pub(crate) fail_next_sync: AtomicBool,
+    /// Tests: the group syncs run.
+    #[cfg(test)]
+    pub(crate) syncs: std::sync::atomic::AtomicU64,
 }
 
 impl Partition {
@@ -154,6 +166,9 @@ impl Partition {
             State {
                 log_start: 0,
                 end: 0,
+                written_end: 0,
+                failures: 0,
+                last_failure: String::new(),
                 segments: vec![segment],
             },
         ))
@@ -164,10 +179,13 @@ impl Partition {
             tp,
             dir,
             writer: tokio::sync::Mutex::new(Writer::default()),
+            syncer: tokio::sync::Mutex::new(()),
             state: RwLock::new(state),
             dirty: AtomicBool::new(false),
             #[cfg(test)]
             fail_next_sync: AtomicBool::new(false),
+            #[cfg(test)]
+            syncs: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -243,6 +261,9 @@ impl Partition {
             State {
                 log_start,
                 end,
+                written_end: end,
+                failures: 0,
+                last_failure: String::new(),
                 segments,
             },
         ))
@@ -254,22 +275,47 @@ impl Partition {
         (s.log_start, s.end)
     }
 
-    /// Appends one frame built by `build` from the base offset. The caller holds `writer`.
-    /// On any failure nothing visible changes: the bytes written are cut back.
+    /// Appends one frame built by `build` from the base offset and returns that offset and
+    /// whether a segment was closed for it. On any failure nothing visible changes: the bytes
+    /// written are cut back.
+    ///
+    /// With a sync per append, the appends written while a sync runs are synced together by
+    /// the next one (group commit): each appender writes its frame under the writer lock,
+    /// then waits for a sync that covers it, running one itself if none has. A failed sync
+    /// cuts back every frame it covered, and each of their appenders gets the error.
     pub(crate) async fn append(
+        &self,
+        policy: Policy,
+        count: u32,
+        build: impl FnOnce(i64) -> Result<(Vec<u8>, i64), LogError>,
+    ) -> Result<(i64, bool), LogError> {
+        let (base, my_end, epoch, rolled) = {
+            let mut writer = self.writer.lock().await;
+            self.write_frame(&mut writer, policy, count, build)?
+        };
+        if policy.sync_each_append {
+            self.group_sync(my_end, epoch).await?;
+        }
+        Ok((base, rolled))
+    }
+
+    /// Writes one frame at the end of the active segment (rolling first if it is full).
+    /// Returns the base offset, the end after the frame, the failure epoch it was written in
+    /// and whether a segment was closed.
+    fn write_frame(
         &self,
         writer: &mut Writer,
         policy: Policy,
         count: u32,
         build: impl FnOnce(i64) -> Result<(Vec<u8>, i64), LogError>,
-    ) -> Result<i64, LogError> {
+    ) -> Result<(i64, i64, u64, bool), LogError> {
         if let Some((file, path, at)) = writer.cut_back.take() {
             if let Err(e) = file.set_len(at) {
                 writer.cut_back = Some((file, path.clone(), at));
                 return Err(storage("cut back the failed append in", &path, e));
             }
         }
-        let base = self.read().end;
+        let base = self.read().written_end;
         let (frame, max_timestamp) = build(base)?;
         let len = frame.len() as u64;
         let roll = {
@@ -278,44 +324,22 @@ impl Partition {
             active.size > 0 && active.size.saturating_add(len) > policy.segment_bytes
         };
         if roll {
-            self.roll(base, policy)?;
+            self.roll(base)?;
         }
         let (file, path, at) = {
             let s = self.read();
             let a = s.active();
             (a.file.clone(), a.path.clone(), a.size)
         };
-        let fail = self.injected_failure();
-        let sync = move |file: &File, path: &Path| {
-            if fail {
-                return Err(storage(
-                    "fdatasync",
-                    path,
-                    io::Error::other("injected failure"),
-                ));
-            }
-            file.sync_data().map_err(|e| storage("fdatasync", path, e))
-        };
-        let written = if policy.sync_each_append {
-            let (file, path) = (file.clone(), path.clone());
-            let shown = path.clone();
-            tokio::task::spawn_blocking(move || {
-                file.write_all_at(&frame, at)
-                    .map_err(|e| storage("append to", &path, e))?;
-                sync(&file, &path)
+        let written = file
+            .write_all_at(&frame, at)
+            .and_then(|()| {
+                if !policy.sync_each_append && self.injected_failure() {
+                    return Err(io::Error::other("injected failure"));
+                }
+                Ok(())
             })
-            .await
-            .unwrap_or_else(|e| {
-                Err(LogError::storage(
-                    format!("the append to `{}` did not complete", shown.display()),
-                    e,
-                ))
-            })
-        } else {
-            file.write_all_at(&frame, at)
-                .map_err(|e| storage("append to", &path, e))
-                .and_then(|()| if fail { sync(&file, &path) } else { Ok(()) })
-        };
+            .map_err(|e| storage("append to", &path, e));
         if let Err(e) = written {
             if let Err(cut) = file.set_len(at) {
                 warn!(file = %path.display(), position = at, error = %cut, "cannot cut back a failed append; retried at the next one");
@@ -323,26 +347,106 @@ impl Partition {
             }
             return Err(e);
         }
-        {
-            let mut s = self.write();
-            let last = s.segments.len() - 1;
-            let active = &mut s.segments[last];
-            active.entries.push(Entry {
-                head: Head {
-                    base_offset: base,
-                    count,
-                    max_timestamp,
-                    len,
-                },
-                position: at,
-            });
-            active.size = at + len;
-            s.end = base.saturating_add(i64::from(count));
-        }
+        let mut s = self.write();
+        let last = s.segments.len() - 1;
+        let active = &mut s.segments[last];
+        active.entries.push(Entry {
+            head: Head {
+                base_offset: base,
+                count,
+                max_timestamp,
+                len,
+            },
+            position: at,
+        });
+        active.size = at + len;
+        s.written_end = base.saturating_add(i64::from(count));
         if !policy.sync_each_append {
+            s.end = s.written_end;
             self.dirty.store(true, Ordering::Release);
         }
-        Ok(base)
+        Ok((base, s.written_end, s.failures, roll))
+    }
+
+    /// Waits until the frames up to `my_end` are synced, syncing them (and every frame
+    /// written so far) if no other appender has.
+    async fn group_sync(&self, my_end: i64, epoch: u64) -> Result<(), LogError> {
+        let _one = self.syncer.lock().await;
+        let (file, path, target) = {
+            let s = self.read();
+            if s.end >= my_end {
+                return Ok(()); // another appender's sync covered this frame
+            }
+            if s.failures != epoch {
+                return Err(LogError::Storage {
+                    message: format!(
+                        "the batch was cut back: the sync of its group failed ({})",
+                        s.last_failure
+                    ),
+                    source: None,
+                });
+            }
+            (
+                s.active().file.clone(),
+                s.active().path.clone(),
+                s.written_end,
+            )
+        };
+        let fail = self.injected_failure();
+        #[cfg(test)]
+        self.syncs.fetch_add(1, Ordering::AcqRel);
+        let shown = path.clone();
+        let synced = tokio::task::spawn_blocking(move || {
+            if fail {
+                return Err(storage(
+                    "fdatasync",
+                    &path,
+                    io::Error::other("injected failure"),
+                ));
+            }
+            file.sync_data().map_err(|e| storage("fdatasync", &path, e))
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(LogError::storage(
+                format!("the sync of `{}` did not complete", shown.display()),
+                e,
+            ))
+        });
+        match synced {
+            Ok(()) => {
+                let mut s = self.write();
+                s.end = s.end.max(target);
+                Ok(())
+            }
+            Err(e) => {
+                self.cut_back_unsynced(&e).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// After a failed sync: removes every frame past the durable end (they are all in the
+    /// active segment: a roll syncs the segment it closes) from the index and the file.
+    async fn cut_back_unsynced(&self, cause: &LogError) {
+        let mut writer = self.writer.lock().await;
+        let mut s = self.write();
+        s.failures += 1;
+        s.last_failure = cause.to_string();
+        let end = s.end;
+        s.written_end = end;
+        let last = s.segments.len() - 1;
+        let active = &mut s.segments[last];
+        let keep = active.entries.partition_point(|e| e.head.base_offset < end);
+        let Some(at) = active.entries.get(keep).map(|e| e.position) else {
+            return;
+        };
+        active.entries.truncate(keep);
+        active.size = at;
+        if let Err(cut) = active.file.set_len(at) {
+            warn!(file = %active.path.display(), position = at, error = %cut, "cannot cut back a failed append; retried at the next one");
+            writer.cut_back = Some((active.file.clone(), active.path.clone(), at));
+        }
     }
 
     #[cfg(test)]
@@ -355,20 +459,20 @@ impl Partition {
         false
     }
 
-    /// Closes the active segment and starts `<base>.log`.
-    fn roll(&self, base: i64, policy: Policy) -> Result<(), LogError> {
+    /// Closes the active segment, synced (so every frame before `base` is durable, as Kafka
+    /// flushes a segment at roll), and starts `<base>.log`.
+    fn roll(&self, base: i64) -> Result<(), LogError> {
         let (old, old_path) = {
             let s = self.read();
             (s.active().file.clone(), s.active().path.clone())
         };
-        if !policy.sync_each_append {
-            // A closed segment is durable before the next one starts (as Kafka flushes at roll).
-            old.sync_data()
-                .map_err(|e| storage("fdatasync", &old_path, e))?;
-        }
+        old.sync_data()
+            .map_err(|e| storage("fdatasync", &old_path, e))?;
         let segment = Segment::create(&self.dir, base)?;
         files::sync_dir(&self.dir)?;
-        self.write().segments.push(segment);
+        let mut s = self.write();
+        s.end = s.written_end;
+        s.segments.push(segment);
         Ok(())
     }
 
@@ -406,15 +510,15 @@ impl Partition {
         while let Some(segment) = s.segments.get(seg) {
             let first = entry;
             while let Some(e) = segment.entries.get(entry) {
-                if full(size, &batches, entry - first) {
+                if e.head.last_offset() >= s.end || full(size, &batches, entry - first) {
                     break;
                 }
                 size = size.saturating_add((e.head.len - e.head.data_start()) as usize);
                 entry += 1;
             }
             self.read_range(segment, &segment.entries[first..entry], &mut batches)?;
-            if full(size, &batches, 0) {
-                break;
+            if entry < segment.entries.len() {
+                break; // the budget or the high watermark stopped the read
             }
             seg += 1;
             entry = 0;
@@ -468,6 +572,9 @@ impl Partition {
         let s = self.read();
         for segment in &s.segments {
             for e in &segment.entries {
+                if e.head.last_offset() >= s.end {
+                    return Ok(None); // not yet durable: not readable
+                }
                 if e.head.max_timestamp < timestamp || e.head.last_offset() < s.log_start {
                     continue;
                 }

@@ -413,7 +413,11 @@ async fn a_failed_append_changes_nothing_visible_and_leaves_nothing_on_disk() {
         assert_eq!(err.code(), "STORAGE_ERROR", "{interval:?}");
         let text = err.to_string();
         assert!(
-            text.contains("fdatasync") && text.contains(".log"),
+            text.contains(if interval.is_none() {
+                "fdatasync"
+            } else {
+                "append to"
+            }) && text.contains(".log"),
             "{text}"
         );
         assert!(!appends.has_changed().unwrap(), "nobody is woken");
@@ -434,4 +438,119 @@ async fn a_failed_append_changes_nothing_visible_and_leaves_nothing_on_disk() {
             .collect();
         assert_eq!(data, [1, 2], "the failed batch is nowhere");
     }
+}
+
+/// Starts `n` appends of one record each to `t-0` (the test holds the partition's sync lock,
+/// so they form one group) and waits, bounded, until all are written.
+async fn start_a_group(
+    log: &Arc<SegmentLog>,
+    n: u8,
+) -> Vec<tokio::task::JoinHandle<Result<i64, LogError>>> {
+    start_a_group_after(log, n, 0).await
+}
+
+/// As [`start_a_group`], on a partition already holding `before` records.
+async fn start_a_group_after(
+    log: &Arc<SegmentLog>,
+    n: u8,
+    before: i64,
+) -> Vec<tokio::task::JoinHandle<Result<i64, LogError>>> {
+    let tasks = (0..n)
+        .map(|i| {
+            let log = log.clone();
+            tokio::spawn(async move {
+                log.append_encoded(
+                    &tp(0),
+                    vec![NewRecord::from("v")],
+                    Box::new(move |_| Bytes::from(vec![i; 10])),
+                )
+                .await
+            })
+        })
+        .collect();
+    let partition = log.inner.partition(&tp(0)).unwrap();
+    let written = async {
+        while partition.read().written_end < before + i64::from(n) {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), written)
+        .await
+        .expect("every append written within the bound");
+    tasks
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_written_during_a_sync_are_synced_together_and_hidden_until_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = Arc::new(open(dir.path(), &clock).unwrap());
+    log.create_topic("t", 1).await.unwrap();
+    let partition = log.inner.partition(&tp(0)).unwrap();
+    let held = partition.syncer.lock().await;
+    let tasks = start_a_group(&log, 8).await;
+    assert_eq!(
+        log.bounds(&tp(0)).await.unwrap(),
+        (0, 0),
+        "written, not yet durable: hidden"
+    );
+    assert!(log
+        .read_batches(&tp(0), 0, usize::MAX)
+        .await
+        .unwrap()
+        .batches
+        .is_empty());
+    assert_eq!(log.offset_for_timestamp(&tp(0), 0).await.unwrap(), None);
+    drop(held);
+    let mut bases = Vec::new();
+    for t in tasks {
+        bases.push(t.await.unwrap().unwrap());
+    }
+    bases.sort_unstable();
+    assert_eq!(bases, (0..8).collect::<Vec<i64>>());
+    assert_eq!(
+        partition.syncs.load(std::sync::atomic::Ordering::Acquire),
+        1,
+        "one fdatasync for the group of eight"
+    );
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (0, 8));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_group_sync_fails_every_append_in_it_and_cuts_them_all_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = Arc::new(open(dir.path(), &clock).unwrap());
+    log.create_topic("t", 1).await.unwrap();
+    put(&log, &tp(0), 1, 1, 0xaa, 10).await;
+    let path = segment_file(dir.path(), &tp(0), 0);
+    let size = fs::metadata(&path).unwrap().len();
+    let partition = log.inner.partition(&tp(0)).unwrap();
+    let held = partition.syncer.lock().await;
+    let tasks = start_a_group_after(&log, 6, 1).await;
+    partition
+        .fail_next_sync
+        .store(true, std::sync::atomic::Ordering::Release);
+    drop(held);
+    for t in tasks {
+        let err = t.await.unwrap().unwrap_err();
+        assert_eq!(err.code(), "STORAGE_ERROR");
+    }
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (0, 1));
+    assert_eq!(fs::metadata(&path).unwrap().len(), size, "all six cut back");
+    assert_eq!(
+        put(&log, &tp(0), 1, 1, 0xbb, 10).await,
+        1,
+        "the next append goes on"
+    );
+    drop(partition);
+    drop(Arc::try_unwrap(log).unwrap());
+    let log = open(dir.path(), &clock).unwrap();
+    let read = log.read_batches(&tp(0), 0, usize::MAX).await.unwrap();
+    let data: Vec<u8> = read
+        .batches
+        .iter()
+        .map(|b| b.encoded().unwrap()[0])
+        .collect();
+    assert_eq!(data, [0xaa, 0xbb]);
 }
