@@ -45,8 +45,8 @@ impl FromStr for TopicSpec {
 pub struct BrokerConfig {
     /// Where to listen. Port 0 lets the operating system pick one.
     pub listen: SocketAddr,
-    /// Where committed offsets live (`<dir>/offsets.json`, the `JsonFileStore`); `None` keeps
-    /// them in memory.
+    /// Where committed offsets live (`<dir>/offsets.json`, the `JsonFileStore`), and topics
+    /// and records (`<dir>/records/`, the `SegmentLog`); `None` keeps them in memory.
     pub data_dir: Option<PathBuf>,
     /// Topics to create at start.
     pub topics: Vec<TopicSpec>,

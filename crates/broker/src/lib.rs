@@ -29,8 +29,9 @@
 //! factory, [`StoreConfig`]. The groups tool and the tests speak to it through the
 //! workspace's one wire client, `kafka-client`.
 //!
-//! Records live in memory and are lost at exit; committed offsets are kept in
-//! `<data-dir>/offsets.json` when a data directory is given. See the crate's README for the
+//! Without a data directory everything lives in memory and is lost at exit. With one,
+//! committed offsets are kept in `<data-dir>/offsets.json`, and topics and records in
+//! `<data-dir>/records/` (the `partition-log` crate's `SegmentLog`). See the crate's README for the
 //! flags, the versions served and every place where the broker deliberately differs from
 //! Kafka.
 //!
