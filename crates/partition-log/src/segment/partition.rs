@@ -502,64 +502,43 @@ impl Partition {
             return Err(s.out_of_range(&self.tp, from_offset));
         }
         let (mut seg, mut entry) = s.locate(from_offset);
-        let mut batches = Vec::new();
+        // What to read, chosen under the lock; read after it is released, so appends and
+        // syncs do not wait for the disk. A segment deleted meanwhile by retention is still
+        // readable through its open file.
+        let mut ranges: Vec<(Arc<File>, PathBuf, Vec<Entry>)> = Vec::new();
+        let mut taken = 0usize;
         let mut size = 0usize;
-        let full = |size: usize, batches: &Vec<Arc<Batch>>, taken: usize| {
-            (batches.len() + taken) > 0 && size >= max_bytes
-        };
-        while let Some(segment) = s.segments.get(seg) {
+        'segments: while let Some(segment) = s.segments.get(seg) {
             let first = entry;
             while let Some(e) = segment.entries.get(entry) {
-                if e.head.last_offset() >= s.end || full(size, &batches, entry - first) {
+                if e.head.last_offset() >= s.end || (taken > 0 && size >= max_bytes) {
                     break;
                 }
                 size = size.saturating_add((e.head.len - e.head.data_start()) as usize);
+                taken += 1;
                 entry += 1;
             }
-            self.read_range(segment, &segment.entries[first..entry], &mut batches)?;
+            if entry > first {
+                let picked = segment.entries[first..entry].to_vec();
+                ranges.push((segment.file.clone(), segment.path.clone(), picked));
+            }
             if entry < segment.entries.len() {
-                break; // the budget or the high watermark stopped the read
+                break 'segments; // the budget or the high watermark stopped the read
             }
             seg += 1;
             entry = 0;
         }
+        let (log_start, high_watermark) = (s.log_start, s.end);
+        drop(s);
+        let mut batches = Vec::with_capacity(taken);
+        for (file, path, entries) in &ranges {
+            read_range(file, path, entries, &mut batches)?;
+        }
         Ok(BatchRead {
-            log_start: s.log_start,
-            high_watermark: s.end,
+            log_start,
+            high_watermark,
             batches,
         })
-    }
-
-    /// Reads the frames of `entries` (consecutive in `segment`) with one read, and hands out
-    /// each one's data as a slice of it.
-    fn read_range(
-        &self,
-        segment: &Segment,
-        entries: &[Entry],
-        out: &mut Vec<Arc<Batch>>,
-    ) -> Result<(), LogError> {
-        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
-            return Ok(());
-        };
-        let start = first.position;
-        let end = last.position + last.head.len;
-        let mut buf = vec![0; (end - start) as usize];
-        segment
-            .file
-            .read_exact_at(&mut buf, start)
-            .map_err(|e| storage("read", &segment.path, e))?;
-        for e in entries {
-            let from = (e.position - start + e.head.data_start()) as usize;
-            let to = (e.position - start + e.head.len) as usize;
-            out.push(Arc::new(Batch {
-                base_offset: e.head.base_offset,
-                last_offset: e.head.last_offset(),
-                max_timestamp: e.head.max_timestamp,
-                records: Vec::new(),
-                encoded: Some(Bytes::from(&buf[from..to])),
-            }));
-        }
-        Ok(())
     }
 
     /// The first readable record with a timestamp at or after `timestamp`: the index finds
@@ -657,6 +636,36 @@ impl Partition {
         }
         Ok(())
     }
+}
+
+/// Reads the frames of `entries` (consecutive in one segment file) with one read, and hands
+/// out each one's data.
+fn read_range(
+    file: &File,
+    path: &Path,
+    entries: &[Entry],
+    out: &mut Vec<Arc<Batch>>,
+) -> Result<(), LogError> {
+    let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+        return Ok(());
+    };
+    let start = first.position;
+    let end = last.position + last.head.len;
+    let mut buf = vec![0; (end - start) as usize];
+    file.read_exact_at(&mut buf, start)
+        .map_err(|e| storage("read", path, e))?;
+    for e in entries {
+        let from = (e.position - start + e.head.data_start()) as usize;
+        let to = (e.position - start + e.head.len) as usize;
+        out.push(Arc::new(Batch {
+            base_offset: e.head.base_offset,
+            last_offset: e.head.last_offset(),
+            max_timestamp: e.head.max_timestamp,
+            records: Vec::new(),
+            encoded: Some(Bytes::from(&buf[from..to])),
+        }));
+    }
+    Ok(())
 }
 
 /// Scans one segment file (see [`Partition::open`]).
