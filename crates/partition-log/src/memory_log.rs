@@ -55,6 +55,39 @@ pub(crate) fn check_new_topic<'a>(
     Ok(())
 }
 
+/// A fresh topic id: 16 random bytes, as Kafka's `Uuid.randomUuid` (never all zeros, Kafka's
+/// "no id").
+pub(crate) fn new_topic_id(topic: &str) -> Result<[u8; 16], LogError> {
+    let mut id = [0u8; 16];
+    while id == [0; 16] {
+        getrandom::fill(&mut id).map_err(|e| LogError::Storage {
+            message: format!("cannot draw a topic id for `{topic}`: {e}"),
+            source: None,
+        })?;
+    }
+    Ok(id)
+}
+
+/// A topic: its id and its partitions (which it derefs to).
+#[derive(Debug)]
+struct TopicLog {
+    id: [u8; 16],
+    partitions: Vec<Partition>,
+}
+
+impl std::ops::Deref for TopicLog {
+    type Target = Vec<Partition>;
+    fn deref(&self) -> &Vec<Partition> {
+        &self.partitions
+    }
+}
+
+impl std::ops::DerefMut for TopicLog {
+    fn deref_mut(&mut self) -> &mut Vec<Partition> {
+        &mut self.partitions
+    }
+}
+
 /// One partition: the retained batches and the moving bounds.
 #[derive(Debug, Default)]
 struct Partition {
@@ -148,7 +181,7 @@ pub struct BatchRead {
 /// ```
 pub struct MemoryLog {
     clock: Arc<dyn Clock>,
-    topics: RwLock<BTreeMap<Arc<str>, Vec<Partition>>>,
+    topics: RwLock<BTreeMap<Arc<str>, TopicLog>>,
     /// Counts appends (and visible-end moves); readers waiting for data watch it.
     appended: watch::Sender<u64>,
 }
@@ -186,11 +219,11 @@ impl MemoryLog {
     }
 
     // Nothing panics while a guard is held, so a poisoned lock still guards consistent data.
-    fn read(&self) -> RwLockReadGuard<'_, BTreeMap<Arc<str>, Vec<Partition>>> {
+    fn read(&self) -> RwLockReadGuard<'_, BTreeMap<Arc<str>, TopicLog>> {
         self.topics.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, BTreeMap<Arc<str>, Vec<Partition>>> {
+    fn write(&self) -> RwLockWriteGuard<'_, BTreeMap<Arc<str>, TopicLog>> {
         self.topics.write().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -203,9 +236,16 @@ impl MemoryLog {
     pub fn create_topic(&self, name: &str, partitions: u32) -> Result<(), LogError> {
         let mut topics = self.write();
         check_new_topic(name, partitions, topics.keys().map(|t| &**t))?;
-        let logs = (0..partitions).map(|_| Partition::default()).collect();
-        topics.insert(Arc::from(name), logs);
+        let partitions = (0..partitions).map(|_| Partition::default()).collect();
+        let id = new_topic_id(name)?;
+        topics.insert(Arc::from(name), TopicLog { id, partitions });
         Ok(())
+    }
+
+    /// The topic's id (16 random bytes drawn at creation, as Kafka's `Uuid`), or `None` for
+    /// an unknown topic.
+    pub fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
+        self.read().get(topic).map(|t| t.id)
     }
 
     /// The names and partition counts of every topic, sorted by name.
@@ -459,7 +499,7 @@ fn unknown(tp: &TopicPartition) -> LogError {
 }
 
 fn partition<'a>(
-    topics: &'a BTreeMap<Arc<str>, Vec<Partition>>,
+    topics: &'a BTreeMap<Arc<str>, TopicLog>,
     tp: &TopicPartition,
 ) -> Result<&'a Partition, LogError> {
     topics

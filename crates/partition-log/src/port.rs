@@ -71,8 +71,9 @@ pub trait PartitionLog: TopicMetadata + fmt::Debug + Send + Sync {
     /// deadline: no append is missed and nothing polls.
     fn appends(&self) -> watch::Receiver<u64>;
 
-    /// The topic's id (16 bytes, as Kafka's `Uuid`), for a log that keeps one; `None` for an
-    /// unknown topic or a log without ids (the default, and [`MemoryLog`]'s answer).
+    /// The topic's id (16 bytes, as Kafka's `Uuid`, drawn at creation), for a log that keeps
+    /// one; `None` for an unknown topic or a log without ids (the default). [`MemoryLog`] and
+    /// [`SegmentLog`](crate::SegmentLog) keep ids; the segment log's survive a restart.
     fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
         let _ = topic;
         None
@@ -121,6 +122,10 @@ impl PartitionLog for MemoryLog {
 
     fn appends(&self) -> watch::Receiver<u64> {
         MemoryLog::appends(self)
+    }
+
+    fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
+        MemoryLog::topic_id(self, topic)
     }
 }
 

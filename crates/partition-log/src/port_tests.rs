@@ -78,6 +78,13 @@ pub(crate) async fn topics_are_created_once_and_refused_clearly(log: &dyn Partit
     );
     assert_eq!(log.partition_count("a.b"), Some(2), "the topic metadata");
     assert_eq!(log.partition_count("x"), None);
+    let (a, b) = (log.topic_id("a.b"), log.topic_id("0"));
+    assert!(
+        a.is_some() && b.is_some() && a != b,
+        "each topic its own id"
+    );
+    assert_ne!(a, Some([0; 16]), "never Kafka's zero id");
+    assert_eq!(log.topic_id("x"), None);
 }
 
 pub(crate) async fn appends_get_consecutive_offsets_and_keep_their_bytes(log: &dyn PartitionLog) {

@@ -91,7 +91,7 @@ use coordinator_core::{Clock, LogError, NewRecord, TopicMetadata, TopicPartition
 use tokio::sync::watch;
 use tracing::{error, info};
 
-use crate::memory_log::{check_new_topic, BatchRead};
+use crate::memory_log::{check_new_topic, new_topic_id, BatchRead};
 use crate::port::{EncodeBatch, PartitionLog};
 use files::{storage, TopicEntry};
 use partition::{Partition, Policy};
@@ -513,11 +513,7 @@ impl PartitionLog for SegmentLog {
             let topics = inner.topics();
             check_new_topic(name, partitions, topics.keys().map(|t| &**t))?;
         }
-        let mut id = [0u8; 16];
-        getrandom::fill(&mut id).map_err(|e| LogError::Storage {
-            message: format!("cannot draw a topic id for `{name}`: {e}"),
-            source: None,
-        })?;
+        let id = new_topic_id(name)?;
         let entry = TopicEntry {
             name: name.to_string(),
             id,
