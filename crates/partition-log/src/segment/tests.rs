@@ -10,11 +10,15 @@ fn tp(p: u32) -> TopicPartition {
     TopicPartition::new("t", p)
 }
 
-fn open(dir: &Path, clock: &ManualClock) -> Result<SegmentLog, LogError> {
+/// A log in `dir` on the test's clock, with 1 KiB segments.
+fn builder(dir: &Path, clock: &ManualClock) -> SegmentLogBuilder {
     SegmentLog::builder(dir)
         .clock(Arc::new(clock.clone()))
         .segment_bytes(1024)
-        .open()
+}
+
+fn open(dir: &Path, clock: &ManualClock) -> Result<SegmentLog, LogError> {
+    builder(dir, clock).open()
 }
 
 /// Appends a batch of `n` records at timestamp `ts` whose data is `len` copies of `fill`.
@@ -32,6 +36,16 @@ async fn put(
     log.append_encoded(tp, records, Box::new(move |_| Bytes::from(vec![fill; len])))
         .await
         .unwrap()
+}
+
+/// A log in `dir` with topic `t` of one partition holding twelve one-record batches of 200
+/// bytes (four to a segment), closed again.
+async fn twelve_batches(dir: &Path, clock: &ManualClock) {
+    let log = open(dir, clock).unwrap();
+    log.create_topic("t", 1).await.unwrap();
+    for i in 0..12u8 {
+        put(&log, &tp(0), 1, 1, i, 200).await;
+    }
 }
 
 fn segment_file(dir: &Path, tp: &TopicPartition, base: i64) -> PathBuf {
@@ -132,19 +146,14 @@ async fn a_torn_tail_at_every_byte_of_the_last_batch_is_truncated_to_the_previou
 async fn corruption_before_the_tail_is_refused_naming_file_and_byte() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
-    {
-        let log = open(dir.path(), &clock).unwrap();
-        log.create_topic("t", 1).await.unwrap();
-        for i in 0..12u8 {
-            put(&log, &tp(0), 1, 1, i, 200).await;
-        }
-    }
+    twelve_batches(dir.path(), &clock).await;
     let first = segment_file(dir.path(), &tp(0), 0);
     let pristine = fs::read(&first).unwrap();
     assert!(segment_files(dir.path(), &tp(0)).len() > 1);
-    let frame_len = pristine.len() / 4; // four equal frames of 200 bytes fit in 1 KiB
-                                        // A flipped byte in the first frame's data (data follows it), and in the last frame of
-                                        // a segment that is not the last: both refused.
+    // Four equal frames of 200 bytes fit in 1 KiB.
+    let frame_len = pristine.len() / 4;
+    // A flipped byte in the first frame's data (data follows it), and in the last frame of a
+    // segment that is not the last: both refused.
     for at in [100, pristine.len() - 1] {
         let mut bad = pristine.clone();
         bad[at] ^= 0xff;
@@ -171,14 +180,8 @@ async fn corruption_before_the_tail_is_refused_naming_file_and_byte() {
 async fn a_missing_segment_is_a_gap_and_refused() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
-    let bases = {
-        let log = open(dir.path(), &clock).unwrap();
-        log.create_topic("t", 1).await.unwrap();
-        for i in 0..12u8 {
-            put(&log, &tp(0), 1, 1, i, 200).await;
-        }
-        segment_files(dir.path(), &tp(0))
-    };
+    twelve_batches(dir.path(), &clock).await;
+    let bases = segment_files(dir.path(), &tp(0));
     assert!(bases.len() >= 3);
     fs::remove_file(dir.path().join("t-0").join(&bases[1])).unwrap();
     let text = open(dir.path(), &clock).unwrap_err().to_string();
@@ -191,9 +194,7 @@ async fn retention_deletes_whole_closed_segments_by_time_and_keeps_the_start_acr
     let clock = ManualClock::new();
     clock.advance(1_000_000);
     let open_with = |retention_ms: i64, retention_bytes: i64| {
-        SegmentLog::builder(dir.path())
-            .clock(Arc::new(clock.clone()))
-            .segment_bytes(1024)
+        builder(dir.path(), &clock)
             .retention_ms(retention_ms)
             .retention_bytes(retention_bytes)
             .open()
@@ -240,9 +241,7 @@ async fn retention_deletes_whole_closed_segments_by_time_and_keeps_the_start_acr
 async fn retention_by_time_keeps_recent_segments_and_runs_at_roll() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
-    let log = SegmentLog::builder(dir.path())
-        .clock(Arc::new(clock.clone()))
-        .segment_bytes(1024)
+    let log = builder(dir.path(), &clock)
         .retention_ms(10_000)
         .open()
         .unwrap();
@@ -267,9 +266,7 @@ async fn retention_by_time_keeps_recent_segments_and_runs_at_roll() {
 async fn retention_by_size_keeps_at_least_the_limit() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
-    let log = SegmentLog::builder(dir.path())
-        .clock(Arc::new(clock.clone()))
-        .segment_bytes(1024)
+    let log = builder(dir.path(), &clock)
         .retention_ms(-1)
         .retention_bytes(2000)
         .open()
@@ -307,8 +304,7 @@ async fn the_flush_interval_mode_acknowledges_written_appends_and_syncs_them() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
     {
-        let log = SegmentLog::builder(dir.path())
-            .clock(Arc::new(clock.clone()))
+        let log = builder(dir.path(), &clock)
             .flush_interval_ms(Some(10))
             .open()
             .unwrap();
@@ -387,8 +383,7 @@ async fn a_failed_append_changes_nothing_visible_and_leaves_nothing_on_disk() {
     for interval in [None, Some(60_000)] {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new();
-        let log = SegmentLog::builder(dir.path())
-            .clock(Arc::new(clock.clone()))
+        let log = builder(dir.path(), &clock)
             .flush_interval_ms(interval)
             .open()
             .unwrap();
