@@ -549,3 +549,68 @@ async fn a_failed_group_sync_fails_every_append_in_it_and_cuts_them_all_back() {
         .collect();
     assert_eq!(data, [0xaa, 0xbb]);
 }
+
+/// Waits (bounded) until `done` holds, checking between yields of a few milliseconds.
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let wait = async {
+        while !done() {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), wait)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within the bound"));
+}
+
+#[tokio::test]
+async fn the_background_thread_syncs_written_appends_and_applies_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = builder(dir.path(), &clock)
+        .flush_interval_ms(Some(5))
+        .retention_ms(1000)
+        .retention_check_interval_ms(5)
+        .open()
+        .unwrap();
+    log.create_topic("t", 1).await.unwrap();
+    for _ in 0..8 {
+        put(&log, &tp(0), 1, 0, 0, 200).await;
+    }
+    let partition = log.inner.partition(&tp(0)).unwrap();
+    eventually("synced", || {
+        !partition.dirty.load(std::sync::atomic::Ordering::Acquire)
+    })
+    .await;
+    assert_eq!(
+        log.bounds(&tp(0)).await.unwrap(),
+        (0, 8),
+        "records at t=0, now 0: kept"
+    );
+    clock.advance(5000);
+    eventually("retention applied", || partition.bounds().0 == 4).await;
+    assert_eq!(segment_files(dir.path(), &tp(0)), [files::segment_name(4)]);
+}
+
+#[tokio::test]
+async fn a_leftover_of_a_crashed_creation_is_replaced_and_a_missing_partition_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let leftover = dir.path().join("t-0");
+    fs::create_dir_all(&leftover).unwrap();
+    fs::write(leftover.join(files::segment_name(0)), b"junk").unwrap();
+    {
+        let log = open(dir.path(), &clock).unwrap();
+        assert!(
+            log.topics().await.unwrap().is_empty(),
+            "not in the topics file: no topic"
+        );
+        log.create_topic("t", 2).await.unwrap();
+        assert_eq!(put(&log, &tp(0), 1, 1, 1, 1).await, 0);
+    }
+    let log = open(dir.path(), &clock).unwrap();
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (0, 1));
+    drop(log);
+    fs::remove_dir_all(dir.path().join("t-1")).unwrap();
+    let text = open(dir.path(), &clock).unwrap_err().to_string();
+    assert!(text.contains("t-1") && text.contains("missing"), "{text}");
+}
