@@ -47,7 +47,8 @@ pub struct BrokerConfig {
     pub listen: SocketAddr,
     /// The data directory: committed offsets and group records live in its group log
     /// (`<dir>/groups/`, the `LogStore`) or, with [`offsets_store`](Self::offsets_store)
-    /// `Json`, in `<dir>/offsets.json`; `None` keeps them in memory.
+    /// `Json`, in `<dir>/offsets.json`; topics and records in `<dir>/records/` (the
+    /// `SegmentLog`). `None` keeps everything in memory.
     pub data_dir: Option<PathBuf>,
     /// `--offsets-store`: which store of the data directory keeps the offsets (default the
     /// log). Without a data directory, ignored.
@@ -96,6 +97,62 @@ pub struct BrokerConfig {
     pub group_consumer_heartbeat_interval_ms: u64,
     /// Kafka's `group.consumer.max.size` (default 2147483647).
     pub group_consumer_max_size: u32,
+    /// The partitions' log (`<data_dir>/records/`, the `SegmentLog`; without a data
+    /// directory the partitions live in memory and these settings are unused).
+    pub records: RecordsConfig,
+}
+
+/// The settings of the partitions' segment log, with Kafka's names and defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordsConfig {
+    /// Kafka's `log.flush.interval.ms`: `None` (the default here) acknowledges a produce
+    /// once its batch is `fdatasync`ed; `Some(n)` once written to the OS, synced every `n` ms.
+    pub flush_interval_ms: Option<u64>,
+    /// Kafka's `log.segment.bytes` (default 1073741824).
+    pub segment_bytes: u64,
+    /// Kafka's `log.retention.ms` (default 604800000, seven days); `-1`: no time limit.
+    pub retention_ms: i64,
+    /// Kafka's `log.retention.bytes` per partition (default `-1`: no size limit).
+    pub retention_bytes: i64,
+}
+
+impl Default for RecordsConfig {
+    fn default() -> Self {
+        RecordsConfig {
+            flush_interval_ms: None,
+            segment_bytes: partition_log::segment::DEFAULT_SEGMENT_BYTES,
+            retention_ms: partition_log::segment::DEFAULT_RETENTION_MS,
+            retention_bytes: -1,
+        }
+    }
+}
+
+impl RecordsConfig {
+    fn validate(&self) -> Result<(), BrokerError> {
+        let invalid = |setting, reason: String| Err(BrokerError::InvalidConfig { setting, reason });
+        if self.flush_interval_ms == Some(0) {
+            return invalid("log-flush-interval-ms", "must be at least 1".into());
+        }
+        if self.segment_bytes < 1024 {
+            return invalid(
+                "log-segment-bytes",
+                format!("{} is below the smallest segment, 1024", self.segment_bytes),
+            );
+        }
+        if self.retention_ms < -1 {
+            return invalid(
+                "log-retention-ms",
+                "must be -1 (unlimited) or at least 0".into(),
+            );
+        }
+        if self.retention_bytes < -1 {
+            return invalid(
+                "log-retention-bytes",
+                "must be -1 (unlimited) or at least 0".into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The server-side assignors the broker can register, by name.
@@ -124,6 +181,7 @@ impl Default for BrokerConfig {
             group_consumer_session_timeout_ms: 45_000,
             group_consumer_heartbeat_interval_ms: 5_000,
             group_consumer_max_size: i32::MAX as u32,
+            records: RecordsConfig::default(),
         }
     }
 }
@@ -217,7 +275,7 @@ impl BrokerConfig {
                 return invalid("offsets-flush-interval-ms", format!("{ms}: {why}"));
             }
         }
-        Ok(())
+        self.records.validate()
     }
 }
 
@@ -301,5 +359,56 @@ mod tests {
             }
         );
         assert_eq!(BrokerConfig::default().store(), StoreConfig::Memory);
+    }
+
+    #[test]
+    fn the_records_settings_are_kafkas_and_validated() {
+        let r = RecordsConfig::default();
+        assert_eq!(
+            (
+                r.flush_interval_ms,
+                r.segment_bytes,
+                r.retention_ms,
+                r.retention_bytes
+            ),
+            (None, 1 << 30, 604_800_000, -1)
+        );
+        for (records, setting) in [
+            (
+                RecordsConfig {
+                    flush_interval_ms: Some(0),
+                    ..r
+                },
+                "log-flush-interval-ms",
+            ),
+            (
+                RecordsConfig {
+                    segment_bytes: 10,
+                    ..r
+                },
+                "log-segment-bytes",
+            ),
+            (
+                RecordsConfig {
+                    retention_ms: -2,
+                    ..r
+                },
+                "log-retention-ms",
+            ),
+            (
+                RecordsConfig {
+                    retention_bytes: -5,
+                    ..r
+                },
+                "log-retention-bytes",
+            ),
+        ] {
+            let c = BrokerConfig {
+                records,
+                ..BrokerConfig::default()
+            };
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains(setting), "{err}");
+        }
     }
 }

@@ -63,12 +63,14 @@ impl Context {
         }
     }
 
-    /// Topic `name`'s id (Kafka's topic id, which Metadata v10+, the consumer group
-    /// protocol and OffsetFetch v10 name topics by). The log keeps no ids yet: the id is
-    /// derived from the name (FNV-1a, 128 bits), stable across restarts and never Kafka's
-    /// reserved zero id.
+    /// Topic `name`'s id (Kafka's topic id, which Metadata v10+ and the consumer group
+    /// protocol name topics by): the log's, drawn at the topic's creation (and kept across
+    /// restarts by the segment log); for a log that keeps no ids, one derived from the name
+    /// (FNV-1a, 128 bits), stable and never Kafka's reserved zero id.
     pub(crate) fn topic_id(&self, name: &str) -> Uuid {
-        derived_topic_id(name)
+        self.log
+            .topic_id(name)
+            .map_or_else(|| derived_topic_id(name), Uuid::from_bytes)
     }
 
     /// The name of the topic whose id is `id`, if there is one.

@@ -29,9 +29,10 @@
 //! factory, [`StoreConfig`]. The groups tool and the tests speak to it through the
 //! workspace's one wire client, `kafka-client`.
 //!
-//! Records live in memory and are lost at exit; committed offsets and group records are kept
-//! in the group log `<data-dir>/groups/` when a data directory is given (or in
-//! `<data-dir>/offsets.json` with `--offsets-store json`). See the crate's README for the
+//! Without a data directory everything lives in memory and is lost at exit. With one,
+//! committed offsets and group records are kept in the group log `<data-dir>/groups/` (or
+//! offsets alone in `<data-dir>/offsets.json` with `--offsets-store json`), and topics and
+//! records in `<data-dir>/records/` (the `partition-log` crate's `SegmentLog`). See the crate's README for the
 //! flags, the versions served and every place where the broker deliberately differs from
 //! Kafka.
 //!
@@ -72,7 +73,7 @@ mod server;
 mod shutdown;
 mod store;
 
-pub use config::{BrokerConfig, TopicSpec};
+pub use config::{BrokerConfig, RecordsConfig, TopicSpec};
 pub use error::BrokerError;
 pub use server::Server;
 pub use store::{OffsetsStore, StoreConfig, GROUPS_DIR, IMPORTED_FILE, OFFSETS_FILE};

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use coordinator_core::Coordinator;
+use coordinator_core::{Coordinator, TopicMetadata};
 use coordinator_driver::Driver;
-use partition_log::{MemoryLog, PartitionLog};
+use partition_log::{MemoryLog, PartitionLog, SegmentLog};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tracing::{debug, error, info, warn, Instrument};
@@ -22,6 +22,28 @@ use crate::context::{Context, WallClock};
 use crate::error::BrokerError;
 use crate::shutdown::Shutdown;
 use crate::store::StoreConfig;
+
+/// The partitions' log: with a data directory the segment log in `DIR/records/` (topics,
+/// ids, records and bounds survive a restart), otherwise in memory.
+fn open_log(config: &BrokerConfig) -> Result<Arc<dyn PartitionLog>, BrokerError> {
+    let Some(dir) = &config.data_dir else {
+        warn!("no --data-dir: topics and records live in memory and are lost at exit");
+        return Ok(Arc::new(MemoryLog::with_clock(Arc::new(WallClock))));
+    };
+    let r = config.records;
+    let log = SegmentLog::builder(dir.join(RECORDS_DIR))
+        .clock(Arc::new(WallClock))
+        .flush_interval_ms(r.flush_interval_ms)
+        .segment_bytes(r.segment_bytes)
+        .retention_ms(r.retention_ms)
+        .retention_bytes(r.retention_bytes)
+        .open()?;
+    info!(path = %log.dir().display(), flush_interval_ms = ?r.flush_interval_ms, "topics and records are kept in this directory");
+    Ok(Arc::new(log))
+}
+
+/// The partitions' log directory inside the data directory.
+const RECORDS_DIR: &str = "records";
 
 /// How long a stopping broker waits for connections to finish their request in flight
 /// before it stops without them (a client that does not read its socket cannot hold the
@@ -73,10 +95,24 @@ impl Server {
                 "committed offsets are kept in this file"
             ),
         }
-        let log: Arc<dyn PartitionLog> = Arc::new(MemoryLog::with_clock(Arc::new(WallClock)));
+        let log = open_log(&config)?;
         for topic in &config.topics {
-            log.create_topic(&topic.name, topic.partitions).await?;
-            info!(topic = %topic.name, partitions = topic.partitions, "topic created");
+            match log.partition_count(&topic.name) {
+                Some(kept) if kept == topic.partitions => {
+                    info!(topic = %topic.name, partitions = kept, "topic kept from the data directory");
+                }
+                Some(kept) => warn!(
+                    topic = %topic.name,
+                    partitions = kept,
+                    asked = topic.partitions,
+                    "--topic asks for another partition count than the data directory keeps: \
+                     the topic keeps its {kept} partitions (a topic's partitions are not changed at start)"
+                ),
+                None => {
+                    log.create_topic(&topic.name, topic.partitions).await?;
+                    info!(topic = %topic.name, partitions = topic.partitions, "topic created");
+                }
+            }
         }
         let coordinator = Coordinator::builder(
             store,

@@ -11,12 +11,17 @@ use coordinator_core::{Bytes, Record};
 /// appender chose (the broker stores Kafka's v2 `RecordBatch` as the producer sent it, with
 /// only the base offset rewritten), handed back as is to readers that serve the same wire.
 /// [`records`](Batch::records) is the decoded view, which the [`RecordSource`] port and
-/// `ListOffsets` by timestamp read.
+/// `ListOffsets` by timestamp read. A batch read back from a
+/// [`SegmentLog`](crate::SegmentLog) carries its encoding only (the log keeps the bytes, not a
+/// second decoded copy): its `records()` is empty, while its offsets and
+/// [`max_timestamp`](Batch::max_timestamp) are those of the appended records.
 ///
 /// [`RecordSource`]: coordinator_core::RecordSource
 #[derive(Clone, PartialEq, Eq)]
 pub struct Batch {
     pub(crate) base_offset: i64,
+    pub(crate) last_offset: i64,
+    pub(crate) max_timestamp: i64,
     pub(crate) records: Vec<Record>,
     pub(crate) encoded: Option<Bytes>,
 }
@@ -29,12 +34,11 @@ impl Batch {
 
     /// The offset of the last record (batches are never empty).
     pub fn last_offset(&self) -> i64 {
-        self.base_offset
-            .saturating_add(crate::memory_log::len_i64(self.records.len()))
-            .saturating_sub(1)
+        self.last_offset
     }
 
-    /// The records, in offset order.
+    /// The records, in offset order (empty for a batch read from a
+    /// [`SegmentLog`](crate::SegmentLog), see the type's docs).
     pub fn records(&self) -> &[Record] {
         &self.records
     }
@@ -46,7 +50,7 @@ impl Batch {
 
     /// The largest record timestamp in the batch.
     pub fn max_timestamp(&self) -> i64 {
-        self.records.iter().map(|r| r.timestamp).max().unwrap_or(-1)
+        self.max_timestamp
     }
 
     /// The size the batch counts for against a reader's byte budget: its encoded length, or

@@ -1,8 +1,8 @@
 //! # partition-log
 //!
-//! An in-memory partitioned log, [`MemoryLog`]: topics of numbered partitions, each a
-//! sequence of [`Batch`]es of records with consecutive offsets, a log start that retention
-//! moves forward, and a high watermark.
+//! Partitioned logs: an in-memory one, [`MemoryLog`], and a durable one, [`SegmentLog`].
+//! Both hold topics of numbered partitions, each a sequence of [`Batch`]es of records with
+//! consecutive offsets, a log start that retention moves forward, and a high watermark.
 //!
 //! ## Where it sits
 //!
@@ -24,7 +24,11 @@
 //! (`Arc<dyn PartitionLog>`), which `MemoryLog` implements so that another log can take its
 //! place.
 //!
-//! Nothing is written to disk: records do not survive the process.
+//! `MemoryLog` writes nothing to disk: records do not survive the process. [`SegmentLog`]
+//! is the durable implementation of the same port: each partition a directory of segment
+//! files holding the batches as appended, checked by CRC and recovered at open, with
+//! Kafka's flush policy, retention and topic ids (the [`segment`] module documents the
+//! on-disk format and the guarantees). The broker uses it with `--data-dir`.
 //!
 //! ```
 //! use partition_log::MemoryLog;
@@ -46,7 +50,11 @@
 mod batch;
 mod memory_log;
 mod port;
+#[cfg(test)]
+mod port_tests;
+pub mod segment;
 
 pub use batch::Batch;
 pub use memory_log::{BatchRead, MemoryLog};
 pub use port::{EncodeBatch, PartitionLog};
+pub use segment::{SegmentLog, SegmentLogBuilder};

@@ -20,6 +20,74 @@ fn metric_name(topic: &str) -> String {
     topic.replace('.', "_")
 }
 
+/// Checks a topic to be created against Kafka's rules and the `existing` topic names: the
+/// errors of [`MemoryLog::create_topic`], shared by every log of this crate.
+pub(crate) fn check_new_topic<'a>(
+    name: &str,
+    partitions: u32,
+    mut existing: impl Iterator<Item = &'a str>,
+) -> Result<(), LogError> {
+    validate_topic_name(name)?;
+    if partitions == 0 || partitions > coordinator_core::MAX_PARTITIONS_PER_TOPIC {
+        return Err(LogError::InvalidPartitions {
+            topic: name.to_string(),
+            partitions,
+        });
+    }
+    let metric = metric_name(name);
+    let mut collision = None;
+    for other in existing.by_ref() {
+        if other == name {
+            return Err(LogError::TopicAlreadyExists {
+                topic: name.to_string(),
+            });
+        }
+        if collision.is_none() && metric_name(other) == metric {
+            collision = Some(other.to_string());
+        }
+    }
+    if let Some(other) = collision {
+        return Err(LogError::InvalidTopic {
+            name: name.to_string(),
+            reason: format!("it collides with existing topic `{other}` (`.` and `_` collide)"),
+        });
+    }
+    Ok(())
+}
+
+/// A fresh topic id: 16 random bytes, as Kafka's `Uuid.randomUuid` (never all zeros, Kafka's
+/// "no id").
+pub(crate) fn new_topic_id(topic: &str) -> Result<[u8; 16], LogError> {
+    let mut id = [0u8; 16];
+    while id == [0; 16] {
+        getrandom::fill(&mut id).map_err(|e| LogError::Storage {
+            message: format!("cannot draw a topic id for `{topic}`: {e}"),
+            source: None,
+        })?;
+    }
+    Ok(id)
+}
+
+/// A topic: its id and its partitions (which it derefs to).
+#[derive(Debug)]
+struct TopicLog {
+    id: [u8; 16],
+    partitions: Vec<Partition>,
+}
+
+impl std::ops::Deref for TopicLog {
+    type Target = Vec<Partition>;
+    fn deref(&self) -> &Vec<Partition> {
+        &self.partitions
+    }
+}
+
+impl std::ops::DerefMut for TopicLog {
+    fn deref_mut(&mut self) -> &mut Vec<Partition> {
+        &mut self.partitions
+    }
+}
+
 /// One partition: the retained batches and the moving bounds.
 #[derive(Debug, Default)]
 struct Partition {
@@ -113,7 +181,7 @@ pub struct BatchRead {
 /// ```
 pub struct MemoryLog {
     clock: Arc<dyn Clock>,
-    topics: RwLock<BTreeMap<Arc<str>, Vec<Partition>>>,
+    topics: RwLock<BTreeMap<Arc<str>, TopicLog>>,
     /// Counts appends (and visible-end moves); readers waiting for data watch it.
     appended: watch::Sender<u64>,
 }
@@ -151,11 +219,11 @@ impl MemoryLog {
     }
 
     // Nothing panics while a guard is held, so a poisoned lock still guards consistent data.
-    fn read(&self) -> RwLockReadGuard<'_, BTreeMap<Arc<str>, Vec<Partition>>> {
+    fn read(&self) -> RwLockReadGuard<'_, BTreeMap<Arc<str>, TopicLog>> {
         self.topics.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, BTreeMap<Arc<str>, Vec<Partition>>> {
+    fn write(&self) -> RwLockWriteGuard<'_, BTreeMap<Arc<str>, TopicLog>> {
         self.topics.write().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -166,29 +234,18 @@ impl MemoryLog {
     /// (zero, or more than [`coordinator_core::MAX_PARTITIONS_PER_TOPIC`]),
     /// `TOPIC_ALREADY_EXISTS`. Nothing changes on error.
     pub fn create_topic(&self, name: &str, partitions: u32) -> Result<(), LogError> {
-        validate_topic_name(name)?;
-        if partitions == 0 || partitions > coordinator_core::MAX_PARTITIONS_PER_TOPIC {
-            return Err(LogError::InvalidPartitions {
-                topic: name.to_string(),
-                partitions,
-            });
-        }
         let mut topics = self.write();
-        if topics.contains_key(name) {
-            return Err(LogError::TopicAlreadyExists {
-                topic: name.to_string(),
-            });
-        }
-        let metric = metric_name(name);
-        if let Some(other) = topics.keys().find(|t| metric_name(t) == metric) {
-            return Err(LogError::InvalidTopic {
-                name: name.to_string(),
-                reason: format!("it collides with existing topic `{other}` (`.` and `_` collide)"),
-            });
-        }
-        let logs = (0..partitions).map(|_| Partition::default()).collect();
-        topics.insert(Arc::from(name), logs);
+        check_new_topic(name, partitions, topics.keys().map(|t| &**t))?;
+        let partitions = (0..partitions).map(|_| Partition::default()).collect();
+        let id = new_topic_id(name)?;
+        topics.insert(Arc::from(name), TopicLog { id, partitions });
         Ok(())
+    }
+
+    /// The topic's id (16 random bytes drawn at creation, as Kafka's `Uuid`), or `None` for
+    /// an unknown topic.
+    pub fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
+        self.read().get(topic).map(|t| t.id)
     }
 
     /// The names and partition counts of every topic, sorted by name.
@@ -297,6 +354,8 @@ impl MemoryLog {
             let encoded = encode(base);
             log.batches.push_back(Arc::new(Batch {
                 base_offset: base,
+                last_offset: log.log_end.saturating_sub(1),
+                max_timestamp: records.iter().map(|r| r.timestamp).max().unwrap_or(-1),
                 records,
                 encoded,
             }));
@@ -440,7 +499,7 @@ fn unknown(tp: &TopicPartition) -> LogError {
 }
 
 fn partition<'a>(
-    topics: &'a BTreeMap<Arc<str>, Vec<Partition>>,
+    topics: &'a BTreeMap<Arc<str>, TopicLog>,
     tp: &TopicPartition,
 ) -> Result<&'a Partition, LogError> {
     topics
@@ -511,23 +570,6 @@ mod tests {
 
     fn offsets(records: &[Record]) -> Vec<i64> {
         records.iter().map(|r| r.offset).collect()
-    }
-
-    #[test]
-    fn create_topic_refuses_bad_requests_and_changes_nothing() {
-        let log = MemoryLog::new();
-        log.create_topic("a.b", 1).unwrap();
-        let cases = [
-            ("a.b", 3, "TOPIC_ALREADY_EXISTS", Some(36)),
-            ("a_b", 1, "INVALID_TOPIC_EXCEPTION", Some(17)),
-            ("c", 0, "INVALID_PARTITIONS", Some(37)),
-            ("..", 1, "INVALID_TOPIC_EXCEPTION", Some(17)),
-        ];
-        for (name, parts, code, kafka) in cases {
-            let err = log.create_topic(name, parts).expect_err(name);
-            assert_eq!((err.code(), err.kafka_code()), (code, kafka), "{name}");
-        }
-        assert_eq!(log.topics(), [("a.b".to_string(), 1)]);
     }
 
     #[tokio::test]

@@ -1,5 +1,6 @@
 //! The partition log port: what a Kafka wire front (the broker's handlers) needs of a log,
-//! so that a second log (a database-backed one) can stand where [`MemoryLog`] stands.
+//! so that another log ([`SegmentLog`](crate::SegmentLog) on disk, a database-backed one) can
+//! stand where [`MemoryLog`] stands.
 
 use std::fmt;
 
@@ -69,6 +70,14 @@ pub trait PartitionLog: TopicMetadata + fmt::Debug + Send + Sync {
     /// moves). A reader subscribes *before* reading, then awaits `changed()` with its own
     /// deadline: no append is missed and nothing polls.
     fn appends(&self) -> watch::Receiver<u64>;
+
+    /// The topic's id (16 bytes, as Kafka's `Uuid`, drawn at creation), for a log that keeps
+    /// one; `None` for an unknown topic or a log without ids (the default). [`MemoryLog`] and
+    /// [`SegmentLog`](crate::SegmentLog) keep ids; the segment log's survive a restart.
+    fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
+        let _ = topic;
+        None
+    }
 }
 
 #[async_trait]
@@ -114,46 +123,10 @@ impl PartitionLog for MemoryLog {
     fn appends(&self) -> watch::Receiver<u64> {
         MemoryLog::appends(self)
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-
-    /// The memory log behind the port answers as its own methods do.
-    #[tokio::test]
-    async fn the_memory_log_serves_the_port() {
-        let log: Arc<dyn PartitionLog> = Arc::new(MemoryLog::new());
-        log.create_topic("t", 2).await.unwrap();
-        assert_eq!(
-            log.create_topic("t", 1).await.unwrap_err().code(),
-            "TOPIC_ALREADY_EXISTS"
-        );
-        assert_eq!(log.topics().await.unwrap(), [("t".to_string(), 2)]);
-        assert_eq!(log.partition_count("t"), Some(2), "the topic metadata");
-        let tp = TopicPartition::new("t", 1);
-        let appends = log.appends();
-        let records = vec![NewRecord::new(&b"x"[..]).timestamp(10)];
-        let base = log
-            .append_encoded(&tp, records, Box::new(|base| Bytes::from(vec![base as u8])))
-            .await
-            .unwrap();
-        assert_eq!(base, 0);
-        assert!(appends.has_changed().unwrap(), "the append is signalled");
-        assert_eq!(log.bounds(&tp).await.unwrap(), (0, 1));
-        let read = log.read_batches(&tp, 0, 1).await.unwrap();
-        assert_eq!(read.batches[0].encoded().map(|b| b.to_vec()), Some(vec![0]));
-        assert_eq!(
-            log.offset_for_timestamp(&tp, 5).await.unwrap(),
-            Some((0, 10))
-        );
-        assert_eq!(log.offset_for_timestamp(&tp, 11).await.unwrap(), None);
-        let missing = TopicPartition::new("u", 0);
-        assert_eq!(
-            log.bounds(&missing).await.unwrap_err().kafka_code(),
-            Some(3)
-        );
+    fn topic_id(&self, topic: &str) -> Option<[u8; 16]> {
+        MemoryLog::topic_id(self, topic)
     }
 }
+
+// The port's behaviour tests, run on every implementation, are in `port_tests.rs`.

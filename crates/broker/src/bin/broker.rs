@@ -5,15 +5,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use broker::{BrokerConfig, OffsetsStore, Server, TopicSpec};
+use broker::{BrokerConfig, OffsetsStore, RecordsConfig, Server, TopicSpec};
 use clap::Parser;
 
 /// A Kafka-protocol broker for development and tests: produce, fetch, consumer groups and
 /// committed offsets over the coordinator core.
 ///
-/// Records live in memory and are lost at exit; committed offsets and group records survive
-/// in DATA_DIR/groups/ (the group log) or, with --offsets-store json, in
-/// DATA_DIR/offsets.json. Once accepting, prints `listening on HOST:PORT` to stdout; logs go
+/// Without --data-dir everything lives in memory and is lost at exit. With it, committed
+/// offsets and group records survive in DATA_DIR/groups/ (the group log; or, with
+/// --offsets-store json, offsets alone in DATA_DIR/offsets.json) and topics and records in
+/// DATA_DIR/records/. Once accepting, prints `listening on HOST:PORT` to stdout; logs go
 /// to stderr, filtered by RUST_LOG (default `info`). SIGINT or SIGTERM stops it gracefully
 /// (exit 0).
 #[derive(Debug, Parser)]
@@ -24,8 +25,8 @@ struct Args {
     listen: SocketAddr,
     /// Directory for committed offsets and group records (DATA_DIR/groups/, the group log;
     /// an older broker's DATA_DIR/offsets.json is imported at the first start and kept as
-    /// offsets.json.imported); without it they live in memory. Only one broker may use a
-    /// directory at a time.
+    /// offsets.json.imported) and the partitions' records (DATA_DIR/records/); without it
+    /// everything lives in memory. Only one broker may use a directory at a time.
     #[arg(long, env = "BROKER_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// Where the data directory keeps offsets: `log` (DATA_DIR/groups/: offsets with their
@@ -94,6 +95,22 @@ struct Args {
     /// Kafka's group.consumer.max.size.
     #[arg(long, default_value_t = i32::MAX as u32)]
     group_consumer_max_size: u32,
+    /// Kafka's log.flush.interval.ms for the partitions' log: a produce is acknowledged once
+    /// written to the OS and synced every N ms (survives a crash of the broker, may lose the
+    /// last N ms on power loss). Without it, once its batch is fdatasync'ed.
+    #[arg(long, value_name = "N")]
+    log_flush_interval_ms: Option<u64>,
+    /// Kafka's log.segment.bytes: the size of a partition's segment files.
+    #[arg(long, default_value_t = partition_log::segment::DEFAULT_SEGMENT_BYTES)]
+    log_segment_bytes: u64,
+    /// Kafka's log.retention.ms: closed segments whose newest record is older are deleted;
+    /// -1: no time limit.
+    #[arg(long, default_value_t = partition_log::segment::DEFAULT_RETENTION_MS, allow_negative_numbers = true)]
+    log_retention_ms: i64,
+    /// Kafka's log.retention.bytes: a partition's closed segments are deleted, oldest
+    /// first, while it stays at or above this size without them; -1: no size limit.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    log_retention_bytes: i64,
 }
 
 /// `--offsets-store`'s values.
@@ -139,6 +156,12 @@ impl Args {
             group_consumer_session_timeout_ms: self.group_consumer_session_timeout_ms,
             group_consumer_heartbeat_interval_ms: self.group_consumer_heartbeat_interval_ms,
             group_consumer_max_size: self.group_consumer_max_size,
+            records: RecordsConfig {
+                flush_interval_ms: self.log_flush_interval_ms,
+                segment_bytes: self.log_segment_bytes,
+                retention_ms: self.log_retention_ms,
+                retention_bytes: self.log_retention_bytes,
+            },
         }
     }
 }

@@ -1,0 +1,258 @@
+//! The behaviour of the [`PartitionLog`] port, written once and run on every implementation
+//! (`MemoryLog` and `SegmentLog`): each test gets a fresh, empty log.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use coordinator_core::{Bytes, ManualClock, NewRecord, TopicPartition};
+
+use crate::{MemoryLog, PartitionLog, SegmentLog};
+
+/// A fresh log of one kind, and what must live as long as it (a directory).
+pub(crate) struct Fresh {
+    pub(crate) log: Arc<dyn PartitionLog>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+pub(crate) fn memory() -> Fresh {
+    Fresh {
+        log: Arc::new(MemoryLog::with_clock(Arc::new(ManualClock::new()))),
+        _dir: None,
+    }
+}
+
+pub(crate) fn segment() -> Fresh {
+    let dir = tempfile::tempdir().unwrap();
+    let log = SegmentLog::builder(dir.path())
+        .clock(Arc::new(ManualClock::new()))
+        .segment_bytes(1024)
+        .open()
+        .unwrap();
+    Fresh {
+        log: Arc::new(log),
+        _dir: Some(dir),
+    }
+}
+
+fn tp(p: u32) -> TopicPartition {
+    TopicPartition::new("t", p)
+}
+
+/// Appends one batch of `n` records with timestamps `ts`, encoded as its base offset and a
+/// marker byte.
+async fn put(log: &dyn PartitionLog, tp: &TopicPartition, ts: &[i64], marker: u8) -> i64 {
+    let records = ts
+        .iter()
+        .map(|t| NewRecord::new(&b"v"[..]).timestamp(*t))
+        .collect();
+    log.append_encoded(
+        tp,
+        records,
+        Box::new(move |base| {
+            let mut b = base.to_be_bytes().to_vec();
+            b.push(marker);
+            Bytes::from(b)
+        }),
+    )
+    .await
+    .unwrap()
+}
+
+pub(crate) async fn topics_are_created_once_and_refused_clearly(log: &dyn PartitionLog) {
+    log.create_topic("a.b", 2).await.unwrap();
+    let cases = [
+        ("a.b", 3, "TOPIC_ALREADY_EXISTS", Some(36)),
+        ("a_b", 1, "INVALID_TOPIC_EXCEPTION", Some(17)),
+        ("c", 0, "INVALID_PARTITIONS", Some(37)),
+        ("..", 1, "INVALID_TOPIC_EXCEPTION", Some(17)),
+    ];
+    for (name, parts, code, kafka) in cases {
+        let err = log.create_topic(name, parts).await.expect_err(name);
+        assert_eq!((err.code(), err.kafka_code()), (code, kafka), "{name}");
+    }
+    log.create_topic("0", 1).await.unwrap();
+    assert_eq!(
+        log.topics().await.unwrap(),
+        [("0".to_string(), 1), ("a.b".to_string(), 2)]
+    );
+    assert_eq!(log.partition_count("a.b"), Some(2), "the topic metadata");
+    assert_eq!(log.partition_count("x"), None);
+    let (a, b) = (log.topic_id("a.b"), log.topic_id("0"));
+    assert!(
+        a.is_some() && b.is_some() && a != b,
+        "each topic its own id"
+    );
+    assert_ne!(a, Some([0; 16]), "never Kafka's zero id");
+    assert_eq!(log.topic_id("x"), None);
+}
+
+pub(crate) async fn appends_get_consecutive_offsets_and_keep_their_bytes(log: &dyn PartitionLog) {
+    log.create_topic("t", 2).await.unwrap();
+    let appends = log.appends();
+    assert_eq!(put(log, &tp(0), &[10, 30], 1).await, 0);
+    assert!(appends.has_changed().unwrap(), "the append is signalled");
+    assert_eq!(put(log, &tp(0), &[20], 2).await, 2);
+    assert_eq!(put(log, &tp(1), &[5], 3).await, 0, "partitions count apart");
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (0, 3));
+    let read = log.read_batches(&tp(0), 1, 1 << 20).await.unwrap();
+    assert_eq!((read.log_start, read.high_watermark), (0, 3));
+    assert_eq!(read.batches.len(), 2, "from the batch holding offset 1");
+    let first = &read.batches[0];
+    assert_eq!((first.base_offset(), first.last_offset()), (0, 1));
+    assert_eq!(first.max_timestamp(), 30);
+    let mut expected = 0i64.to_be_bytes().to_vec();
+    expected.push(1);
+    assert_eq!(first.encoded().map(|b| b.to_vec()), Some(expected));
+    assert_eq!(read.batches[1].base_offset(), 2);
+    let empty = log
+        .append_encoded(&tp(0), Vec::new(), Box::new(|_| Bytes::from(Vec::new())))
+        .await;
+    assert_eq!(empty.unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(
+        log.bounds(&tp(0)).await.unwrap(),
+        (0, 3),
+        "a refused append changes nothing"
+    );
+}
+
+pub(crate) async fn unknown_partitions_and_out_of_range_offsets_are_refused(
+    log: &dyn PartitionLog,
+) {
+    log.create_topic("t", 1).await.unwrap();
+    put(log, &tp(0), &[1, 2], 0).await;
+    for missing in [TopicPartition::new("u", 0), tp(1)] {
+        assert_eq!(
+            log.bounds(&missing).await.unwrap_err().kafka_code(),
+            Some(3)
+        );
+        assert_eq!(
+            log.read_batches(&missing, 0, 10)
+                .await
+                .unwrap_err()
+                .kafka_code(),
+            Some(3)
+        );
+        let appended = log
+            .append_encoded(
+                &missing,
+                vec![NewRecord::from("v")],
+                Box::new(|_| Bytes::from(Vec::new())),
+            )
+            .await;
+        assert_eq!(appended.unwrap_err().kafka_code(), Some(3));
+        assert!(log.offset_for_timestamp(&missing, 0).await.is_err());
+    }
+    assert!(
+        log.read_batches(&tp(0), 2, 10)
+            .await
+            .unwrap()
+            .batches
+            .is_empty(),
+        "at the end"
+    );
+    for bad in [-1, 3] {
+        let err = log.read_batches(&tp(0), bad, 10).await.unwrap_err();
+        assert_eq!(err.code(), "OFFSET_OUT_OF_RANGE", "{bad}");
+    }
+}
+
+pub(crate) async fn reads_return_the_first_batch_whatever_its_size_then_respect_the_budget(
+    log: &dyn PartitionLog,
+) {
+    log.create_topic("t", 1).await.unwrap();
+    // Enough batches to span several 1 KiB segments of the segment log.
+    for i in 0..40u8 {
+        put(log, &tp(0), &[i64::from(i)], i).await;
+    }
+    let all = log.read_batches(&tp(0), 0, usize::MAX).await.unwrap();
+    assert_eq!(all.batches.len(), 40);
+    for (i, b) in all.batches.iter().enumerate() {
+        assert_eq!(b.base_offset(), i as i64);
+        assert_eq!(b.encoded().unwrap()[8], i as u8, "batch {i}'s own bytes");
+    }
+    let one = log.read_batches(&tp(0), 0, 1).await.unwrap();
+    assert_eq!(one.batches.len(), 1);
+    let size = all.batches[0].size();
+    assert_eq!(size, 9);
+    let two = log.read_batches(&tp(0), 0, size + 1).await.unwrap();
+    assert_eq!(two.batches.len(), 2);
+    let many = log.read_batches(&tp(0), 5, 10 * size).await.unwrap();
+    let offsets: Vec<i64> = many.batches.iter().map(|b| b.base_offset()).collect();
+    assert_eq!(offsets, (5..15).collect::<Vec<_>>());
+}
+
+pub(crate) async fn offset_for_timestamp_finds_the_first_record_at_or_after(
+    log: &dyn PartitionLog,
+) {
+    log.create_topic("t", 1).await.unwrap();
+    put(log, &tp(0), &[5, 20], 0).await;
+    put(log, &tp(0), &[10, 30], 0).await;
+    let tp0 = tp(0);
+    for (ts, expected) in [
+        (0, Some((0, 5))),
+        (10, Some((1, 20))),
+        (25, Some((3, 30))),
+        (31, None),
+    ] {
+        assert_eq!(
+            log.offset_for_timestamp(&tp0, ts).await.unwrap(),
+            expected,
+            "{ts}"
+        );
+    }
+}
+
+pub(crate) async fn a_failed_append_wakes_nobody(log: &dyn PartitionLog) {
+    log.create_topic("t", 1).await.unwrap();
+    let mut appends = log.appends();
+    assert!(!appends.has_changed().unwrap(), "nothing appended yet");
+    let missing = TopicPartition::new("nope", 0);
+    let failed = log
+        .append_encoded(
+            &missing,
+            vec![NewRecord::from("v")],
+            Box::new(|_| Bytes::from(Vec::new())),
+        )
+        .await;
+    assert!(failed.is_err());
+    assert!(
+        !appends.has_changed().unwrap(),
+        "a failed append wakes nobody"
+    );
+    put(log, &tp(0), &[1], 0).await;
+    appends.changed().await.unwrap();
+}
+
+/// Runs each behaviour test on each log.
+macro_rules! port_suite {
+    ($($test:ident),* $(,)?) => {
+        mod memory_log {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    let fresh = super::memory();
+                    super::$test(&*fresh.log).await;
+                }
+            )*
+        }
+        mod segment_log {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    let fresh = super::segment();
+                    super::$test(&*fresh.log).await;
+                }
+            )*
+        }
+    };
+}
+
+port_suite!(
+    topics_are_created_once_and_refused_clearly,
+    appends_get_consecutive_offsets_and_keep_their_bytes,
+    unknown_partitions_and_out_of_range_offsets_are_refused,
+    reads_return_the_first_batch_whatever_its_size_then_respect_the_budget,
+    offset_for_timestamp_finds_the_first_record_at_or_after,
+    a_failed_append_wakes_nobody,
+);

@@ -1,0 +1,733 @@
+//! One partition of the segment log: its segment files, the in-memory index, recovery,
+//! appends, reads and the deletion of whole segments.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use coordinator_core::{Bytes, LogError, OutOfRange, TopicPartition};
+use tracing::warn;
+
+use super::files::{self, storage};
+use super::frame::{self, Head, Scanner, Step};
+use crate::batch::Batch;
+use crate::memory_log::BatchRead;
+
+/// The index entry of one stored batch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    pub(crate) head: Head,
+    /// Where the frame starts in its segment file.
+    pub(crate) position: u64,
+}
+
+/// One segment file and the index of its batches.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub(crate) base_offset: i64,
+    pub(crate) path: PathBuf,
+    pub(crate) file: Arc<File>,
+    /// The bytes of whole frames (appends write here).
+    pub(crate) size: u64,
+    pub(crate) entries: Vec<Entry>,
+}
+
+impl Segment {
+    /// The largest record timestamp in the segment, `None` when empty.
+    pub(crate) fn max_timestamp(&self) -> Option<i64> {
+        self.entries.iter().map(|e| e.head.max_timestamp).max()
+    }
+
+    fn create(dir: &Path, base_offset: i64) -> Result<Segment, LogError> {
+        let path = dir.join(files::segment_name(base_offset));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| storage("create the segment", &path, e))?;
+        Ok(Segment {
+            base_offset,
+            path,
+            file: Arc::new(file),
+            size: 0,
+            entries: Vec::new(),
+        })
+    }
+}
+
+/// A partition's bounds and segments (never empty: the last one is the active segment).
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) log_start: i64,
+    /// The high watermark: every frame below it is durable under the policy and readable.
+    pub(crate) end: i64,
+    /// The end of the frames written; above `end` while their group sync runs.
+    pub(crate) written_end: i64,
+    /// Failed group syncs so far: an appender written in an earlier epoch was cut back.
+    pub(crate) failures: u64,
+    /// The last failed sync's error, told to the appenders it cut back.
+    pub(crate) last_failure: String,
+    pub(crate) segments: Vec<Segment>,
+}
+
+impl State {
+    fn active(&self) -> &Segment {
+        // Never empty: built with one segment, and the active one is never removed.
+        &self.segments[self.segments.len() - 1]
+    }
+
+    fn out_of_range(&self, tp: &TopicPartition, offset: i64) -> LogError {
+        LogError::OffsetOutOfRange(OutOfRange {
+            partition: tp.clone(),
+            offset,
+            log_start: self.log_start,
+            visible_end: self.end,
+        })
+    }
+
+    /// The (segment, entry) holding the first batch with an offset `>= offset`.
+    fn locate(&self, offset: i64) -> (usize, usize) {
+        let seg = self.segments.partition_point(|s| {
+            s.entries
+                .last()
+                .is_some_and(|e| e.head.last_offset() < offset)
+        });
+        let entry = self.segments.get(seg).map_or(0, |s| {
+            s.entries.partition_point(|e| e.head.last_offset() < offset)
+        });
+        (seg, entry)
+    }
+}
+
+/// The settings a partition's appends and retention follow.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Policy {
+    /// `fdatasync` each append before acknowledging it.
+    pub(crate) sync_each_append: bool,
+    pub(crate) segment_bytes: u64,
+    pub(crate) retention_ms: i64,
+    pub(crate) retention_bytes: i64,
+}
+
+/// What the single appender of a partition keeps between appends.
+#[derive(Debug, Default)]
+pub(crate) struct Writer {
+    /// A failed append whose bytes could not be cut back: retried before the next append.
+    cut_back: Option<(Arc<File>, PathBuf, u64)>,
+}
+
+/// One partition.
+#[derive(Debug)]
+pub(crate) struct Partition {
+    pub(crate) tp: TopicPartition,
+    pub(crate) dir: PathBuf,
+    /// Writes to a partition are one at a time.
+    writer: tokio::sync::Mutex<Writer>,
+    /// Syncs too; one sync covers every frame written before it started.
+    pub(crate) syncer: tokio::sync::Mutex<()>,
+    state: RwLock<State>,
+    /// Written since the last sync (flush-interval mode).
+    pub(crate) dirty: AtomicBool,
+    /// Tests: the next append's sync fails (after its bytes are written), as an EIO would.
+    #[cfg(test)]
+    pub(crate) fail_next_sync: AtomicBool,
+    /// Tests: the group syncs run.
+    #[cfg(test)]
+    pub(crate) syncs: std::sync::atomic::AtomicU64,
+}
+
+impl Partition {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, State> {
+        // Nothing panics while the guard is held, so a poisoned lock guards consistent data.
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A new, empty partition in `dir` (created; a leftover of a crashed creation is
+    /// replaced).
+    pub(crate) fn create(tp: TopicPartition, dir: PathBuf) -> Result<Partition, LogError> {
+        if dir.exists() {
+            fs::remove_dir_all(&dir).map_err(|e| storage("remove the leftover", &dir, e))?;
+        }
+        fs::create_dir_all(&dir).map_err(|e| storage("create the partition directory", &dir, e))?;
+        let segment = Segment::create(&dir, 0)?;
+        files::sync_dir(&dir)?;
+        Ok(Partition::with_state(
+            tp,
+            dir,
+            State {
+                log_start: 0,
+                end: 0,
+                written_end: 0,
+                failures: 0,
+                last_failure: String::new(),
+                segments: vec![segment],
+            },
+        ))
+    }
+
+    fn with_state(tp: TopicPartition, dir: PathBuf, state: State) -> Partition {
+        Partition {
+            tp,
+            dir,
+            writer: tokio::sync::Mutex::new(Writer::default()),
+            syncer: tokio::sync::Mutex::new(()),
+            state: RwLock::new(state),
+            dirty: AtomicBool::new(false),
+            #[cfg(test)]
+            fail_next_sync: AtomicBool::new(false),
+            #[cfg(test)]
+            syncs: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Opens the partition in `dir`: scans every segment, checking each frame's CRC and the
+    /// offsets' continuity, truncates a torn tail of the last segment (logged), refuses any
+    /// other damage naming file and position, and removes segments wholly below the
+    /// checkpointed log start (a crash between the checkpoint and the deletion).
+    pub(crate) fn open(
+        tp: TopicPartition,
+        dir: PathBuf,
+        checkpoint: Option<i64>,
+    ) -> Result<Partition, LogError> {
+        if !dir.exists() {
+            return Err(files::malformed(
+                &dir,
+                format!("the directory of {tp} is missing (the topics file lists it)"),
+            ));
+        }
+        let mut bases = Vec::new();
+        let listing = fs::read_dir(&dir).map_err(|e| storage("list", &dir, e))?;
+        for entry in listing {
+            let entry = entry.map_err(|e| storage("list", &dir, e))?;
+            let name = entry.file_name();
+            match name.to_str().and_then(files::parse_segment_name) {
+                Some(base) => bases.push(base),
+                None => warn!(file = %entry.path().display(), "not a segment file: ignored"),
+            }
+        }
+        bases.sort_unstable();
+        if bases.is_empty() {
+            return Err(files::malformed(&dir, "no segment file"));
+        }
+        let mut segments = Vec::with_capacity(bases.len());
+        let mut expected = bases[0];
+        let last = bases.len() - 1;
+        for (i, base) in bases.into_iter().enumerate() {
+            let path = dir.join(files::segment_name(base));
+            if base != expected {
+                return Err(files::malformed(
+                    &path,
+                    format!(
+                        "it starts at offset {base} but the previous segment ends at {expected}"
+                    ),
+                ));
+            }
+            let segment = recover_segment(path, base, i == last)?;
+            expected = segment
+                .entries
+                .last()
+                .map_or(base, |e| e.head.last_offset().saturating_add(1));
+            segments.push(segment);
+        }
+        let end = expected;
+        let first = segments[0].base_offset;
+        let log_start = checkpoint.unwrap_or(first).max(first).min(end);
+        // Segments wholly below the log start: retention had decided to delete them.
+        let below = segments
+            .iter()
+            .take(segments.len() - 1)
+            .take_while(|s| {
+                s.entries
+                    .last()
+                    .is_none_or(|e| e.head.last_offset() < log_start)
+            })
+            .count();
+        for s in segments.drain(..below) {
+            fs::remove_file(&s.path)
+                .map_err(|e| storage("remove the deleted segment", &s.path, e))?;
+        }
+        Ok(Partition::with_state(
+            tp,
+            dir,
+            State {
+                log_start,
+                end,
+                written_end: end,
+                failures: 0,
+                last_failure: String::new(),
+                segments,
+            },
+        ))
+    }
+
+    /// The bounds.
+    pub(crate) fn bounds(&self) -> (i64, i64) {
+        let s = self.read();
+        (s.log_start, s.end)
+    }
+
+    /// Appends one frame built by `build` from the base offset and returns that offset and
+    /// whether a segment was closed for it. On any failure nothing visible changes: the bytes
+    /// written are cut back.
+    ///
+    /// With a sync per append, the appends written while a sync runs are synced together by
+    /// the next one (group commit): each appender writes its frame under the writer lock,
+    /// then waits for a sync that covers it, running one itself if none has. A failed sync
+    /// cuts back every frame it covered, and each of their appenders gets the error.
+    pub(crate) async fn append(
+        &self,
+        policy: Policy,
+        count: u32,
+        build: impl FnOnce(i64) -> Result<(Vec<u8>, i64), LogError>,
+    ) -> Result<(i64, bool), LogError> {
+        let (base, my_end, epoch, rolled) = {
+            let mut writer = self.writer.lock().await;
+            self.write_frame(&mut writer, policy, count, build)?
+        };
+        if policy.sync_each_append {
+            self.group_sync(my_end, epoch).await?;
+        }
+        Ok((base, rolled))
+    }
+
+    /// Writes one frame at the end of the active segment (rolling first if it is full).
+    /// Returns the base offset, the end after the frame, the failure epoch it was written in
+    /// and whether a segment was closed.
+    fn write_frame(
+        &self,
+        writer: &mut Writer,
+        policy: Policy,
+        count: u32,
+        build: impl FnOnce(i64) -> Result<(Vec<u8>, i64), LogError>,
+    ) -> Result<(i64, i64, u64, bool), LogError> {
+        if let Some((file, path, at)) = writer.cut_back.take() {
+            if let Err(e) = file.set_len(at) {
+                writer.cut_back = Some((file, path.clone(), at));
+                return Err(storage("cut back the failed append in", &path, e));
+            }
+        }
+        let base = self.read().written_end;
+        let (frame, max_timestamp) = build(base)?;
+        let len = frame.len() as u64;
+        let roll = {
+            let s = self.read();
+            let active = s.active();
+            active.size > 0 && active.size.saturating_add(len) > policy.segment_bytes
+        };
+        if roll {
+            self.roll(base)?;
+        }
+        let (file, path, at) = {
+            let s = self.read();
+            let a = s.active();
+            (a.file.clone(), a.path.clone(), a.size)
+        };
+        let written = file
+            .write_all_at(&frame, at)
+            .and_then(|()| {
+                if !policy.sync_each_append && self.injected_failure() {
+                    return Err(io::Error::other("injected failure"));
+                }
+                Ok(())
+            })
+            .map_err(|e| storage("append to", &path, e));
+        if let Err(e) = written {
+            if let Err(cut) = file.set_len(at) {
+                warn!(file = %path.display(), position = at, error = %cut, "cannot cut back a failed append; retried at the next one");
+                writer.cut_back = Some((file, path, at));
+            }
+            return Err(e);
+        }
+        let mut s = self.write();
+        let last = s.segments.len() - 1;
+        let active = &mut s.segments[last];
+        active.entries.push(Entry {
+            head: Head {
+                base_offset: base,
+                count,
+                max_timestamp,
+                len,
+            },
+            position: at,
+        });
+        active.size = at + len;
+        s.written_end = base.saturating_add(i64::from(count));
+        if !policy.sync_each_append {
+            s.end = s.written_end;
+            self.dirty.store(true, Ordering::Release);
+        }
+        Ok((base, s.written_end, s.failures, roll))
+    }
+
+    /// Waits until the frames up to `my_end` are synced, syncing them (and every frame
+    /// written so far) if no other appender has.
+    async fn group_sync(&self, my_end: i64, epoch: u64) -> Result<(), LogError> {
+        let _one = self.syncer.lock().await;
+        let (file, path, target) = {
+            let s = self.read();
+            if s.end >= my_end {
+                return Ok(()); // another appender's sync covered this frame
+            }
+            if s.failures != epoch {
+                return Err(LogError::Storage {
+                    message: format!(
+                        "the batch was cut back: the sync of its group failed ({})",
+                        s.last_failure
+                    ),
+                    source: None,
+                });
+            }
+            (
+                s.active().file.clone(),
+                s.active().path.clone(),
+                s.written_end,
+            )
+        };
+        let fail = self.injected_failure();
+        #[cfg(test)]
+        self.syncs.fetch_add(1, Ordering::AcqRel);
+        let shown = path.clone();
+        let synced = tokio::task::spawn_blocking(move || {
+            if fail {
+                return Err(storage(
+                    "fdatasync",
+                    &path,
+                    io::Error::other("injected failure"),
+                ));
+            }
+            file.sync_data().map_err(|e| storage("fdatasync", &path, e))
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(LogError::storage(
+                format!("the sync of `{}` did not complete", shown.display()),
+                e,
+            ))
+        });
+        match synced {
+            Ok(()) => {
+                let mut s = self.write();
+                s.end = s.end.max(target);
+                Ok(())
+            }
+            Err(e) => {
+                self.cut_back_unsynced(&e).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// After a failed sync: removes every frame past the durable end (they are all in the
+    /// active segment: a roll syncs the segment it closes) from the index and the file.
+    async fn cut_back_unsynced(&self, cause: &LogError) {
+        let mut writer = self.writer.lock().await;
+        let mut s = self.write();
+        s.failures += 1;
+        s.last_failure = cause.to_string();
+        let end = s.end;
+        s.written_end = end;
+        let last = s.segments.len() - 1;
+        let active = &mut s.segments[last];
+        let keep = active.entries.partition_point(|e| e.head.base_offset < end);
+        let Some(at) = active.entries.get(keep).map(|e| e.position) else {
+            return;
+        };
+        active.entries.truncate(keep);
+        active.size = at;
+        if let Err(cut) = active.file.set_len(at) {
+            warn!(file = %active.path.display(), position = at, error = %cut, "cannot cut back a failed append; retried at the next one");
+            writer.cut_back = Some((active.file.clone(), active.path.clone(), at));
+        }
+    }
+
+    #[cfg(test)]
+    fn injected_failure(&self) -> bool {
+        self.fail_next_sync.swap(false, Ordering::AcqRel)
+    }
+
+    #[cfg(not(test))]
+    fn injected_failure(&self) -> bool {
+        false
+    }
+
+    /// Closes the active segment, synced (so every frame before `base` is durable, as Kafka
+    /// flushes a segment at roll), and starts `<base>.log`.
+    fn roll(&self, base: i64) -> Result<(), LogError> {
+        let (old, old_path) = {
+            let s = self.read();
+            (s.active().file.clone(), s.active().path.clone())
+        };
+        old.sync_data()
+            .map_err(|e| storage("fdatasync", &old_path, e))?;
+        let segment = Segment::create(&self.dir, base)?;
+        files::sync_dir(&self.dir)?;
+        let mut s = self.write();
+        s.end = s.written_end;
+        s.segments.push(segment);
+        Ok(())
+    }
+
+    /// `fdatasync`s the active segment if anything was written since the last sync.
+    pub(crate) fn sync_if_dirty(&self) -> Result<(), LogError> {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let (file, path) = {
+            let s = self.read();
+            (s.active().file.clone(), s.active().path.clone())
+        };
+        file.sync_data().map_err(|e| {
+            self.dirty.store(true, Ordering::Release);
+            storage("fdatasync", &path, e)
+        })
+    }
+
+    /// Whole batches from `from_offset`, up to about `max_bytes` (the first whatever its size).
+    pub(crate) fn read_batches(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<BatchRead, LogError> {
+        let s = self.read();
+        if from_offset < s.log_start || from_offset > s.end {
+            return Err(s.out_of_range(&self.tp, from_offset));
+        }
+        let (mut seg, mut entry) = s.locate(from_offset);
+        // What to read, chosen under the lock; read after it is released, so appends and
+        // syncs do not wait for the disk. A segment deleted meanwhile by retention is still
+        // readable through its open file.
+        let mut ranges: Vec<(Arc<File>, PathBuf, Vec<Entry>)> = Vec::new();
+        let mut taken = 0usize;
+        let mut size = 0usize;
+        'segments: while let Some(segment) = s.segments.get(seg) {
+            let first = entry;
+            while let Some(e) = segment.entries.get(entry) {
+                if e.head.last_offset() >= s.end || (taken > 0 && size >= max_bytes) {
+                    break;
+                }
+                size = size.saturating_add((e.head.len - e.head.data_start()) as usize);
+                taken += 1;
+                entry += 1;
+            }
+            if entry > first {
+                let picked = segment.entries[first..entry].to_vec();
+                ranges.push((segment.file.clone(), segment.path.clone(), picked));
+            }
+            if entry < segment.entries.len() {
+                break 'segments; // the budget or the high watermark stopped the read
+            }
+            seg += 1;
+            entry = 0;
+        }
+        let (log_start, high_watermark) = (s.log_start, s.end);
+        drop(s);
+        let mut batches = Vec::with_capacity(taken);
+        for (file, path, entries) in &ranges {
+            read_range(file, path, entries, &mut batches)?;
+        }
+        Ok(BatchRead {
+            log_start,
+            high_watermark,
+            batches,
+        })
+    }
+
+    /// The first readable record with a timestamp at or after `timestamp`: the index finds
+    /// the batches whose max timestamp reaches it, their stored per-record timestamps the
+    /// record.
+    pub(crate) fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<(i64, i64)>, LogError> {
+        let s = self.read();
+        for segment in &s.segments {
+            for e in &segment.entries {
+                if e.head.last_offset() >= s.end {
+                    return Ok(None); // not yet durable: not readable
+                }
+                if e.head.max_timestamp < timestamp || e.head.last_offset() < s.log_start {
+                    continue;
+                }
+                let mut buf = vec![0; 8 * e.head.count as usize];
+                segment
+                    .file
+                    .read_exact_at(&mut buf, e.position + frame::HEADER)
+                    .map_err(|err| storage("read", &segment.path, err))?;
+                let found = frame::timestamps(&buf)
+                    .into_iter()
+                    .zip(e.head.base_offset..)
+                    .find(|(t, o)| *o >= s.log_start && *t >= timestamp);
+                if let Some((t, o)) = found {
+                    return Ok(Some((o, t)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// How many leading closed segments retention deletes at `now_ms`: those whose newest
+    /// record is older than `retention_ms`, and those whose removal keeps the partition at
+    /// or above `retention_bytes` (Kafka's two rules; `-1` disables either).
+    pub(crate) fn expired(&self, policy: Policy, now_ms: i64) -> usize {
+        let s = self.read();
+        let closed = s.segments.len() - 1;
+        let by_time = if policy.retention_ms < 0 {
+            0
+        } else {
+            s.segments[..closed]
+                .iter()
+                .take_while(|seg| {
+                    seg.max_timestamp()
+                        .is_none_or(|t| now_ms.saturating_sub(t) > policy.retention_ms)
+                })
+                .count()
+        };
+        let by_size = if policy.retention_bytes < 0 {
+            0
+        } else {
+            let mut total: u64 = s.segments.iter().map(|seg| seg.size).sum();
+            let keep = policy.retention_bytes as u64;
+            s.segments[..closed]
+                .iter()
+                .take_while(|seg| {
+                    let ok = total.saturating_sub(seg.size) >= keep;
+                    if ok {
+                        total -= seg.size;
+                    }
+                    ok
+                })
+                .count()
+        };
+        by_time.max(by_size)
+    }
+
+    /// The log start once the first `n` segments are gone.
+    pub(crate) fn start_after(&self, n: usize) -> i64 {
+        let s = self.read();
+        s.segments
+            .get(n)
+            .map_or(s.end, |seg| seg.base_offset)
+            .max(s.log_start)
+    }
+
+    /// Drops the first `n` segments from the index and moves the log start to `start` (the
+    /// checkpoint already says so), then deletes their files.
+    pub(crate) fn remove_segments(&self, n: usize, start: i64) -> Result<(), LogError> {
+        let removed: Vec<Segment> = {
+            let mut s = self.write();
+            let n = n.min(s.segments.len() - 1);
+            s.log_start = s.log_start.max(start);
+            s.segments.drain(..n).collect()
+        };
+        for seg in &removed {
+            fs::remove_file(&seg.path).map_err(|e| storage("delete the segment", &seg.path, e))?;
+        }
+        if !removed.is_empty() {
+            files::sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads the frames of `entries` (consecutive in one segment file) with one read, and hands
+/// out each one's data.
+fn read_range(
+    file: &File,
+    path: &Path,
+    entries: &[Entry],
+    out: &mut Vec<Arc<Batch>>,
+) -> Result<(), LogError> {
+    let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+        return Ok(());
+    };
+    let start = first.position;
+    let end = last.position + last.head.len;
+    let mut buf = vec![0; (end - start) as usize];
+    file.read_exact_at(&mut buf, start)
+        .map_err(|e| storage("read", path, e))?;
+    for e in entries {
+        let from = (e.position - start + e.head.data_start()) as usize;
+        let to = (e.position - start + e.head.len) as usize;
+        out.push(Arc::new(Batch {
+            base_offset: e.head.base_offset,
+            last_offset: e.head.last_offset(),
+            max_timestamp: e.head.max_timestamp,
+            records: Vec::new(),
+            encoded: Some(Bytes::from(&buf[from..to])),
+        }));
+    }
+    Ok(())
+}
+
+/// Scans one segment file (see [`Partition::open`]).
+fn recover_segment(path: PathBuf, base: i64, is_last: bool) -> Result<Segment, LogError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| storage("open the segment", &path, e))?;
+    let file_len = file
+        .metadata()
+        .map_err(|e| storage("stat", &path, e))?
+        .len();
+    let reader = file
+        .try_clone()
+        .map_err(|e| storage("open the segment", &path, e))?;
+    let mut scanner = Scanner::new(reader, file_len);
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut expected = base;
+    let size = loop {
+        let position = scanner.position();
+        let step = scanner
+            .next()
+            .map_err(|e| storage(&format!("read (at byte {position})"), &path, e))?;
+        let (reason, at_tail) = match step {
+            Step::End => break position,
+            Step::Frame(head) if head.base_offset == expected => {
+                expected = head.last_offset().saturating_add(1);
+                entries.push(Entry { head, position });
+                continue;
+            }
+            Step::Frame(head) => (
+                format!(
+                    "a batch at offset {} where offset {expected} was expected",
+                    head.base_offset
+                ),
+                false,
+            ),
+            Step::Bad { reason, at_tail } => (reason, at_tail),
+        };
+        if is_last && at_tail {
+            warn!(
+                file = %path.display(),
+                position,
+                %reason,
+                "torn batch at the tail of the log: truncated (it was never acknowledged as durable)"
+            );
+            file.set_len(position)
+                .and_then(|()| file.sync_all())
+                .map_err(|e| storage("truncate the torn tail of", &path, e))?;
+            break position;
+        }
+        return Err(files::malformed(
+            &path,
+            format!("the batch at byte {position} is corrupt: {reason}; refusing to drop acknowledged data"),
+        ));
+    };
+    Ok(Segment {
+        base_offset: base,
+        path,
+        file: Arc::new(file),
+        size,
+        entries,
+    })
+}
