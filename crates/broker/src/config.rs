@@ -97,6 +97,14 @@ pub struct BrokerConfig {
     pub group_consumer_heartbeat_interval_ms: u64,
     /// Kafka's `group.consumer.max.size` (default 2147483647).
     pub group_consumer_max_size: u32,
+    /// The most bytes one compressed record batch of a Produce may decompress to (default
+    /// 16 MiB; Kafka has no such setting, it validates records as it streams them): a batch
+    /// beyond it is refused with MESSAGE_TOO_LARGE, decompression stopping at the bound.
+    pub max_decompressed_batch_bytes: usize,
+    /// The most bytes all the compressed batches of one Produce request may decompress to
+    /// together (default 64 MiB); beyond it the rest of the request's partitions are
+    /// refused with MESSAGE_TOO_LARGE.
+    pub max_decompressed_request_bytes: usize,
     /// The partitions' log (`<data_dir>/records/`, the `SegmentLog`; without a data
     /// directory the partitions live in memory and these settings are unused).
     pub records: RecordsConfig,
@@ -181,6 +189,8 @@ impl Default for BrokerConfig {
             group_consumer_session_timeout_ms: 45_000,
             group_consumer_heartbeat_interval_ms: 5_000,
             group_consumer_max_size: i32::MAX as u32,
+            max_decompressed_batch_bytes: 16 * 1024 * 1024,
+            max_decompressed_request_bytes: 64 * 1024 * 1024,
             records: RecordsConfig::default(),
         }
     }

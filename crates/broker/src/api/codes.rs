@@ -5,6 +5,7 @@
 pub(crate) const NONE: i16 = 0;
 pub(crate) const OFFSET_OUT_OF_RANGE: i16 = 1;
 pub(crate) const CORRUPT_MESSAGE: i16 = 2;
+pub(crate) const MESSAGE_TOO_LARGE: i16 = 10;
 pub(crate) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 pub(crate) const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 pub(crate) const NOT_COORDINATOR: i16 = 16;

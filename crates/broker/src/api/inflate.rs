@@ -33,8 +33,9 @@ pub(super) fn inflate(buf: &mut Bytes, compression: Compression, limit: usize) -
     let input = buf.copy_to_bytes(buf.remaining());
     match compression {
         Compression::None => Ok(input),
-        Compression::Gzip => read_bounded(flate2::read::GzDecoder::new(input.reader()), limit)
-            .context("gzip"),
+        Compression::Gzip => {
+            read_bounded(flate2::read::GzDecoder::new(input.reader()), limit).context("gzip")
+        }
         Compression::Lz4 => {
             let decoder = lz4::Decoder::new(input.reader()).context("lz4")?;
             read_bounded(decoder, limit).context("lz4")
@@ -127,7 +128,8 @@ mod tests {
     fn every_codec_inflates_up_to_the_limit_and_refuses_beyond() {
         let fits = zeros(LIMIT);
         let bomb = zeros(16 * LIMIT);
-        let cases: [(Compression, fn(&[u8]) -> Bytes); 4] = [
+        type Compress = fn(&[u8]) -> Bytes;
+        let cases: [(Compression, Compress); 4] = [
             (Compression::Gzip, gzip),
             (Compression::Lz4, lz4),
             (Compression::Zstd, zstd),
@@ -143,7 +145,9 @@ mod tests {
         let raw = Bytes::from(snap::raw::Encoder::new().compress_vec(&bomb).unwrap());
         assert!(inflate(&mut raw.clone(), Compression::Snappy, LIMIT).is_err());
         assert_eq!(
-            inflate(&mut raw.clone(), Compression::Snappy, 16 * LIMIT).unwrap().len(),
+            inflate(&mut raw.clone(), Compression::Snappy, 16 * LIMIT)
+                .unwrap()
+                .len(),
             16 * LIMIT
         );
     }
@@ -156,7 +160,9 @@ mod tests {
             Compression::Zstd,
             Compression::Snappy,
         ] {
-            let mut junk = Bytes::from_static(b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01\xff\xff\xff\xff");
+            let mut junk = Bytes::from_static(
+                b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01\xff\xff\xff\xff",
+            );
             assert!(inflate(&mut junk, codec, LIMIT).is_err(), "{codec:?}");
         }
     }

@@ -11,6 +11,7 @@ pub(crate) mod consumer_protocol;
 mod fetch;
 mod find_coordinator;
 mod groups;
+mod inflate;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;

@@ -9,19 +9,24 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use tracing::debug;
 
-use super::records::{check_batches, stamp_base_offset};
+use super::records::{check_batches, stamp_base_offset, Inflation, Refused};
 use super::registry::Api;
 use super::{codes, Call};
 use crate::shutdown::Shutdown;
 
 async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceResponse> {
     let transactional = request.transactional_id.is_some();
+    let config = &call.context.config;
+    let mut inflation = Inflation {
+        per_batch: config.max_decompressed_batch_bytes,
+        left: config.max_decompressed_request_bytes,
+    };
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
-            partitions.push(append(call, &name, transactional, data).await);
+            partitions.push(append(call, &name, transactional, data, &mut inflation).await);
         }
         responses.push(
             TopicProduceResponse::default()
@@ -38,6 +43,7 @@ async fn append(
     topic: &str,
     transactional: bool,
     data: PartitionProduceData,
+    inflation: &mut Inflation,
 ) -> PartitionProduceResponse {
     let log = &call.context.log;
     let answer = PartitionProduceResponse::default().with_index(data.index);
@@ -49,13 +55,17 @@ async fn append(
         return answer.with_error_code(log_code(&e));
     }
     let checked = match (transactional, data.records.as_ref()) {
-        (true, _) => Err("transactions are not supported".to_string()),
-        (false, None) => Err("the record set is null".to_string()),
-        (false, Some(raw)) => check_batches(raw),
+        (true, _) => Err(Refused::Corrupt("transactions are not supported".into())),
+        (false, None) => Err(Refused::Corrupt("the record set is null".into())),
+        (false, Some(raw)) => check_batches(raw, inflation),
     };
     let batches = match checked {
         Ok(batches) => batches,
-        Err(reason) => {
+        Err(Refused::TooLarge(reason)) => {
+            debug!(partition = %tp, %reason, "produce refused");
+            return answer.with_error_code(codes::MESSAGE_TOO_LARGE);
+        }
+        Err(Refused::Corrupt(reason)) => {
             debug!(partition = %tp, %reason, "produce refused");
             // INVALID_RECORD (87) exists from Produce v8; older versions report
             // CORRUPT_MESSAGE, as Kafka does.

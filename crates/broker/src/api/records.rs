@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use super::inflate::{inflate, TOO_LARGE};
 use bytes::{Bytes, BytesMut};
 use coordinator_core::{Header, NewRecord, Record};
 use kafka_protocol::indexmap::IndexMap;
@@ -29,6 +30,31 @@ const CONTROL: i16 = 1 << 5;
 /// decoder allocate up front.
 pub(super) const MAX_RECORDS_PER_BATCH: i32 = 1 << 20;
 
+/// How many decompressed bytes one Produce request may still inflate to, and the most one
+/// batch may.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Inflation {
+    /// The most one batch's records may decompress to.
+    pub(super) per_batch: usize,
+    /// What is left of the request's budget.
+    pub(super) left: usize,
+}
+
+/// Why a partition's record set was refused.
+#[derive(Debug)]
+pub(super) enum Refused {
+    /// Not a valid set of v2 batches (CORRUPT_MESSAGE).
+    Corrupt(String),
+    /// A batch, or the request, decompresses to more than its bound (MESSAGE_TOO_LARGE).
+    TooLarge(String),
+}
+
+impl From<String> for Refused {
+    fn from(reason: String) -> Self {
+        Refused::Corrupt(reason)
+    }
+}
+
 /// One producer batch that passed the checks: its bytes, and its records decoded.
 #[derive(Debug)]
 pub(super) struct CheckedBatch {
@@ -48,16 +74,25 @@ fn i32_at(b: &[u8], at: usize) -> i32 {
 /// consistent length, record count and offset delta, a matching CRC, records that decode
 /// (decompressing gzip, snappy, lz4 and zstd), and no transactional or control batch (this
 /// broker has no transactions). All or nothing: the first bad batch fails the whole set.
-pub(super) fn check_batches(raw: &Bytes) -> Result<Vec<CheckedBatch>, String> {
+/// Decompression reads through `inflation`'s bounds and stops at them: each batch's records
+/// inflate to at most `per_batch` bytes, and all of a request's to at most its budget.
+pub(super) fn check_batches(
+    raw: &Bytes,
+    inflation: &mut Inflation,
+) -> Result<Vec<CheckedBatch>, Refused> {
     if raw.is_empty() {
-        return Err("the partition's record set is empty".into());
+        return Err(Refused::Corrupt(
+            "the partition's record set is empty".into(),
+        ));
     }
     let mut batches = Vec::new();
     let mut pos = 0usize;
     while pos < raw.len() {
         let rest = &raw[pos..];
         if rest.len() < HEADER_LEN {
-            return Err(format!("a truncated batch header at byte {pos}"));
+            return Err(Refused::Corrupt(format!(
+                "a truncated batch header at byte {pos}"
+            )));
         }
         let length = usize::try_from(i32_at(rest, 8))
             .ok()
@@ -70,29 +105,54 @@ pub(super) fn check_batches(raw: &Bytes) -> Result<Vec<CheckedBatch>, String> {
             })?;
         let magic = rest[16] as i8;
         if magic != 2 {
-            return Err(format!(
+            return Err(Refused::Corrupt(format!(
                 "magic {magic} at byte {pos}: only v2 record batches are supported"
-            ));
+            )));
         }
         let attributes = i16_at(rest, 21);
         if attributes & (TRANSACTIONAL | CONTROL) != 0 {
-            return Err("transactional and control batches are not supported".into());
+            return Err(Refused::Corrupt(
+                "transactional and control batches are not supported".into(),
+            ));
         }
         let count = i32_at(rest, 57);
         let last_delta = i32_at(rest, 23);
         if !(1..=MAX_RECORDS_PER_BATCH).contains(&count) || last_delta != count - 1 {
-            return Err(format!(
+            return Err(Refused::Corrupt(format!(
                 "a batch at byte {pos} announces {count} records and last offset delta {last_delta}"
-            ));
+            )));
         }
         let bytes = raw.slice(pos..pos + 12 + length);
-        let set = RecordBatchDecoder::decode(&mut bytes.clone())
-            .map_err(|e| format!("a batch at byte {pos} does not decode: {e:#}"))?;
+        let limit = inflation.per_batch.min(inflation.left);
+        let inflated = std::cell::Cell::new(0usize);
+        let set = RecordBatchDecoder::decode_with_custom_compression(
+            &mut bytes.clone(),
+            Some(|buf: &mut Bytes, compression: Compression| {
+                let out = inflate(buf, compression, limit)?;
+                if compression != Compression::None {
+                    inflated.set(out.len());
+                }
+                Ok(out)
+            }),
+        )
+        .map_err(|e| {
+            let e = format!("{e:#}");
+            if e.contains(TOO_LARGE) {
+                Refused::TooLarge(format!(
+                    "a batch at byte {pos} decompresses to more than {limit} bytes (the \
+                     per-batch bound is {}, {} left of the request's)",
+                    inflation.per_batch, inflation.left
+                ))
+            } else {
+                Refused::Corrupt(format!("a batch at byte {pos} does not decode: {e}"))
+            }
+        })?;
+        inflation.left = inflation.left.saturating_sub(inflated.get());
         if set.records.len() != count as usize {
-            return Err(format!(
+            return Err(Refused::Corrupt(format!(
                 "a batch at byte {pos} announces {count} records and holds {}",
                 set.records.len()
-            ));
+            )));
         }
         let records = set
             .records
@@ -130,6 +190,11 @@ pub(super) fn stamp_base_offset(batch: &Bytes, base_offset: i64) -> Arc<[u8]> {
 
 /// Encodes records appended without wire bytes as one uncompressed v2 batch.
 pub(super) fn encode_records(records: &[Record]) -> Result<Bytes, String> {
+    encode(records, Compression::None)
+}
+
+/// Encodes `records` as one v2 batch compressed with `compression`.
+fn encode(records: &[Record], compression: Compression) -> Result<Bytes, String> {
     let first = records.first().map_or(0, |r| r.offset);
     let wire: Vec<kafka_protocol::records::Record> = records
         .iter()
@@ -166,7 +231,7 @@ pub(super) fn encode_records(records: &[Record]) -> Result<Bytes, String> {
         wire.iter(),
         &RecordEncodeOptions {
             version: 2,
-            compression: Compression::None,
+            compression,
         },
     )
     .map_err(|e| format!("cannot encode records: {e:#}"))?;
@@ -192,7 +257,7 @@ mod tests {
     #[test]
     fn encoded_records_check_and_decode_back() {
         let bytes = encode_records(&[record(5, "a"), record(6, "b")]).unwrap();
-        let batches = check_batches(&bytes).unwrap();
+        let batches = check_batches(&bytes, &mut unbounded()).unwrap();
         assert_eq!(batches.len(), 1, "one batch");
         let r = &batches[0].records;
         assert_eq!(r.len(), 2);
@@ -230,8 +295,68 @@ mod tests {
         trailing.extend_from_slice(&[0; 10]);
         cases.push((trailing, "truncated"));
         for (bytes, expect) in cases {
-            let err = check_batches(&Bytes::from(bytes)).unwrap_err();
-            assert!(err.contains(expect), "{expect}: {err}");
+            match check_batches(&Bytes::from(bytes), &mut unbounded()).unwrap_err() {
+                Refused::Corrupt(err) => assert!(err.contains(expect), "{expect}: {err}"),
+                other => panic!("{expect}: {other:?}"),
+            }
+        }
+    }
+
+    fn unbounded() -> Inflation {
+        Inflation {
+            per_batch: usize::MAX,
+            left: usize::MAX,
+        }
+    }
+
+    /// One batch of one record of `n` zero bytes, compressed with `compression`.
+    fn zeros_batch(n: usize, compression: Compression) -> Bytes {
+        let mut r = record(0, "");
+        r.value = Arc::from(vec![0u8; n]);
+        encode(&[r], compression).unwrap()
+    }
+
+    /// A compressed batch that inflates past the per-batch bound, or past what is left of
+    /// the request's, is refused as too large; one within both passes and uses the budget.
+    #[test]
+    fn decompression_stops_at_the_batch_and_request_bounds() {
+        const MIB: usize = 1024 * 1024;
+        for compression in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let bomb = zeros_batch(20 * MIB, compression);
+            assert!(bomb.len() < MIB, "{compression:?}: a bomb is small");
+            let mut inflation = Inflation {
+                per_batch: 16 * MIB,
+                left: 64 * MIB,
+            };
+            assert!(
+                matches!(
+                    check_batches(&bomb, &mut inflation),
+                    Err(Refused::TooLarge(_))
+                ),
+                "{compression:?}"
+            );
+            let fits = zeros_batch(10 * MIB, compression);
+            let mut inflation = Inflation {
+                per_batch: 16 * MIB,
+                left: 16 * MIB,
+            };
+            assert_eq!(check_batches(&fits, &mut inflation).unwrap().len(), 1);
+            assert!(
+                inflation.left < 6 * MIB + 1024,
+                "{compression:?}: the budget is used"
+            );
+            assert!(
+                matches!(
+                    check_batches(&fits, &mut inflation),
+                    Err(Refused::TooLarge(_))
+                ),
+                "{compression:?}: the request's budget is spent"
+            );
         }
     }
 }

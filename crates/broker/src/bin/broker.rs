@@ -95,6 +95,13 @@ struct Args {
     /// Kafka's group.consumer.max.size.
     #[arg(long, default_value_t = i32::MAX as u32)]
     group_consumer_max_size: u32,
+    /// The most bytes one compressed record batch may decompress to; a larger one is
+    /// refused (MESSAGE_TOO_LARGE) without being inflated further.
+    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    max_decompressed_batch_bytes: usize,
+    /// The most bytes one Produce request's compressed batches may decompress to together.
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    max_decompressed_request_bytes: usize,
     /// Kafka's log.flush.interval.ms for the partitions' log: a produce is acknowledged once
     /// written to the OS and synced every N ms (survives a crash of the broker, may lose the
     /// last N ms on power loss). Without it, once its batch is fdatasync'ed.
@@ -156,6 +163,8 @@ impl Args {
             group_consumer_session_timeout_ms: self.group_consumer_session_timeout_ms,
             group_consumer_heartbeat_interval_ms: self.group_consumer_heartbeat_interval_ms,
             group_consumer_max_size: self.group_consumer_max_size,
+            max_decompressed_batch_bytes: self.max_decompressed_batch_bytes,
+            max_decompressed_request_bytes: self.max_decompressed_request_bytes,
             records: RecordsConfig {
                 flush_interval_ms: self.log_flush_interval_ms,
                 segment_bytes: self.log_segment_bytes,

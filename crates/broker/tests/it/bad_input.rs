@@ -157,3 +157,32 @@ async fn hostile_length_prefixes_close_the_connection_not_the_broker() {
     );
     broker.stop().await.expect("clean stop");
 }
+
+/// A compressed batch that inflates past `--max-decompressed-batch-bytes` is refused with
+/// MESSAGE_TOO_LARGE (10) and changes nothing; the connection and the partition stay usable.
+#[tokio::test]
+async fn a_decompression_bomb_is_refused_at_its_bound() {
+    use kafka_protocol::records::Compression;
+    let broker = TestBroker::with(broker::BrokerConfig {
+        max_decompressed_batch_bytes: 1024 * 1024,
+        ..config()
+    })
+    .await;
+    let mut c = broker.client().await;
+    let mut bomb = record(0, 1_000);
+    bomb.value = Some(bytes::Bytes::from(vec![0u8; 64 * 1024 * 1024]));
+    let bytes = batch(&[bomb], Compression::Gzip);
+    assert!(bytes.len() < 1024 * 1024, "a small request");
+    let (error, _) = produce(&mut c, "t", 0, bytes, 7).await;
+    assert_eq!(error, 10, "MESSAGE_TOO_LARGE");
+    // Nothing was appended, and a batch within the bound is served.
+    let (error, base) = produce(
+        &mut c,
+        "t",
+        0,
+        batch(&[record(1, 1_001)], Compression::Gzip),
+        7,
+    )
+    .await;
+    assert_eq!((error, base), (0, 0));
+}
