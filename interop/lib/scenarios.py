@@ -368,7 +368,7 @@ for _c in ("confluent", "kafka-python"):
 
 
 # -------------------------------------------------------------------------------------------
-# 7. broker restart on the same data dir: committed offsets survive, records do not
+# 7. broker restart on the same data dir: committed offsets survive
 
 @scenario("restart-keeps-offsets", topics={"rs": 4}, budget=120, own_broker=True,
           mock_note="the mock has no --data-dir: nothing survives it, and it does not lock a directory")
@@ -410,6 +410,66 @@ def restart_keeps_offsets(ctx):
     ctx.check(after == before, "committed offsets before the restart %s, after %s" % (before, after))
     code, took, killed = b3.stop(15)
     ctx.check(code == 0 and not killed, "broker-3 on SIGTERM: exit %s" % code)
+
+
+# -------------------------------------------------------------------------------------------
+# 7b. a group of three clients carries on through broker restarts (SIGTERM, then SIGKILL) on the
+#     same data dir: no revocation, the same partitions, commits continue, no record lost
+
+@scenario("restart-keeps-groups", topics={"rg": 6}, budget=180, own_broker=True, clients=PY_CLIENTS,
+          mock_note="the mock has no --data-dir: a restarted mock knows neither the group nor its records")
+def restart_keeps_groups(ctx):
+    topics = {"rg": 6}
+    group = "rg-group"
+    all_parts = parts(topics)
+    data_dir = os.path.join(ctx.suite.tmp, "restart-groups-data")
+    os.makedirs(data_dir, exist_ok=True)
+    broker = ctx.start_broker("rg-broker-1", topics, data_dir)
+    address = broker.address
+    kw = dict(session_ms=10000, heartbeat_ms=500, bootstrap=address)
+    labels = {"kafka-python": "kp", "aiokafka": "aio", "confluent": "rdk"}
+    consumers = [ctx.consumer(c, labels[c], group, ["rg"], **kw) for c in PY_CLIENTS]
+    prods = [ctx.producer("confluent", "producer-0", ["rg"], 600, "rg-0", rate=600, bootstrap=address)]
+    ctx.wait_done(prods[0], 60)
+    ctx.wait_consumed(consumers, [(t, k) for t, k, _, _ in ctx.produced(prods)], 60)
+    gen = ctx.wait_stable(consumers, all_parts, 40)
+    owned = {p.label: ctx.owned(p) for p in consumers}
+    ctx.note("stable in generation %s: %s" % (gen, owned))
+    for i, how in enumerate(("SIGTERM", "SIGKILL"), start=1):
+        ctx.sleep(1.0)
+        marks = {p.label: len(p.snapshot()) for p in consumers}
+        committed = fetch_committed(ctx, group, all_parts, address)
+        if how == "SIGTERM":
+            code, took, killed = broker.stop(15)
+            ctx.check(code == 0 and not killed, "the broker on SIGTERM: exit %s%s" % (code, " (killed)" if killed else ""))
+        else:
+            broker.proc.kill()
+            broker.proc.p.wait(ctx.left(15))
+        t_down = now()
+        broker = ctx.start_broker("rg-broker-%d" % (i + 1), topics, data_dir, listen=address)
+        ctx.note("%s: the broker listened again after %.2f s" % (how, now() - t_down))
+        after = fetch_committed(ctx, group, all_parts, address)
+        ctx.check(after == committed, "%s: committed offsets %s before the restart, %s after" % (how, committed, after))
+        prod = ctx.producer("confluent", "producer-%d" % i, ["rg"], 600, "rg-%d" % i, start=600 * i, rate=600,
+                            bootstrap=address)
+        prods.append(prod)
+        ctx.wait_done(prod, 60)
+        ctx.wait_consumed(consumers, [(t, k) for t, k, _, _ in ctx.produced([prod])], 60)
+        for p in consumers:
+            moved = [e for e in p.snapshot()[marks[p.label]:] if e["ev"] in ("assigned", "revoked", "lost")]
+            ctx.check(not moved, "%s: member %s saw a rebalance across the restart: %s"
+                      % (how, p.label, [(e["ev"], e.get("gen"), e.get("owned")) for e in moved]))
+            ctx.check(ctx.owned(p) == owned[p.label], "%s: member %s owns %s, before it owned %s"
+                      % (how, p.label, ctx.owned(p), owned[p.label]))
+        later = fetch_committed(ctx, group, all_parts, address)
+        ctx.check(any(later[tp] > after[tp] for tp in all_parts),
+                  "%s: no commit advanced after the restart: %s" % (how, later))
+    for p in consumers:
+        ctx.stop(p)
+    check_final_commits(ctx, consumers, group)
+    ctx.run_checker(consumers, prods)
+    code, took, killed = broker.stop(15)
+    ctx.check(code == 0 and not killed, "the last broker on SIGTERM: exit %s" % code)
 
 
 # -------------------------------------------------------------------------------------------
