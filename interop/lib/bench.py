@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark: the same client workloads against librdkafka's mock cluster and
-against our broker (memory store, and --data-dir JSON store where it matters), in one run.
+against our broker (in memory; and with --data-dir where it matters: the group and segment
+logs synced per batch, the same with a 1000 ms flush interval, and the JSON offsets file), in
+one run.
 
     bench.py [--broker PATH] [--mock-only] [--only NAME]... [--quick] [--json FILE]
 
@@ -261,11 +263,16 @@ def start(kind, cmd, args, logdir):
     return b
 
 
-def broker_args(data_dir=None):
+# Our broker's data-dir variants: the flags beside --data-dir.
+STORES = {"log": [], "flush": ["--offsets-flush-interval-ms", "1000", "--log-flush-interval-ms", "1000"],
+          "json": ["--offsets-store", "json"]}
+
+
+def broker_args(data_dir=None, store=None):
     args = ["--listen", "127.0.0.1:0", "--group-initial-rebalance-delay-ms", "0",
             "--group-min-session-timeout-ms", "1000"]
     if data_dir:
-        args += ["--data-dir", data_dir]
+        args += ["--data-dir", data_dir] + STORES[store]
     for t, n in TOPICS.items():
         args += ["--topic", "%s:%d" % (t, n)]
     return args
@@ -294,23 +301,25 @@ def main():
     targets = [("mock", [python_exe(), os.path.join(INTEROP, "lib", "mockcluster.py"), "--api-versions-like-broker"], None)]
     if have_ours:
         targets.append(("ours", [a.broker], None))
-        targets.append(("ours-json", [a.broker], "json"))
+        for store in STORES:
+            targets.append(("ours-" + store, [a.broker], store))
     elif not a.mock_only:
         print("bench: no broker binary at %s; measuring the mock only" % a.broker)
 
     selected = [(n, f) for n, f in WORKLOADS if not a.only or n in a.only]
     quick = {"join8": dict(runs=1), "commits": dict(n=300), "throughput": dict(n=5000),
              "offsetcommit": dict(seconds=1.0), "memory": dict(idle=50, members=4)} if a.quick else {}
-    # the JSON store only matters where offsets are written
-    json_store_workloads = {"commits", "offsetcommit"}
+    # the data directory only matters where offsets or records are written
+    data_dir_workloads = {"commits", "offsetcommit", "throughput"}
     results = {}
     for kind, cmd, store in targets:
-        with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-            for name, fn in selected:
-                if store == "json" and name not in json_store_workloads:
-                    continue
-                # a fresh broker per workload: one workload's state does not weigh on the next
-                b = start(kind, cmd, broker_args(tmp if store == "json" else None), logdir)
+        for name, fn in selected:
+            if store and name not in data_dir_workloads:
+                continue
+            with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+                # a fresh broker (and data directory) per workload: one workload's state does
+                # not weigh on the next
+                b = start(kind, cmd, broker_args(tmp if store else None, store), logdir)
                 try:
                     t0 = now()
                     r = fn(b.address, b, **quick.get(name, {}))
@@ -335,17 +344,20 @@ def main():
             ("memory", "per_idle_connection_KiB", "RSS per idle connection (KiB)", "lower"),
             ("memory", "per_stable_member_KiB", "RSS per Stable member (KiB)", "lower")]
     print()
-    print("%-32s %12s %12s %12s %14s" % ("workload", "mock", "ours", "ours-json", "ours vs mock"))
+    kinds = ("mock", "ours", "ours-log", "ours-flush", "ours-json")
+    print("%-32s" % "workload" + "".join("%12s" % k for k in kinds) + "%16s%16s" % ("ours vs mock", "flush vs mock"))
     for wl, key, label, better in rows:
         if wl not in results:
             continue
-        vals = {k: results[wl].get(k, {}).get(key) for k in ("mock", "ours", "ours-json")}
-        ratio = "-"
-        m, o = vals["mock"], vals["ours"]
-        if isinstance(m, (int, float)) and isinstance(o, (int, float)) and m and o:
-            x = (m / o) if better == "lower" else (o / m)
-            ratio = "%.2fx %s" % (x, "better" if x >= 1 else "worse")
-        print("%-32s %12s %12s %12s %14s" % (label, fmt(vals["mock"]), fmt(vals["ours"]), fmt(vals["ours-json"]), ratio))
+        vals = {k: results[wl].get(k, {}).get(key) for k in kinds}
+
+        def ratio(o, m=vals["mock"]):
+            if isinstance(m, (int, float)) and isinstance(o, (int, float)) and m and o:
+                x = (m / o) if better == "lower" else (o / m)
+                return "%.2fx %s" % (x, "better" if x >= 1 else "worse")
+            return "-"
+        print("%-32s" % label + "".join("%12s" % fmt(vals[k]) for k in kinds)
+              + "%16s%16s" % (ratio(vals["ours"]), ratio(vals["ours-flush"])))
     j8 = results.get("join8", {})
     if "seconds" in j8.get("mock", {}) and "seconds" in j8.get("ours", {}):
         x = j8["mock"]["seconds"] / j8["ours"]["seconds"]
