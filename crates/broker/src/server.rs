@@ -268,6 +268,7 @@ impl Listener {
                 context: self.context.clone(),
                 connection: Connection::new(socket, self.context.config.max_frame_bytes),
                 shutdown: Shutdown::new(self.notify_shutdown.subscribe()),
+                told_unsupported: false,
                 _shutdown_complete: self.shutdown_complete_tx.clone(),
             };
             tokio::spawn(async move {
@@ -313,6 +314,9 @@ struct Handler {
     context: Arc<Context>,
     connection: Connection,
     shutdown: Shutdown,
+    /// Whether this connection was already logged for a version the broker does not serve
+    /// (one warning per connection, not per attempt).
+    told_unsupported: bool,
     /// Dropped when the handler ends; the server waits for every one.
     _shutdown_complete: mpsc::Sender<()>,
 }
@@ -413,15 +417,20 @@ impl Handler {
                 }
                 Incoming::UnsupportedVersion { header, entry } => {
                     let (key, version) = (entry.key, header.request_api_version);
-                    match entry.unsupported_version(version, header.correlation_id) {
-                        Some(frame) => {
-                            debug!(connection = self.id, api = ?key, version, "unsupported version");
-                            Some(frame)
-                        }
-                        None => {
-                            warn!(connection = self.id, peer = %self.peer, api = ?key, version, "unsupported version; closing the connection");
-                            return format!("{key:?} v{version} is not supported");
-                        }
+                    let answer = entry.unsupported_version(version, header.correlation_id);
+                    let client_id = header.client_id.as_deref().unwrap_or("");
+                    let (min, max) = (entry.decodable_min, *entry.versions.end());
+                    if !std::mem::replace(&mut self.told_unsupported, true) {
+                        // Old clients are told, not dropped silently: one line per connection
+                        // naming the client, the API and the versions served (Kafka 4 dropped
+                        // the oldest versions, KIP-896; see the README).
+                        warn!(connection = self.id, peer = %self.peer, client_id, api = ?key, version, served = %format!("{min}..={max}"), answered = answer.is_some(), "a request of a version this broker does not serve");
+                    } else {
+                        debug!(connection = self.id, client_id, api = ?key, version, "unsupported version");
+                    }
+                    match answer {
+                        Some(frame) => Some(frame),
+                        None => return format!("{key:?} v{version} is not supported"),
                     }
                 }
                 Incoming::Reject { reason } => {

@@ -301,3 +301,32 @@ async fn running_out_of_file_descriptors_never_stops_the_broker() {
     assert!(log.contains("accept failed"), "{log}");
     assert!(log.contains("accepting connections again"), "{log}");
 }
+
+#[tokio::test]
+async fn an_unserved_version_is_logged_once_per_connection_with_the_client_id() {
+    let mut p = spawn(&[]).await;
+    let mut c = Client::connect(p.addr).await;
+    let heartbeat = HeartbeatRequest::default()
+        .with_group_id(GroupId(
+            kafka_protocol::protocol::StrBytes::from_static_str("g"),
+        ))
+        .with_member_id(kafka_protocol::protocol::StrBytes::from_static_str("m"));
+    for _ in 0..3 {
+        assert_eq!(c.call(&heartbeat, 4).await.error_code, 35);
+    }
+    signal(&p.child, "TERM").await;
+    bounded("exit", p.child.wait()).await.expect("wait");
+    let log = stderr_of(&mut p.child).await;
+    let told: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("a request of a version this broker does not serve"))
+        .collect();
+    assert_eq!(told.len(), 1, "{log}");
+    assert!(
+        told[0].contains("client_id=")
+            && told[0].contains("Heartbeat")
+            && told[0].contains("version=4"),
+        "{}",
+        told[0]
+    );
+}
