@@ -78,7 +78,8 @@ pub struct BrokerConfig {
     /// Kafka's `socket.request.max.bytes`: the largest request frame (default 104857600).
     pub max_frame_bytes: usize,
     /// The most connections served at once (Kafka's `max.connections`, whose default is
-    /// unlimited; here 1024). Further clients wait in the accept queue.
+    /// unlimited; here [`default_max_connections`], what the open-file limit allows).
+    /// Further clients wait in the accept queue.
     pub max_connections: usize,
     /// Kafka's `connections.max.idle.ms` (default 600000, ten minutes): a connection that
     /// sends no byte of a new request for this long is closed.
@@ -97,6 +98,12 @@ pub struct BrokerConfig {
     pub group_consumer_heartbeat_interval_ms: u64,
     /// Kafka's `group.consumer.max.size` (default 2147483647).
     pub group_consumer_max_size: u32,
+    /// Kafka's `max.connections.per.ip` (default unlimited): a connection from an address
+    /// that already has this many is closed at once.
+    pub max_connections_per_ip: usize,
+    /// Kafka's `offsets.retention.check.interval.ms` (default 600000): an Empty group
+    /// without committed offsets is removed this long after it became Empty.
+    pub offsets_retention_check_interval_ms: u64,
     /// The most bytes one compressed record batch of a Produce may decompress to (default
     /// 16 MiB; Kafka has no such setting, it validates records as it streams them): a batch
     /// beyond it is refused with MESSAGE_TOO_LARGE, decompression stopping at the bound.
@@ -182,13 +189,15 @@ impl Default for BrokerConfig {
             group_max_size: i32::MAX as u32,
             offsets_retention_minutes: 10_080,
             max_frame_bytes: 100 * 1024 * 1024,
-            max_connections: 1024,
+            max_connections: default_max_connections(),
             connections_max_idle_ms: 600_000,
             request_timeout_ms: 30_000,
             group_consumer_assignors: CONSUMER_ASSIGNORS.iter().map(|s| s.to_string()).collect(),
             group_consumer_session_timeout_ms: 45_000,
             group_consumer_heartbeat_interval_ms: 5_000,
             group_consumer_max_size: i32::MAX as u32,
+            max_connections_per_ip: usize::MAX,
+            offsets_retention_check_interval_ms: 600_000,
             max_decompressed_batch_bytes: 16 * 1024 * 1024,
             max_decompressed_request_bytes: 64 * 1024 * 1024,
             records: RecordsConfig::default(),
@@ -232,6 +241,9 @@ impl BrokerConfig {
         }
         if self.max_connections == 0 {
             return invalid("max-connections", "must be at least 1".into());
+        }
+        if self.max_connections_per_ip == 0 {
+            return invalid("max-connections-per-ip", "must be at least 1".into());
         }
         if self.connections_max_idle_ms == 0 {
             return invalid("connections-max-idle-ms", "must be at least 1".into());
@@ -287,6 +299,28 @@ impl BrokerConfig {
         }
         self.records.validate()
     }
+}
+
+/// Descriptors kept for everything but connections: the listener, the runtime, the group
+/// and segment logs' files.
+const RESERVED_DESCRIPTORS: usize = 128;
+
+/// The default `max-connections`: the process's open-file limit (its soft `RLIMIT_NOFILE`,
+/// read from `/proc/self/limits`) less what the rest of the broker needs, at least 16;
+/// 1024 where the limit cannot be read.
+pub fn default_max_connections() -> usize {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|limits| {
+            limits
+                .lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
+        })
+        .and_then(|soft| soft.parse::<usize>().ok())
+        .map_or(1024, |soft| {
+            soft.saturating_sub(RESERVED_DESCRIPTORS).max(16)
+        })
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ mod server;
 mod shutdown;
 mod store;
 
-pub use config::{BrokerConfig, RecordsConfig, TopicSpec};
+pub use config::{default_max_connections, BrokerConfig, RecordsConfig, TopicSpec};
 pub use error::BrokerError;
 pub use server::Server;
 pub use store::{OffsetsStore, StoreConfig, GROUPS_DIR, IMPORTED_FILE, OFFSETS_FILE};

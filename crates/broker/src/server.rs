@@ -138,7 +138,8 @@ impl Server {
             config.group_consumer_heartbeat_interval_ms.min(5_000),
             config.group_consumer_heartbeat_interval_ms.max(15_000),
         )
-        .consumer_max_size(config.group_consumer_max_size);
+        .consumer_max_size(config.group_consumer_max_size)
+        .empty_group_grace_ms(config.offsets_retention_check_interval_ms);
         let coordinator = config
             .group_consumer_assignors
             .iter()
@@ -200,6 +201,7 @@ impl Server {
         let mut listener = Listener {
             listener: self.listener,
             limit: Arc::new(Semaphore::new(self.context.config.max_connections)),
+            per_ip: Arc::new(PerIp::default()),
             context: self.context,
             notify_shutdown,
             shutdown_complete_tx,
@@ -244,9 +246,56 @@ fn consumer_assignor(name: &str) -> Arc<dyn coordinator_core::Assignor> {
     }
 }
 
+/// Open connections per peer address, for `max.connections.per.ip`. An address leaves the
+/// map with its last connection, so the map holds at most one entry per open connection.
+#[derive(Debug, Default)]
+struct PerIp(std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>);
+
+/// One connection counted in [`PerIp`]; uncounted when dropped.
+struct IpSlot {
+    per_ip: Arc<PerIp>,
+    ip: IpAddr,
+}
+
+impl PerIp {
+    /// Counts a connection from `ip`, unless that address already has `max`.
+    fn enter(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<IpSlot> {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = map.entry(ip).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot {
+            per_ip: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut map = self
+            .per_ip
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
+
 struct Listener {
     listener: TcpListener,
     limit: Arc<Semaphore>,
+    per_ip: Arc<PerIp>,
     context: Arc<Context>,
     notify_shutdown: broadcast::Sender<()>,
     shutdown_complete_tx: mpsc::Sender<()>,
@@ -261,6 +310,13 @@ impl Listener {
                 return;
             };
             let (socket, peer) = self.accept().await;
+            let max_per_ip = self.context.config.max_connections_per_ip;
+            let Some(slot) = self.per_ip.enter(peer.ip(), max_per_ip) else {
+                // Kafka's acceptor closes it at once ("Rejecting connection").
+                warn!(%peer, max = max_per_ip, "too many connections from this address (max-connections-per-ip); closing the new one");
+                drop(socket);
+                continue;
+            };
             self.next_id += 1;
             let mut handler = Handler {
                 id: self.next_id,
@@ -275,6 +331,7 @@ impl Listener {
                 info!(connection = handler.id, %peer, "connection opened");
                 let reason = handler.run().await;
                 info!(connection = handler.id, %peer, reason = %reason, "connection closed");
+                drop(slot);
                 drop(permit);
             });
         }

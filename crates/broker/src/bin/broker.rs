@@ -70,9 +70,18 @@ struct Args {
     /// larger one closes its connection.
     #[arg(long, default_value_t = 100 * 1024 * 1024)]
     max_frame_bytes: usize,
-    /// The most connections served at once; further clients wait to be accepted.
-    #[arg(long, default_value_t = 1024)]
+    /// The most connections served at once; further clients wait to be accepted. Default:
+    /// what the open-file limit allows (its soft limit less 128).
+    #[arg(long, default_value_t = broker::default_max_connections())]
     max_connections: usize,
+    /// Kafka's max.connections.per.ip: a connection from an address that already has this
+    /// many is closed at once. Default: unlimited.
+    #[arg(long)]
+    max_connections_per_ip: Option<usize>,
+    /// Kafka's offsets.retention.check.interval.ms: an Empty group without committed offsets
+    /// is removed this long after it became Empty.
+    #[arg(long, default_value_t = 600_000)]
+    offsets_retention_check_interval_ms: u64,
     /// Kafka's connections.max.idle.ms: a connection that starts no request for this long is
     /// closed.
     #[arg(long, default_value_t = 600_000)]
@@ -157,6 +166,8 @@ impl Args {
             offsets_retention_minutes: self.offsets_retention_minutes,
             max_frame_bytes: self.max_frame_bytes,
             max_connections: self.max_connections,
+            max_connections_per_ip: self.max_connections_per_ip.unwrap_or(usize::MAX),
+            offsets_retention_check_interval_ms: self.offsets_retention_check_interval_ms,
             connections_max_idle_ms: self.connections_max_idle_ms,
             request_timeout_ms: self.request_timeout_ms,
             group_consumer_assignors: self.group_consumer_assignors,

@@ -186,3 +186,44 @@ async fn a_decompression_bomb_is_refused_at_its_bound() {
     .await;
     assert_eq!((error, base), (0, 0));
 }
+
+/// `--max-connections-per-ip`: a connection past the limit from one address is closed at
+/// once; the others are served, and a slot freed is taken again.
+#[tokio::test]
+async fn connections_past_the_per_address_limit_are_closed() {
+    let broker = TestBroker::with(broker::BrokerConfig {
+        max_connections_per_ip: 2,
+        ..config()
+    })
+    .await;
+    let mut a = broker.client().await;
+    let mut b = broker.client().await;
+    for c in [&mut a, &mut b] {
+        assert_eq!(
+            c.call(&ApiVersionsRequest::default(), 3).await.error_code,
+            0
+        );
+    }
+    let mut third = broker.client().await;
+    assert!(
+        third.is_closed().await,
+        "the third from 127.0.0.1 is closed"
+    );
+    drop(a);
+    // The freed slot is taken again (bounded: the first close may still be under way).
+    bounded("a slot frees up", async {
+        loop {
+            let mut again = broker.client().await;
+            again.send(&ApiVersionsRequest::default(), 3).await;
+            if again.read_frame().await.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        b.call(&ApiVersionsRequest::default(), 3).await.error_code,
+        0
+    );
+}

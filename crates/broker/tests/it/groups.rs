@@ -424,3 +424,33 @@ async fn the_empty_group_id_is_a_group_id_like_any_other() {
     let r = c.call(&offset_fetch("", &[0]), 1).await;
     assert_eq!(fetched(&r), [-1], "deleted with its offsets");
 }
+
+/// `--offsets-retention-check-interval-ms`: an Empty group without committed offsets is gone
+/// from ListGroups that long after its last member left (Kafka removes it at its next check).
+#[tokio::test]
+async fn an_empty_group_without_offsets_is_removed_after_the_check_interval() {
+    let broker = TestBroker::with(broker::BrokerConfig {
+        offsets_retention_check_interval_ms: 200,
+        group_initial_rebalance_delay_ms: 0,
+        ..config()
+    })
+    .await;
+    let mut c = broker.client().await;
+    let joined = join(&mut c, "fleeting").await;
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(GroupId(s("fleeting")))
+        .with_member_id(joined.member_id.clone());
+    assert_eq!(c.call(&leave, 1).await.error_code, 0);
+    let listed =
+        |r: &ListGroupsResponse| r.groups.iter().any(|g| g.group_id.as_str() == "fleeting");
+    assert!(
+        listed(&c.call(&ListGroupsRequest::default(), 4).await),
+        "Empty, still listed"
+    );
+    bounded("the empty group is removed", async {
+        while listed(&c.call(&ListGroupsRequest::default(), 4).await) {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
