@@ -71,17 +71,20 @@ pub(crate) fn parse_request(mut frame: Bytes) -> Incoming {
         return Incoming::UnsupportedVersion { header, entry };
     }
     match entry.decode(&mut frame, version) {
-        Ok(_) if frame.has_remaining() => Incoming::Reject {
-            reason: format!(
-                "{key:?} v{version}: {} trailing bytes after the request body",
-                frame.remaining()
-            ),
-        },
-        Ok(request) => Incoming::Request {
-            header,
-            key,
-            request,
-        },
+        Ok(request) => {
+            if frame.has_remaining() {
+                // Kafka parses the body and ignores what follows it; librdkafka 2.16's
+                // Metadata v12 for every topic carries three bytes past the body (it writes
+                // IncludeClusterAuthorizedOperations, gone since v11, and a tagged field), so
+                // refusing them would break `list_topics()`.
+                tracing::debug!(api = ?key, version, trailing = frame.remaining(), "bytes after the request body ignored");
+            }
+            Incoming::Request {
+                header,
+                key,
+                request,
+            }
+        }
         Err(e) => Incoming::Reject {
             reason: format!("{key:?} v{version}: malformed request body: {e}"),
         },
