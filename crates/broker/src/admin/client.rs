@@ -32,6 +32,8 @@ const SPOKEN: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetCommit, 2, 8),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    // Consumer-protocol groups (KIP-848), which DescribeGroups does not describe.
+    (ApiKey::ConsumerGroupDescribe, 0, 0),
 ];
 
 fn api_name(key: ApiKey) -> &'static str {
@@ -45,6 +47,7 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::OffsetCommit => "OffsetCommit",
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::OffsetDelete => "OffsetDelete",
+        ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
         ApiKey::ApiVersions => "ApiVersions",
         _ => "a request",
     }
@@ -114,6 +117,11 @@ impl Client {
             }
         }
         Err(unreachable(last))
+    }
+
+    /// Whether the broker and this tool share a version of `key`.
+    pub(crate) fn supports(&self, key: ApiKey) -> bool {
+        negotiate(key, &self.versions).is_ok()
     }
 
     async fn api_versions(&mut self) -> Result<(), AdminError> {

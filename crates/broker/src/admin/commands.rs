@@ -146,8 +146,14 @@ async fn describe(
                 let coordinator = source.coordinator(&info.group).await?;
                 let (g, n) = (&info.group, info.members.len());
                 if p.json() {
-                    let v =
-                        report::state_json(g, coordinator.as_ref(), &info.protocol, &info.state, n);
+                    let v = report::state_json(
+                        g,
+                        coordinator.as_ref(),
+                        &info.protocol,
+                        &info.state,
+                        n,
+                        info.epochs,
+                    );
                     p.object(&v)?;
                 } else {
                     let lines = report::state_lines(

@@ -223,6 +223,9 @@ pub(crate) struct MemberColumns {
     host: usize,
     client: usize,
     verbose: bool,
+    /// A consumer-protocol group (KIP-848): verbose rows show each member's epoch, current
+    /// and target assignments (Kafka 4's CURRENT-EPOCH … TARGET-ASSIGNMENT), this wide.
+    epochs: Option<usize>,
 }
 
 impl MemberColumns {
@@ -242,10 +245,24 @@ impl MemberColumns {
             host: width(15, members.iter().map(|m| m.host.as_str())),
             client: width(15, members.iter().map(|m| m.client_id.as_str())),
             verbose,
+            epochs: members.iter().any(|m| m.epochs.is_some()).then(|| {
+                let texts: Vec<String> = members
+                    .iter()
+                    .map(|m| assignment_text(&m.assignment))
+                    .collect();
+                width(18, texts.iter().map(String::as_str))
+            }),
         }
     }
 
     pub(crate) fn header(&self) -> String {
+        let last = match self.epochs {
+            Some(w) => format!(
+                "{:<15} {:<w$} {:<15} {}",
+                "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"
+            ),
+            None => "ASSIGNMENT".to_string(),
+        };
         self.format(
             "GROUP",
             "CONSUMER-ID",
@@ -253,11 +270,22 @@ impl MemberColumns {
             "HOST",
             "CLIENT-ID",
             "#PARTITIONS",
-            "ASSIGNMENT",
+            &last,
         )
     }
 
     pub(crate) fn row(&self, group: &str, m: &Member) -> String {
+        let current = assignment_text(&m.assignment);
+        let last = match (self.epochs, &m.epochs) {
+            (Some(w), Some(e)) => format!(
+                "{:<15} {current:<w$} {:<15} {}",
+                e.current,
+                e.target_epoch,
+                assignment_text(&e.target)
+            ),
+            (Some(w), None) => format!("{:<15} {current:<w$} {:<15} -", "-", "-"),
+            (None, _) => current,
+        };
         self.format(
             group,
             &m.id,
@@ -265,7 +293,7 @@ impl MemberColumns {
             &m.host,
             &m.client_id,
             &m.assignment.len().to_string(),
-            &assignment_text(&m.assignment),
+            &last,
         )
     }
 
@@ -306,6 +334,11 @@ pub(crate) fn member_json(group: &str, m: &Member) -> Value {
         "assignment": m.assignment.iter()
             .map(|tp| json!({"topic": tp.topic(), "partition": tp.partition()}))
             .collect::<Vec<_>>(),
+        "current_epoch": m.epochs.as_ref().map(|e| e.current),
+        "target_epoch": m.epochs.as_ref().map(|e| e.target_epoch),
+        "target_assignment": m.epochs.as_ref().map(|e| e.target.iter()
+            .map(|tp| json!({"topic": tp.topic(), "partition": tp.partition()}))
+            .collect::<Vec<_>>()),
     })
 }
 
@@ -356,6 +389,7 @@ pub(crate) fn state_json(
     strategy: &str,
     state: &str,
     members: usize,
+    epochs: Option<(i32, i32)>,
 ) -> Value {
     json!({
         "group": group,
@@ -363,6 +397,8 @@ pub(crate) fn state_json(
         "assignment_strategy": (!strategy.is_empty()).then_some(strategy),
         "state": state,
         "members": members,
+        "group_epoch": epochs.map(|e| e.0),
+        "target_assignment_epoch": epochs.map(|e| e.1),
     })
 }
 
@@ -428,6 +464,7 @@ mod tests {
 
     fn member(id: &str, host: &str, client: &str, parts: &[(&str, u32)]) -> Member {
         Member {
+            epochs: None,
             id: id.into(),
             instance_id: None,
             client_id: client.into(),

@@ -49,6 +49,19 @@ pub(crate) struct Member {
     pub(crate) assignment: Vec<TopicPartition>,
     /// The topics it subscribes to, when known (a Stable consumer group).
     pub(crate) subscription: Option<Vec<String>>,
+    /// A consumer-protocol member's (KIP-848) epochs and target, from ConsumerGroupDescribe.
+    pub(crate) epochs: Option<MemberEpochs>,
+}
+
+/// What ConsumerGroupDescribe adds for a consumer-protocol member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MemberEpochs {
+    /// The member epoch (its current assignment's).
+    pub(crate) current: i32,
+    /// The group's target assignment epoch.
+    pub(crate) target_epoch: i32,
+    /// The member's target assignment, sorted.
+    pub(crate) target: Vec<TopicPartition>,
 }
 
 /// A group as DescribeGroups tells it; state `Dead` for a group that does not exist.
@@ -60,6 +73,8 @@ pub(crate) struct GroupInfo {
     /// The assignment strategy (set by the broker only while Stable).
     pub(crate) protocol: String,
     pub(crate) members: Vec<Member>,
+    /// A consumer-protocol group's (KIP-848) group epoch and target assignment epoch.
+    pub(crate) epochs: Option<(i32, i32)>,
 }
 
 impl GroupInfo {
@@ -442,6 +457,7 @@ impl BrokerSource {
                         protocol_type: String::new(),
                         protocol: String::new(),
                         members: Vec::new(),
+                        epochs: None,
                     },
                     code => {
                         return Err(broker_error(
@@ -452,6 +468,23 @@ impl BrokerSource {
                     }
                 };
                 answers.insert(group, info);
+            }
+            // A consumer-protocol group (KIP-848) is "Dead" to DescribeGroups, as in Kafka 4:
+            // ask ConsumerGroupDescribe about those, as Kafka's Admin client does.
+            let dead: Vec<String> = names
+                .iter()
+                .filter(|g| answers.get(*g).is_some_and(|i| !i.exists()))
+                .cloned()
+                .collect();
+            if !dead.is_empty() && client.supports(ApiKey::ConsumerGroupDescribe) {
+                let request = ConsumerGroupDescribeRequest::default()
+                    .with_group_ids(dead.iter().map(|g| GroupId(s(g))).collect());
+                let (r, _) = client.call(&request).await?;
+                for d in r.groups {
+                    if d.error_code == 0 {
+                        answers.insert(d.group_id.to_string(), consumer_described(d));
+                    }
+                }
             }
         }
         groups
@@ -798,6 +831,7 @@ fn described(d: describe_groups_response::DescribedGroup) -> GroupInfo {
                 host: m.client_host.to_string(),
                 assignment,
                 subscription,
+                epochs: None,
             }
         })
         .collect();
@@ -807,6 +841,57 @@ fn described(d: describe_groups_response::DescribedGroup) -> GroupInfo {
         protocol_type: d.protocol_type.to_string(),
         protocol: d.protocol_data.to_string(),
         members,
+        epochs: None,
+    }
+}
+
+/// A consumer-protocol group as ConsumerGroupDescribe tells it: its assignor as the strategy,
+/// members with their current and target assignments (topics by the names the answer gives).
+fn consumer_described(d: consumer_group_describe_response::DescribedGroup) -> GroupInfo {
+    let partitions = |a: &consumer_group_describe_response::Assignment| {
+        let mut out: Vec<TopicPartition> = a
+            .topic_partitions
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().filter_map(move |&p| {
+                    u32::try_from(p)
+                        .ok()
+                        .map(|p| TopicPartition::new(t.topic_name.as_str(), p))
+                })
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let members = d
+        .members
+        .iter()
+        .map(|m| Member {
+            id: m.member_id.to_string(),
+            instance_id: m.instance_id.as_ref().map(|i| i.to_string()),
+            client_id: m.client_id.to_string(),
+            host: m.client_host.to_string(),
+            assignment: partitions(&m.assignment),
+            subscription: Some(
+                m.subscribed_topic_names
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect(),
+            ),
+            epochs: Some(MemberEpochs {
+                current: m.member_epoch,
+                target_epoch: d.assignment_epoch,
+                target: partitions(&m.target_assignment),
+            }),
+        })
+        .collect();
+    GroupInfo {
+        group: d.group_id.to_string(),
+        state: d.group_state.to_string(),
+        protocol_type: CONSUMER.to_string(),
+        protocol: d.assignor_name.to_string(),
+        members,
+        epochs: Some((d.group_epoch, d.assignment_epoch)),
     }
 }
 
@@ -902,6 +987,7 @@ impl DataDirSource {
                 protocol_type: record.map(|r| r.protocol_type.clone()).unwrap_or_default(),
                 protocol: record.and_then(|r| r.protocol.clone()).unwrap_or_default(),
                 members: Vec::new(),
+                epochs: None,
             });
         }
         Ok(infos)

@@ -287,8 +287,13 @@ async fn describe(call: &Call<'_>, request: DescribeGroupsRequest) -> DescribeGr
                     )
             }
             // DescribeGroups v0-5: an unknown group is "Dead", without an error (v6+ would
-            // say GROUP_ID_NOT_FOUND).
+            // say GROUP_ID_NOT_FOUND). So is a consumer-protocol group (KIP-848): Kafka 4's
+            // DescribeGroups describes classic groups only ("Group … is not a classic
+            // group."); ConsumerGroupDescribe describes the others.
             Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND => {
+                described.with_group_state(s(GroupState::Dead.as_str()))
+            }
+            Err(_) if call.context.coordinator.group_kind(&group) == Some(GroupKind::Consumer) => {
                 described.with_group_state(s(GroupState::Dead.as_str()))
             }
             Err(e) => described.with_error_code(code(&e)),

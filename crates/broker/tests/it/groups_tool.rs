@@ -771,3 +771,50 @@ async fn json_describe_shows_the_metadata_committed_with_each_offset() {
         .collect();
     assert_eq!(metadata, [(0, Some("checkpoint-4")), (1, Some(""))]);
 }
+
+/// A consumer-protocol group (KIP-848), which DescribeGroups answers Dead as Kafka 4 does, is
+/// described through ConsumerGroupDescribe: `--members --verbose` shows each member's epoch
+/// and current and target assignments (Kafka 4's columns), `--state` its assignor.
+#[tokio::test]
+async fn a_consumer_protocol_group_is_described_with_epochs_and_targets() {
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    let broker = Broker::start(TOPICS).await;
+    let mut c = broker.client("kip848").await;
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let join = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("modern")))
+        .with_member_id(s("member-1"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("orders"))]))
+        .with_topic_partitions(Some(Vec::new()));
+    let r = c.call(&join, 1).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let epoch = r.member_epoch;
+    let members = on(
+        &broker,
+        &["--describe", "--group", "modern", "--members", "--verbose"],
+    )
+    .await;
+    let text = members.ok();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    assert!(
+        lines[0].contains("CURRENT-EPOCH")
+            && lines[0].contains("CURRENT-ASSIGNMENT")
+            && lines[0].contains("TARGET-EPOCH")
+            && lines[0].contains("TARGET-ASSIGNMENT"),
+        "{text}"
+    );
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(row[0], "modern", "{text}");
+    assert_eq!(row[1], "member-1", "{text}");
+    assert_eq!(row[4], "3", "#PARTITIONS: {text}");
+    assert_eq!(row[5], epoch.to_string(), "{text}");
+    assert_eq!(row[6], "orders(0,1,2)", "{text}");
+    assert_eq!(row[8], "orders(0,1,2)", "{text}");
+    let state = on(&broker, &["--describe", "--group", "modern", "--state"]).await;
+    assert!(state.ok().contains("uniform"), "{}", state.ok());
+    assert!(state.ok().contains("Stable"), "{}", state.ok());
+    broker.stop().await;
+}
