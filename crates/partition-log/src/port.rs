@@ -30,6 +30,30 @@ pub trait PartitionLog: TopicMetadata + fmt::Debug + Send + Sync {
     /// `TOPIC_ALREADY_EXISTS`; nothing changes on error.
     async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), LogError>;
 
+    /// Deletes `name` and its records, waking the readers waiting on [`appends`]
+    /// (Self::appends), so a long poll on it answers at once. Error:
+    /// `UNKNOWN_TOPIC_OR_PARTITION`. The default refuses: a log that cannot delete topics
+    /// answers `INVALID_ARGUMENT` (which a wire front reports as `INVALID_REQUEST`).
+    async fn delete_topic(&self, name: &str) -> Result<(), LogError> {
+        Err(LogError::InvalidArgument {
+            what: "topic deletion",
+            reason: format!("this log cannot delete topics (asked to delete `{name}`)"),
+        })
+    }
+
+    /// Grows `name` to `partitions` empty-started partitions. Errors:
+    /// `UNKNOWN_TOPIC_OR_PARTITION`; `INVALID_PARTITIONS` unless the count grows (and stays
+    /// within [`coordinator_core::MAX_PARTITIONS_PER_TOPIC`]); nothing changes on error. The
+    /// default refuses with `INVALID_ARGUMENT`, as [`delete_topic`](Self::delete_topic)'s.
+    async fn create_partitions(&self, name: &str, partitions: u32) -> Result<(), LogError> {
+        Err(LogError::InvalidArgument {
+            what: "partition creation",
+            reason: format!(
+                "this log cannot add partitions (asked to grow `{name}` to {partitions})"
+            ),
+        })
+    }
+
     /// The names and partition counts of every topic, sorted by name.
     async fn topics(&self) -> Result<Vec<(String, u32)>, LogError>;
 
@@ -81,6 +105,14 @@ impl PartitionLog for MemoryLog {
         Ok(MemoryLog::topics(self))
     }
 
+    async fn delete_topic(&self, name: &str) -> Result<(), LogError> {
+        MemoryLog::delete_topic(self, name)
+    }
+
+    async fn create_partitions(&self, name: &str, partitions: u32) -> Result<(), LogError> {
+        MemoryLog::create_partitions(self, name, partitions)
+    }
+
     async fn append_encoded(
         &self,
         tp: &TopicPartition,
@@ -122,6 +154,68 @@ mod tests {
 
     use super::*;
 
+    /// A log implementing only the required methods refuses deletion and growth clearly.
+    #[derive(Debug)]
+    struct Minimal(MemoryLog);
+
+    impl TopicMetadata for Minimal {
+        fn partition_count(&self, topic: &str) -> Option<u32> {
+            TopicMetadata::partition_count(&self.0, topic)
+        }
+    }
+
+    #[async_trait]
+    impl PartitionLog for Minimal {
+        async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), LogError> {
+            self.0.create_topic(name, partitions)
+        }
+        async fn topics(&self) -> Result<Vec<(String, u32)>, LogError> {
+            Ok(self.0.topics())
+        }
+        async fn append_encoded(
+            &self,
+            tp: &TopicPartition,
+            records: Vec<NewRecord>,
+            encode: EncodeBatch<'_>,
+        ) -> Result<i64, LogError> {
+            self.0.append_encoded(tp, records, encode)
+        }
+        async fn bounds(&self, tp: &TopicPartition) -> Result<(i64, i64), LogError> {
+            self.0.bounds(tp)
+        }
+        async fn read_batches(
+            &self,
+            tp: &TopicPartition,
+            from_offset: i64,
+            max_bytes: usize,
+        ) -> Result<BatchRead, LogError> {
+            self.0.read_batches(tp, from_offset, max_bytes)
+        }
+        async fn offset_for_timestamp(
+            &self,
+            tp: &TopicPartition,
+            timestamp: i64,
+        ) -> Result<Option<(i64, i64)>, LogError> {
+            self.0.offset_for_timestamp(tp, timestamp)
+        }
+        fn appends(&self) -> watch::Receiver<u64> {
+            self.0.appends()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_default_deletion_and_growth_refuse_with_a_clear_error() {
+        let log = Minimal(MemoryLog::new());
+        log.create_topic("t", 1).await.unwrap();
+        let err = log.delete_topic("t").await.unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert!(err.to_string().contains("cannot delete topics"), "{err}");
+        let err = log.create_partitions("t", 2).await.unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert!(err.to_string().contains("cannot add partitions"), "{err}");
+        assert_eq!(log.partition_count("t"), Some(1), "nothing changed");
+    }
+
     /// The memory log behind the port answers as its own methods do.
     #[tokio::test]
     async fn the_memory_log_serves_the_port() {
@@ -150,6 +244,10 @@ mod tests {
             Some((0, 10))
         );
         assert_eq!(log.offset_for_timestamp(&tp, 11).await.unwrap(), None);
+        log.create_partitions("t", 3).await.unwrap();
+        assert_eq!(log.partition_count("t"), Some(3));
+        log.delete_topic("t").await.unwrap();
+        assert_eq!(log.partition_count("t"), None);
         let missing = TopicPartition::new("u", 0);
         assert_eq!(
             log.bounds(&missing).await.unwrap_err().kafka_code(),
