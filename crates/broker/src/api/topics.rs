@@ -267,10 +267,8 @@ async fn delete_topic(context: &Context, name: &str) -> Result<(), Refused> {
     Ok(())
 }
 
-/// Deletes every group's committed offsets of the deleted topic `name`, as Kafka does, with
-/// the coordinator's OffsetDelete: it refuses the partitions of a topic a member still
-/// subscribes to (and every partition of a non-consumer group with members), whose offsets
-/// therefore stay until the group expires; each refusal is logged.
+/// Deletes every group's committed offsets of the deleted topic `name`, as Kafka does (whatever
+/// the group's members subscribe to); a failure is logged, the topic is gone either way.
 async fn delete_committed_offsets(context: &Context, name: &str) {
     let coordinator = &context.coordinator;
     for group in coordinator.list_groups().await {
@@ -288,17 +286,12 @@ async fn delete_committed_offsets(context: &Context, name: &str) {
         if doomed.is_empty() {
             continue;
         }
-        match coordinator.offsets().delete(id, &doomed).await {
-            Ok(results) => {
-                for (tp, result) in results {
-                    if let Err(e) = result {
-                        tracing::warn!(group = id, partition = %tp, error = %e, "the offset of a deleted topic stays");
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::warn!(group = id, topic = name, error = %e, "the offsets of a deleted topic stay");
-            }
+        if let Err(e) = coordinator
+            .offsets()
+            .delete_of_deleted_topic(id, &doomed)
+            .await
+        {
+            tracing::warn!(group = id, topic = name, error = %e, "the offsets of a deleted topic stay");
         }
     }
 }

@@ -353,6 +353,26 @@ async fn deleting_a_topic_deletes_the_groups_committed_offsets_of_it() {
 }
 
 #[tokio::test]
+async fn deleting_a_topic_deletes_its_offsets_even_while_a_member_subscribes_to_it() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    // A Stable classic group whose one member subscribes to `t` (OffsetDelete would refuse
+    // GROUP_SUBSCRIBED_TO_TOPIC; Kafka deletes a deleted topic's offsets regardless).
+    let joined = crate::groups::join(&mut c, "g").await;
+    let mine = crate::groups::assignment("t", &[0, 1]);
+    let request = crate::groups::sync_request("g", &joined, &[(joined.member_id.as_str(), mine)]);
+    assert_eq!(c.call(&request, 3).await.error_code, 0);
+    let r = c
+        .call(&commit("g", &joined.member_id, 1, &[("t", 0, 5)]), 3)
+        .await;
+    assert_eq!(commit_codes(&r), [0]);
+    let r = c.call(&delete_by_name(&["t"]), 5).await;
+    assert_eq!(r.responses[0].error_code, 0);
+    let r = c.call(&offset_fetch("g", &[0]), 3).await;
+    assert_eq!(fetched(&r), [-1]);
+}
+
+#[tokio::test]
 async fn a_waiting_fetch_on_a_deleted_topic_is_answered_unknown_topic() {
     let broker = TestBroker::start().await;
     let mut waiter = broker.client().await;
