@@ -14,10 +14,10 @@ use crate::shutdown::Shutdown;
 /// Kafka's "authorized operations not asked for" value.
 const NOT_ASKED: i32 = i32::MIN;
 
-/// Every operation on a cluster (Kafka's `AclOperation` codes: ALTER 7, ALTER_CONFIGS 11,
-/// CLUSTER_ACTION 9, CREATE 4, DESCRIBE 8, DESCRIBE_CONFIGS 10, IDEMPOTENT_WRITE 12) as a bit
-/// set: there are no ACLs here, so every client may do each.
-const CLUSTER_OPERATIONS: i32 = 1 << 4 | 1 << 7 | 1 << 8 | 1 << 9 | 1 << 10 | 1 << 11 | 1 << 12;
+/// Every operation on a cluster (Kafka's `AclOperation` codes: CREATE 5, ALTER 7,
+/// DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12) as
+/// a bit set: there are no ACLs here, so every client may do each.
+const CLUSTER_OPERATIONS: i32 = 1 << 5 | 1 << 7 | 1 << 8 | 1 << 9 | 1 << 10 | 1 << 11 | 1 << 12;
 
 fn describe_cluster(call: &Call<'_>, request: &DescribeClusterRequest) -> DescribeClusterResponse {
     let context = call.context;

@@ -739,4 +739,12 @@ async fn describe_cluster_names_this_broker_as_the_controller() {
         assert_eq!(r.brokers[0].port, i32::from(broker.addr.port()));
         assert_eq!(r.cluster_authorized_operations, i32::MIN, "not asked");
     }
+    let asked = DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
+    let r = c.call(&asked, 1).await;
+    // Every cluster operation: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
+    // DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+    let ops: Vec<u32> = (0..32)
+        .filter(|bit| r.cluster_authorized_operations & (1 << bit) != 0)
+        .collect();
+    assert_eq!(ops, [5, 7, 8, 9, 10, 11, 12]);
 }
