@@ -63,13 +63,23 @@ struct NewTopic {
 }
 
 /// Checks one CreateTopics entry as Kafka does, in Kafka's order.
-fn check_new_topic(context: &Context, topic: &CreatableTopic) -> Result<NewTopic, Refused> {
+async fn check_new_topic(context: &Context, topic: &CreatableTopic) -> Result<NewTopic, Refused> {
     let name = topic.name.0.as_str();
     validate_topic_name(name).map_err(|e| refused_by_log(&e))?;
     if context.log.partition_count(name).is_some() {
         return Err(Refused::new(
             codes::TOPIC_ALREADY_EXISTS,
             format!("Topic '{name}' already exists."),
+        ));
+    }
+    // Kafka refuses a name equal to an existing one once `.` reads as `_` (their metric names
+    // collide); checked here too so that `validate_only` answers as the creation would.
+    let metric = name.replace('.', "_");
+    let topics = context.log.topics().await.map_err(|e| refused_by_log(&e))?;
+    if let Some((other, _)) = topics.iter().find(|(t, _)| t.replace('.', "_") == metric) {
+        return Err(Refused::new(
+            codes::INVALID_TOPIC_EXCEPTION,
+            format!("Topic '{name}' collides with existing topic '{other}': `.` and `_` collide."),
         ));
     }
     if !topic.assignments.is_empty() {
@@ -136,7 +146,7 @@ async fn create_topics(call: &Call<'_>, request: CreateTopicsRequest) -> CreateT
         let outcome = if twice.contains(name) {
             Err(duplicate_refusal("CreateTopics"))
         } else {
-            match check_new_topic(context, topic) {
+            match check_new_topic(context, topic).await {
                 Ok(new) if request.validate_only => Ok(new),
                 Ok(new) => match context.log.create_topic(name, new.partitions).await {
                     Ok(()) => {

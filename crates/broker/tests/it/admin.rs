@@ -175,6 +175,12 @@ async fn create_topics_refuses_invalid_names_with_invalid_topic_exception() {
     c.call(&create(vec![new_topic("a.b", 1, 1)]), 7).await;
     let r = c.call(&create(vec![new_topic("a_b", 1, 1)]), 7).await;
     assert_eq!(create_codes(&r), [17]);
+    let dry = create(vec![new_topic("a_b", 1, 1)]).with_validate_only(true);
+    assert_eq!(
+        create_codes(&c.call(&dry, 7).await),
+        [17],
+        "validate_only too"
+    );
 }
 
 #[tokio::test]
