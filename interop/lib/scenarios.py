@@ -754,3 +754,57 @@ def group_rules_raw(ctx):
     finally:
         a.close()
         b.close()
+
+
+# -------------------------------------------------------------------------------------------
+# 12. confluent-kafka's AdminClient on topics: create, describe, alter, grow, delete
+
+@scenario("admin-topics-confluent", budget=90,
+          mock_note="against the mock (librdkafka 2.16) the AdminClient's first create_topics does not "
+                    "complete within 15 s")
+def admin_topics(ctx):
+    spec = ctx.spec(prefix="adt")
+    r = subprocess.run([python_exe(), os.path.join(INTEROP, "workers", "admin_topics.py"), json.dumps(spec)],
+                       capture_output=True, timeout=ctx.left(60))
+    with open(os.path.join(ctx.dir, "admin_topics.log"), "ab") as f:
+        f.write(r.stderr)
+    if r.returncode != 0:
+        raise Failed("admin client failed (exit %d): %s"
+                     % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
+    out = json.loads(r.stdout)
+    ctx.note("admin outcomes: %s" % out)
+
+    def expect(key, want):
+        ctx.check(out.get(key) == want, "%s: %s, expected %s" % (key, out.get(key), want))
+
+    expect("create", {"adt-orders": "ok", "adt-default": "ok", "adt bad name": "TOPIC_EXCEPTION",
+                      "adt-rf3": "INVALID_REPLICATION_FACTOR", "adt-badcfg": "INVALID_CONFIG"})
+    expect("create_again", {"adt-orders": "TOPIC_ALREADY_EXISTS"})
+    expect("validate_only", {"adt-dry": "ok"})
+    default_count = int(out["broker_configs"]["num.partitions"][0])
+    expect("partitions", {"adt-orders": 3, "adt-default": default_count, "adt-dry": None, "adt-rf3": None})
+    expect("cluster", {"id": "consumer-groups-broker", "controller": 0, "nodes": [0]})
+    defaults = {"retention.ms": "604800000", "cleanup.policy": "delete", "max.message.bytes": "1048588",
+                "segment.bytes": "1073741824", "min.insync.replicas": "1", "retention.bytes": "-1",
+                "compression.type": "producer"}
+    expect("default_configs", {k: [v, "DEFAULT_CONFIG"] for k, v in defaults.items()})
+    expect("configs", dict({k: [v, "DEFAULT_CONFIG"] for k, v in defaults.items()},
+                           **{"retention.ms": ["60000", "DYNAMIC_TOPIC_CONFIG"],
+                              "cleanup.policy": ["compact", "DYNAMIC_TOPIC_CONFIG"]}))
+    ctx.check(out["broker_configs"]["num.partitions"][1] == "STATIC_BROKER_CONFIG",
+              "the broker's num.partitions: %s" % out["broker_configs"]["num.partitions"])
+    expect("alter", {"adt-orders": "ok"})
+    expect("alter_append", {"adt-orders": "INVALID_REQUEST"})
+    expect("alter_unknown", {"adt-orders": "INVALID_CONFIG"})
+    expect("configs_after_alter", {"retention.ms": ["120000", "DYNAMIC_TOPIC_CONFIG"],
+                                   "cleanup.policy": ["delete", "DEFAULT_CONFIG"]})
+    expect("grow", {"adt-orders": "ok"})
+    expect("shrink", {"adt-orders": "INVALID_PARTITIONS"})
+    expect("grow_missing", {"adt-missing": "UNKNOWN_TOPIC_OR_PART"})
+    expect("partitions_after_grow", 5)
+    expect("produced_to_new_partition", [0])
+    expect("committed_before_delete", [1])
+    expect("delete", {"adt-orders": "ok", "adt-never": "UNKNOWN_TOPIC_OR_PART"})
+    expect("partitions_after_delete", None)
+    expect("committed_after_delete", [-1001])  # librdkafka's OFFSET_INVALID: no committed offset
+    expect("delete_default", {"adt-default": "ok"})

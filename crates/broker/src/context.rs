@@ -10,6 +10,7 @@ use uuid::Uuid;
 use coordinator_core::{Clock, Coordinator, LogError, TopicMetadata};
 use partition_log::PartitionLog;
 
+use crate::api::topic_configs::TopicConfigs;
 use crate::config::BrokerConfig;
 
 /// The broker's node id in Metadata and FindCoordinator (a single broker, as in a Kafka
@@ -38,6 +39,9 @@ pub(crate) struct Context {
     pub(crate) host: String,
     pub(crate) port: i32,
     pub(crate) cluster_id: String,
+    /// The configs clients set on topics (CreateTopics, AlterConfigs), in memory: the one
+    /// place they live (see [`TopicConfigs`] for the seam a durable log persists them at).
+    pub(crate) topic_configs: TopicConfigs,
     next_producer_id: AtomicI64,
 }
 
@@ -59,6 +63,7 @@ impl Context {
             host,
             port: i32::from(port),
             cluster_id: "consumer-groups-broker".to_string(),
+            topic_configs: TopicConfigs::default(),
             next_producer_id: AtomicI64::new(first_pid),
         }
     }

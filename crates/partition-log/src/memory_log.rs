@@ -248,6 +248,47 @@ impl MemoryLog {
         self.read().get(topic).map(|t| t.id)
     }
 
+    /// Deletes `name` and every record of it, as Kafka's DeleteTopics. Readers waiting for
+    /// appends are woken, so a long poll on the topic answers at once (its next read finds
+    /// the topic gone).
+    ///
+    /// Error: `UNKNOWN_TOPIC_OR_PARTITION` (naming the topic's partition 0).
+    pub fn delete_topic(&self, name: &str) -> Result<(), LogError> {
+        let removed = self.write().remove(name);
+        if removed.is_none() {
+            return Err(unknown(&TopicPartition::new(name, 0)));
+        }
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(())
+    }
+
+    /// Grows `name` to `partitions` partitions, adding empty ones (Kafka's CreatePartitions;
+    /// partitions are never removed).
+    ///
+    /// Errors: `UNKNOWN_TOPIC_OR_PARTITION`; `INVALID_PARTITIONS` unless `partitions` is above
+    /// the current count and at most [`coordinator_core::MAX_PARTITIONS_PER_TOPIC`]. Nothing
+    /// changes on error.
+    pub fn create_partitions(&self, name: &str, partitions: u32) -> Result<(), LogError> {
+        {
+            let mut topics = self.write();
+            let parts = topics
+                .get_mut(name)
+                .ok_or_else(|| unknown(&TopicPartition::new(name, 0)))?;
+            let current = count_u32(parts.len());
+            if partitions <= current || partitions > coordinator_core::MAX_PARTITIONS_PER_TOPIC {
+                return Err(LogError::InvalidPartitions {
+                    topic: name.to_string(),
+                    partitions,
+                });
+            }
+            parts
+                .partitions
+                .resize_with(partitions as usize, Partition::default);
+        }
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(())
+    }
+
     /// The names and partition counts of every topic, sorted by name.
     pub fn topics(&self) -> Vec<(String, u32)> {
         self.read()
@@ -570,6 +611,63 @@ mod tests {
 
     fn offsets(records: &[Record]) -> Vec<i64> {
         records.iter().map(|r| r.offset).collect()
+    }
+
+    #[tokio::test]
+    async fn delete_topic_removes_its_records_and_wakes_readers() {
+        let log = log_with(3);
+        let mut appends = log.appends();
+        appends.borrow_and_update();
+        log.delete_topic("t").unwrap();
+        assert!(appends.has_changed().unwrap(), "waiting readers are woken");
+        assert_eq!(TopicMetadata::partition_count(&log, "t"), None);
+        assert_eq!(log.bounds(&tp(0)).unwrap_err().kafka_code(), Some(3));
+        assert_eq!(
+            log.delete_topic("t").unwrap_err().code(),
+            "UNKNOWN_TOPIC_OR_PARTITION"
+        );
+        // The name is free again, and the new topic starts empty.
+        log.create_topic("t", 1).unwrap();
+        assert_eq!(log.bounds(&tp(0)).unwrap(), (0, 0));
+    }
+
+    #[test]
+    fn create_partitions_only_grows_and_keeps_the_records() {
+        let log = log_with(2);
+        log.create_partitions("t", 4).unwrap();
+        assert_eq!(TopicMetadata::partition_count(&log, "t"), Some(4));
+        assert_eq!(log.bounds(&tp(0)).unwrap(), (0, 2), "records kept");
+        assert_eq!(log.bounds(&tp(3)).unwrap(), (0, 0), "new partitions empty");
+        for n in [4, 3, 0, coordinator_core::MAX_PARTITIONS_PER_TOPIC + 1] {
+            let err = log.create_partitions("t", n).unwrap_err();
+            assert_eq!(err.code(), "INVALID_PARTITIONS", "{n}");
+        }
+        assert_eq!(
+            TopicMetadata::partition_count(&log, "t"),
+            Some(4),
+            "nothing changed"
+        );
+        assert_eq!(
+            log.create_partitions("u", 2).unwrap_err().kafka_code(),
+            Some(3)
+        );
+    }
+
+    #[test]
+    fn create_topic_refuses_bad_requests_and_changes_nothing() {
+        let log = MemoryLog::new();
+        log.create_topic("a.b", 1).unwrap();
+        let cases = [
+            ("a.b", 3, "TOPIC_ALREADY_EXISTS", Some(36)),
+            ("a_b", 1, "INVALID_TOPIC_EXCEPTION", Some(17)),
+            ("c", 0, "INVALID_PARTITIONS", Some(37)),
+            ("..", 1, "INVALID_TOPIC_EXCEPTION", Some(17)),
+        ];
+        for (name, parts, code, kafka) in cases {
+            let err = log.create_topic(name, parts).expect_err(name);
+            assert_eq!((err.code(), err.kafka_code()), (code, kafka), "{name}");
+        }
+        assert_eq!(log.topics(), [("a.b".to_string(), 1)]);
     }
 
     #[tokio::test]

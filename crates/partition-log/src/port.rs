@@ -31,6 +31,30 @@ pub trait PartitionLog: TopicMetadata + fmt::Debug + Send + Sync {
     /// `TOPIC_ALREADY_EXISTS`; nothing changes on error.
     async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), LogError>;
 
+    /// Deletes `name` and its records, waking the readers waiting on [`appends`]
+    /// (Self::appends), so a long poll on it answers at once. Error:
+    /// `UNKNOWN_TOPIC_OR_PARTITION`. The default refuses: a log that cannot delete topics
+    /// answers `INVALID_ARGUMENT` (which a wire front reports as `INVALID_REQUEST`).
+    async fn delete_topic(&self, name: &str) -> Result<(), LogError> {
+        Err(LogError::InvalidArgument {
+            what: "topic deletion",
+            reason: format!("this log cannot delete topics (asked to delete `{name}`)"),
+        })
+    }
+
+    /// Grows `name` to `partitions` empty-started partitions. Errors:
+    /// `UNKNOWN_TOPIC_OR_PARTITION`; `INVALID_PARTITIONS` unless the count grows (and stays
+    /// within [`coordinator_core::MAX_PARTITIONS_PER_TOPIC`]); nothing changes on error. The
+    /// default refuses with `INVALID_ARGUMENT`, as [`delete_topic`](Self::delete_topic)'s.
+    async fn create_partitions(&self, name: &str, partitions: u32) -> Result<(), LogError> {
+        Err(LogError::InvalidArgument {
+            what: "partition creation",
+            reason: format!(
+                "this log cannot add partitions (asked to grow `{name}` to {partitions})"
+            ),
+        })
+    }
+
     /// The names and partition counts of every topic, sorted by name.
     async fn topics(&self) -> Result<Vec<(String, u32)>, LogError>;
 
@@ -90,6 +114,14 @@ impl PartitionLog for MemoryLog {
         Ok(MemoryLog::topics(self))
     }
 
+    async fn delete_topic(&self, name: &str) -> Result<(), LogError> {
+        MemoryLog::delete_topic(self, name)
+    }
+
+    async fn create_partitions(&self, name: &str, partitions: u32) -> Result<(), LogError> {
+        MemoryLog::create_partitions(self, name, partitions)
+    }
+
     async fn append_encoded(
         &self,
         tp: &TopicPartition,
@@ -129,4 +161,112 @@ impl PartitionLog for MemoryLog {
     }
 }
 
-// The port's behaviour tests, run on every implementation, are in `port_tests.rs`.
+// The port's behaviour tests, run on every implementation, are in `port_tests.rs`; these are
+// the port's own defaults and the memory log's deletion and growth.
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// A log implementing only the required methods refuses deletion and growth clearly.
+    #[derive(Debug)]
+    struct Minimal(MemoryLog);
+
+    impl TopicMetadata for Minimal {
+        fn partition_count(&self, topic: &str) -> Option<u32> {
+            TopicMetadata::partition_count(&self.0, topic)
+        }
+    }
+
+    #[async_trait]
+    impl PartitionLog for Minimal {
+        async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), LogError> {
+            self.0.create_topic(name, partitions)
+        }
+        async fn topics(&self) -> Result<Vec<(String, u32)>, LogError> {
+            Ok(self.0.topics())
+        }
+        async fn append_encoded(
+            &self,
+            tp: &TopicPartition,
+            records: Vec<NewRecord>,
+            encode: EncodeBatch<'_>,
+        ) -> Result<i64, LogError> {
+            self.0.append_encoded(tp, records, encode)
+        }
+        async fn bounds(&self, tp: &TopicPartition) -> Result<(i64, i64), LogError> {
+            self.0.bounds(tp)
+        }
+        async fn read_batches(
+            &self,
+            tp: &TopicPartition,
+            from_offset: i64,
+            max_bytes: usize,
+        ) -> Result<BatchRead, LogError> {
+            self.0.read_batches(tp, from_offset, max_bytes)
+        }
+        async fn offset_for_timestamp(
+            &self,
+            tp: &TopicPartition,
+            timestamp: i64,
+        ) -> Result<Option<(i64, i64)>, LogError> {
+            self.0.offset_for_timestamp(tp, timestamp)
+        }
+        fn appends(&self) -> watch::Receiver<u64> {
+            self.0.appends()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_default_deletion_and_growth_refuse_with_a_clear_error() {
+        let log = Minimal(MemoryLog::new());
+        log.create_topic("t", 1).await.unwrap();
+        let err = log.delete_topic("t").await.unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert!(err.to_string().contains("cannot delete topics"), "{err}");
+        let err = log.create_partitions("t", 2).await.unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert!(err.to_string().contains("cannot add partitions"), "{err}");
+        assert_eq!(log.partition_count("t"), Some(1), "nothing changed");
+    }
+
+    /// The memory log behind the port answers as its own methods do.
+    #[tokio::test]
+    async fn the_memory_log_serves_the_port() {
+        let log: Arc<dyn PartitionLog> = Arc::new(MemoryLog::new());
+        log.create_topic("t", 2).await.unwrap();
+        assert_eq!(
+            log.create_topic("t", 1).await.unwrap_err().code(),
+            "TOPIC_ALREADY_EXISTS"
+        );
+        assert_eq!(log.topics().await.unwrap(), [("t".to_string(), 2)]);
+        assert_eq!(log.partition_count("t"), Some(2), "the topic metadata");
+        let tp = TopicPartition::new("t", 1);
+        let appends = log.appends();
+        let records = vec![NewRecord::new(&b"x"[..]).timestamp(10)];
+        let base = log
+            .append_encoded(&tp, records, Box::new(|base| Bytes::from(vec![base as u8])))
+            .await
+            .unwrap();
+        assert_eq!(base, 0);
+        assert!(appends.has_changed().unwrap(), "the append is signalled");
+        assert_eq!(log.bounds(&tp).await.unwrap(), (0, 1));
+        let read = log.read_batches(&tp, 0, 1).await.unwrap();
+        assert_eq!(read.batches[0].encoded().map(|b| b.to_vec()), Some(vec![0]));
+        assert_eq!(
+            log.offset_for_timestamp(&tp, 5).await.unwrap(),
+            Some((0, 10))
+        );
+        assert_eq!(log.offset_for_timestamp(&tp, 11).await.unwrap(), None);
+        log.create_partitions("t", 3).await.unwrap();
+        assert_eq!(log.partition_count("t"), Some(3));
+        log.delete_topic("t").await.unwrap();
+        assert_eq!(log.partition_count("t"), None);
+        let missing = TopicPartition::new("u", 0);
+        assert_eq!(
+            log.bounds(&missing).await.unwrap_err().kafka_code(),
+            Some(3)
+        );
+    }
+}

@@ -227,6 +227,9 @@ mod tests {
                 ApiKey::OffsetCommit => check::<OffsetCommitRequest, OffsetCommitResponse>(lo, hi),
                 ApiKey::DeleteGroups => check::<DeleteGroupsRequest, DeleteGroupsResponse>(lo, hi),
                 ApiKey::OffsetDelete => check::<OffsetDeleteRequest, OffsetDeleteResponse>(lo, hi),
+                ApiKey::ConsumerGroupDescribe => {
+                    check::<ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse>(lo, hi)
+                }
                 other => panic!("{other:?} has no check"),
             }
         }

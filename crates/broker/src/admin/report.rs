@@ -324,7 +324,7 @@ impl MemberColumns {
 }
 
 pub(crate) fn member_json(group: &str, m: &Member) -> Value {
-    json!({
+    let mut v = json!({
         "group": group,
         "consumer_id": m.id,
         "group_instance_id": m.instance_id,
@@ -334,12 +334,21 @@ pub(crate) fn member_json(group: &str, m: &Member) -> Value {
         "assignment": m.assignment.iter()
             .map(|tp| json!({"topic": tp.topic(), "partition": tp.partition()}))
             .collect::<Vec<_>>(),
-        "current_epoch": m.epochs.as_ref().map(|e| e.current),
-        "target_epoch": m.epochs.as_ref().map(|e| e.target_epoch),
-        "target_assignment": m.epochs.as_ref().map(|e| e.target.iter()
-            .map(|tp| json!({"topic": tp.topic(), "partition": tp.partition()}))
-            .collect::<Vec<_>>()),
-    })
+    });
+    // A consumer-protocol member's epochs and target; classic members have none.
+    if let (Some(e), Some(o)) = (&m.epochs, v.as_object_mut()) {
+        o.insert("current_epoch".into(), json!(e.current));
+        o.insert("target_epoch".into(), json!(e.target_epoch));
+        o.insert(
+            "target_assignment".into(),
+            e.target
+                .iter()
+                .map(|tp| json!({"topic": tp.topic(), "partition": tp.partition()}))
+                .collect::<Vec<_>>()
+                .into(),
+        );
+    }
+    v
 }
 
 // ----- --describe --state
@@ -391,15 +400,19 @@ pub(crate) fn state_json(
     members: usize,
     epochs: Option<(i32, i32)>,
 ) -> Value {
-    json!({
+    let mut v = json!({
         "group": group,
         "coordinator": coordinator.map(|n| json!({"id": n.id, "host": n.host, "port": n.port})),
         "assignment_strategy": (!strategy.is_empty()).then_some(strategy),
         "state": state,
         "members": members,
-        "group_epoch": epochs.map(|e| e.0),
-        "target_assignment_epoch": epochs.map(|e| e.1),
-    })
+    });
+    // A consumer-protocol group's epochs; classic groups have none.
+    if let (Some((group_epoch, target)), Some(o)) = (epochs, v.as_object_mut()) {
+        o.insert("group_epoch".into(), json!(group_epoch));
+        o.insert("target_assignment_epoch".into(), json!(target));
+    }
+    v
 }
 
 // ----- --list --state

@@ -6,8 +6,10 @@
 pub(crate) mod codes;
 
 mod api_versions;
+mod configs;
 mod consumer_groups;
 pub(crate) mod consumer_protocol;
+mod describe_cluster;
 mod fetch;
 mod find_coordinator;
 mod groups;
@@ -19,6 +21,8 @@ mod offsets;
 mod produce;
 mod records;
 pub(crate) mod registry;
+pub(crate) mod topic_configs;
+mod topics;
 
 use std::net::SocketAddr;
 

@@ -188,7 +188,7 @@ const fn entry<A: Api>() -> Entry {
 /// Every API the broker serves, in ApiVersions order. The versions are docs/wire.md#api-versions' "safe
 /// maximum for all" column intersected with what kafka-protocol 0.18 decodes; the group admin
 /// APIs are advertised at the ranges Kafka 3.x brokers advertise, which every client handles.
-static REGISTRY: [Entry; 19] = [
+static REGISTRY: [Entry; 26] = [
     entry::<super::produce::Produce>(),
     entry::<super::fetch::Fetch>(),
     entry::<super::list_offsets::ListOffsets>(),
@@ -203,9 +203,16 @@ static REGISTRY: [Entry; 19] = [
     entry::<super::groups::DescribeGroups>(),
     entry::<super::groups::ListGroups>(),
     entry::<super::api_versions::ApiVersions>(),
+    entry::<super::topics::CreateTopics>(),
+    entry::<super::topics::DeleteTopics>(),
     entry::<super::init_producer_id::InitProducerId>(),
+    entry::<super::configs::DescribeConfigs>(),
+    entry::<super::configs::AlterConfigs>(),
+    entry::<super::topics::CreatePartitions>(),
     entry::<super::groups::DeleteGroups>(),
+    entry::<super::configs::IncrementalAlterConfigs>(),
     entry::<super::offsets::OffsetDelete>(),
+    entry::<super::describe_cluster::DescribeCluster>(),
     entry::<super::consumer_groups::ConsumerGroupHeartbeat>(),
     entry::<super::consumer_groups::ConsumerGroupDescribe>(),
 ];

@@ -23,7 +23,7 @@ fn subscription(topics: &[&str]) -> Bytes {
     out.freeze()
 }
 
-fn assignment(topic: &str, partitions: &[i32]) -> Bytes {
+pub(crate) fn assignment(topic: &str, partitions: &[i32]) -> Bytes {
     let mut out = BytesMut::new();
     out.put_i16(0);
     ConsumerProtocolAssignment::default()
@@ -49,7 +49,7 @@ fn join_request(group: &str, member: &str) -> JoinGroupRequest {
 }
 
 /// JoinGroup v5 twice (MEMBER_ID_REQUIRED, then with the id): the completed join.
-async fn join(c: &mut Client, group: &str) -> JoinGroupResponse {
+pub(crate) async fn join(c: &mut Client, group: &str) -> JoinGroupResponse {
     let first = c.call(&join_request(group, ""), 5).await;
     assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED");
     assert!(
@@ -62,7 +62,7 @@ async fn join(c: &mut Client, group: &str) -> JoinGroupResponse {
     joined
 }
 
-fn sync_request(
+pub(crate) fn sync_request(
     group: &str,
     joined: &JoinGroupResponse,
     assignments: &[(&str, Bytes)],

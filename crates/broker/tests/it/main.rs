@@ -10,6 +10,7 @@
 mod common;
 mod tool;
 
+mod admin;
 mod bad_input;
 mod consumer_groups;
 mod groups;

@@ -337,6 +337,30 @@ impl Offsets<'_> {
         group_id: &str,
         partitions: &[TopicPartition],
     ) -> Result<Vec<(TopicPartition, Result<(), Error>)>, Error> {
+        self.delete_partitions(group_id, partitions, true).await
+    }
+
+    /// Deletes the committed offsets of `partitions` whatever the group's state and its
+    /// members' subscriptions: what Kafka does for every group when the partitions' topic is
+    /// deleted (`GroupMetadataManager.cleanupGroupMetadata`). Errors: `GROUP_ID_NOT_FOUND`,
+    /// `STORAGE_ERROR`.
+    pub async fn delete_of_deleted_topic(
+        self,
+        group_id: &str,
+        partitions: &[TopicPartition],
+    ) -> Result<(), Error> {
+        self.delete_partitions(group_id, partitions, false)
+            .await
+            .map(|_| ())
+    }
+
+    /// [`delete`](Self::delete), checking the group's kind and subscriptions if `checked`.
+    async fn delete_partitions(
+        self,
+        group_id: &str,
+        partitions: &[TopicPartition],
+        checked: bool,
+    ) -> Result<Vec<(TopicPartition, Result<(), Error>)>, Error> {
         let c = self.coordinator;
         let cell = c.group(group_id).ok_or_else(|| not_found(group_id))?;
         // Exclusive: a commit running beside the delete could be acknowledged and then
@@ -348,14 +372,15 @@ impl Offsets<'_> {
             if entry.removed {
                 return Err(not_found(group_id));
             }
-            if let Some(group) = &entry.group {
+            if let Some(group) = entry.group.as_ref().filter(|_| checked) {
                 group.validate_offset_delete(group_id)?;
             }
             let subscribed = |topic: &str| {
-                entry
-                    .group
-                    .as_ref()
-                    .is_some_and(|g| g.is_subscribed_to(topic))
+                checked
+                    && entry
+                        .group
+                        .as_ref()
+                        .is_some_and(|g| g.is_subscribed_to(topic))
             };
             partitions
                 .iter()

@@ -1276,6 +1276,26 @@ async fn offset_delete_refuses_subscribed_topics_while_the_group_has_members() {
 }
 
 #[tokio::test]
+async fn the_offsets_of_a_deleted_topic_go_even_while_a_member_subscribes_to_it() {
+    let h = harness();
+    let (id, g1) = h.stable_alone("g", "a").await;
+    h.c.offsets()
+        .commit(&commit_req("g", &id, Some(g1), 4))
+        .await
+        .unwrap();
+    let gone = [TopicPartition::new("orders", 0)];
+    h.c.offsets()
+        .delete_of_deleted_topic("g", &gone)
+        .await
+        .unwrap();
+    assert_eq!(h.c.committed("g", &gone[0]).await.unwrap(), None);
+    assert_eq!(
+        code(h.c.offsets().delete_of_deleted_topic("nope", &gone).await),
+        "GROUP_ID_NOT_FOUND"
+    );
+}
+
+#[tokio::test]
 async fn a_call_for_the_other_kind_of_group_is_inconsistent_group_protocol() {
     let h = harness();
     h.c.join("chapter", "m1", &["orders"]).await.unwrap();

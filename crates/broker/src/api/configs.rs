@@ -1,0 +1,494 @@
+//! DescribeConfigs for topics and this broker, and IncrementalAlterConfigs / AlterConfigs for
+//! topic configs (kept in [`TopicConfigs`](super::topic_configs::TopicConfigs), validated
+//! against Kafka's catalogue, enforced by nothing: see the README).
+
+use std::ops::RangeInclusive;
+
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
+    AlterConfigsResponse, ApiKey, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+
+use super::registry::Api;
+use super::topic_configs::{self, source, str_bytes, Kind, Overrides, Refused};
+use super::{codes, Call};
+use crate::context::{Context, NODE_ID};
+use crate::shutdown::Shutdown;
+
+/// Kafka's `ConfigResource.Type` values.
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+
+/// IncrementalAlterConfigs' operations.
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
+
+/// One config as DescribeConfigs reports it.
+struct Described {
+    name: &'static str,
+    value: String,
+    source: i8,
+    kind: Kind,
+    read_only: bool,
+    synonyms: Vec<(String, String, i8)>,
+    doc: &'static str,
+}
+
+/// The topic `name`'s configs, or why it cannot be described.
+fn topic_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refused> {
+    if context.log.partition_count(name).is_none() {
+        return Err(Refused::new(
+            codes::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("The topic '{name}' does not exist."),
+        ));
+    }
+    let overrides = context.topic_configs.get(name);
+    Ok(topic_configs::entries(&overrides)
+        .into_iter()
+        .map(|e| {
+            let mut synonyms = Vec::new();
+            if e.source == source::TOPIC_CONFIG {
+                synonyms.push((e.spec.name.to_string(), e.value.clone(), e.source));
+            }
+            synonyms.push((
+                e.spec.broker_synonym.to_string(),
+                e.spec.default.to_string(),
+                source::DEFAULT_CONFIG,
+            ));
+            Described {
+                name: e.spec.name,
+                value: e.value,
+                source: e.source,
+                kind: e.spec.kind,
+                read_only: false,
+                synonyms,
+                doc: e.spec.doc,
+            }
+        })
+        .collect())
+}
+
+/// Checks that a broker resource names this broker (or the cluster default, the empty name).
+fn check_broker(name: &str) -> Result<(), Refused> {
+    if name.is_empty() || name == NODE_ID.to_string() {
+        return Ok(());
+    }
+    Err(Refused::new(
+        codes::INVALID_REQUEST,
+        format!("Unexpected broker id, expected {NODE_ID} or empty string, but received {name}"),
+    ))
+}
+
+/// The broker's configs clients read: what its flags set (static), the rest at Kafka's
+/// defaults. All read-only here.
+fn broker_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refused> {
+    check_broker(name)?;
+    let c = &context.config;
+    let set = |name: &'static str, value: String, kind: Kind, doc: &'static str| Described {
+        name,
+        value: value.clone(),
+        source: source::STATIC_BROKER_CONFIG,
+        kind,
+        read_only: true,
+        synonyms: vec![(name.to_string(), value, source::STATIC_BROKER_CONFIG)],
+        doc,
+    };
+    let default = |name: &'static str, value: &str, kind: Kind, doc: &'static str| Described {
+        name,
+        value: value.to_string(),
+        source: source::DEFAULT_CONFIG,
+        kind,
+        read_only: true,
+        synonyms: vec![(name.to_string(), value.to_string(), source::DEFAULT_CONFIG)],
+        doc,
+    };
+    let mut all = vec![
+        set(
+            "auto.create.topics.enable",
+            c.auto_create_topics.to_string(),
+            Kind::Boolean,
+            "Enables auto creation of topics on the server.",
+        ),
+        set(
+            "broker.id",
+            NODE_ID.to_string(),
+            Kind::Int,
+            "The broker id.",
+        ),
+        default(
+            "compression.type",
+            "producer",
+            Kind::String,
+            "The default compression of topics.",
+        ),
+        default(
+            "default.replication.factor",
+            "1",
+            Kind::Int,
+            "The replication factor of automatically created topics.",
+        ),
+        set(
+            "group.initial.rebalance.delay.ms",
+            c.group_initial_rebalance_delay_ms.to_string(),
+            Kind::Int,
+            "How long the coordinator waits for more members to join a new group.",
+        ),
+        set(
+            "group.max.session.timeout.ms",
+            c.group_max_session_timeout_ms.to_string(),
+            Kind::Int,
+            "The maximum allowed session timeout for registered consumers.",
+        ),
+        set(
+            "group.max.size",
+            c.group_max_size.to_string(),
+            Kind::Int,
+            "The maximum number of consumers that a single consumer group can accommodate.",
+        ),
+        set(
+            "group.min.session.timeout.ms",
+            c.group_min_session_timeout_ms.to_string(),
+            Kind::Int,
+            "The minimum allowed session timeout for registered consumers.",
+        ),
+        default(
+            "log.cleanup.policy",
+            "delete",
+            Kind::List,
+            "The default cleanup policy of topics.",
+        ),
+        default(
+            "log.retention.bytes",
+            "-1",
+            Kind::Long,
+            "The maximum size of a log before deleting it.",
+        ),
+        default(
+            "log.retention.ms",
+            "604800000",
+            Kind::Long,
+            "The number of milliseconds to keep a log file before deleting it.",
+        ),
+        default(
+            "log.segment.bytes",
+            "1073741824",
+            Kind::Int,
+            "The maximum size of a single log file.",
+        ),
+        default(
+            "message.max.bytes",
+            "1048588",
+            Kind::Int,
+            "The largest record batch size allowed by Kafka (after compression).",
+        ),
+        default(
+            "min.insync.replicas",
+            "1",
+            Kind::Int,
+            "The minimum number of replicas that must acknowledge a write with acks=all.",
+        ),
+        set("node.id", NODE_ID.to_string(), Kind::Int, "The node id."),
+        set(
+            "num.partitions",
+            c.num_partitions.to_string(),
+            Kind::Int,
+            "The default number of log partitions per topic.",
+        ),
+        default(
+            "offsets.topic.replication.factor",
+            "1",
+            Kind::Short,
+            "The replication factor for the offsets topic.",
+        ),
+        set(
+            "offsets.retention.minutes",
+            c.offsets_retention_minutes.to_string(),
+            Kind::Int,
+            "For subscribed consumers, committed offset of a partition is expired after this long.",
+        ),
+        default(
+            "transaction.state.log.replication.factor",
+            "1",
+            Kind::Short,
+            "The replication factor for the transaction topic.",
+        ),
+    ];
+    all.sort_by_key(|d| d.name);
+    Ok(all)
+}
+
+fn describe_configs(call: &Call<'_>, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let context = call.context;
+    let results = request
+        .resources
+        .iter()
+        .map(|resource| {
+            let name = resource.resource_name.as_str();
+            let described = match resource.resource_type {
+                TOPIC => topic_configs(context, name),
+                BROKER => broker_configs(context, name),
+                other => Err(unsupported_type(other)),
+            };
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            match described {
+                Ok(configs) => {
+                    let wanted = resource.configuration_keys.as_ref();
+                    let configs = configs
+                        .into_iter()
+                        .filter(|d| {
+                            wanted.is_none_or(|keys| keys.iter().any(|k| k.as_str() == d.name))
+                        })
+                        .map(|d| entry(d, request.include_synonyms, request.include_documentation))
+                        .collect();
+                    result.with_error_message(None).with_configs(configs)
+                }
+                Err(refused) => result
+                    .with_error_code(refused.code)
+                    .with_error_message(Some(str_bytes(refused.message))),
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+fn entry(d: Described, synonyms: bool, documentation: bool) -> DescribeConfigsResourceResult {
+    let synonyms = if synonyms {
+        d.synonyms
+            .into_iter()
+            .map(|(name, value, source)| {
+                DescribeConfigsSynonym::default()
+                    .with_name(str_bytes(name))
+                    .with_value(Some(str_bytes(value)))
+                    .with_source(source)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    DescribeConfigsResourceResult::default()
+        .with_name(str_bytes(d.name))
+        .with_value(Some(str_bytes(d.value)))
+        .with_read_only(d.read_only)
+        .with_config_source(d.source)
+        .with_is_sensitive(false)
+        .with_synonyms(synonyms)
+        .with_config_type(d.kind as i8)
+        .with_documentation(documentation.then(|| str_bytes(d.doc)))
+}
+
+fn unsupported_type(resource_type: i8) -> Refused {
+    Refused::new(
+        codes::INVALID_REQUEST,
+        format!("Unsupported resource type {resource_type}: this broker has configs of topics (2) and brokers (4)"),
+    )
+}
+
+pub(crate) struct DescribeConfigs;
+
+impl Api for DescribeConfigs {
+    const KEY: ApiKey = ApiKey::DescribeConfigs;
+    /// From v1, the lowest kafka-protocol decodes (Kafka 4 removed v0); v3 adds config types
+    /// and documentation.
+    const VERSIONS: RangeInclusive<i16> = 1..=4;
+    type Request = DescribeConfigsRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: DescribeConfigsRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<DescribeConfigsResponse> {
+        Some(describe_configs(call, request))
+    }
+}
+
+/// The configs a resource of an alter request may change: a topic's, or why not.
+fn alterable(context: &Context, resource_type: i8, name: &str) -> Result<Overrides, Refused> {
+    match resource_type {
+        TOPIC => {
+            if context.log.partition_count(name).is_none() {
+                return Err(Refused::new(
+                    codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("The topic '{name}' does not exist."),
+                ));
+            }
+            Ok(context.topic_configs.get(name))
+        }
+        BROKER => {
+            check_broker(name)?;
+            Err(Refused::new(
+                codes::INVALID_REQUEST,
+                "The broker's configs are set by its flags at start-up and cannot be altered",
+            ))
+        }
+        other => Err(unsupported_type(other)),
+    }
+}
+
+fn duplicate_keys<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), Refused> {
+    let mut seen = std::collections::BTreeSet::new();
+    for name in names {
+        if !seen.insert(name) {
+            return Err(Refused::new(
+                codes::INVALID_REQUEST,
+                format!("Error due to duplicate config keys: {name}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Applies one resource's incremental changes, all or none.
+fn alter_incrementally(
+    context: &Context,
+    resource: &kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), Refused> {
+    let name = resource.resource_name.as_str();
+    let mut overrides = alterable(context, resource.resource_type, name)?;
+    duplicate_keys(resource.configs.iter().map(|c| c.name.as_str()))?;
+    for config in &resource.configs {
+        let key = config.name.as_str();
+        let value = config.value.as_ref().map(|v| v.as_str());
+        match config.config_operation {
+            SET => {
+                topic_configs::validate(key, value)?;
+                if let Some(value) = value {
+                    overrides.insert(key.to_string(), value.to_string());
+                }
+            }
+            DELETE => {
+                topic_configs::find(key).ok_or_else(|| {
+                    Refused::new(
+                        codes::INVALID_CONFIG,
+                        format!("Unknown topic config name: {key}"),
+                    )
+                })?;
+                overrides.remove(key);
+            }
+            APPEND | SUBTRACT => {
+                return Err(Refused::new(
+                    codes::INVALID_REQUEST,
+                    format!("APPEND and SUBTRACT are not supported (config {key}); SET the whole list instead"),
+                ))
+            }
+            other => {
+                return Err(Refused::new(
+                    codes::INVALID_REQUEST,
+                    format!("Unknown config operation {other} for config {key}"),
+                ))
+            }
+        }
+    }
+    if !validate_only {
+        context.topic_configs.set(name, overrides);
+        tracing::info!(topic = name, "topic configs altered");
+    }
+    Ok(())
+}
+
+fn incremental_alter_configs(
+    call: &Call<'_>,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let responses = request
+        .resources
+        .iter()
+        .map(|resource| {
+            let response =
+                incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                    .with_resource_type(resource.resource_type)
+                    .with_resource_name(resource.resource_name.clone());
+            match alter_incrementally(call.context, resource, request.validate_only) {
+                Ok(()) => response.with_error_message(None),
+                Err(refused) => response
+                    .with_error_code(refused.code)
+                    .with_error_message(Some(str_bytes(refused.message))),
+            }
+        })
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+pub(crate) struct IncrementalAlterConfigs;
+
+impl Api for IncrementalAlterConfigs {
+    const KEY: ApiKey = ApiKey::IncrementalAlterConfigs;
+    const VERSIONS: RangeInclusive<i16> = 0..=1;
+    type Request = IncrementalAlterConfigsRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: IncrementalAlterConfigsRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<IncrementalAlterConfigsResponse> {
+        Some(incremental_alter_configs(call, request))
+    }
+}
+
+/// Replaces one resource's configs with the given ones (the legacy AlterConfigs: what is not
+/// named goes back to its default), all or none.
+fn alter_whole(
+    context: &Context,
+    resource: &kafka_protocol::messages::alter_configs_request::AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), Refused> {
+    let name = resource.resource_name.as_str();
+    alterable(context, resource.resource_type, name)?;
+    duplicate_keys(resource.configs.iter().map(|c| c.name.as_str()))?;
+    let mut overrides = Overrides::new();
+    for config in &resource.configs {
+        let value = config.value.as_ref().map(|v| v.as_str());
+        topic_configs::validate(config.name.as_str(), value)?;
+        if let Some(value) = value {
+            overrides.insert(config.name.to_string(), value.to_string());
+        }
+    }
+    if !validate_only {
+        context.topic_configs.set(name, overrides);
+        tracing::info!(topic = name, "topic configs replaced");
+    }
+    Ok(())
+}
+
+fn alter_configs(call: &Call<'_>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    let responses = request
+        .resources
+        .iter()
+        .map(|resource| {
+            let response = alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            match alter_whole(call.context, resource, request.validate_only) {
+                Ok(()) => response.with_error_message(None),
+                Err(refused) => response
+                    .with_error_code(refused.code)
+                    .with_error_message(Some(str_bytes(refused.message))),
+            }
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+pub(crate) struct AlterConfigs;
+
+impl Api for AlterConfigs {
+    const KEY: ApiKey = ApiKey::AlterConfigs;
+    const VERSIONS: RangeInclusive<i16> = 0..=2;
+    type Request = AlterConfigsRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: AlterConfigsRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<AlterConfigsResponse> {
+        Some(alter_configs(call, request))
+    }
+}

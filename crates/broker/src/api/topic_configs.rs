@@ -1,0 +1,360 @@
+//! Topic configs: the catalogue of the configs a topic has (Kafka's names, defaults, types
+//! and broker-level synonyms), the values clients set at creation or alter later, and the
+//! entries DescribeConfigs and CreateTopics v5+ report.
+//!
+//! The values are kept in memory only ([`TopicConfigs`]): they are accepted, validated and
+//! reported, but the in-memory log enforces none of them. A durable log persists them next to
+//! its segments through this one type (the seam: [`TopicConfigs::set`] / [`TopicConfigs::remove`]
+//! are the only writes).
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use kafka_protocol::protocol::StrBytes;
+
+use super::codes;
+
+/// A wire string of `s` (the admin handlers' messages and names).
+pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// Kafka's `ConfigSource` values (DescribeConfigs v1+, CreateTopics v5+).
+pub(crate) mod source {
+    /// Set on the topic (Kafka's `DYNAMIC_TOPIC_CONFIG`, "TOPIC_CONFIG" in AdminClients).
+    pub(crate) const TOPIC_CONFIG: i8 = 1;
+    /// A broker setting given at start-up.
+    pub(crate) const STATIC_BROKER_CONFIG: i8 = 4;
+    /// Kafka's default.
+    pub(crate) const DEFAULT_CONFIG: i8 = 5;
+}
+
+/// Kafka's `ConfigType` values (DescribeConfigs v3+).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Boolean = 1,
+    String = 2,
+    Int = 3,
+    Short = 4,
+    Long = 5,
+    Double = 6,
+    List = 7,
+}
+
+/// One topic config Kafka defines.
+#[derive(Debug)]
+pub(crate) struct Spec {
+    pub(crate) name: &'static str,
+    /// Kafka's default (the broker's, as a fresh Kafka 3.x broker reports it).
+    pub(crate) default: &'static str,
+    pub(crate) kind: Kind,
+    /// The broker config that supplies the default, reported as a synonym.
+    pub(crate) broker_synonym: &'static str,
+    /// The values a string or list config accepts (empty: any).
+    pub(crate) allowed: &'static [&'static str],
+    pub(crate) doc: &'static str,
+}
+
+const LONG_MAX: &str = "9223372036854775807";
+
+const fn spec(
+    name: &'static str,
+    default: &'static str,
+    kind: Kind,
+    broker_synonym: &'static str,
+    doc: &'static str,
+) -> Spec {
+    Spec {
+        name,
+        default,
+        kind,
+        broker_synonym,
+        allowed: &[],
+        doc,
+    }
+}
+
+/// Every topic config, sorted by name (Kafka's `LogConfig`).
+pub(crate) static CATALOGUE: [Spec; 24] = [
+    Spec {
+        allowed: &["compact", "delete"],
+        ..spec("cleanup.policy", "delete", Kind::List, "log.cleanup.policy",
+            "A string that is either \"delete\" or \"compact\" or both: the retention policy of old log segments.")
+    },
+    Spec {
+        allowed: &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"],
+        ..spec("compression.type", "producer", Kind::String, "compression.type",
+            "The final compression type of the topic; \"producer\" keeps the producer's codec.")
+    },
+    spec("delete.retention.ms", "86400000", Kind::Long, "log.cleaner.delete.retention.ms",
+        "How long delete tombstone markers are retained on log compacted topics."),
+    spec("file.delete.delay.ms", "60000", Kind::Long, "log.segment.delete.delay.ms",
+        "The time to wait before deleting a file from the filesystem."),
+    spec("flush.messages", LONG_MAX, Kind::Long, "log.flush.interval.messages",
+        "The number of messages written to a log partition before an fsync is forced."),
+    spec("flush.ms", LONG_MAX, Kind::Long, "log.flush.interval.ms",
+        "The maximum time between fsyncs of the log."),
+    spec("follower.replication.throttled.replicas", "", Kind::List,
+        "follower.replication.throttled.replicas",
+        "The replicas whose log replication is throttled on the follower side."),
+    spec("index.interval.bytes", "4096", Kind::Int, "log.index.interval.bytes",
+        "How frequently Kafka adds an index entry to its offset index."),
+    spec("leader.replication.throttled.replicas", "", Kind::List,
+        "leader.replication.throttled.replicas",
+        "The replicas whose log replication is throttled on the leader side."),
+    spec("max.compaction.lag.ms", LONG_MAX, Kind::Long, "log.cleaner.max.compaction.lag.ms",
+        "The maximum time a message remains ineligible for compaction."),
+    spec("max.message.bytes", "1048588", Kind::Int, "message.max.bytes",
+        "The largest record batch size allowed by Kafka (after compression)."),
+    spec("message.timestamp.after.max.ms", LONG_MAX, Kind::Long,
+        "log.message.timestamp.after.max.ms",
+        "The allowed difference of a message's timestamp ahead of the broker's time."),
+    spec("message.timestamp.before.max.ms", LONG_MAX, Kind::Long,
+        "log.message.timestamp.before.max.ms",
+        "The allowed difference of a message's timestamp behind the broker's time."),
+    Spec {
+        allowed: &["CreateTime", "LogAppendTime"],
+        ..spec("message.timestamp.type", "CreateTime", Kind::String,
+            "log.message.timestamp.type",
+            "Whether the timestamp in the message is the creation time or the log append time.")
+    },
+    spec("min.cleanable.dirty.ratio", "0.5", Kind::Double, "log.cleaner.min.cleanable.ratio",
+        "How frequently the log compactor will attempt to clean the log."),
+    spec("min.compaction.lag.ms", "0", Kind::Long, "log.cleaner.min.compaction.lag.ms",
+        "The minimum time a message will remain uncompacted in the log."),
+    spec("min.insync.replicas", "1", Kind::Int, "min.insync.replicas",
+        "The minimum number of replicas that must acknowledge a write with acks=all."),
+    spec("preallocate", "false", Kind::Boolean, "log.preallocate",
+        "True if we should preallocate the file on disk when creating a new log segment."),
+    spec("retention.bytes", "-1", Kind::Long, "log.retention.bytes",
+        "The maximum size a partition can grow to before old segments are discarded."),
+    spec("retention.ms", "604800000", Kind::Long, "log.retention.ms",
+        "The maximum time a log is retained before old segments are discarded."),
+    spec("segment.bytes", "1073741824", Kind::Int, "log.segment.bytes",
+        "The segment file size for the log."),
+    spec("segment.index.bytes", "10485760", Kind::Int, "log.index.size.max.bytes",
+        "The size of the index that maps offsets to file positions."),
+    spec("segment.ms", "604800000", Kind::Long, "log.roll.ms",
+        "The period of time after which Kafka will force the log to roll."),
+    spec("unclean.leader.election.enable", "false", Kind::Boolean,
+        "unclean.leader.election.enable",
+        "Whether replicas not in the ISR may be elected as leader as a last resort."),
+];
+
+/// The catalogue entry of `name`.
+pub(crate) fn find(name: &str) -> Option<&'static Spec> {
+    CATALOGUE.iter().find(|s| s.name == name)
+}
+
+/// A refused config, as the wire reports it: the code and Kafka's kind of message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refused {
+    pub(crate) code: i16,
+    pub(crate) message: String,
+}
+
+impl Refused {
+    pub(crate) fn new(code: i16, message: impl Into<String>) -> Refused {
+        Refused {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Checks that `name` is a topic config and `value` a valid value of it (INVALID_CONFIG
+/// otherwise, as Kafka).
+pub(crate) fn validate(name: &str, value: Option<&str>) -> Result<(), Refused> {
+    let spec = find(name).ok_or_else(|| {
+        Refused::new(
+            codes::INVALID_CONFIG,
+            format!("Unknown topic config name: {name}"),
+        )
+    })?;
+    let value = value.ok_or_else(|| {
+        Refused::new(
+            codes::INVALID_CONFIG,
+            format!("Null value not supported for topic config: {name}"),
+        )
+    })?;
+    let invalid = |why: &str| {
+        Refused::new(
+            codes::INVALID_CONFIG,
+            format!("Invalid value {value} for configuration {name}: {why}"),
+        )
+    };
+    let trimmed = value.trim();
+    match spec.kind {
+        Kind::Boolean => {
+            if !trimmed.eq_ignore_ascii_case("true") && !trimmed.eq_ignore_ascii_case("false") {
+                return Err(invalid("Expected value to be either true or false"));
+            }
+        }
+        Kind::Int => {
+            trimmed
+                .parse::<i32>()
+                .map_err(|_| invalid("Not a number of type INT"))?;
+        }
+        Kind::Short => {
+            trimmed
+                .parse::<i16>()
+                .map_err(|_| invalid("Not a number of type SHORT"))?;
+        }
+        Kind::Long => {
+            trimmed
+                .parse::<i64>()
+                .map_err(|_| invalid("Not a number of type LONG"))?;
+        }
+        Kind::Double => {
+            trimmed
+                .parse::<f64>()
+                .map_err(|_| invalid("Not a number of type DOUBLE"))?;
+        }
+        Kind::String => {
+            if !spec.allowed.is_empty() && !spec.allowed.contains(&trimmed) {
+                return Err(invalid(&format!(
+                    "String must be one of: {}",
+                    spec.allowed.join(", ")
+                )));
+            }
+        }
+        Kind::List => {
+            if !spec.allowed.is_empty() {
+                let items: Vec<&str> = trimmed.split(',').map(str::trim).collect();
+                if items.iter().any(|i| !spec.allowed.contains(i)) {
+                    return Err(invalid(&format!(
+                        "Each value must be one of: {}",
+                        spec.allowed.join(", ")
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The configs set on one topic (name → value); absent ones are at their defaults.
+pub(crate) type Overrides = BTreeMap<String, String>;
+
+/// The configs set on every topic, in memory. Topics created by auto-creation or the
+/// broker's `--topic` flag have none set until a client alters them.
+#[derive(Debug, Default)]
+pub(crate) struct TopicConfigs {
+    topics: Mutex<BTreeMap<String, Overrides>>,
+}
+
+impl TopicConfigs {
+    /// The configs set on `topic`.
+    pub(crate) fn get(&self, topic: &str) -> Overrides {
+        self.lock().get(topic).cloned().unwrap_or_default()
+    }
+
+    /// Replaces the configs set on `topic`.
+    pub(crate) fn set(&self, topic: &str, overrides: Overrides) {
+        let mut topics = self.lock();
+        if overrides.is_empty() {
+            topics.remove(topic);
+        } else {
+            topics.insert(topic.to_string(), overrides);
+        }
+    }
+
+    /// Forgets `topic`'s configs (it was deleted).
+    pub(crate) fn remove(&self, topic: &str) {
+        self.lock().remove(topic);
+    }
+
+    // Nothing panics while the guard is held, so a poisoned map is still consistent.
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Overrides>> {
+        self.topics.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One config of a topic as reported: its value and where it comes from.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) spec: &'static Spec,
+    pub(crate) value: String,
+    pub(crate) source: i8,
+}
+
+/// Every config of a topic with `overrides` set, in catalogue order.
+pub(crate) fn entries(overrides: &Overrides) -> Vec<Entry> {
+    CATALOGUE
+        .iter()
+        .map(|spec| match overrides.get(spec.name) {
+            Some(value) => Entry {
+                spec,
+                value: value.clone(),
+                source: source::TOPIC_CONFIG,
+            },
+            None => Entry {
+                spec,
+                value: spec.default.to_string(),
+                source: source::DEFAULT_CONFIG,
+            },
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_catalogue_is_sorted_and_its_defaults_are_valid() {
+        let names: Vec<&str> = CATALOGUE.iter().map(|s| s.name).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+        for s in &CATALOGUE {
+            if !s.default.is_empty() {
+                assert_eq!(validate(s.name, Some(s.default)), Ok(()), "{}", s.name);
+            }
+        }
+        assert_eq!(find("retention.ms").map(|s| s.default), Some("604800000"));
+        assert_eq!(
+            find("max.message.bytes").map(|s| s.default),
+            Some("1048588")
+        );
+    }
+
+    #[test]
+    fn validation_refuses_unknown_names_and_bad_values_with_invalid_config() {
+        for (name, value) in [
+            ("no.such.config", Some("1")),
+            ("retention.ms", Some("soon")),
+            ("retention.ms", None),
+            ("min.insync.replicas", Some("99999999999")),
+            ("cleanup.policy", Some("delete,shred")),
+            ("compression.type", Some("brotli")),
+            ("preallocate", Some("yes")),
+        ] {
+            let refused = validate(name, value).unwrap_err();
+            assert_eq!(refused.code, codes::INVALID_CONFIG, "{name}={value:?}");
+        }
+        assert_eq!(validate("cleanup.policy", Some("compact,delete")), Ok(()));
+        assert_eq!(validate("min.cleanable.dirty.ratio", Some("0.9")), Ok(()));
+    }
+
+    #[test]
+    fn entries_report_overrides_as_topic_config_and_the_rest_as_defaults() {
+        let configs = TopicConfigs::default();
+        configs.set(
+            "t",
+            [("retention.ms".to_string(), "1000".to_string())].into(),
+        );
+        let all = entries(&configs.get("t"));
+        assert_eq!(all.len(), CATALOGUE.len());
+        let retention = all.iter().find(|e| e.spec.name == "retention.ms").unwrap();
+        assert_eq!((retention.value.as_str(), retention.source), ("1000", 1));
+        let policy = all
+            .iter()
+            .find(|e| e.spec.name == "cleanup.policy")
+            .unwrap();
+        assert_eq!((policy.value.as_str(), policy.source), ("delete", 5));
+        configs.remove("t");
+        assert!(configs.get("t").is_empty());
+    }
+}
