@@ -546,6 +546,98 @@ impl PartitionLog for SegmentLog {
         Ok(())
     }
 
+    /// Deletes `name`: the topics file without it is the commit point (a crash before it
+    /// keeps the topic whole, after it the topic is gone and its leftover directories are
+    /// replaced by a later topic of the same name); then its partition directories are
+    /// removed and readers woken.
+    async fn delete_topic(&self, name: &str) -> Result<(), LogError> {
+        let inner = &self.inner;
+        let _one = inner.create.lock().unwrap_or_else(PoisonError::into_inner);
+        let text = {
+            let topics = inner.topics();
+            if !topics.contains_key(name) {
+                return Err(LogError::UnknownTopicOrPartition {
+                    partition: TopicPartition::new(name, 0),
+                });
+            }
+            files::encode_topics(
+                topics
+                    .iter()
+                    .filter(|(n, _)| &***n != name)
+                    .map(|(_, t)| &t.entry),
+            )
+        };
+        files::write_atomically(&inner.dir.join(files::TOPICS), text.as_bytes())?;
+        let removed = inner
+            .topics
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name);
+        for p in removed.iter().flat_map(|t| &t.partitions) {
+            let dir = &p.dir;
+            if let Err(e) = std::fs::remove_dir_all(dir) {
+                error!(dir = %dir.display(), error = %e, "a deleted topic's directory could not be removed");
+            }
+        }
+        inner.signal();
+        Ok(())
+    }
+
+    /// Grows `name` to `partitions`: the new partitions' directories first, then the topics
+    /// file with the new count (the commit point).
+    async fn create_partitions(&self, name: &str, partitions: u32) -> Result<(), LogError> {
+        let inner = &self.inner;
+        let _one = inner.create.lock().unwrap_or_else(PoisonError::into_inner);
+        let current = {
+            let topics = inner.topics();
+            let t = topics
+                .get(name)
+                .ok_or_else(|| LogError::UnknownTopicOrPartition {
+                    partition: TopicPartition::new(name, 0),
+                })?;
+            t.entry.partitions
+        };
+        if partitions <= current || partitions > coordinator_core::MAX_PARTITIONS_PER_TOPIC {
+            return Err(LogError::InvalidPartitions {
+                topic: name.to_string(),
+                partitions,
+            });
+        }
+        let mut added = Vec::with_capacity((partitions - current) as usize);
+        for p in current..partitions {
+            let tp = TopicPartition::new(name, p);
+            let dir = inner.dir.join(files::partition_dir(&tp));
+            added.push(Arc::new(Partition::create(tp, dir)?));
+        }
+        files::sync_dir(&inner.dir)?;
+        let text = {
+            let topics = inner.topics();
+            let entries: Vec<TopicEntry> = topics
+                .values()
+                .map(|t| {
+                    let mut e = t.entry.clone();
+                    if e.name == name {
+                        e.partitions = partitions;
+                    }
+                    e
+                })
+                .collect();
+            files::encode_topics(entries.iter())
+        };
+        files::write_atomically(&inner.dir.join(files::TOPICS), text.as_bytes())?;
+        if let Some(t) = inner
+            .topics
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(name)
+        {
+            t.entry.partitions = partitions;
+            t.partitions.extend(added);
+        }
+        inner.signal();
+        Ok(())
+    }
+
     async fn topics(&self) -> Result<Vec<(String, u32)>, LogError> {
         Ok(self
             .inner

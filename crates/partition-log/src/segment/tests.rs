@@ -614,3 +614,47 @@ async fn a_leftover_of_a_crashed_creation_is_replaced_and_a_missing_partition_re
     let text = open(dir.path(), &clock).unwrap_err().to_string();
     assert!(text.contains("t-1") && text.contains("missing"), "{text}");
 }
+
+/// DeleteTopics and CreatePartitions on disk: a deleted topic is gone after a reopen (its
+/// directories too) and its name free; grown partitions survive a reopen, records kept.
+#[tokio::test]
+async fn deleted_topics_and_added_partitions_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    {
+        let log = open(dir.path(), &clock).unwrap();
+        log.create_topic("t", 2).await.unwrap();
+        log.create_topic("gone", 1).await.unwrap();
+        put(&log, &tp(0), 2, 10, b'a', 8).await;
+        let mut appends = log.appends();
+        appends.borrow_and_update();
+        log.delete_topic("gone").await.unwrap();
+        assert!(appends.has_changed().unwrap(), "readers are woken");
+        assert_eq!(
+            log.delete_topic("gone").await.unwrap_err().kafka_code(),
+            Some(3)
+        );
+        log.create_partitions("t", 4).await.unwrap();
+        for n in [4, 1] {
+            assert_eq!(
+                log.create_partitions("t", n).await.unwrap_err().code(),
+                "INVALID_PARTITIONS"
+            );
+        }
+        put(&log, &tp(3), 1, 11, b'b', 8).await;
+    }
+    assert!(
+        !dir.path().join("gone-0").exists(),
+        "the deleted topic's directory is removed"
+    );
+    let log = open(dir.path(), &clock).unwrap();
+    assert_eq!(log.topics().await.unwrap(), [("t".to_string(), 4)]);
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (0, 2), "records kept");
+    assert_eq!(log.bounds(&tp(3)).await.unwrap(), (0, 1));
+    log.create_topic("gone", 3).await.unwrap();
+    assert_eq!(
+        log.bounds(&TopicPartition::new("gone", 0)).await.unwrap(),
+        (0, 0),
+        "a new topic of the name starts empty"
+    );
+}
