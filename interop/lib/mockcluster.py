@@ -67,7 +67,9 @@ def main():
                                         "(a proxy in front of it, e.g. interop/lib/sniff.py)")
     # accepted and ignored: no counterpart in the mock
     for flag in ("--data-dir", "--group-min-session-timeout-ms", "--group-max-session-timeout-ms",
-                 "--group-max-size", "--max-frame-bytes", "--max-connections"):
+                 "--group-max-size", "--max-frame-bytes", "--max-connections",
+                 # the consumer group protocol's session and heartbeat: the mock keeps its own
+                 "--group-consumer-session-timeout-ms", "--group-consumer-heartbeat-interval-ms"):
         ap.add_argument(flag)
     ap.add_argument("--auto-create-topics", action="store_true")
     args = ap.parse_args()
