@@ -516,6 +516,62 @@ def consumer_protocol_group(ctx):
 
 
 # -------------------------------------------------------------------------------------------
+# 7d. the consumer group protocol: a SIGKILLed member's partitions move after the session
+#     timeout; a static member restarted takes its partitions back, the others revoke nothing;
+#     members with different subscriptions
+
+@scenario("consumer-protocol-failover", topics={"k848a": 4, "k848b": 2}, budget=120, clients=("confluent",),
+          mock_note="the mock's consumer protocol has its own session timeout and assignment")
+def consumer_protocol_failover(ctx):
+    from suite import CONSUMER_SESSION_MS
+    group = "k848-failover"
+    both = parts({"k848a": 4, "k848b": 2})
+    kw = dict(group_protocol="consumer")
+    # different subscriptions: a and b read k848a only, c reads both
+    a = ctx.consumer("confluent", "k848f-a", group, ["k848a"], instance_id="static-a", **kw)
+    b = ctx.consumer("confluent", "k848f-b", group, ["k848a"], **kw)
+    c = ctx.consumer("confluent", "k848f-c", group, ["k848a", "k848b"], **kw)
+    prod = ctx.producer("confluent", "producer", ["k848a", "k848b"], 2000, "k848f", rate=400)
+    ctx.wait_stable([a, b, c], both, 40, same_generation=False)
+    owned = {p.label: ctx.owned(p) for p in (a, b, c)}
+    ctx.note("stable: %s" % owned)
+    ctx.check(not any(t == "k848b" for p in (a, b) for t, _ in ctx.owned(p)),
+              "a member not subscribed to k848b owns some of it: %s" % owned)
+    ctx.check(set(ctx.owned(c)) >= {("k848b", 0), ("k848b", 1)},
+              "k848b is c's alone (the only subscriber), c owns %s" % ctx.owned(c))
+    # a static member closes and comes back within the session: the same partitions, and the
+    # others revoke nothing
+    ctx.sleep(1.0)
+    marks = {p.label: len(p.snapshot()) for p in (b, c)}
+    before_a = ctx.owned(a)
+    ctx.stop(a)
+    a2 = ctx.consumer("confluent", "k848f-a", group, ["k848a"], instance_id="static-a", **kw)
+    ctx.wait_stable([a2, b, c], both, 30, same_generation=False)
+    ctx.check(ctx.owned(a2) == before_a, "the restarted static member got %s, before it had %s"
+              % (ctx.owned(a2), before_a))
+    for p in (b, c):
+        moved = [e for e in p.snapshot()[marks[p.label]:] if e["ev"] in ("revoked", "lost")]
+        ctx.check(not moved, "%s revoked partitions while the static member restarted: %s" % (p.label, moved))
+    # SIGKILL: nobody tells the coordinator; the partitions move once the session expires
+    ctx.sleep(1.0)
+    mark = len(c.snapshot())
+    b.kill()
+    t_kill = b.killed_at
+    ev = ctx.wait_for(c, lambda e: e["ev"] == "assigned", CONSUMER_SESSION_MS / 1000 + 15,
+                      "the killed member's partitions", start=mark)
+    ctx.wait_stable([a2, c], both, CONSUMER_SESSION_MS / 1000 + 15, same_generation=False)
+    moved = ev["t"] - t_kill
+    ctx.note("after SIGKILL the partitions moved in %.2f s (session timeout %.1f s)" % (moved, CONSUMER_SESSION_MS / 1000))
+    ctx.check(moved >= (CONSUMER_SESSION_MS - 1000) / 1000,
+              "partitions moved %.2f s after SIGKILL, before the session could expire" % moved)
+    ctx.wait_done(prod, 60)
+    ctx.wait_consumed([a, a2, b, c], [(t, k) for t, k, _, _ in ctx.produced([prod])], 60)
+    for p in (a2, c):
+        ctx.stop(p)
+    ctx.run_checker([a, a2, b, c], [prod])
+
+
+# -------------------------------------------------------------------------------------------
 # 8. kafka-python's admin client: list and describe groups, their committed offsets
 
 @scenario("admin-kafka-python", topics={"adm": 4}, budget=90,
