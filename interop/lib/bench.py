@@ -10,6 +10,9 @@ Workloads (each bounded in time; see interop/README.md, "Benchmark"):
   join8        8 confluent-kafka consumers (session.timeout.ms 6000, heartbeat.interval.ms 500)
                subscribe to one 8-partition topic: seconds until every one has a non-empty
                assignment (median of 3 runs, a fresh group each run). Target: ours >= 5x faster.
+  kip848       Kafka's consumer group protocol (group.protocol=consumer, heartbeat interval 500 ms on
+               both sides): seconds until 8 confluent-kafka consumers hold 8 of 64 partitions each;
+               then a 9th joins: partitions revoked (7 is the least) and seconds until balanced.
   commits      2,000 synchronous commits from one confluent-kafka consumer: commits/s, p50, p99.
   throughput   produce then fetch 16,000 1 KiB records (confluent-kafka): MB/s each way (the mock keeps
                ~5 MB per partition, so 4 MB per partition stays under it).
@@ -32,7 +35,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kproto  # noqa: E402
 from harness import INTEROP, ROOT, Broker, python_exe, rss_kib  # noqa: E402
 
-TOPICS = {"bench-join": 8, "bench-commit": 1, "bench-tput": 4, "bench-oc": 16, "bench-mem": 8}
+TOPICS = {"bench-join": 8, "bench-commit": 1, "bench-tput": 4, "bench-oc": 16, "bench-mem": 8, "bench-848": 64}
+# The consumer group protocol's heartbeat interval on both sides (KIP-848 workload).
+CONSUMER_HEARTBEAT_MS = 500
 
 
 def now():
@@ -77,6 +82,73 @@ def join8(addr, broker, runs=3, consumers=8, timeout=60):
             return {"error": "only %d of %d consumers assigned after %d s" % (len(assigned), consumers, timeout)}
         times.append(took)
     return {"seconds": statistics.median(times), "runs": [round(t, 3) for t in times]}
+
+
+def kip848(addr, broker, consumers=8, timeout=90):
+    """Kafka's consumer group protocol (group.protocol=consumer): seconds until 8 consumers
+    hold a balanced split of 64 partitions (8 each), then partitions revoked when a 9th
+    joins (7 is the least a balanced split can move) and seconds until it is balanced again."""
+    from confluent_kafka import Consumer
+    group = "bench-848-%d-%d" % (os.getpid(), int(now() * 1000))
+    owned, revoked = {}, [0]
+
+    def mk(i):
+        c = Consumer({"bootstrap.servers": addr, "group.id": group, "group.protocol": "consumer",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "client.id": "b848-%d" % i})
+        owned[i] = set()
+
+        def on_assign(c_, parts):
+            owned[i].update((p.topic, p.partition) for p in parts)
+
+        def on_revoke(c_, parts):
+            revoked[0] += len(parts)
+            owned[i].difference_update((p.topic, p.partition) for p in parts)
+        c.subscribe(["bench-848"], on_assign=on_assign, on_revoke=on_revoke)
+        return c
+
+    def balanced(cs, per):
+        return all(len(owned[i]) in per for i in range(len(cs))) and sum(len(owned[i]) for i in range(len(cs))) == 64
+
+    cs = [mk(i) for i in range(consumers)]
+    t0 = now()
+    deadline = t0 + timeout
+    while not balanced(cs, (8,)) and now() < deadline:
+        for c in cs:
+            c.poll(0)
+        time.sleep(0.001)
+    first = now() - t0
+    if not balanced(cs, (8,)):
+        for c in cs:
+            c.close()
+        return {"error": "8 consumers not balanced after %d s: %s" % (timeout, sorted(len(v) for v in owned.values()))}
+    # Let the first rebalances settle (late reconciliations still move partitions for a
+    # moment after every member first holds 8), then count only what the 9th causes.
+    settle_until = now() + 1.0
+    while now() < settle_until:
+        for c in cs:
+            c.poll(0)
+        time.sleep(0.001)
+    revoked[0] = 0
+    cs.append(mk(consumers))
+    t1 = now()
+    while not balanced(cs, (7, 8)) and now() < deadline:
+        for c in cs:
+            c.poll(0)
+        time.sleep(0.001)
+    second = now() - t1
+    # Anything the 9th's rebalance still moves after the split is balanced counts too.
+    settle_until = now() + 1.0
+    while now() < settle_until:
+        for c in cs:
+            c.poll(0)
+        time.sleep(0.001)
+    ok = balanced(cs, (7, 8))
+    moved = revoked[0]  # before the closes, which revoke everything
+    for c in cs:
+        c.close()
+    if not ok:
+        return {"error": "9 consumers not balanced: %s" % sorted(len(v) for v in owned.values())}
+    return {"balanced_8_s": first, "ninth_rebalanced_s": second, "revoked_for_ninth": moved}
 
 
 def commits(addr, broker, n=2000, timeout=120):
@@ -250,7 +322,7 @@ def memory(addr, broker, idle=200, members=16, timeout=90):
     return out
 
 
-WORKLOADS = [("join8", join8), ("commits", commits), ("throughput", throughput),
+WORKLOADS = [("join8", join8), ("kip848", kip848), ("commits", commits), ("throughput", throughput),
              ("offsetcommit", offsetcommit), ("memory", memory)]
 
 
@@ -270,7 +342,8 @@ STORES = {"log": [], "flush": ["--offsets-flush-interval-ms", "1000", "--log-flu
 
 def broker_args(data_dir=None, store=None):
     args = ["--listen", "127.0.0.1:0", "--group-initial-rebalance-delay-ms", "0",
-            "--group-min-session-timeout-ms", "1000"]
+            "--group-min-session-timeout-ms", "1000",
+            "--group-consumer-heartbeat-interval-ms", str(CONSUMER_HEARTBEAT_MS)]
     if data_dir:
         args += ["--data-dir", data_dir] + STORES[store]
     for t, n in TOPICS.items():
@@ -335,6 +408,9 @@ def main():
 
     # side by side
     rows = [("join8", "seconds", "join 8 consumers (s)", "lower"),
+            ("kip848", "balanced_8_s", "KIP-848: 8 balanced on 64 (s)", "lower"),
+            ("kip848", "revoked_for_ninth", "KIP-848: revoked for a 9th", "lower"),
+            ("kip848", "ninth_rebalanced_s", "KIP-848: 9th balanced (s)", "lower"),
             ("commits", "commits_per_s", "sync commits/s", "higher"),
             ("commits", "p50_ms", "commit p50 (ms)", "lower"),
             ("commits", "p99_ms", "commit p99 (ms)", "lower"),

@@ -28,19 +28,21 @@ BROKER_API_VERSIONS = {
     0: (0, 7),    # Produce
     1: (0, 11),   # Fetch
     2: (0, 3),    # ListOffsets
-    3: (0, 5),    # Metadata
-    8: (0, 3),    # OffsetCommit
-    9: (0, 3),    # OffsetFetch
+    3: (0, 12),   # Metadata
+    8: (0, 9),    # OffsetCommit
+    9: (0, 9),    # OffsetFetch
     10: (0, 1),   # FindCoordinator
     11: (0, 5),   # JoinGroup
     12: (0, 1),   # Heartbeat
     13: (0, 1),   # LeaveGroup
     14: (0, 3),   # SyncGroup
     15: (0, 1),   # DescribeGroups
-    16: (0, 1),   # ListGroups
+    16: (0, 5),   # ListGroups
     18: (0, 3),   # ApiVersions (the mock stays at its own 0-2)
     22: (0, 1),   # InitProducerId
     42: (0, 1),   # DeleteGroups
+    68: (0, 1),   # ConsumerGroupHeartbeat
+    69: (0, 1),   # ConsumerGroupDescribe
 }
 
 
@@ -67,10 +69,12 @@ def main():
                                         "(a proxy in front of it, e.g. interop/lib/sniff.py)")
     # accepted and ignored: no counterpart in the mock
     for flag in ("--data-dir", "--group-min-session-timeout-ms", "--group-max-session-timeout-ms",
-                 "--group-max-size", "--max-frame-bytes", "--max-connections",
-                 # the consumer group protocol's session and heartbeat: the mock keeps its own
-                 "--group-consumer-session-timeout-ms", "--group-consumer-heartbeat-interval-ms"):
+                 "--group-max-size", "--max-frame-bytes", "--max-connections"):
         ap.add_argument(flag)
+    # the consumer group protocol's (KIP-848) heartbeat interval and session, set on the mock
+    # where its librdkafka has the setters
+    ap.add_argument("--group-consumer-heartbeat-interval-ms", type=int, default=None)
+    ap.add_argument("--group-consumer-session-timeout-ms", type=int, default=None)
     ap.add_argument("--auto-create-topics", action="store_true")
     args = ap.parse_args()
 
@@ -117,6 +121,16 @@ def main():
         print("mockcluster: rd_kafka_mock_cluster_new failed", file=sys.stderr)
         return 1
     lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mc, args.group_initial_rebalance_delay_ms)
+    # The consumer group protocol's heartbeat interval and session (KIP-848), where this
+    # librdkafka's mock has the setters.
+    for flag, symbol in (("group_consumer_heartbeat_interval_ms", "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms"),
+                         ("group_consumer_session_timeout_ms", "rd_kafka_mock_set_group_consumer_session_timeout_ms")):
+        value = getattr(args, flag, None)
+        setter = getattr(lib, symbol, None)
+        if value is not None and setter is not None:
+            setter.restype = None
+            setter.argtypes = [ctypes.c_void_p, ctypes.c_int]
+            setter(mc, int(value))
     if args.api_versions_like_broker:
         # Lower the mock's maxima to the broker's; APIs the broker lacks are withdrawn (-1).
         # A version above the mock's own maximum is never advertised: the mock cannot parse it.
