@@ -4,7 +4,7 @@
 //! interval), and prints MB/s each way: the log's own cost, without the wire.
 //!
 //! ```text
-//! cargo run --release -p partition-log --example log_throughput -- [BATCHES] [DIR]
+//! cargo run --release -p partition-log --example segment_throughput -- [BATCHES] [DIR]
 //! ```
 //!
 //! `DIR` (default: a directory under the system's temporary one, removed at the end) must be
