@@ -458,6 +458,14 @@ impl Handler {
     /// Returns why the connection ended, for the log line.
     async fn run(&mut self) -> String {
         while !self.shutdown.is_shutdown() {
+            // Before authentication a frame is at most Kafka's sasl.server.max.receive.size.
+            let max_frame = self.context.config.max_frame_bytes;
+            self.connection
+                .set_max_frame(if self.session.is_authenticated() {
+                    max_frame
+                } else {
+                    max_frame.min(SASL_MAX_RECEIVE_SIZE)
+                });
             let frame = match self.next_frame().await {
                 Ok(frame) => frame,
                 Err(reason) => return reason,
@@ -593,6 +601,11 @@ impl Handler {
         "authentication failed".into()
     }
 }
+
+/// Kafka's `sasl.server.max.receive.size` default: the largest frame a connection may send
+/// before it has authenticated; a larger one closes it (a client that has not logged in cannot
+/// make the broker buffer `--max-frame-bytes`).
+const SASL_MAX_RECEIVE_SIZE: usize = 524_288;
 
 /// A bare SASL token as a frame: `[length][token]` (after a v0 SaslHandshake).
 fn raw_frame(token: &[u8]) -> Vec<u8> {

@@ -162,6 +162,24 @@ async fn a_disabled_mechanism_and_out_of_order_requests_are_refused() {
 }
 
 #[tokio::test]
+async fn before_authentication_a_frame_above_kafkas_sasl_receive_size_closes() {
+    let (broker, _users) = sasl_broker(&SaslMechanism::ALL).await;
+    // 512 KiB + 1: only the length is sent; the broker refuses it from the prefix alone.
+    let mut c = broker.client().await;
+    assert_eq!(c.call(&handshake("PLAIN"), 1).await.error_code, 0);
+    c.send_raw(&(524_289i32).to_be_bytes()).await;
+    assert!(c.is_closed().await);
+    // After authenticating, --max-frame-bytes (100 MiB by default) applies:
+    // a 600 KiB Produce is read and answered.
+    let mut c = broker.client().await;
+    assert_eq!(plain(&mut c, "alice", "alice-secret").await.error_code, 0);
+    let mut big = record(0, 1_700_000_000_000);
+    big.value = Some(Bytes::from(vec![b'x'; 600 * 1024]));
+    let batch = batch(&[big], kafka_protocol::records::Compression::None);
+    assert_eq!(produce(&mut c, "t", 0, batch, 7).await, (0, 0));
+}
+
+#[tokio::test]
 async fn sasl_on_a_plaintext_listener_is_illegal_state_and_harmless() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
