@@ -864,3 +864,43 @@ def admin_topics(ctx):
     expect("partitions_after_delete", None)
     expect("committed_after_delete", [-1001])  # librdkafka's OFFSET_INVALID: no committed offset
     expect("delete_default", {"adt-default": "ok"})
+
+
+# -------------------------------------------------------------------------------------------
+# 13. SASL on a SASL_PLAINTEXT listener: confluent-kafka (PLAIN, SCRAM-SHA-256) and kafka-python
+#     (SCRAM-SHA-512) with the right password and with a wrong one
+
+@scenario("sasl-confluent-kafka-python", topics={"sasl": 2}, budget=120, own_broker=True,
+          mock_note="the mock's listener is PLAINTEXT and knows none of these users")
+def sasl_clients(ctx):
+    users = os.path.join(ctx.dir, "users.txt")
+    fd = os.open(users, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("# interop\nalice:alice-secret\n")
+    b = ctx.start_broker("broker-sasl", {"sasl": 2}, listen="SASL_PLAINTEXT://127.0.0.1:0",
+                         extra=["--users", users])
+    spec = {"bootstrap": b.address, "topic": "sasl", "user": "alice", "password": "alice-secret"}
+    r = subprocess.run([python_exe(), os.path.join(INTEROP, "workers", "sasl_clients.py"), json.dumps(spec)],
+                       capture_output=True, timeout=ctx.left(100))
+    with open(os.path.join(ctx.dir, "sasl_clients.log"), "ab") as f:
+        f.write(r.stderr)
+    code, _, killed = b.stop(15)
+    ctx.check(code == 0 and not killed, "the SASL broker on SIGTERM: exit %s" % code)
+    if r.returncode != 0:
+        raise Failed("the SASL clients failed (exit %d): %s"
+                     % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
+    out = json.loads(r.stdout)
+    ctx.note("SASL outcomes: %s" % out)
+    for key in ("confluent PLAIN", "confluent SCRAM-SHA-256", "kafka-python SCRAM-SHA-512"):
+        ctx.check(out.get(key) == "ok", "%s: %s" % (key, out.get(key)))
+    for key, says in (("confluent PLAIN wrong password", "Invalid username or password"),
+                      ("confluent SCRAM-SHA-256 wrong password", "invalid credentials with SASL mechanism SCRAM-SHA-256")):
+        ctx.check(out.get(key, "").startswith("auth error") and says in out.get(key, ""),
+                  "%s: %s" % (key, out.get(key)))
+    ctx.check(out.get("kafka-python SCRAM-SHA-512 wrong password", "ok") != "ok",
+              "kafka-python with a wrong password: %s" % out.get("kafka-python SCRAM-SHA-512 wrong password"))
+    with open(b.log_path, errors="replace") as f:
+        log = f.read()
+    ctx.check("alice-secret" not in log, "the broker's log holds the password")
+    ctx.check('user="alice" mechanism="SCRAM-SHA-512"' in log and "authentication failed" in log,
+              "the failed logins are not logged with the user name")

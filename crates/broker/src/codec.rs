@@ -124,8 +124,8 @@ mod tests {
         let cases: Vec<(Vec<u8>, &str)> = vec![
             (vec![0, 18, 0], "shorter than a header"),
             (vec![0x7f, 0, 0, 0, 0, 0, 0, 1], "unknown API key"),
-            // ApiKey 17 (SaslHandshake) exists but is not served.
-            (vec![0, 17, 0, 1, 0, 0, 0, 1, 0, 0], "not served"),
+            // ApiKey 38 (CreateDelegationToken) exists but is not served.
+            (vec![0, 38, 0, 1, 0, 0, 0, 1, 0, 0], "not served"),
             // Heartbeat v0, client id length 5 but 1 byte follows.
             (
                 vec![0, 12, 0, 0, 0, 0, 0, 1, 0, 5, b'a'],

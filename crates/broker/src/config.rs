@@ -39,12 +39,137 @@ impl FromStr for TopicSpec {
     }
 }
 
+/// A listener's security protocol (Kafka's `listener.security.protocol.map` values).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SecurityProtocol {
+    /// No authentication, no encryption (the default, as a bare `HOST:PORT`).
+    #[default]
+    Plaintext,
+    /// SASL authentication over plain TCP.
+    SaslPlaintext,
+    /// TLS: refused at start for now ("not supported yet").
+    Ssl,
+    /// SASL over TLS: refused at start for now ("not supported yet").
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Kafka's name of the protocol.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+}
+
+/// A `--listen` value: `PROTOCOL://HOST:PORT`, or a bare `HOST:PORT` for PLAINTEXT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenerSpec {
+    /// The security protocol.
+    pub protocol: SecurityProtocol,
+    /// The address (an IP address and a port; port 0 lets the OS pick one).
+    pub address: SocketAddr,
+}
+
+impl FromStr for ListenerSpec {
+    type Err = BrokerError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let invalid = |reason: String| BrokerError::InvalidConfig {
+            setting: "listen",
+            reason: format!(
+                "{s:?}: {reason}; write PROTOCOL://HOST:PORT (PLAINTEXT or SASL_PLAINTEXT) or \
+                 HOST:PORT, e.g. SASL_PLAINTEXT://127.0.0.1:9092"
+            ),
+        };
+        let (protocol, address) = match s.split_once("://") {
+            None => (SecurityProtocol::Plaintext, s),
+            Some((name, address)) => {
+                let protocol = match name.to_ascii_uppercase().as_str() {
+                    "PLAINTEXT" => SecurityProtocol::Plaintext,
+                    "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
+                    "SSL" => SecurityProtocol::Ssl,
+                    "SASL_SSL" => SecurityProtocol::SaslSsl,
+                    other => return Err(invalid(format!("unknown security protocol `{other}`"))),
+                };
+                (protocol, address)
+            }
+        };
+        let address = address
+            .parse::<SocketAddr>()
+            .map_err(|_| invalid("not an IP address and port".into()))?;
+        Ok(ListenerSpec { protocol, address })
+    }
+}
+
+/// A SASL mechanism the broker serves (`--sasl-enabled-mechanisms`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SaslMechanism {
+    /// RFC 4616: the password travels in the clear (use it over TLS, or on loopback).
+    Plain,
+    /// RFC 7677.
+    ScramSha256,
+    /// RFC 5802 with SHA-512, as Kafka serves it.
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    /// Every mechanism served, the default `--sasl-enabled-mechanisms`.
+    pub const ALL: [SaslMechanism; 3] = [
+        SaslMechanism::Plain,
+        SaslMechanism::ScramSha256,
+        SaslMechanism::ScramSha512,
+    ];
+
+    /// The mechanism's SASL name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
+            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+impl FromStr for SaslMechanism {
+    type Err = BrokerError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SaslMechanism::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| BrokerError::InvalidConfig {
+                setting: "sasl-enabled-mechanisms",
+                reason: format!(
+                    "`{s}` is not served (served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; GSSAPI \
+                     and OAUTHBEARER are not)"
+                ),
+            })
+    }
+}
+
 /// Everything the broker needs to start. [`Default`] gives Kafka's defaults (and a loopback
 /// listener on Kafka's port 9092), except where the field says otherwise.
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
     /// Where to listen. Port 0 lets the operating system pick one.
     pub listen: SocketAddr,
+    /// The listener's security protocol (`--listen PROTOCOL://HOST:PORT`; default PLAINTEXT).
+    pub security_protocol: SecurityProtocol,
+    /// Kafka's `sasl.enabled.mechanisms` on a SASL_PLAINTEXT listener (default PLAIN,
+    /// SCRAM-SHA-256, SCRAM-SHA-512).
+    pub sasl_enabled_mechanisms: Vec<SaslMechanism>,
+    /// `--users FILE`: the SASL users, `name:password` lines, in a file only its owner may
+    /// read. Needed by a SASL_PLAINTEXT listener.
+    pub users_file: Option<PathBuf>,
+    /// Kafka's `connection.failed.authentication.delay.ms` (default 100): a connection whose
+    /// authentication failed is closed this long after its error answer.
+    pub connection_failed_authentication_delay_ms: u64,
     /// The data directory: committed offsets and group records live in its group log
     /// (`<dir>/groups/`, the `LogStore`) or, with [`offsets_store`](Self::offsets_store)
     /// `Json`, in `<dir>/offsets.json`; topics and records in `<dir>/records/` (the
@@ -177,6 +302,10 @@ impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 9092)),
+            security_protocol: SecurityProtocol::Plaintext,
+            sasl_enabled_mechanisms: SaslMechanism::ALL.to_vec(),
+            users_file: None,
+            connection_failed_authentication_delay_ms: 100,
             data_dir: None,
             offsets_store: OffsetsStore::Log,
             offsets_flush_interval_ms: None,
@@ -218,6 +347,7 @@ impl BrokerConfig {
     /// Checks the settings that do not depend on the environment.
     pub fn validate(&self) -> Result<(), BrokerError> {
         let invalid = |setting, reason: String| Err(BrokerError::InvalidConfig { setting, reason });
+        self.validate_security()?;
         if self.num_partitions == 0 {
             return invalid("num-partitions", "must be at least 1".into());
         }
@@ -301,6 +431,36 @@ impl BrokerConfig {
     }
 }
 
+impl BrokerConfig {
+    fn validate_security(&self) -> Result<(), BrokerError> {
+        let invalid = |setting, reason: String| Err(BrokerError::InvalidConfig { setting, reason });
+        match self.security_protocol {
+            SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => invalid(
+                "listen",
+                format!(
+                    "{} is not supported yet (no TLS yet); use PLAINTEXT or SASL_PLAINTEXT",
+                    self.security_protocol.name()
+                ),
+            ),
+            SecurityProtocol::SaslPlaintext if self.users_file.is_none() => invalid(
+                "users",
+                "a SASL_PLAINTEXT listener needs --users FILE (name:password lines)".into(),
+            ),
+            SecurityProtocol::SaslPlaintext if self.sasl_enabled_mechanisms.is_empty() => invalid(
+                "sasl-enabled-mechanisms",
+                "needs at least one mechanism".into(),
+            ),
+            SecurityProtocol::Plaintext if self.users_file.is_some() => invalid(
+                "users",
+                "users authenticate on a SASL_PLAINTEXT listener only; this one is PLAINTEXT \
+                 (write --listen SASL_PLAINTEXT://HOST:PORT)"
+                    .into(),
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Descriptors kept for everything but connections: the listener, the runtime, the group
 /// and segment logs' files.
 const RESERVED_DESCRIPTORS: usize = 128;
@@ -335,6 +495,79 @@ mod tests {
             let err = bad.parse::<TopicSpec>().unwrap_err();
             assert_eq!(err.code(), "INVALID_CONFIG", "{bad}");
         }
+    }
+
+    #[test]
+    fn listeners_parse_with_and_without_a_protocol() {
+        let l: ListenerSpec = "127.0.0.1:9092".parse().unwrap();
+        assert_eq!(l.protocol, SecurityProtocol::Plaintext);
+        assert_eq!(l.address, "127.0.0.1:9092".parse().unwrap());
+        let l: ListenerSpec = "SASL_PLAINTEXT://[::1]:0".parse().unwrap();
+        assert_eq!(l.protocol, SecurityProtocol::SaslPlaintext);
+        assert_eq!(l.address, "[::1]:0".parse().unwrap());
+        let l: ListenerSpec = "plaintext://0.0.0.0:1".parse().unwrap();
+        assert_eq!(l.protocol, SecurityProtocol::Plaintext);
+        for bad in [
+            "TLS://127.0.0.1:1",
+            "SASL_PLAINTEXT://localhost",
+            "127.0.0.1",
+            "",
+        ] {
+            let err = bad.parse::<ListenerSpec>().unwrap_err();
+            assert_eq!(err.code(), "INVALID_CONFIG", "{bad}");
+        }
+    }
+
+    #[test]
+    fn security_settings_are_checked() {
+        let sasl = |users: Option<&str>| BrokerConfig {
+            security_protocol: SecurityProtocol::SaslPlaintext,
+            users_file: users.map(PathBuf::from),
+            ..BrokerConfig::default()
+        };
+        assert!(sasl(Some("/u")).validate().is_ok());
+        let cases = [
+            (sasl(None), "needs --users"),
+            (
+                BrokerConfig {
+                    sasl_enabled_mechanisms: Vec::new(),
+                    ..sasl(Some("/u"))
+                },
+                "at least one mechanism",
+            ),
+            (
+                BrokerConfig {
+                    security_protocol: SecurityProtocol::Plaintext,
+                    ..sasl(Some("/u"))
+                },
+                "SASL_PLAINTEXT listener only",
+            ),
+            (
+                BrokerConfig {
+                    security_protocol: SecurityProtocol::SaslSsl,
+                    ..sasl(Some("/u"))
+                },
+                "SASL_SSL is not supported yet",
+            ),
+            (
+                BrokerConfig {
+                    security_protocol: SecurityProtocol::Ssl,
+                    ..BrokerConfig::default()
+                },
+                "SSL is not supported yet",
+            ),
+        ];
+        for (c, expect) in cases {
+            let err = c.validate().unwrap_err();
+            assert_eq!(err.code(), "INVALID_CONFIG");
+            assert!(err.to_string().contains(expect), "{err}");
+        }
+        assert_eq!(
+            "SCRAM-SHA-512".parse::<SaslMechanism>().unwrap(),
+            SaslMechanism::ScramSha512
+        );
+        let err = "GSSAPI".parse::<SaslMechanism>().unwrap_err();
+        assert!(err.to_string().contains("not served"), "{err}");
     }
 
     #[test]

@@ -54,6 +54,12 @@ impl Connection {
         }
     }
 
+    /// Sets the largest frame accepted from the next frame on (a SASL listener's connections
+    /// take small frames until they have authenticated).
+    pub(crate) fn set_max_frame(&mut self, max_frame: usize) {
+        self.max_frame = max_frame;
+    }
+
     /// When the first byte of a frame not yet complete arrived, if one is being read.
     pub(crate) fn partial_since(&self) -> Option<Instant> {
         self.partial_since

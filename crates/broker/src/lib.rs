@@ -64,6 +64,7 @@
 
 pub mod admin;
 mod api;
+mod auth;
 mod codec;
 mod config;
 mod connection;
@@ -73,7 +74,10 @@ mod server;
 mod shutdown;
 mod store;
 
-pub use config::{default_max_connections, BrokerConfig, RecordsConfig, TopicSpec};
+pub use config::{
+    default_max_connections, BrokerConfig, ListenerSpec, RecordsConfig, SaslMechanism,
+    SecurityProtocol, TopicSpec,
+};
 pub use error::BrokerError;
 pub use server::Server;
 pub use store::{OffsetsStore, StoreConfig, GROUPS_DIR, IMPORTED_FILE, OFFSETS_FILE};

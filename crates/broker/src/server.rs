@@ -15,8 +15,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tracing::{debug, error, info, warn, Instrument};
 
+use crate::auth::{allowed_before_authentication, Authenticator, Session, Users};
 use crate::codec::{self, Incoming};
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, SecurityProtocol};
 use crate::connection::{Connection, FrameError};
 use crate::context::{Context, WallClock};
 use crate::error::BrokerError;
@@ -55,6 +56,8 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct Server {
     listener: TcpListener,
+    /// The SASL users and mechanisms of a SASL_PLAINTEXT listener.
+    authenticator: Option<Arc<Authenticator>>,
     context: Arc<Context>,
     local_addr: SocketAddr,
 }
@@ -68,6 +71,7 @@ impl Server {
     /// unreadable offset file), a topic that cannot be created, `BIND_FAILED`.
     pub async fn bind(config: BrokerConfig) -> Result<Server, BrokerError> {
         config.validate()?;
+        let authenticator = authenticator(&config).await?;
         let store_config = config.store();
         if let Some(dir) = &config.data_dir {
             // The broker creates its data directory (the groups tool refuses a missing one).
@@ -171,6 +175,7 @@ impl Server {
             },
             ip => ip.to_string(),
         };
+        let config_protocol = config.security_protocol.name();
         let context = Arc::new(Context::new(
             config,
             log,
@@ -178,8 +183,10 @@ impl Server {
             host,
             local_addr.port(),
         ));
+        info!(protocol = config_protocol, "listener security protocol");
         Ok(Server {
             listener,
+            authenticator,
             context,
             local_addr,
         })
@@ -202,6 +209,7 @@ impl Server {
             listener: self.listener,
             limit: Arc::new(Semaphore::new(self.context.config.max_connections)),
             per_ip: Arc::new(PerIp::default()),
+            authenticator: self.authenticator,
             context: self.context,
             notify_shutdown,
             shutdown_complete_tx,
@@ -232,6 +240,26 @@ impl Server {
         info!("stopped");
         Ok(())
     }
+}
+
+/// The users and mechanisms of a SASL_PLAINTEXT listener, read from `--users` (the SCRAM
+/// credentials are derived here, off the async workers: 8192 PBKDF2 rounds per user).
+async fn authenticator(config: &BrokerConfig) -> Result<Option<Arc<Authenticator>>, BrokerError> {
+    let (SecurityProtocol::SaslPlaintext, Some(path)) =
+        (config.security_protocol, config.users_file.clone())
+    else {
+        return Ok(None);
+    };
+    let users = tokio::task::spawn_blocking(move || Users::load(&path))
+        .await
+        .map_err(|e| BrokerError::InvalidConfig {
+            setting: "users",
+            reason: format!("reading the users failed: {e}"),
+        })??;
+    let mechanisms = config.sasl_enabled_mechanisms.clone();
+    let names: Vec<&str> = mechanisms.iter().map(|m| m.name()).collect();
+    info!(users = users.len(), mechanisms = %names.join(","), "SASL authentication required");
+    Ok(Some(Arc::new(Authenticator { mechanisms, users })))
 }
 
 /// The server-side assignor registered under `name` (one of
@@ -296,6 +324,7 @@ struct Listener {
     listener: TcpListener,
     limit: Arc<Semaphore>,
     per_ip: Arc<PerIp>,
+    authenticator: Option<Arc<Authenticator>>,
     context: Arc<Context>,
     notify_shutdown: broadcast::Sender<()>,
     shutdown_complete_tx: mpsc::Sender<()>,
@@ -325,12 +354,14 @@ impl Listener {
                 connection: Connection::new(socket, self.context.config.max_frame_bytes),
                 shutdown: Shutdown::new(self.notify_shutdown.subscribe()),
                 told_unsupported: false,
+                session: Session::new(self.authenticator.clone(), peer),
                 _shutdown_complete: self.shutdown_complete_tx.clone(),
             };
             tokio::spawn(async move {
                 info!(connection = handler.id, %peer, "connection opened");
                 let reason = handler.run().await;
-                info!(connection = handler.id, %peer, reason = %reason, "connection closed");
+                let principal = handler.session.principal().unwrap_or_default();
+                info!(connection = handler.id, %peer, principal, reason = %reason, "connection closed");
                 drop(slot);
                 drop(permit);
             });
@@ -374,6 +405,8 @@ struct Handler {
     /// Whether this connection was already logged for a version the broker does not serve
     /// (one warning per connection, not per attempt).
     told_unsupported: bool,
+    /// The connection's authentication and principal.
+    session: Session,
     /// Dropped when the handler ends; the server waits for every one.
     _shutdown_complete: mpsc::Sender<()>,
 }
@@ -425,6 +458,14 @@ impl Handler {
     /// Returns why the connection ended, for the log line.
     async fn run(&mut self) -> String {
         while !self.shutdown.is_shutdown() {
+            // Before authentication a frame is at most Kafka's sasl.server.max.receive.size.
+            let max_frame = self.context.config.max_frame_bytes;
+            self.connection
+                .set_max_frame(if self.session.is_authenticated() {
+                    max_frame
+                } else {
+                    max_frame.min(SASL_MAX_RECEIVE_SIZE)
+                });
             let frame = match self.next_frame().await {
                 Ok(frame) => frame,
                 Err(reason) => return reason,
@@ -437,12 +478,28 @@ impl Handler {
                     return format!("bad frame: {e}");
                 }
             };
+            if self.session.expects_raw_token() {
+                // After a v0 SaslHandshake: a bare token, answered by a bare token; a failure
+                // closes the connection without an answer (Kafka's v0 behaviour).
+                match self.session.authenticate(&frame) {
+                    Ok(token) => {
+                        if let Err(e) = self.connection.write_frame(&raw_frame(&token)).await {
+                            return format!("write failed: {e}");
+                        }
+                        continue;
+                    }
+                    Err(_) => return self.close_after_failed_authentication().await,
+                }
+            }
             let response = match codec::parse_request(frame) {
                 Incoming::Request {
                     header,
                     key,
                     request,
                 } => {
+                    if let Some(reason) = self.refused_before_authentication(key) {
+                        return reason;
+                    }
                     let span = tracing::debug_span!(
                         "request",
                         connection = self.id,
@@ -455,7 +512,13 @@ impl Handler {
                     // The answer is boxed (see `registry::Answer`): an idle connection's
                     // task does not carry the largest handler's future.
                     let answer = request
-                        .answer(&self.context, &mut self.shutdown, self.peer, &header)
+                        .answer(
+                            &self.context,
+                            &mut self.shutdown,
+                            self.peer,
+                            &header,
+                            &self.session,
+                        )
                         .instrument(span.clone())
                         .await;
                     span.in_scope(|| {
@@ -474,6 +537,9 @@ impl Handler {
                 }
                 Incoming::UnsupportedVersion { header, entry } => {
                     let (key, version) = (entry.key, header.request_api_version);
+                    if let Some(reason) = self.refused_before_authentication(key) {
+                        return reason;
+                    }
                     let answer = entry.unsupported_version(version, header.correlation_id);
                     let client_id = header.client_id.as_deref().unwrap_or("");
                     let (min, max) = (entry.decodable_min, *entry.versions.end());
@@ -500,9 +566,53 @@ impl Handler {
                     return format!("write failed: {e}");
                 }
             }
+            if self.session.has_failed() {
+                return self.close_after_failed_authentication().await;
+            }
         }
         "broker shutting down".into()
     }
+
+    /// Why the connection closes if `key` is not answered yet: before authentication only
+    /// ApiVersions, SaslHandshake and SaslAuthenticate are (Kafka closes the connection on
+    /// anything else, without an answer).
+    fn refused_before_authentication(
+        &self,
+        key: kafka_protocol::messages::ApiKey,
+    ) -> Option<String> {
+        if self.session.is_authenticated() || allowed_before_authentication(key) {
+            return None;
+        }
+        warn!(connection = self.id, peer = %self.peer, api = ?key, "a request before SASL authentication; closing the connection");
+        Some(format!("{key:?} before authentication"))
+    }
+
+    /// Waits Kafka's `connection.failed.authentication.delay.ms` (so the client reads its
+    /// error before the close, and a password guesser is slowed), then closes.
+    async fn close_after_failed_authentication(&mut self) -> String {
+        let delay = self
+            .context
+            .config
+            .connection_failed_authentication_delay_ms;
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(delay)) => {}
+            _ = self.shutdown.recv() => {}
+        }
+        "authentication failed".into()
+    }
+}
+
+/// Kafka's `sasl.server.max.receive.size` default: the largest frame a connection may send
+/// before it has authenticated; a larger one closes it (a client that has not logged in cannot
+/// make the broker buffer `--max-frame-bytes`).
+const SASL_MAX_RECEIVE_SIZE: usize = 524_288;
+
+/// A bare SASL token as a frame: `[length][token]` (after a v0 SaslHandshake).
+fn raw_frame(token: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(4 + token.len());
+    frame.extend_from_slice(&u32::try_from(token.len()).unwrap_or(u32::MAX).to_be_bytes());
+    frame.extend_from_slice(token);
+    frame
 }
 
 #[cfg(test)]

@@ -21,11 +21,13 @@ mod offsets;
 mod produce;
 mod records;
 pub(crate) mod registry;
+mod sasl;
 pub(crate) mod topic_configs;
 mod topics;
 
 use std::net::SocketAddr;
 
+use crate::auth::Session;
 use crate::context::Context;
 
 /// What a handler knows about the request besides its body.
@@ -35,4 +37,6 @@ pub(crate) struct Call<'a> {
     pub(crate) version: i16,
     pub(crate) client_id: &'a str,
     pub(crate) peer: SocketAddr,
+    /// The connection's authentication (SaslHandshake and SaslAuthenticate change it).
+    pub(crate) session: &'a Session,
 }

@@ -14,6 +14,7 @@ use kafka_protocol::messages::{api_versions_response, ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Message, Request};
 
 use super::Call;
+use crate::auth::Session;
 use crate::codec::encode_response;
 use crate::context::Context;
 use crate::shutdown::Shutdown;
@@ -66,6 +67,7 @@ pub(crate) trait Decoded: Send + fmt::Debug {
         shutdown: &'a mut Shutdown,
         peer: SocketAddr,
         header: &'a RequestHeader,
+        session: &'a Session,
     ) -> Answer<'a>;
 }
 
@@ -84,6 +86,7 @@ impl<A: Api> Decoded for Body<A> {
         shutdown: &'a mut Shutdown,
         peer: SocketAddr,
         header: &'a RequestHeader,
+        session: &'a Session,
     ) -> Answer<'a> {
         Box::pin(async move {
             let version = header.request_api_version;
@@ -92,6 +95,7 @@ impl<A: Api> Decoded for Body<A> {
                 version,
                 client_id: header.client_id.as_deref().unwrap_or(""),
                 peer,
+                session,
             };
             match A::handle(&call, self.0, shutdown).await {
                 Some(body) => {
@@ -188,7 +192,7 @@ const fn entry<A: Api>() -> Entry {
 /// Every API the broker serves, in ApiVersions order. The versions are docs/wire.md#api-versions' "safe
 /// maximum for all" column intersected with what kafka-protocol 0.18 decodes; the group admin
 /// APIs are advertised at the ranges Kafka 3.x brokers advertise, which every client handles.
-static REGISTRY: [Entry; 26] = [
+static REGISTRY: [Entry; 28] = [
     entry::<super::produce::Produce>(),
     entry::<super::fetch::Fetch>(),
     entry::<super::list_offsets::ListOffsets>(),
@@ -202,12 +206,14 @@ static REGISTRY: [Entry; 26] = [
     entry::<super::groups::SyncGroup>(),
     entry::<super::groups::DescribeGroups>(),
     entry::<super::groups::ListGroups>(),
+    entry::<super::sasl::SaslHandshake>(),
     entry::<super::api_versions::ApiVersions>(),
     entry::<super::topics::CreateTopics>(),
     entry::<super::topics::DeleteTopics>(),
     entry::<super::init_producer_id::InitProducerId>(),
     entry::<super::configs::DescribeConfigs>(),
     entry::<super::configs::AlterConfigs>(),
+    entry::<super::sasl::SaslAuthenticate>(),
     entry::<super::topics::CreatePartitions>(),
     entry::<super::groups::DeleteGroups>(),
     entry::<super::configs::IncrementalAlterConfigs>(),
@@ -255,7 +261,7 @@ mod tests {
         }
         let produce = find(ApiKey::Produce).map(|e| (e.versions.clone(), e.decodable_min));
         assert_eq!(produce, Some((0..=7, 3)));
-        assert!(find(ApiKey::SaslHandshake).is_none());
+        assert!(find(ApiKey::CreateDelegationToken).is_none());
     }
 
     #[test]

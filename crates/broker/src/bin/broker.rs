@@ -1,11 +1,12 @@
 //! The broker binary: parses flags, sets up logging, serves until SIGINT or SIGTERM.
 
 use std::io::Write;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use broker::{BrokerConfig, OffsetsStore, RecordsConfig, Server, TopicSpec};
+use broker::{
+    BrokerConfig, ListenerSpec, OffsetsStore, RecordsConfig, SaslMechanism, Server, TopicSpec,
+};
 use clap::Parser;
 
 /// A Kafka-protocol broker for development and tests: produce, fetch, consumer groups and
@@ -20,9 +21,23 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(name = "broker", version)]
 struct Args {
-    /// Address to listen on; port 0 lets the OS pick one.
-    #[arg(long, default_value = "127.0.0.1:9092", env = "BROKER_LISTEN")]
-    listen: SocketAddr,
+    /// Where to listen, PROTOCOL://HOST:PORT or HOST:PORT (PLAINTEXT); PROTOCOL is
+    /// PLAINTEXT or SASL_PLAINTEXT (SSL and SASL_SSL are refused: no TLS yet). Port 0 lets
+    /// the OS pick one.
+    #[arg(long, default_value = "127.0.0.1:9092", env = "BROKER_LISTEN", value_name = "[PROTOCOL://]HOST:PORT", value_parser = parse_listener)]
+    listen: ListenerSpec,
+    /// Kafka's sasl.enabled.mechanisms on a SASL_PLAINTEXT listener: any of PLAIN,
+    /// SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's default, needs Kerberos and is not served).
+    #[arg(long, value_delimiter = ',', default_value = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", value_parser = parse_mechanism)]
+    sasl_enabled_mechanisms: Vec<SaslMechanism>,
+    /// The SASL users, `name:password` lines (blank lines and `#` comments skipped); the
+    /// file must be readable by its owner only (chmod 600). Needed by SASL_PLAINTEXT.
+    #[arg(long, value_name = "FILE", env = "BROKER_USERS")]
+    users: Option<PathBuf>,
+    /// Kafka's connection.failed.authentication.delay.ms: a connection whose authentication
+    /// failed is closed this long after its SASL_AUTHENTICATION_FAILED answer.
+    #[arg(long, default_value_t = 100)]
+    connection_failed_authentication_delay_ms: u64,
     /// Directory for committed offsets and group records (DATA_DIR/groups/, the group log;
     /// an older broker's DATA_DIR/offsets.json is imported at the first start and kept as
     /// offsets.json.imported) and the partitions' records (DATA_DIR/records/); without it
@@ -145,6 +160,14 @@ impl From<StoreKind> for OffsetsStore {
     }
 }
 
+fn parse_listener(s: &str) -> Result<ListenerSpec, String> {
+    s.parse().map_err(|e: broker::BrokerError| e.to_string())
+}
+
+fn parse_mechanism(s: &str) -> Result<SaslMechanism, String> {
+    s.parse().map_err(|e: broker::BrokerError| e.to_string())
+}
+
 fn parse_topic(s: &str) -> Result<TopicSpec, String> {
     s.parse().map_err(|e: broker::BrokerError| e.to_string())
 }
@@ -152,7 +175,12 @@ fn parse_topic(s: &str) -> Result<TopicSpec, String> {
 impl Args {
     fn into_config(self) -> BrokerConfig {
         BrokerConfig {
-            listen: self.listen,
+            listen: self.listen.address,
+            security_protocol: self.listen.protocol,
+            sasl_enabled_mechanisms: self.sasl_enabled_mechanisms,
+            users_file: self.users,
+            connection_failed_authentication_delay_ms: self
+                .connection_failed_authentication_delay_ms,
             data_dir: self.data_dir,
             offsets_store: self.offsets_store.into(),
             offsets_flush_interval_ms: self.offsets_flush_interval_ms,

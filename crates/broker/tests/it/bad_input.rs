@@ -44,8 +44,8 @@ async fn malformed_frames_close_their_connection_only() {
         frame(&[0, 18, 0]),
         // An unknown API key.
         frame(&[0x7f, 0x7f, 0, 0, 0, 0, 0, 1, 0, 0]),
-        // A known key this broker does not serve (SaslHandshake).
-        frame(&[0, 17, 0, 1, 0, 0, 0, 1, 0, 0]),
+        // A known key this broker does not serve (CreateDelegationToken).
+        frame(&[0, 38, 0, 1, 0, 0, 0, 1, 0, 0]),
         // A client id longer than the frame.
         frame(&[0, 18, 0, 0, 0, 0, 0, 1, 0x7f, 0xff, b'x']),
         // Heartbeat v0 whose body stops inside the group id.

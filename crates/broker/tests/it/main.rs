@@ -15,4 +15,5 @@ mod bad_input;
 mod consumer_groups;
 mod groups;
 mod groups_tool;
+mod sasl;
 mod wire;

@@ -36,7 +36,9 @@ async fn api_versions_lists_the_served_table_at_every_version() {
         assert_eq!(find(ApiKey::ApiVersions), Some((0, 3)));
         assert_eq!(find(ApiKey::JoinGroup), Some((0, 5)));
         assert_eq!(find(ApiKey::OffsetDelete), Some((0, 0)));
-        assert_eq!(find(ApiKey::SaslHandshake), None);
+        assert_eq!(find(ApiKey::SaslHandshake), Some((0, 1)));
+        assert_eq!(find(ApiKey::SaslAuthenticate), Some((0, 2)));
+        assert_eq!(find(ApiKey::CreateDelegationToken), None);
     }
     broker.stop().await.expect("clean stop");
 }
