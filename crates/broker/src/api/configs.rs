@@ -108,7 +108,8 @@ fn broker_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refus
         synonyms: vec![(name.to_string(), value.to_string(), source::DEFAULT_CONFIG)],
         doc,
     };
-    let mut all = vec![
+    let mut all =
+        vec![
         set(
             "auto.create.topics.enable",
             c.auto_create_topics.to_string(),
@@ -120,6 +121,18 @@ fn broker_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refus
             NODE_ID.to_string(),
             Kind::Int,
             "The broker id.",
+        ),
+        set(
+            "advertised.listeners",
+            format!("{}://{}:{}", c.security_protocol.name(), context.host, context.port),
+            Kind::String,
+            "The listener clients are told to connect to (Metadata and FindCoordinator).",
+        ),
+        set(
+            "listeners",
+            format!("{}://{}", c.security_protocol.name(), c.listen),
+            Kind::String,
+            "The listener the broker binds (--listen).",
         ),
         default(
             "compression.type",

@@ -83,13 +83,35 @@ async fn check_new_topic(context: &Context, topic: &CreatableTopic) -> Result<Ne
         ));
     }
     if !topic.assignments.is_empty() {
-        return Err(Refused::new(
-            codes::INVALID_REQUEST,
-            "Manual replica assignments are not supported: this single broker holds every partition; \
-             give a partition count instead",
-        ));
+        // Kafka: the assignment gives the partitions; the count and factor must be -1.
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            return Err(Refused::new(
+                codes::INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+            ));
+        }
+        let mut indexes: Vec<i32> = topic
+            .assignments
+            .iter()
+            .map(|a| a.partition_index)
+            .collect();
+        indexes.sort_unstable();
+        if indexes
+            .iter()
+            .enumerate()
+            .any(|(i, &p)| i64::from(p) != i as i64)
+        {
+            return Err(Refused::new(
+                codes::INVALID_REPLICA_ASSIGNMENT,
+                "Partitions should be a consecutive 0-based integer sequence.",
+            ));
+        }
+        single_broker(topic.assignments.iter().map(|a| &a.broker_ids[..]))?;
     }
     let partitions = match topic.num_partitions {
+        -1 if !topic.assignments.is_empty() => {
+            u32::try_from(topic.assignments.len()).unwrap_or(u32::MAX)
+        }
         -1 => context.config.num_partitions,
         n => match u32::try_from(n) {
             Ok(n) if n > 0 && n <= MAX_PARTITIONS_PER_TOPIC => n,
@@ -335,8 +357,16 @@ async fn create_partitions(
         let outcome = if twice.contains(name) {
             Err(duplicate_refusal("CreatePartitions"))
         } else {
-            grow(context, name, topic.count, topic.assignments.is_some())
-                .map(|count| (!request.validate_only).then_some(count))
+            grow(
+                context,
+                name,
+                topic.count,
+                topic
+                    .assignments
+                    .as_ref()
+                    .map(|a| a.iter().map(|x| &x.broker_ids[..]).collect()),
+            )
+            .map(|count| (!request.validate_only).then_some(count))
         };
         let outcome = match outcome {
             Ok(Some(count)) => context
@@ -363,21 +393,54 @@ async fn create_partitions(
     CreatePartitionsResponse::default().with_results(results)
 }
 
-/// Checks a CreatePartitions entry: the new total count, growing only.
-fn grow(context: &Context, name: &str, count: i32, assigned: bool) -> Result<u32, Refused> {
+/// Replica assignments this one broker can honour: each partition's replicas are exactly this
+/// broker (Kafka checks the ids against the live brokers: INVALID_REPLICA_ASSIGNMENT).
+fn single_broker<'a>(
+    assignments: impl Iterator<Item = &'a [kafka_protocol::messages::BrokerId]>,
+) -> Result<(), Refused> {
+    for replicas in assignments {
+        if replicas.len() != 1 || replicas[0].0 != crate::context::NODE_ID {
+            return Err(Refused::new(
+                codes::INVALID_REPLICA_ASSIGNMENT,
+                format!(
+                    "Replica assignment {:?} is invalid: the only broker is {}, and a partition has one replica.",
+                    replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
+                    crate::context::NODE_ID
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a CreatePartitions entry: the new total count, growing only; assignments, if
+/// given, one per new partition and each naming this broker.
+fn grow(
+    context: &Context,
+    name: &str,
+    count: i32,
+    assigned: Option<Vec<&[kafka_protocol::messages::BrokerId]>>,
+) -> Result<u32, Refused> {
     let current = context.log.partition_count(name).ok_or_else(|| {
         Refused::new(
             codes::UNKNOWN_TOPIC_OR_PARTITION,
             format!("The topic '{name}' does not exist."),
         )
     })?;
-    if assigned {
-        return Err(Refused::new(
-            codes::INVALID_REQUEST,
-            "Manual replica assignments are not supported: this single broker holds every partition",
-        ));
-    }
     let wanted = u32::try_from(count).unwrap_or(0);
+    if let Some(assigned) = assigned {
+        if i64::from(wanted) - i64::from(current) != assigned.len() as i64 {
+            return Err(Refused::new(
+                codes::INVALID_REPLICA_ASSIGNMENT,
+                format!(
+                    "Increasing the number of partitions by {} but {} assignments provided.",
+                    i64::from(wanted) - i64::from(current),
+                    assigned.len()
+                ),
+            ));
+        }
+        single_broker(assigned.into_iter())?;
+    }
     if wanted == current {
         return Err(Refused::new(
             codes::INVALID_PARTITIONS,

@@ -217,17 +217,44 @@ async fn create_topics_refuses_bad_partition_counts_with_invalid_partitions() {
     assert_eq!(partitions(&mut c, "p0").await, None);
 }
 
+/// Manual replica assignments are honoured when they name this broker alone (kafka-python's
+/// suite assigns `[0]`); any other broker, or two replicas, is INVALID_REPLICA_ASSIGNMENT
+/// (39); an assignment beside a count or factor is INVALID_REQUEST, as Kafka.
 #[tokio::test]
-async fn create_topics_refuses_manual_assignments_and_duplicates_with_invalid_request() {
+async fn create_topics_takes_assignments_to_this_broker_and_refuses_duplicates() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
-    let assigned = new_topic("assigned", -1, -1).with_assignments(vec![
-        create_topics_request::CreatableReplicaAssignment::default()
-            .with_partition_index(0)
-            .with_broker_ids(vec![BrokerId(0)]),
-    ]);
-    let r = c.call(&create(vec![assigned]), 7).await;
-    assert_eq!(create_codes(&r), [42]);
+    let assign = |name: &str, partitions: &[(i32, Vec<i32>)]| {
+        new_topic(name, -1, -1).with_assignments(
+            partitions
+                .iter()
+                .map(|(p, ids)| {
+                    create_topics_request::CreatableReplicaAssignment::default()
+                        .with_partition_index(*p)
+                        .with_broker_ids(ids.iter().map(|&b| BrokerId(b)).collect())
+                })
+                .collect(),
+        )
+    };
+    let r = c
+        .call(
+            &create(vec![
+                assign("assigned", &[(0, vec![0]), (1, vec![0])]),
+                assign("elsewhere", &[(0, vec![1])]),
+                assign("twice", &[(0, vec![0, 0])]),
+                assign("gap", &[(0, vec![0]), (2, vec![0])]),
+                new_topic("both", 2, -1).with_assignments(vec![
+                    create_topics_request::CreatableReplicaAssignment::default()
+                        .with_partition_index(0)
+                        .with_broker_ids(vec![BrokerId(0)]),
+                ]),
+            ]),
+            7,
+        )
+        .await;
+    assert_eq!(create_codes(&r), [0, 39, 39, 39, 42]);
+    assert_eq!(partitions(&mut c, "assigned").await, Some(2));
+    assert_eq!(partitions(&mut c, "elsewhere").await, None);
     let r = c
         .call(
             &create(vec![new_topic("twice", 1, 1), new_topic("twice", 2, 1)]),
@@ -235,7 +262,6 @@ async fn create_topics_refuses_manual_assignments_and_duplicates_with_invalid_re
         )
         .await;
     assert_eq!(create_codes(&r), [42, 42]);
-    assert_eq!(partitions(&mut c, "assigned").await, None);
     assert_eq!(partitions(&mut c, "twice").await, None);
 }
 
@@ -428,13 +454,24 @@ async fn create_partitions_grows_only() {
     }
     let missing = CreatePartitionsRequest::default().with_topics(vec![grow_to("nope", 2)]);
     assert_eq!(codes(&c.call(&missing, 3).await), [3]);
-    let assigned = CreatePartitionsRequest::default().with_topics(vec![grow_to("t", 5)
-        .with_assignments(Some(vec![
-            create_partitions_request::CreatePartitionsAssignment::default()
-                .with_broker_ids(vec![BrokerId(0)]),
-        ]))]);
-    assert_eq!(codes(&c.call(&assigned, 3).await), [42]);
+    let assigned = |count: i32, ids: &[&[i32]]| {
+        CreatePartitionsRequest::default().with_topics(vec![grow_to("t", count).with_assignments(
+            Some(
+                ids.iter()
+                    .map(|ids| {
+                        create_partitions_request::CreatePartitionsAssignment::default()
+                            .with_broker_ids(ids.iter().map(|&b| BrokerId(b)).collect())
+                    })
+                    .collect(),
+            ),
+        )])
+    };
+    // One assignment per new partition, each this broker: INVALID_REPLICA_ASSIGNMENT else.
+    assert_eq!(codes(&c.call(&assigned(6, &[&[0]]), 3).await), [39]);
+    assert_eq!(codes(&c.call(&assigned(5, &[&[1]]), 3).await), [39]);
     assert_eq!(partitions(&mut c, "t").await, Some(4));
+    assert_eq!(codes(&c.call(&assigned(5, &[&[0]]), 3).await), [0]);
+    assert_eq!(partitions(&mut c, "t").await, Some(5));
     // The new partitions take records.
     let (code, base) = produce(
         &mut c,
