@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{bounded, commit, commit_codes, fetched, offset_fetch, BOUND};
+use common::{bounded, commit, commit_codes, fetched, offset_fetch, spawn_listening, BOUND};
 use coordinator_core::{CommitFence, OffsetMap, OffsetStore, TopicPartition};
 use kafka_client::Connection;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 
 /// Cycles of start, concurrent commits, SIGKILL, restart: with a sync per batch, then with a
@@ -36,25 +36,13 @@ struct Broker {
 
 /// Starts the binary on `dir` with `extra` flags and waits (bounded) for `listening on`.
 async fn start(dir: &Path, extra: &[&str], stderr: Stdio) -> Broker {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_broker"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_broker"));
+    command
         .args(["--listen", "127.0.0.1:0", "--topic", "t:8", "--data-dir"])
         .arg(dir)
         .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the broker starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let line = bounded("listening line", BufReader::new(stdout).lines().next_line())
-        .await
-        .expect("read stdout")
-        .expect("a line on stdout (the broker did not start)");
-    let addr = line
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .expect("an address");
+        .stderr(stderr);
+    let (child, addr, _) = spawn_listening(command).await;
     Broker { child, addr }
 }
 

@@ -10,7 +10,7 @@ use std::process::Stdio;
 
 use common::*;
 use kafka_protocol::messages::*;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::{AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 #[tokio::test]
@@ -68,23 +68,8 @@ async fn spawn(args: &[&str]) -> Process {
 
 /// Starts `command` (the binary, maybe through a shell) and waits for its `listening on` line.
 async fn start(mut command: Command) -> Process {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let line = bounded("listening line", lines.next_line())
-        .await
-        .expect("read stdout")
-        .expect("a line on stdout");
-    let addr = line
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .expect("an address");
+    command.stderr(Stdio::piped());
+    let (child, addr, lines) = spawn_listening(command).await;
     Process {
         child,
         addr,

@@ -12,7 +12,7 @@ use std::process::Stdio;
 use common::*;
 use kafka_protocol::messages::*;
 use kafka_protocol::records::Compression;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 
 struct Broker {
@@ -22,24 +22,12 @@ struct Broker {
 
 /// Starts the binary on a free loopback port and waits (bounded) for its `listening on` line.
 async fn spawn_broker(args: &[&str]) -> Broker {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_broker"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_broker"));
+    command
         .args(["--listen", "127.0.0.1:0"])
         .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let line = bounded("listening line", BufReader::new(stdout).lines().next_line())
-        .await
-        .expect("read stdout")
-        .expect("a line on stdout");
-    let addr = line
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .expect("an address");
+        .stderr(Stdio::piped());
+    let (child, addr, _) = spawn_listening(command).await;
     Broker { child, addr }
 }
 

@@ -312,3 +312,32 @@ pub fn fetched(r: &OffsetFetchResponse) -> Vec<i64> {
         .flat_map(|t| t.partitions.iter().map(|p| p.committed_offset))
         .collect()
 }
+
+/// The broker binary's stdout after its `listening on` line.
+pub type StdoutLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>;
+
+/// Spawns `command` (the broker binary, or a shell that execs it) with stdout piped and
+/// killed on drop, and waits (bounded) for its `listening on HOST:PORT` line: the child, the
+/// address, and the rest of its stdout.
+pub async fn spawn_listening(
+    mut command: tokio::process::Command,
+) -> (tokio::process::Child, SocketAddr, StdoutLines) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the broker starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = bounded("listening line", lines.next_line())
+        .await
+        .expect("read stdout")
+        .expect("a line on stdout (the broker did not start)");
+    let addr = line
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .expect("an address");
+    (child, addr, lines)
+}

@@ -19,7 +19,6 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as WireTp;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::common::{batch, bounded, produce, record, topic_name, Client};
@@ -34,7 +33,8 @@ impl Broker {
     /// Starts the binary with `args` (besides a free loopback port and no rebalance delay)
     /// and waits for its `listening on` line.
     pub async fn start(args: &[&str]) -> Broker {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_broker"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_broker"));
+        command
             .args([
                 "--listen",
                 "127.0.0.1:0",
@@ -43,21 +43,8 @@ impl Broker {
             ])
             .args(args)
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the broker starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let line = bounded("listening line", BufReader::new(stdout).lines().next_line())
-            .await
-            .expect("read stdout")
-            .expect("a line on stdout");
-        let addr = line
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .expect("an address");
+            .stderr(Stdio::null());
+        let (child, addr, _) = crate::common::spawn_listening(command).await;
         Broker { child, addr }
     }
 
