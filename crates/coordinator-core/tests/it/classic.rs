@@ -1900,6 +1900,19 @@ async fn a_chapter_groups_record_names_strategy_topics_and_partitions() {
 // ====================================================================== durable records
 
 impl H {
+    /// Two members through a completed join, before any SyncGroup: (leader, follower,
+    /// generation).
+    async fn joined_pair(&self, group: &str) -> (String, String, Generation) {
+        let a = self.member_id(group, "a").await;
+        let b = self.member_id(group, "b").await;
+        let ja = self.spawn_join(join_req(group, &a, "a"));
+        let jb = self.spawn_join(join_req(group, &b, "b"));
+        self.tick(0).await;
+        let (ra, _) = (ja.await.unwrap().unwrap(), jb.await.unwrap().unwrap());
+        let (leader, follower) = if ra.leader == a { (a, b) } else { (b, a) };
+        (leader, follower, ra.generation)
+    }
+
     /// The records the store holds now.
     fn stored_records(&self) -> Vec<coordinator_core::GroupRecord> {
         let inner = self.store.inner().expect("the store");
@@ -1936,14 +1949,7 @@ impl H {
 #[tokio::test]
 async fn the_leaders_assignment_is_stored_before_any_member_hears_of_it() {
     let h = harness();
-    let a = h.member_id("g", "a").await;
-    let b = h.member_id("g", "b").await;
-    let ja = h.spawn_join(join_req("g", &a, "a"));
-    let jb = h.spawn_join(join_req("g", &b, "b"));
-    h.tick(0).await;
-    let (ra, _) = (ja.await.unwrap().unwrap(), jb.await.unwrap().unwrap());
-    let (leader, follower) = if ra.leader == a { (a, b) } else { (b, a) };
-    let generation = ra.generation;
+    let (leader, follower, generation) = h.joined_pair("g").await;
     let hold = h.store.hold(StoreOp::WriteGroup);
     let f = h.spawn_sync(sync_req("g", &follower, generation));
     let mut s = sync_req("g", &leader, generation);
@@ -2020,21 +2026,15 @@ async fn a_restarted_coordinator_carries_a_stable_group_on_without_a_rebalance()
 #[tokio::test]
 async fn a_failed_record_write_fails_every_sync_and_the_group_joins_again() {
     let h = harness();
-    let a = h.member_id("g", "a").await;
-    let b = h.member_id("g", "b").await;
-    let ja = h.spawn_join(join_req("g", &a, "a"));
-    let jb = h.spawn_join(join_req("g", &b, "b"));
-    h.tick(0).await;
-    let (ra, _) = (ja.await.unwrap().unwrap(), jb.await.unwrap().unwrap());
-    let (leader, follower) = if ra.leader == a { (a, b) } else { (b, a) };
+    let (leader, follower, generation) = h.joined_pair("g").await;
     h.store.fail(
         StoreOp::WriteGroup,
         coordinator_core::StorageErrorKind::Io,
         "disk full",
     );
-    let f = h.spawn_sync(sync_req("g", &follower, ra.generation));
+    let f = h.spawn_sync(sync_req("g", &follower, generation));
     settle().await;
-    let mut s = sync_req("g", &leader, ra.generation);
+    let mut s = sync_req("g", &leader, generation);
     s.assignments = vec![assignment(&leader, &[0, 1]), assignment(&follower, &[2, 3])];
     assert_eq!(code(h.c.classic().sync(s).await), "STORAGE_ERROR");
     assert_eq!(code(f.await.unwrap()), "STORAGE_ERROR");
@@ -2049,16 +2049,10 @@ async fn a_failed_record_write_fails_every_sync_and_the_group_joins_again() {
 #[tokio::test]
 async fn a_leader_sync_dropped_while_its_record_is_written_leaves_nobody_parked() {
     let h = harness();
-    let a = h.member_id("g", "a").await;
-    let b = h.member_id("g", "b").await;
-    let ja = h.spawn_join(join_req("g", &a, "a"));
-    let jb = h.spawn_join(join_req("g", &b, "b"));
-    h.tick(0).await;
-    let (ra, _) = (ja.await.unwrap().unwrap(), jb.await.unwrap().unwrap());
-    let (leader, follower) = if ra.leader == a { (a, b) } else { (b, a) };
+    let (leader, follower, generation) = h.joined_pair("g").await;
     let hold = h.store.hold(StoreOp::WriteGroup);
-    let f = h.spawn_sync(sync_req("g", &follower, ra.generation));
-    let mut s = sync_req("g", &leader, ra.generation);
+    let f = h.spawn_sync(sync_req("g", &follower, generation));
+    let mut s = sync_req("g", &leader, generation);
     s.assignments = vec![assignment(&leader, &[0, 1]), assignment(&follower, &[2, 3])];
     let l = h.spawn_sync(s);
     settle().await;
