@@ -19,7 +19,7 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 use uuid::Uuid;
 
-use super::groups::code;
+use super::groups::{code, record_write_code};
 use super::registry::Api;
 use super::{codes, Call};
 use crate::shutdown::Shutdown;
@@ -107,14 +107,7 @@ async fn heartbeat(
         Ok(answer) => response(call, answer),
         Err(e) => {
             debug!(group = %core.group_id, member = %core.member_id, code = e.code(), error = %e, regex = ?core.subscribed_topic_regex, names = ?core.subscribed_topic_names, "consumer heartbeat refused");
-            // The group's record could not be stored: NOT_COORDINATOR, as Kafka's
-            // coordinator answers a failed append, on which clients find it again and retry.
-            let c = if e.error_code() == coordinator_core::ErrorCode::StorageError {
-                codes::NOT_COORDINATOR
-            } else {
-                code(&e)
-            };
-            error_response(c, e.to_string())
+            error_response(record_write_code(&e), e.to_string())
         }
     }
 }

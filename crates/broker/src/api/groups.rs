@@ -34,6 +34,18 @@ pub(super) fn code(e: &Error) -> i16 {
     }
 }
 
+/// Kafka's code for a core error of a call that writes the group's record (SyncGroup,
+/// ConsumerGroupHeartbeat): a storage error is NOT_COORDINATOR, as Kafka's
+/// `appendGroupMetadataErrorToResponseError` answers a failed append, on which clients find
+/// the coordinator again and retry; any other error as [`code`].
+pub(super) fn record_write_code(e: &Error) -> i16 {
+    if e.error_code() == ErrorCode::StorageError {
+        codes::NOT_COORDINATOR
+    } else {
+        code(e)
+    }
+}
+
 fn s(value: &str) -> StrBytes {
     StrBytes::from_string(value.to_string())
 }
@@ -194,13 +206,7 @@ async fn sync(
                 .with_protocol_name(synced.protocol_name.as_deref().map(s))
                 .with_assignment(assignment)
         }
-        // The group's record could not be stored: Kafka's `appendGroupMetadataErrorToResponseError`
-        // answers NOT_COORDINATOR for a storage error, on which clients find the coordinator
-        // again and rejoin.
-        Some(Err(e)) if e.error_code() == ErrorCode::StorageError => {
-            SyncGroupResponse::default().with_error_code(codes::NOT_COORDINATOR)
-        }
-        Some(Err(e)) => SyncGroupResponse::default().with_error_code(code(&e)),
+        Some(Err(e)) => SyncGroupResponse::default().with_error_code(record_write_code(&e)),
     }
 }
 
