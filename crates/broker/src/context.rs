@@ -12,6 +12,7 @@ use partition_log::PartitionLog;
 
 use crate::api::topic_configs::TopicConfigs;
 use crate::config::BrokerConfig;
+use crate::producers::Producers;
 
 /// The broker's node id in Metadata and FindCoordinator (a single broker, as in a Kafka
 /// development cluster with `node.id=0`).
@@ -42,6 +43,9 @@ pub(crate) struct Context {
     /// The configs clients set on topics (CreateTopics, AlterConfigs), in memory: the one
     /// place they live (see [`TopicConfigs`] for the seam a durable log persists them at).
     pub(crate) topic_configs: TopicConfigs,
+    /// Every partition's producer state: sequences, open transactions, markers.
+    #[allow(dead_code)] // read by the transaction APIs in the commits that follow
+    pub(crate) producers: Producers,
     next_producer_id: AtomicI64,
 }
 
@@ -64,6 +68,7 @@ impl Context {
             port: i32::from(port),
             cluster_id: "consumer-groups-broker".to_string(),
             topic_configs: TopicConfigs::default(),
+            producers: Producers::default(),
             next_producer_id: AtomicI64::new(first_pid),
         }
     }

@@ -70,6 +70,7 @@ mod config;
 mod connection;
 mod context;
 mod error;
+mod producers;
 mod server;
 mod shutdown;
 mod store;
