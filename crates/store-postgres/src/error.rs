@@ -48,10 +48,29 @@ pub(crate) fn db_error(op: &str, e: tokio_postgres::Error) -> StorageError {
         // protocol error).
         None => (
             StorageErrorKind::Io,
-            format!("the connection to PostgreSQL failed while trying to {op}: {e}; retriable once the server is back"),
+            format!(
+                "the connection to PostgreSQL failed while trying to {op}: {}; retriable \
+                 once the server is back",
+                chain(&e)
+            ),
         ),
     };
     StorageError::new(kind, message).with_source(e)
+}
+
+/// `e` and its causes: `error connecting to server: No such file or directory (os error 2)`.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// A failure to get a connection from the pool for `op`.
