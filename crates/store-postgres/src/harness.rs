@@ -27,11 +27,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio_postgres::NoTls;
 
 /// How long `initdb` may take.
-const INITDB_TIMEOUT: Duration = Duration::from_secs(120);
+pub const INITDB_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long the server may take to accept connections after it is started.
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
+pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a fast shutdown (SIGINT) may take before the server is killed (SIGKILL).
-const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 /// The port number: with no TCP listener, it only names the socket file `.s.PGSQL.5432`,
 /// which lives in the harness's own directory, so servers never collide.
 const PORT: u16 = 5432;

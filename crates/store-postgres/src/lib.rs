@@ -21,7 +21,20 @@
 //! whose size the coordinator's own bounds (groups, partitions, `offset.metadata.max.bytes`)
 //! limit; a group record is refused above [`MAX_RECORD_BYTES`].
 //!
-//! With the `harness` feature, [`harness::TempPostgres`] starts a throwaway server for tests.
+//! With the `harness` feature, `harness::TempPostgres` starts a throwaway server for tests.
+//!
+//! ```no_run
+//! use coordinator_core::{CommitFence, OffsetMap, OffsetStore, TopicPartition};
+//! use store_postgres::PostgresStore;
+//!
+//! # async fn demo() -> Result<(), coordinator_core::StorageError> {
+//! let store = PostgresStore::connect("postgres://broker@127.0.0.1/offsets", 8).await?;
+//! let offsets: OffsetMap = [(TopicPartition::new("orders", 0), 42)].into();
+//! store.commit("workers", &offsets, CommitFence::none()).await?;
+//! assert_eq!(store.committed("workers", &TopicPartition::new("orders", 0)).await?, Some(42));
+//! # Ok(())
+//! # }
+//! ```
 
 #![forbid(unsafe_code)]
 
@@ -175,8 +188,18 @@ impl PostgresStore {
     /// transaction has committed or failed, and waits for it. Dropping the returned future
     /// does not stop the task (the port's fence and cancellation rules).
     async fn write(&self, write: Write, fence: CommitFence) -> Result<(), StorageError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            StorageError::new(
+                StorageErrorKind::Other,
+                format!(
+                    "cannot {}: the PostgreSQL store runs on a tokio runtime, and this call \
+                     is not on one; nothing was written",
+                    write.describe()
+                ),
+            )
+        })?;
         let pool = self.pool.clone();
-        let task = tokio::spawn(async move {
+        let task = runtime.spawn(async move {
             let result = apply(&pool, &write).await;
             // Only now: the transaction's COMMIT has been answered (or it failed).
             drop(fence);
