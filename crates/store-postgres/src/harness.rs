@@ -125,7 +125,7 @@ impl TempPostgres {
         client
             .batch_execute(sql)
             .await
-            .map_err(|e| HarnessError::Failed(format!("`{sql}` in {dbname}: {e}")))
+            .map_err(|e| HarnessError::Failed(format!("`{sql}` in {dbname}: {}", describe(&e))))
     }
 
     /// A plain connection to database `dbname` (its connection task is spawned), for tests
@@ -133,7 +133,7 @@ impl TempPostgres {
     pub async fn connect(&self, dbname: &str) -> Result<tokio_postgres::Client, HarnessError> {
         let (client, connection) = tokio_postgres::connect(&self.url(dbname), NoTls)
             .await
-            .map_err(|e| HarnessError::Failed(format!("connect to {dbname}: {e}")))?;
+            .map_err(|e| HarnessError::Failed(format!("connect to {dbname}: {}", describe(&e))))?;
         tokio::spawn(async move {
             // The connection ends with an error when the server stops: nothing to do.
             let _ = connection.await;
@@ -352,6 +352,14 @@ pub fn find_bin() -> Result<PathBuf, HarnessError> {
          --bindir` (install PostgreSQL, e.g. `apt-get install -y postgresql`)"
             .to_string(),
     ))
+}
+
+/// A client error with the server's message, when the server sent one.
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
 }
 
 fn is_root() -> bool {

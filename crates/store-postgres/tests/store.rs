@@ -287,13 +287,32 @@ async fn a_dropped_commit_still_lands_whole() {
     .unwrap();
     let next = offsets(&[("t", 0, 2), ("t", 1, 2)]);
     let commit = store.commit("g", &next, CommitFence::none());
-    // The commit is blocked on the lock: it cannot finish within any wait; dropping it here
-    // is the caller giving up.
-    let outcome = tokio::time::timeout(Duration::from_millis(200), commit).await;
-    assert!(
-        outcome.is_err(),
-        "the commit finished while its row was locked"
-    );
+    // Poll the commit until the server shows it waiting for the lock, then drop it: the
+    // caller gives up on a write that has reached the database.
+    let watcher = bounded("connect", pg.connect("cancel")).await.unwrap();
+    let waiting = async {
+        loop {
+            let row = watcher
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+                    &[],
+                )
+                .await
+                .unwrap();
+            if row.get::<_, i64>(0) > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    bounded("the commit waits for the lock", async {
+        tokio::select! {
+            biased;
+            done = commit => panic!("the commit finished while its row was locked: {done:?}"),
+            () = waiting => {}
+        }
+    })
+    .await;
     assert_eq!(
         bounded("read", store.list("g")).await.unwrap(),
         offsets(&[("t", 0, 1)]),
@@ -314,6 +333,69 @@ async fn a_dropped_commit_still_lands_whole() {
         }
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_write_the_database_refuses_midway_changes_nothing() {
+    let Some(pg) = server().await else { return };
+    let store = store(&pg, "midway").await;
+    bounded(
+        "commit",
+        store.commit(
+            "g",
+            &offsets(&[("a", 0, 1), ("boom", 0, 1)]),
+            CommitFence::none(),
+        ),
+    )
+    .await
+    .unwrap();
+    // From now on the database refuses any row of topic `boom`, after it has written the
+    // rows before it in the same statement.
+    bounded(
+        "trigger",
+        pg.execute(
+            "midway",
+            "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+             IF (TG_OP = 'DELETE' AND OLD.topic = 'boom') \
+                OR (TG_OP <> 'DELETE' AND NEW.topic = 'boom') THEN \
+             RAISE EXCEPTION 'boom refused'; END IF; \
+             IF TG_OP = 'DELETE' THEN RETURN OLD; END IF; RETURN NEW; END $$; \
+             CREATE TRIGGER refuse_boom BEFORE INSERT OR UPDATE OR DELETE ON offsets \
+             FOR EACH ROW EXECUTE FUNCTION refuse_boom();",
+        ),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let err = bounded(
+        "refused commit",
+        store.commit(
+            "g",
+            &offsets(&[("a", 0, 9), ("boom", 0, 9)]),
+            CommitFence::none(),
+        ),
+    )
+    .await
+    .expect_err("the trigger refuses the commit");
+    assert_eq!(err.kind(), StorageErrorKind::Other, "{err}");
+    assert!(
+        err.message().contains("(SQLSTATE P0001): boom refused"),
+        "{err}"
+    );
+    let err = bounded(
+        "refused delete",
+        store.delete("g", None, CommitFence::none()),
+    )
+    .await
+    .expect_err("the trigger refuses the delete");
+    assert!(
+        err.message().contains("delete offsets of group `g`"),
+        "{err}"
+    );
+    assert_eq!(
+        bounded("list", store.list("g")).await.unwrap(),
+        offsets(&[("a", 0, 1), ("boom", 0, 1)]),
+        "neither the commit nor the delete changed anything, not even the rows before `boom`"
+    );
 }
 
 #[tokio::test]
