@@ -315,9 +315,13 @@ impl Drop for TempPostgres {
 
 /// The directory of PostgreSQL's binaries, or why there is none.
 pub fn find_bin() -> Result<PathBuf, HarnessError> {
+    find_bin_from(std::env::var_os("PG_BIN").map(PathBuf::from))
+}
+
+/// [`find_bin`] with `PG_BIN`'s value passed in.
+fn find_bin_from(pg_bin: Option<PathBuf>) -> Result<PathBuf, HarnessError> {
     let has_binaries = |dir: &Path| dir.join("initdb").is_file() && dir.join("postgres").is_file();
-    if let Some(dir) = std::env::var_os("PG_BIN") {
-        let dir = PathBuf::from(dir);
+    if let Some(dir) = pg_bin {
         return if has_binaries(&dir) {
             Ok(dir)
         } else {
@@ -409,4 +413,27 @@ fn make_dir(run_as: Option<(u32, u32)>) -> Result<PathBuf, HarnessError> {
         std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(failed)?;
     }
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pg_bin_without_the_binaries_is_not_installed_and_says_so() {
+        let dir = std::env::temp_dir();
+        match find_bin_from(Some(dir.clone())) {
+            Err(HarnessError::NotInstalled(why)) => {
+                assert!(why.contains("PG_BIN="), "{why}");
+                assert!(why.contains(&dir.display().to_string()), "{why}");
+            }
+            other => panic!("expected NotInstalled, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn not_installed_reads_as_such() {
+        let e = HarnessError::NotInstalled("no initdb".into());
+        assert_eq!(e.to_string(), "PostgreSQL is not available: no initdb");
+    }
 }

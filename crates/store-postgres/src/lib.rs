@@ -642,3 +642,58 @@ impl OffsetStore for PostgresStore {
         Ok(records)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use super::*;
+
+    fn committed(entries: &[(&str, u32, i64, &str, u64)]) -> CommittedOffsets {
+        entries
+            .iter()
+            .map(|&(t, p, o, m, ts)| {
+                let mut v = OffsetAndMetadata::new(o).with_metadata(m);
+                v.commit_timestamp_ms = ts;
+                (TopicPartition::new(t, p), v)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_commit_becomes_one_array_element_per_partition_in_order() {
+        let c = committed(&[("b", u32::MAX, 7, "x", 5), ("a", 0, 1, "", 0)]);
+        let Write::Commit {
+            group,
+            topics,
+            partitions,
+            offsets,
+            epochs,
+            metadata,
+            timestamps,
+        } = commit_write("g", &c).unwrap()
+        else {
+            panic!("not a commit");
+        };
+        assert_eq!(group, "g");
+        assert_eq!(topics, ["a", "b"]);
+        assert_eq!(partitions, [0, i64::from(u32::MAX)]);
+        assert_eq!(offsets, [1, 7]);
+        assert_eq!(epochs, [None, None]);
+        assert_eq!(metadata, ["", "x"]);
+        assert_eq!(timestamps, [0, 5]);
+    }
+
+    #[test]
+    fn what_postgres_cannot_hold_is_refused_before_any_write() {
+        let err = commit_write("g", &committed(&[("t\0", 0, 1, "", 0)])).unwrap_err();
+        assert!(err.message().contains("NUL"), "{err}");
+        let err = commit_write("g", &committed(&[("t", 0, 1, "", u64::MAX)])).unwrap_err();
+        assert!(err.message().contains("commit time"), "{err}");
+        let err = commit_write("g\0h", &committed(&[("t", 0, 1, "", 0)])).unwrap_err();
+        assert!(
+            err.message().contains("group `g\\0h`"),
+            "the id is escaped: {err}"
+        );
+    }
+}
