@@ -362,3 +362,26 @@ async fn producer_state_is_rebuilt_from_the_records_after_a_restart() {
     );
     broker.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn concurrent_retries_of_one_batch_are_appended_once() {
+    let broker = TestBroker::start().await;
+    let the_batch = producer_batch(8000, 0, 0, 3, false);
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let mut c = broker.client().await;
+        let b = the_batch.clone();
+        tasks.push(tokio::spawn(
+            async move { produce(&mut c, "t", 0, b, 7).await },
+        ));
+    }
+    for task in tasks {
+        assert_eq!(bounded("produce", task).await.unwrap(), (0, 0));
+    }
+    let mut c = broker.client().await;
+    assert_eq!(
+        fetch_at(&mut c, 0, 0).await.high_watermark,
+        3,
+        "appended once"
+    );
+}
