@@ -335,6 +335,11 @@ mod tests {
         let mut control = good.clone();
         control[22] |= 0x20;
         cases.push((control, "control records"));
+        let mut no_sequence = good.clone();
+        no_sequence[43..51].copy_from_slice(&5i64.to_be_bytes());
+        no_sequence[51..53].copy_from_slice(&0i16.to_be_bytes());
+        no_sequence[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+        cases.push((no_sequence, "neither may be negative"));
         let mut trailing = good.clone();
         trailing.extend_from_slice(&[0; 10]);
         cases.push((trailing, "truncated"));
@@ -344,6 +349,26 @@ mod tests {
                 other => panic!("{expect}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn transactional_batches_are_found_by_their_headers_alone() {
+        let plain = encode_records(&[record(0, "a")]).unwrap().to_vec();
+        let mut txn = plain.clone();
+        txn[22] |= 0x10;
+        assert!(!has_transactional(&plain));
+        assert!(has_transactional(&txn));
+        let mut second = plain.clone();
+        second.extend_from_slice(&txn);
+        assert!(has_transactional(&second), "the second batch counts");
+        assert!(!has_transactional(&txn[..30]), "a cut header is not read");
+        let mut bad_length = plain.clone();
+        bad_length[8..12].copy_from_slice(&(-7i32).to_be_bytes());
+        bad_length.extend_from_slice(&txn);
+        assert!(
+            !has_transactional(&bad_length),
+            "reading stops at a bad length"
+        );
     }
 
     fn unbounded() -> Inflation {
