@@ -44,7 +44,6 @@ pub(crate) struct Context {
     /// place they live (see [`TopicConfigs`] for the seam a durable log persists them at).
     pub(crate) topic_configs: TopicConfigs,
     /// Every partition's producer state: sequences, open transactions, markers.
-    #[allow(dead_code)] // read by the transaction APIs in the commits that follow
     pub(crate) producers: Producers,
     next_producer_id: AtomicI64,
 }

@@ -1,6 +1,12 @@
 //! Fetch: stored batches from the asked offsets, long-polling until `min_bytes` are there or
 //! `max_wait_ms` has passed. The wait sleeps on the log's append signal, never polls.
 //!
+//! Every answer carries the partition's last stable offset (LSO, see [`crate::producers`]).
+//! A read_committed fetch (isolation level 1) is served only the batches that start below
+//! the LSO, with the aborted transactions overlapping what it is served; it long-polls on
+//! those bytes only, so uncommitted records past the LSO do not answer it early, while the
+//! marker that moves the LSO (an append, which wakes the wait) does.
+//!
 //! Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which clients
 //! read as "no session" and answer with full fetches; an incremental fetch (a non-zero
 //! session id) gets FETCH_SESSION_ID_NOT_FOUND, which makes them start over with a full one.
@@ -10,10 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use coordinator_core::Clock;
 use coordinator_core::{LogError, TopicPartition};
 use kafka_protocol::messages::fetch_request::FetchPartition;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, ProducerId};
 use partition_log::Batch;
 use tokio::time::Instant;
 
@@ -21,11 +30,11 @@ use super::produce::log_code;
 use super::records::encode_records;
 use super::registry::Api;
 use super::{codes, Call};
+use crate::context::WallClock;
 use crate::shutdown::Shutdown;
 
-/// Kafka's `READ_COMMITTED` isolation level. There are no transactions here, so the last
-/// stable offset is the high watermark either way.
-const READ_COMMITTED: i8 = 1;
+/// Kafka's `READ_COMMITTED` isolation level.
+pub(super) const READ_COMMITTED: i8 = 1;
 
 async fn handle(call: &Call<'_>, request: FetchRequest, shutdown: &mut Shutdown) -> FetchResponse {
     if request.session_id != 0 {
@@ -71,7 +80,7 @@ async fn read(call: &Call<'_>, request: &FetchRequest) -> (FetchResponse, usize,
                 .with_partition_index(p.partition)
                 .with_aborted_transactions(read_committed.then(Vec::new));
             partitions.push(
-                pass.partition(call, topic.topic.0.as_str(), p, answer)
+                pass.partition(call, topic.topic.0.as_str(), p, read_committed, answer)
                     .await,
             );
         }
@@ -104,9 +113,9 @@ impl Pass {
         call: &Call<'_>,
         topic: &str,
         p: &FetchPartition,
+        read_committed: bool,
         answer: PartitionData,
     ) -> PartitionData {
-        let log = &call.context.log;
         let Ok(index) = u32::try_from(p.partition) else {
             self.errors = true;
             return answer
@@ -117,25 +126,22 @@ impl Pass {
         let limit = usize::try_from(p.partition_max_bytes)
             .unwrap_or(0)
             .min(self.budget);
-        let read = if limit == 0 && self.total > 0 {
-            // The response is full: report the bounds, send no records.
-            log.bounds(&tp)
-                .await
-                .map(|(start, hw)| (start, hw, Vec::new()))
-        } else {
-            log.read_batches(&tp, p.fetch_offset, limit.max(1))
-                .await
-                .map(|r| (r.log_start, r.high_watermark, r.batches))
-        };
+        let read = self
+            .read(call, &tp, p.fetch_offset, limit, read_committed)
+            .await;
         match read {
-            Ok((log_start, hw, batches)) => match concat(&batches) {
+            Ok(read) => match concat(&read.batches) {
                 Ok(records) => {
                     self.total = self.total.saturating_add(records.len());
                     self.budget = self.budget.saturating_sub(records.len());
+                    let answer = match read.aborted {
+                        Some(aborted) => answer.with_aborted_transactions(Some(aborted)),
+                        None => answer,
+                    };
                     answer
-                        .with_high_watermark(hw)
-                        .with_last_stable_offset(hw)
-                        .with_log_start_offset(log_start)
+                        .with_high_watermark(read.high_watermark)
+                        .with_last_stable_offset(read.last_stable)
+                        .with_log_start_offset(read.log_start)
                         .with_records(Some(records))
                 }
                 Err(reason) => {
@@ -157,6 +163,66 @@ impl Pass {
                     .with_log_start_offset(start)
             }
         }
+    }
+}
+
+/// What one partition's read found.
+struct Read {
+    log_start: i64,
+    high_watermark: i64,
+    last_stable: i64,
+    /// The batches to serve.
+    batches: Vec<Arc<Batch>>,
+    /// For read_committed, the aborted transactions overlapping the served batches.
+    aborted: Option<Vec<AbortedTransaction>>,
+}
+
+impl Pass {
+    /// Reads `tp` from `offset` (up to `limit` bytes; only the bounds once the response is
+    /// full) while its producer state is locked, so the LSO matches the batches read.
+    async fn read(
+        &self,
+        call: &Call<'_>,
+        tp: &TopicPartition,
+        offset: i64,
+        limit: usize,
+        read_committed: bool,
+    ) -> Result<Read, LogError> {
+        let context = call.context;
+        let log = &*context.log;
+        let now_ms = i64::try_from(WallClock.now_ms()).unwrap_or(i64::MAX);
+        let state = context.producers.lock(log, tp, now_ms).await?;
+        let (log_start, high_watermark, mut batches) = if limit == 0 && self.total > 0 {
+            // The response is full: report the bounds, send no records.
+            let (start, hw) = log.bounds(tp).await?;
+            (start, hw, Vec::new())
+        } else {
+            let r = log.read_batches(tp, offset, limit.max(1)).await?;
+            (r.log_start, r.high_watermark, r.batches)
+        };
+        let last_stable = state.last_stable_offset(high_watermark);
+        let aborted = read_committed.then(|| {
+            batches.retain(|b| b.base_offset() < last_stable);
+            let Some(last) = batches.last().map(|b| b.last_offset()) else {
+                return Vec::new();
+            };
+            state
+                .aborted_between(offset, last)
+                .into_iter()
+                .map(|a| {
+                    AbortedTransaction::default()
+                        .with_producer_id(ProducerId(a.producer_id))
+                        .with_first_offset(a.first_offset)
+                })
+                .collect()
+        });
+        Ok(Read {
+            log_start,
+            high_watermark,
+            last_stable,
+            batches,
+            aborted,
+        })
     }
 }
 

@@ -10,6 +10,7 @@ mod configs;
 mod consumer_groups;
 pub(crate) mod consumer_protocol;
 mod describe_cluster;
+mod describe_producers;
 mod fetch;
 mod find_coordinator;
 mod groups;

@@ -1,21 +1,43 @@
 //! Produce: check each partition's batches, append them with the producer's bytes, answer
 //! with the first offset. `acks=0` gets no answer, as in Kafka.
+//!
+//! A batch of an idempotent or transactional producer (a producer id >= 0) is checked
+//! against the partition's producer state ([`crate::producers`]) and appended while that
+//! state is locked: its epoch, its sequence, and whether it repeats one of the producer's
+//! last batches (then it is answered with the original offset and not appended again). Such
+//! a partition's record set must be exactly one batch, as Kafka requires of every Produce
+//! from v3. Transactional batches need the request's transactional id: without it the whole
+//! request is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does. The
+//! partition is not checked to be in the producer's transaction (KIP-890's verification is
+//! not done).
 
 use std::ops::RangeInclusive;
 
+use coordinator_core::Clock;
 use coordinator_core::{LogError, TopicPartition};
-use kafka_protocol::messages::produce_request::PartitionProduceData;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use tracing::debug;
 
-use super::records::{check_batches, stamp_base_offset, Inflation, Refused};
+use super::records::{
+    check_batches, has_transactional, stamp_base_offset, CheckedBatch, Inflation, Refused,
+};
 use super::registry::Api;
 use super::{codes, Call};
+use crate::context::WallClock;
+use crate::producers::ProducerError;
 use crate::shutdown::Shutdown;
 
 async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceResponse> {
-    let transactional = request.transactional_id.is_some();
+    if request.transactional_id.is_none() && has_transactional_records(&request) {
+        debug!("transactional records without a transactional id: request refused");
+        let responses = refuse_all(
+            request.topic_data,
+            codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        );
+        return (request.acks != 0).then(|| ProduceResponse::default().with_responses(responses));
+    }
     let config = &call.context.config;
     let mut inflation = Inflation {
         per_batch: config.max_decompressed_batch_bytes,
@@ -26,7 +48,7 @@ async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceRespo
         let name = topic.name.0.to_string();
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
-            partitions.push(append(call, &name, transactional, data, &mut inflation).await);
+            partitions.push(append(call, &name, data, &mut inflation).await);
         }
         responses.push(
             TopicProduceResponse::default()
@@ -37,11 +59,43 @@ async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceRespo
     (request.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
 }
 
+/// Whether any partition of the request holds a transactional batch.
+fn has_transactional_records(request: &ProduceRequest) -> bool {
+    request.topic_data.iter().any(|t| {
+        t.partition_data
+            .iter()
+            .any(|p| p.records.as_deref().is_some_and(has_transactional))
+    })
+}
+
+/// Every partition of the request answered with `code`.
+fn refuse_all(topics: Vec<TopicProduceData>, code: i16) -> Vec<TopicProduceResponse> {
+    topics
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partition_data
+                .iter()
+                .map(|p| {
+                    PartitionProduceResponse::default()
+                        .with_index(p.index)
+                        .with_error_code(code)
+                        .with_base_offset(-1)
+                        .with_log_append_time_ms(-1)
+                        .with_log_start_offset(-1)
+                })
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_partition_responses(partitions)
+        })
+        .collect()
+}
+
 /// Checks one partition's batches and appends them with the producer's bytes.
 async fn append(
     call: &Call<'_>,
     topic: &str,
-    transactional: bool,
     data: PartitionProduceData,
     inflation: &mut Inflation,
 ) -> PartitionProduceResponse {
@@ -54,10 +108,19 @@ async fn append(
     if let Err(e) = log.bounds(&tp).await {
         return answer.with_error_code(log_code(&e));
     }
-    let checked = match (transactional, data.records.as_ref()) {
-        (true, _) => Err(Refused::Corrupt("transactions are not supported".into())),
-        (false, None) => Err(Refused::Corrupt("the record set is null".into())),
-        (false, Some(raw)) => check_batches(raw, inflation),
+    let checked = match data.records.as_ref() {
+        None => Err(Refused::Corrupt("the record set is null".into())),
+        Some(raw) => check_batches(raw, inflation).and_then(|batches| {
+            if batches.len() > 1 && batches.iter().any(|b| b.header.has_producer_id()) {
+                Err(Refused::Corrupt(format!(
+                    "{} batches with a producer id: an idempotent or transactional \
+                     producer's record set must be exactly one batch",
+                    batches.len()
+                )))
+            } else {
+                Ok(batches)
+            }
+        }),
     };
     let batches = match checked {
         Ok(batches) => batches,
@@ -72,6 +135,15 @@ async fn append(
             return answer.with_error_code(codes::CORRUPT_MESSAGE);
         }
     };
+    if batches.iter().any(|b| b.header.has_producer_id()) {
+        return match append_idempotent(call, &tp, batches).await {
+            Ok(base) => accepted(call, &tp, answer, base).await,
+            Err(e) => {
+                debug!(partition = %tp, reason = %e, "produce refused");
+                answer.with_error_code(e.code())
+            }
+        };
+    }
     let mut first = None;
     for batch in batches {
         let bytes = batch.bytes;
@@ -83,11 +155,58 @@ async fn append(
             Err(e) => return answer.with_error_code(log_code(&e)),
         }
     }
-    let log_start = log.bounds(&tp).await.map_or(-1, |(start, _)| start);
+    accepted(call, &tp, answer, first.unwrap_or(-1)).await
+}
+
+/// The answer to an accepted append at `base`, with the log start offset.
+async fn accepted(
+    call: &Call<'_>,
+    tp: &TopicPartition,
+    answer: PartitionProduceResponse,
+    base: i64,
+) -> PartitionProduceResponse {
+    let log_start = call
+        .context
+        .log
+        .bounds(tp)
+        .await
+        .map_or(-1, |(start, _)| start);
     answer
-        .with_base_offset(first.unwrap_or(-1))
+        .with_base_offset(base)
         .with_log_append_time_ms(-1)
         .with_log_start_offset(log_start)
+}
+
+/// Checks the one batch of an idempotent or transactional producer against the partition's
+/// producer state and appends it, holding the state's lock across both; returns its base
+/// offset (the original's, for a duplicate, which is not appended again).
+async fn append_idempotent(
+    call: &Call<'_>,
+    tp: &TopicPartition,
+    mut batches: Vec<CheckedBatch>,
+) -> Result<i64, ProducerError> {
+    let Some(batch) = batches.pop() else {
+        return Err(ProducerError::Log(LogError::InvalidArgument {
+            what: "batch",
+            reason: "no batch to append".into(),
+        }));
+    };
+    let context = call.context;
+    let now_ms = i64::try_from(WallClock.now_ms()).unwrap_or(i64::MAX);
+    let mut state = context.producers.lock(&*context.log, tp, now_ms).await?;
+    let header = batch.header;
+    if let Some(duplicate) = state.check_data(&header)? {
+        debug!(partition = %tp, producer = header.producer_id, "duplicate batch answered with its offset");
+        return Ok(duplicate.first_offset);
+    }
+    let bytes = batch.bytes;
+    let encode = Box::new(move |base| stamp_base_offset(&bytes, base));
+    let base = context
+        .log
+        .append_encoded(tp, batch.records, encode)
+        .await?;
+    state.apply_data(&header, base);
+    Ok(base)
 }
 
 pub(super) fn log_code(e: &LogError) -> i16 {

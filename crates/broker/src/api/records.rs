@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use super::inflate::{inflate, TOO_LARGE};
+use crate::producers::BatchHeader;
 use bytes::{Bytes, BytesMut};
 use coordinator_core::{Header, NewRecord, Record};
 use kafka_protocol::indexmap::IndexMap;
@@ -22,9 +23,6 @@ use kafka_protocol::records::{
 const HEADER_LEN: usize = 61;
 /// The smallest legal batch length field: the header after the length field.
 const MIN_BATCH_LENGTH: usize = HEADER_LEN - 12;
-/// Attribute bits of transactional and control batches.
-const TRANSACTIONAL: i16 = 1 << 4;
-const CONTROL: i16 = 1 << 5;
 /// The most records one batch may announce. Far above what producers send (they cap a
 /// batch by bytes, 16 KiB to 1 MiB by default); it bounds what a hostile count can make the
 /// decoder allocate up front.
@@ -55,15 +53,13 @@ impl From<String> for Refused {
     }
 }
 
-/// One producer batch that passed the checks: its bytes, and its records decoded.
+/// One producer batch that passed the checks: its bytes, its header's producer fields, and
+/// its records decoded.
 #[derive(Debug)]
 pub(super) struct CheckedBatch {
     pub(super) bytes: Bytes,
+    pub(super) header: BatchHeader,
     pub(super) records: Vec<NewRecord>,
-}
-
-fn i16_at(b: &[u8], at: usize) -> i16 {
-    i16::from_be_bytes([b[at], b[at + 1]])
 }
 
 fn i32_at(b: &[u8], at: usize) -> i32 {
@@ -72,8 +68,11 @@ fn i32_at(b: &[u8], at: usize) -> i32 {
 
 /// Splits a Produce partition's `records` into batches and checks each one: magic 2, a
 /// consistent length, record count and offset delta, a matching CRC, records that decode
-/// (decompressing gzip, snappy, lz4 and zstd), and no transactional or control batch (this
-/// broker has no transactions). All or nothing: the first bad batch fails the whole set.
+/// (decompressing gzip, snappy, lz4 and zstd), no control batch (clients may not write
+/// them, as in Kafka's `LogValidator`), and for a batch with a producer id a non-negative
+/// epoch and base sequence; a transactional batch must have a producer id. All or nothing:
+/// the first bad batch fails the whole set. The producer checks (epochs, sequences) are
+/// [`crate::producers`]'.
 /// Decompression reads through `inflation`'s bounds and stops at them: each batch's records
 /// inflate to at most `per_batch` bytes, and all of a request's to at most its budget.
 pub(super) fn check_batches(
@@ -109,12 +108,9 @@ pub(super) fn check_batches(
                 "magic {magic} at byte {pos}: only v2 record batches are supported"
             )));
         }
-        let attributes = i16_at(rest, 21);
-        if attributes & (TRANSACTIONAL | CONTROL) != 0 {
-            return Err(Refused::Corrupt(
-                "transactional and control batches are not supported".into(),
-            ));
-        }
+        let header = BatchHeader::parse(rest)
+            .ok_or_else(|| format!("a truncated batch header at byte {pos}"))?;
+        check_producer_fields(&header, pos)?;
         let count = i32_at(rest, 57);
         let last_delta = i32_at(rest, 23);
         if !(1..=MAX_RECORDS_PER_BATCH).contains(&count) || last_delta != count - 1 {
@@ -172,10 +168,55 @@ pub(super) fn check_batches(
                     .collect(),
             })
             .collect();
-        batches.push(CheckedBatch { bytes, records });
+        batches.push(CheckedBatch {
+            bytes,
+            header,
+            records,
+        });
         pos += 12 + length;
     }
     Ok(batches)
+}
+
+/// The producer fields a client may send: no control batch; with a producer id, an epoch
+/// and a base sequence that are not negative; a transactional batch only with a producer id.
+fn check_producer_fields(header: &BatchHeader, pos: usize) -> Result<(), Refused> {
+    if header.control {
+        return Err(Refused::Corrupt(format!(
+            "a control batch at byte {pos}: clients may not write control records"
+        )));
+    }
+    if header.has_producer_id() {
+        if header.producer_epoch < 0 || header.base_sequence < 0 {
+            return Err(Refused::Corrupt(format!(
+                "a batch at byte {pos} of producer {} has epoch {} and base sequence {}: \
+                 neither may be negative",
+                header.producer_id, header.producer_epoch, header.base_sequence
+            )));
+        }
+    } else if header.transactional {
+        return Err(Refused::Corrupt(format!(
+            "a transactional batch at byte {pos} has no producer id"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether any batch of a partition's record set is transactional (Kafka's
+/// `RequestUtils.hasTransactionalRecords`). Reads headers only and stops at the first one
+/// that does not fit; [`check_batches`] judges the rest.
+pub(super) fn has_transactional(raw: &[u8]) -> bool {
+    let mut pos = 0usize;
+    while let Some(header) = raw.get(pos..).and_then(BatchHeader::parse) {
+        if header.transactional {
+            return true;
+        }
+        let Ok(length) = usize::try_from(i32_at(&raw[pos..], 8)) else {
+            return false;
+        };
+        pos = pos.saturating_add(12).saturating_add(length);
+    }
+    false
 }
 
 /// The stored form of a checked batch: its bytes with the base offset set. The CRC covers
@@ -290,7 +331,15 @@ mod tests {
         cases.push((count, "announces -1 records"));
         let mut txn = good.clone();
         txn[22] |= 0x10;
-        cases.push((txn, "transactional"));
+        cases.push((txn, "has no producer id"));
+        let mut control = good.clone();
+        control[22] |= 0x20;
+        cases.push((control, "control records"));
+        let mut no_sequence = good.clone();
+        no_sequence[43..51].copy_from_slice(&5i64.to_be_bytes());
+        no_sequence[51..53].copy_from_slice(&0i16.to_be_bytes());
+        no_sequence[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+        cases.push((no_sequence, "neither may be negative"));
         let mut trailing = good.clone();
         trailing.extend_from_slice(&[0; 10]);
         cases.push((trailing, "truncated"));
@@ -300,6 +349,26 @@ mod tests {
                 other => panic!("{expect}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn transactional_batches_are_found_by_their_headers_alone() {
+        let plain = encode_records(&[record(0, "a")]).unwrap().to_vec();
+        let mut txn = plain.clone();
+        txn[22] |= 0x10;
+        assert!(!has_transactional(&plain));
+        assert!(has_transactional(&txn));
+        let mut second = plain.clone();
+        second.extend_from_slice(&txn);
+        assert!(has_transactional(&second), "the second batch counts");
+        assert!(!has_transactional(&txn[..30]), "a cut header is not read");
+        let mut bad_length = plain.clone();
+        bad_length[8..12].copy_from_slice(&(-7i32).to_be_bytes());
+        bad_length.extend_from_slice(&txn);
+        assert!(
+            !has_transactional(&bad_length),
+            "reading stops at a bad length"
+        );
     }
 
     fn unbounded() -> Inflation {

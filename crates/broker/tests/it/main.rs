@@ -15,5 +15,6 @@ mod bad_input;
 mod consumer_groups;
 mod groups;
 mod groups_tool;
+mod idempotence;
 mod sasl;
 mod wire;
