@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kproto  # noqa: E402
 from harness import INTEROP, ROOT, Broker, python_exe, rss_kib  # noqa: E402
 
-TOPICS = {"bench-join": 8, "bench-commit": 1, "bench-tput": 4, "bench-oc": 16, "bench-mem": 8, "bench-848": 64}
+TOPICS = {"bench-join": 8, "bench-commit": 1, "bench-tput": 4, "bench-oc": 16, "bench-mem": 8, "bench-848": 64, "bench-txn": 4}
 # The consumer group protocol's heartbeat interval on both sides (KIP-848 workload).
 CONSUMER_HEARTBEAT_MS = 500
 
@@ -322,8 +322,38 @@ def memory(addr, broker, idle=200, members=16, timeout=90):
     return out
 
 
+def txn(addr, broker, n=500, per=10, timeout=120):
+    """One transactional producer: n transactions of `per` 1 KiB records each (begin, produce,
+    commit); transactions/s and the commit_transaction latency (the call, flush included)."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": addr, "transactional.id": "bench-txn-%d-%d" % (os.getpid(), int(now() * 1000)),
+                  "linger.ms": 0})
+    p.init_transactions(30)
+    value = b"v" * 1024
+    lat = []
+    t_start = now()
+    errors = 0
+    for i in range(n):
+        p.begin_transaction()
+        for j in range(per):
+            p.produce("bench-txn", value, key=b"%d" % j)
+        t0 = now()
+        try:
+            p.commit_transaction(30)
+        except Exception:
+            errors += 1
+            p.abort_transaction(30)
+        lat.append(now() - t0)
+        if now() - t_start > timeout:
+            break
+    total = now() - t_start
+    lat.sort()
+    return {"txn_per_s": len(lat) / total, "commit_p50_ms": lat[len(lat) // 2] * 1000,
+            "commit_p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000, "n": len(lat), "errors": errors}
+
+
 WORKLOADS = [("join8", join8), ("kip848", kip848), ("commits", commits), ("throughput", throughput),
-             ("offsetcommit", offsetcommit), ("memory", memory)]
+             ("offsetcommit", offsetcommit), ("memory", memory), ("txn", txn)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -381,9 +411,10 @@ def main():
 
     selected = [(n, f) for n, f in WORKLOADS if not a.only or n in a.only]
     quick = {"join8": dict(runs=1), "commits": dict(n=300), "throughput": dict(n=5000),
-             "offsetcommit": dict(seconds=1.0), "memory": dict(idle=50, members=4)} if a.quick else {}
+             "offsetcommit": dict(seconds=1.0), "memory": dict(idle=50, members=4),
+             "txn": dict(n=50)} if a.quick else {}
     # the data directory only matters where offsets or records are written
-    data_dir_workloads = {"commits", "offsetcommit", "throughput"}
+    data_dir_workloads = {"commits", "offsetcommit", "throughput", "txn"}
     results = {}
     for kind, cmd, store in targets:
         for name, fn in selected:
@@ -417,6 +448,9 @@ def main():
             ("throughput", "produce_MBps", "produce MB/s (1 KiB)", "higher"),
             ("throughput", "fetch_MBps", "fetch MB/s (1 KiB)", "higher"),
             ("offsetcommit", "round_trips_per_s", "OffsetCommit rt/s, 16 conns", "higher"),
+            ("txn", "txn_per_s", "transactions/s (10 x 1 KiB)", "higher"),
+            ("txn", "commit_p50_ms", "commit_transaction p50 (ms)", "lower"),
+            ("txn", "commit_p99_ms", "commit_transaction p99 (ms)", "lower"),
             ("memory", "per_idle_connection_KiB", "RSS per idle connection (KiB)", "lower"),
             ("memory", "per_stable_member_KiB", "RSS per Stable member (KiB)", "lower")]
     print()

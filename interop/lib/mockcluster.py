@@ -39,7 +39,11 @@ BROKER_API_VERSIONS = {
     15: (0, 1),   # DescribeGroups
     16: (0, 5),   # ListGroups
     18: (0, 3),   # ApiVersions (the mock stays at its own 0-2)
-    22: (0, 1),   # InitProducerId
+    22: (0, 4),   # InitProducerId
+    24: (0, 3),   # AddPartitionsToTxn
+    25: (0, 3),   # AddOffsetsToTxn
+    26: (0, 3),   # EndTxn
+    28: (0, 3),   # TxnOffsetCommit
     42: (0, 1),   # DeleteGroups
     68: (0, 1),   # ConsumerGroupHeartbeat
     69: (0, 1),   # ConsumerGroupDescribe
