@@ -44,7 +44,7 @@ fn open_log(config: &BrokerConfig) -> Result<Arc<dyn PartitionLog>, BrokerError>
 }
 
 /// The partitions' log directory inside the data directory.
-const RECORDS_DIR: &str = "records";
+pub(crate) const RECORDS_DIR: &str = "records";
 
 /// How long a stopping broker waits for connections to finish their request in flight
 /// before it stops without them (a client that does not read its socket cannot hold the

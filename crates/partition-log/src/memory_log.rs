@@ -467,6 +467,42 @@ impl MemoryLog {
         })
     }
 
+    /// The bytes `tp` holds (Kafka's partition size in `DescribeLogDirs`): the sizes of its
+    /// batches from the log start on (see [`Batch::size`]).
+    pub fn partition_size(&self, tp: &TopicPartition) -> Result<u64, LogError> {
+        self.with_partition(tp, |log| {
+            Ok(log
+                .batches
+                .iter()
+                .filter(|b| b.last_offset() >= log.log_start)
+                .map(|b| b.size() as u64)
+                .sum())
+        })
+    }
+
+    /// The first readable record of `tp` with the largest timestamp, as `(offset, its
+    /// timestamp)`, or `None` for an empty partition (Kafka's `ListOffsets` with
+    /// `MAX_TIMESTAMP`, KIP-734: among records sharing the largest timestamp, the one with the
+    /// lowest offset). A linear scan, as [`offset_for_timestamp`](Self::offset_for_timestamp).
+    pub fn offset_of_max_timestamp(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<Option<(i64, i64)>, LogError> {
+        self.with_partition(tp, |log| {
+            let end = log.visible_end();
+            let mut best: Option<(i64, i64)> = None;
+            for r in log.batches.iter().flat_map(|b| b.records.iter()) {
+                if r.offset < log.log_start || r.offset >= end {
+                    continue;
+                }
+                if best.is_none_or(|(_, t)| r.timestamp > t) {
+                    best = Some((r.offset, r.timestamp));
+                }
+            }
+            Ok(best)
+        })
+    }
+
     /// A receiver that changes whenever a record is appended anywhere in the log (or a bound
     /// moves). A reader that found too little data subscribes *before* reading, then awaits
     /// `changed()` with its own deadline: no append is missed and nothing polls.
@@ -855,6 +891,36 @@ mod tests {
         assert_eq!(log.offset_for_timestamp(&tp(0), 31).unwrap(), None);
         log.advance_log_start(&tp(0), 2).unwrap();
         assert_eq!(log.offset_for_timestamp(&tp(0), 0).unwrap(), Some((2, 10)));
+    }
+
+    #[test]
+    fn partition_size_counts_the_batches_from_the_log_start() {
+        let log = log_with(0);
+        assert_eq!(log.partition_size(&tp(0)).unwrap(), 0);
+        for _ in 0..3 {
+            log.append(&tp(0), NewRecord::new(&b"value"[..])).unwrap();
+        }
+        let all = log.partition_size(&tp(0)).unwrap();
+        assert!(all > 0);
+        log.advance_log_start(&tp(0), 1).unwrap();
+        assert_eq!(log.partition_size(&tp(0)).unwrap(), all / 3 * 2);
+        assert!(log.partition_size(&tp(9)).is_err());
+    }
+
+    #[test]
+    fn offset_of_max_timestamp_finds_the_first_record_with_the_largest_timestamp() {
+        let log = log_with(0);
+        assert_eq!(log.offset_of_max_timestamp(&tp(0)).unwrap(), None);
+        for ts in [5, 40, 10, 40, 30] {
+            log.append(&tp(0), NewRecord::new(&b"v"[..]).timestamp(ts))
+                .unwrap();
+        }
+        assert_eq!(log.offset_of_max_timestamp(&tp(0)).unwrap(), Some((1, 40)));
+        log.advance_log_start(&tp(0), 2).unwrap();
+        assert_eq!(log.offset_of_max_timestamp(&tp(0)).unwrap(), Some((3, 40)));
+        log.advance_log_start(&tp(0), 4).unwrap();
+        assert_eq!(log.offset_of_max_timestamp(&tp(0)).unwrap(), Some((4, 30)));
+        assert!(log.offset_of_max_timestamp(&tp(9)).is_err());
     }
 
     #[tokio::test]

@@ -90,6 +90,31 @@ pub trait PartitionLog: TopicMetadata + fmt::Debug + Send + Sync {
         timestamp: i64,
     ) -> Result<Option<(i64, i64)>, LogError>;
 
+    /// The bytes `tp` holds, as `DescribeLogDirs` reports a partition's size. Error:
+    /// `UNKNOWN_TOPIC_OR_PARTITION`. The default refuses with `INVALID_ARGUMENT`, as
+    /// [`delete_topic`](Self::delete_topic)'s.
+    async fn partition_size(&self, tp: &TopicPartition) -> Result<u64, LogError> {
+        Err(LogError::InvalidArgument {
+            what: "partition size",
+            reason: format!("this log cannot tell the size of {tp}"),
+        })
+    }
+
+    /// The first readable record of `tp` with the largest timestamp, as `(offset, its
+    /// timestamp)`, or `None` when nothing is readable: `ListOffsets` with `MAX_TIMESTAMP`
+    /// (KIP-734; among records sharing the largest timestamp, the lowest offset, as Kafka 4).
+    /// Error: `UNKNOWN_TOPIC_OR_PARTITION`. The default refuses with `INVALID_ARGUMENT`, as
+    /// [`delete_topic`](Self::delete_topic)'s.
+    async fn offset_of_max_timestamp(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<Option<(i64, i64)>, LogError> {
+        Err(LogError::InvalidArgument {
+            what: "max-timestamp lookup",
+            reason: format!("this log cannot find the largest timestamp of {tp}"),
+        })
+    }
+
     /// A receiver that changes whenever records are appended anywhere in the log (or a bound
     /// moves). A reader subscribes *before* reading, then awaits `changed()` with its own
     /// deadline: no append is missed and nothing polls.
@@ -150,6 +175,17 @@ impl PartitionLog for MemoryLog {
         timestamp: i64,
     ) -> Result<Option<(i64, i64)>, LogError> {
         MemoryLog::offset_for_timestamp(self, tp, timestamp)
+    }
+
+    async fn partition_size(&self, tp: &TopicPartition) -> Result<u64, LogError> {
+        MemoryLog::partition_size(self, tp)
+    }
+
+    async fn offset_of_max_timestamp(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<Option<(i64, i64)>, LogError> {
+        MemoryLog::offset_of_max_timestamp(self, tp)
     }
 
     fn appends(&self) -> watch::Receiver<u64> {
@@ -229,6 +265,15 @@ mod tests {
         assert_eq!(err.code(), "INVALID_ARGUMENT");
         assert!(err.to_string().contains("cannot add partitions"), "{err}");
         assert_eq!(log.partition_count("t"), Some(1), "nothing changed");
+        let tp = TopicPartition::new("t", 0);
+        let err = log.offset_of_max_timestamp(&tp).await.unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert!(
+            err.to_string().contains("largest timestamp of t-0"),
+            "{err}"
+        );
+        let err = log.partition_size(&tp).await.unwrap_err();
+        assert!(err.to_string().contains("size of t-0"), "{err}");
     }
 
     /// The memory log behind the port answers as its own methods do.

@@ -203,6 +203,41 @@ pub(crate) async fn offset_for_timestamp_finds_the_first_record_at_or_after(
     }
 }
 
+pub(crate) async fn offset_of_max_timestamp_finds_the_first_record_with_the_largest(
+    log: &dyn PartitionLog,
+) {
+    log.create_topic("t", 2).await.unwrap();
+    assert_eq!(log.offset_of_max_timestamp(&tp(0)).await.unwrap(), None);
+    put(log, &tp(0), &[5, 40], 0).await;
+    put(log, &tp(0), &[10, 40, 30], 0).await;
+    put(log, &tp(0), &[20], 0).await;
+    // Two batches reach 40; the first record with it wins, not the batch's last offset.
+    assert_eq!(
+        log.offset_of_max_timestamp(&tp(0)).await.unwrap(),
+        Some((1, 40))
+    );
+    put(log, &tp(1), &[7, 9, 8], 0).await;
+    assert_eq!(
+        log.offset_of_max_timestamp(&tp(1)).await.unwrap(),
+        Some((1, 9))
+    );
+    let missing = TopicPartition::new("nope", 0);
+    assert!(log.offset_of_max_timestamp(&missing).await.is_err());
+}
+
+pub(crate) async fn partition_size_grows_with_appends(log: &dyn PartitionLog) {
+    log.create_topic("t", 2).await.unwrap();
+    let empty = log.partition_size(&tp(0)).await.unwrap();
+    put(log, &tp(0), &[1, 2], 0).await;
+    let one = log.partition_size(&tp(0)).await.unwrap();
+    put(log, &tp(0), &[3], 0).await;
+    let two = log.partition_size(&tp(0)).await.unwrap();
+    assert!(empty < one && one < two, "{empty} < {one} < {two}");
+    assert_eq!(log.partition_size(&tp(1)).await.unwrap(), empty);
+    let missing = TopicPartition::new("nope", 0);
+    assert!(log.partition_size(&missing).await.is_err());
+}
+
 pub(crate) async fn a_failed_append_wakes_nobody(log: &dyn PartitionLog) {
     log.create_topic("t", 1).await.unwrap();
     let mut appends = log.appends();
@@ -254,5 +289,7 @@ port_suite!(
     unknown_partitions_and_out_of_range_offsets_are_refused,
     reads_return_the_first_batch_whatever_its_size_then_respect_the_budget,
     offset_for_timestamp_finds_the_first_record_at_or_after,
+    offset_of_max_timestamp_finds_the_first_record_with_the_largest,
+    partition_size_grows_with_appends,
     a_failed_append_wakes_nobody,
 );

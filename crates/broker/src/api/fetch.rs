@@ -7,10 +7,17 @@
 //! those bytes only, so uncommitted records past the LSO do not answer it early, while the
 //! marker that moves the LSO (an append, which wakes the wait) does.
 //!
+//! From v13 topics are named by id (KIP-516), in the request and in the answer: the ids are
+//! resolved once per request, and a partition of an unknown id gets UNKNOWN_TOPIC_ID (100),
+//! as in Kafka. v12's diverging-epoch and current-leader fields, v15's replica state and
+//! v16's node endpoints concern followers and leader changes; a single broker leaves them
+//! at their defaults.
+//!
 //! Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which clients
 //! read as "no session" and answer with full fetches; an incremental fetch (a non-zero
 //! session id) gets FETCH_SESSION_ID_NOT_FOUND, which makes them start over with a full one.
 
+use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +32,7 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, ProducerId};
 use partition_log::Batch;
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use super::produce::log_code;
 use super::records::encode_records;
@@ -35,6 +43,8 @@ use crate::shutdown::Shutdown;
 
 /// Kafka's `READ_COMMITTED` isolation level.
 pub(super) const READ_COMMITTED: i8 = 1;
+/// The first version that names topics by id.
+const TOPIC_IDS_FROM: i16 = 13;
 
 async fn handle(call: &Call<'_>, request: FetchRequest, shutdown: &mut Shutdown) -> FetchResponse {
     if request.session_id != 0 {
@@ -43,11 +53,12 @@ async fn handle(call: &Call<'_>, request: FetchRequest, shutdown: &mut Shutdown)
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
     let deadline = Instant::now() + max_wait;
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    let names = topic_names(call, &request).await;
     // Subscribe before the first read, so an append between the read and the wait is seen.
     let mut appends = call.context.log.appends();
     loop {
         appends.borrow_and_update();
-        let (response, bytes, errors) = read(call, &request).await;
+        let (response, bytes, errors) = read(call, &request, &names).await;
         if bytes >= min_bytes || errors || shutdown.is_shutdown() || Instant::now() >= deadline {
             return response;
         }
@@ -63,9 +74,38 @@ async fn handle(call: &Call<'_>, request: FetchRequest, shutdown: &mut Shutdown)
     }
 }
 
+/// The name of each asked topic, in the request's order: from v13 the topic whose id is
+/// asked for (`None` for an unknown id), before it the name the request gives.
+async fn topic_names(call: &Call<'_>, request: &FetchRequest) -> Vec<Option<String>> {
+    if call.version < TOPIC_IDS_FROM {
+        return request
+            .topics
+            .iter()
+            .map(|t| Some(t.topic.0.to_string()))
+            .collect();
+    }
+    let context = call.context;
+    let known: HashMap<Uuid, String> = match context.log.topics().await {
+        Ok(topics) => topics
+            .into_iter()
+            .map(|(name, _)| (context.topic_id(&name), name))
+            .collect(),
+        Err(_) => HashMap::new(),
+    };
+    request
+        .topics
+        .iter()
+        .map(|t| known.get(&t.topic_id).cloned())
+        .collect()
+}
+
 /// One pass over the asked partitions: the response, the record bytes in it, and whether
 /// any partition has an error (which makes Kafka answer at once).
-async fn read(call: &Call<'_>, request: &FetchRequest) -> (FetchResponse, usize, bool) {
+async fn read(
+    call: &Call<'_>,
+    request: &FetchRequest,
+    names: &[Option<String>],
+) -> (FetchResponse, usize, bool) {
     let read_committed = request.isolation_level == READ_COMMITTED;
     let mut pass = Pass {
         budget: usize::try_from(request.max_bytes).unwrap_or(0),
@@ -73,22 +113,28 @@ async fn read(call: &Call<'_>, request: &FetchRequest) -> (FetchResponse, usize,
         errors: false,
     };
     let mut responses = Vec::with_capacity(request.topics.len());
-    for topic in &request.topics {
+    for (topic, name) in request.topics.iter().zip(names) {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             let answer = PartitionData::default()
                 .with_partition_index(p.partition)
                 .with_aborted_transactions(read_committed.then(Vec::new));
-            partitions.push(
-                pass.partition(call, topic.topic.0.as_str(), p, read_committed, answer)
-                    .await,
-            );
+            partitions.push(match name {
+                Some(name) => pass.partition(call, name, p, read_committed, answer).await,
+                None => {
+                    pass.errors = true;
+                    answer
+                        .with_error_code(codes::UNKNOWN_TOPIC_ID)
+                        .with_high_watermark(-1)
+                }
+            });
         }
-        responses.push(
-            FetchableTopicResponse::default()
-                .with_topic(topic.topic.clone())
-                .with_partitions(partitions),
-        );
+        let response = FetchableTopicResponse::default().with_partitions(partitions);
+        responses.push(if call.version < TOPIC_IDS_FROM {
+            response.with_topic(topic.topic.clone())
+        } else {
+            response.with_topic_id(topic.topic_id)
+        });
     }
     (
         FetchResponse::default().with_responses(responses),
@@ -247,7 +293,7 @@ pub(crate) struct Fetch;
 
 impl Api for Fetch {
     const KEY: ApiKey = ApiKey::Fetch;
-    const VERSIONS: RangeInclusive<i16> = 4..=11;
+    const VERSIONS: RangeInclusive<i16> = 4..=16;
     type Request = FetchRequest;
 
     async fn handle(

@@ -1,5 +1,22 @@
-//! ListOffsets: the earliest offset, the latest (the high watermark, or for isolation level
-//! 1, read_committed, the last stable offset), or the first offset at or after a timestamp.
+//! ListOffsets (v1–v10): the earliest offset, the latest (the high watermark, or for
+//! isolation level 1, read_committed, the last stable offset), the record with the largest
+//! timestamp (`MAX_TIMESTAMP`, KIP-734, v7+), or the first offset at or after a timestamp;
+//! answered as Kafka 4's `UnifiedLog.fetchOffsetByTimestamp` and
+//! `Partition.fetchOffsetForTimestamp` answer for a log without tiered storage:
+//!
+//! | timestamp | answer |
+//! |---|---|
+//! | −1 `LATEST` | the high watermark (read_committed: the LSO), timestamp −1 |
+//! | −2 `EARLIEST`, −4 `EARLIEST_LOCAL` (KIP-405) | the log start offset, timestamp −1 |
+//! | −3 `MAX_TIMESTAMP` | the first record with the largest timestamp, with that timestamp |
+//! | −5 `LATEST_TIERED` (KIP-1005) | offset −1, timestamp −1: nothing is tiered |
+//! | ≥ 0, and other negative values | the first record at or after it (a negative one: the first record) |
+//!
+//! A found record at or past the last offset the isolation level may read (the high
+//! watermark, or the LSO for read_committed) is not answered (offset −1), as in Kafka. The
+//! leader epoch in v4+ answers is −1 (unknown), as Metadata reports it, so clients send −1
+//! as their current leader epoch and it is not checked. v10's `timeout_ms` bounds nothing
+//! here: every lookup answers at once.
 
 use std::ops::RangeInclusive;
 
@@ -19,6 +36,9 @@ use crate::shutdown::Shutdown;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
 
 async fn handle(call: &Call<'_>, request: ListOffsetsRequest) -> ListOffsetsResponse {
     let mut topics = Vec::with_capacity(request.topics.len());
@@ -57,11 +77,22 @@ async fn lookup(
             .await
             .map(|lso| Some((lso, -1))),
         LATEST => log.bounds(&tp).await.map(|(_, hw)| Some((hw, -1))),
-        EARLIEST => log.bounds(&tp).await.map(|(start, _)| Some((start, -1))),
-        // Other negative values are later specs (max timestamp -3, ...) of versions this
-        // broker does not serve; Kafka treats them as errors there, a lookup by a negative
-        // timestamp finds the first record.
-        ts => log.offset_for_timestamp(&tp, ts).await,
+        EARLIEST | EARLIEST_LOCAL => log.bounds(&tp).await.map(|(start, _)| Some((start, -1))),
+        LATEST_TIERED => log.bounds(&tp).await.map(|_| Some((-1, -1))),
+        ts => {
+            let found = if ts == MAX_TIMESTAMP {
+                log.offset_of_max_timestamp(&tp).await
+            } else {
+                log.offset_for_timestamp(&tp, ts).await
+            };
+            // The logs answer below the high watermark; read_committed stops at the LSO.
+            match found {
+                Ok(Some((offset, timestamp))) if read_committed => last_stable_offset(call, &tp)
+                    .await
+                    .map(|lso| (offset < lso).then_some((offset, timestamp))),
+                other => other,
+            }
+        }
     };
     match found {
         Ok(Some((offset, timestamp))) => answer.with_offset(offset).with_timestamp(timestamp),
@@ -83,7 +114,7 @@ pub(crate) struct ListOffsets;
 
 impl Api for ListOffsets {
     const KEY: ApiKey = ApiKey::ListOffsets;
-    const VERSIONS: RangeInclusive<i16> = 1..=3;
+    const VERSIONS: RangeInclusive<i16> = 1..=10;
     type Request = ListOffsetsRequest;
 
     async fn handle(

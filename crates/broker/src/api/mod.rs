@@ -6,6 +6,7 @@
 pub(crate) mod codes;
 
 mod api_versions;
+mod cluster_admin;
 mod configs;
 mod consumer_groups;
 pub(crate) mod consumer_protocol;

@@ -234,6 +234,36 @@ async fn read_committed_stops_at_the_first_open_transaction() {
     );
 }
 
+/// A ListOffsets of partition 0 at `timestamp` and `isolation`: (error, offset, timestamp).
+async fn offset_at(c: &mut Client, timestamp: i64, isolation: i8) -> (i16, i64, i64) {
+    let mut request = latest(isolation);
+    request.topics[0].partitions[0].timestamp = timestamp;
+    let r = c.call(&request, 7).await;
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset, p.timestamp)
+}
+
+#[tokio::test]
+async fn read_committed_lookups_by_timestamp_do_not_reach_into_an_open_transaction() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let plain = batch(&[record(0, 1_000)], Compression::None);
+    assert_eq!(produce(&mut c, "t", 0, plain, 7).await, (0, 0));
+    let open = producer_batch_at(3000, 0, 0, 2, true, 5_000);
+    assert_eq!(produce_as(&mut c, Some("tx"), 0, open).await, (0, 1));
+    // read_uncommitted sees the open transaction's records; read_committed stops at the LSO
+    // (1), so the largest timestamp it may see is none of theirs, and Kafka answers -1.
+    assert_eq!(offset_at(&mut c, -3, 0).await, (0, 1, 5_000));
+    assert_eq!(offset_at(&mut c, -3, 1).await, (0, -1, -1));
+    assert_eq!(offset_at(&mut c, 2_000, 0).await, (0, 1, 5_000));
+    assert_eq!(offset_at(&mut c, 2_000, 1).await, (0, -1, -1));
+    assert_eq!(
+        offset_at(&mut c, 0, 1).await,
+        (0, 0, 1_000),
+        "below the LSO"
+    );
+}
+
 #[tokio::test]
 async fn a_read_committed_long_poll_is_not_answered_by_uncommitted_records() {
     let broker = TestBroker::start().await;

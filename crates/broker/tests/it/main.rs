@@ -12,6 +12,7 @@ mod tool;
 
 mod admin;
 mod bad_input;
+mod cluster_admin;
 mod consumer_groups;
 mod groups;
 mod groups_tool;

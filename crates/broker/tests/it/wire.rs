@@ -8,6 +8,7 @@ use common::*;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
+use uuid::Uuid;
 
 #[tokio::test]
 async fn api_versions_lists_the_served_table_at_every_version() {
@@ -27,7 +28,8 @@ async fn api_versions_lists_the_served_table_at_every_version() {
             Some((0, 7)),
             "Produce advertised from 0"
         );
-        assert_eq!(find(ApiKey::Fetch), Some((4, 11)));
+        assert_eq!(find(ApiKey::Fetch), Some((4, 16)));
+        assert_eq!(find(ApiKey::ListOffsets), Some((1, 10)));
         assert_eq!(find(ApiKey::Metadata), Some((0, 12)));
         assert_eq!(find(ApiKey::OffsetCommit), Some((2, 9)));
         assert_eq!(find(ApiKey::OffsetFetch), Some((1, 9)));
@@ -244,18 +246,17 @@ async fn produce_with_acks_zero_gets_no_answer() {
     );
 }
 
+/// Produces records 0 and 1 (timestamps 1 and 2) to t-0.
+async fn produce_two_records(c: &mut Client) {
+    let records = batch(&[record(0, 1), record(1, 2)], Compression::None);
+    produce(c, "t", 0, records, 7).await;
+}
+
 #[tokio::test]
 async fn fetch_reports_out_of_range_and_unknown_partitions_with_the_bounds() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
-    produce(
-        &mut c,
-        "t",
-        0,
-        batch(&[record(0, 1), record(1, 2)], Compression::None),
-        7,
-    )
-    .await;
+    produce_two_records(&mut c).await;
     let r = c.call(&fetch_request("t", 0, 5), 11).await;
     let p = &r.responses[0].partitions[0];
     assert_eq!(
@@ -349,6 +350,42 @@ async fn fetch_honours_the_byte_limits_but_always_returns_one_batch() {
     assert_eq!(decode_records(&r.responses[0].partitions[0]).len(), 3);
 }
 
+#[tokio::test]
+async fn fetch_names_topics_by_id_from_v13() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    produce_two_records(&mut c).await;
+    let metadata = MetadataRequest::default().with_topics(Some(vec![
+        metadata_request::MetadataRequestTopic::default().with_name(Some(topic_name("t"))),
+    ]));
+    let id = c.call(&metadata, 12).await.topics[0].topic_id;
+    assert!(!id.is_nil());
+    for version in 4..=16 {
+        let mut request = fetch_request("t", 0, 0);
+        if version >= 13 {
+            request.topics[0].topic = Default::default();
+            request.topics[0].topic_id = id;
+        }
+        let r = c.call(&request, version).await;
+        let topic = &r.responses[0];
+        if version >= 13 {
+            assert_eq!(topic.topic_id, id, "v{version} answers by id");
+        } else {
+            assert_eq!(topic.topic.0.as_str(), "t", "v{version} answers by name");
+        }
+        let p = &topic.partitions[0];
+        assert_eq!((p.error_code, p.high_watermark), (0, 2), "v{version}");
+        assert_eq!(decode_records(p).len(), 2, "v{version}");
+    }
+    // An id no topic has: UNKNOWN_TOPIC_ID, answered at once (no long poll).
+    let mut unknown = fetch_request("t", 0, 0).with_max_wait_ms(60_000);
+    unknown.topics[0].topic = Default::default();
+    unknown.topics[0].topic_id = Uuid::from_u128(12345);
+    let r = c.call(&unknown, 13).await;
+    assert_eq!(r.responses[0].topic_id, Uuid::from_u128(12345));
+    assert_eq!(r.responses[0].partitions[0].error_code, 100);
+}
+
 fn list_offsets(partition: i32, timestamp: i64) -> ListOffsetsRequest {
     ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
@@ -367,13 +404,21 @@ async fn list_offsets_gives_earliest_latest_and_by_timestamp() {
     let mut c = broker.client().await;
     let records = [record(0, 100), record(1, 300), record(2, 200)];
     produce(&mut c, "t", 0, batch(&records, Compression::Gzip), 7).await;
-    for version in 1..=3 {
+    produce(
+        &mut c,
+        "t",
+        0,
+        batch(&[record(3, 300)], Compression::None),
+        7,
+    )
+    .await;
+    for version in 1..=10 {
         let at = |r: &ListOffsetsResponse| {
             let p = &r.topics[0].partitions[0];
             (p.error_code, p.offset, p.timestamp)
         };
         assert_eq!(at(&c.call(&list_offsets(0, -2), version).await), (0, 0, -1));
-        assert_eq!(at(&c.call(&list_offsets(0, -1), version).await), (0, 3, -1));
+        assert_eq!(at(&c.call(&list_offsets(0, -1), version).await), (0, 4, -1));
         assert_eq!(
             at(&c.call(&list_offsets(0, 250), version).await),
             (0, 1, 300)
@@ -382,7 +427,25 @@ async fn list_offsets_gives_earliest_latest_and_by_timestamp() {
             at(&c.call(&list_offsets(0, 301), version).await),
             (0, -1, -1)
         );
+        // KIP-734's MAX_TIMESTAMP: the first record with the largest timestamp, inside its
+        // batch (not the batch's last offset, nor the later batch reaching the same time).
+        assert_eq!(
+            at(&c.call(&list_offsets(0, -3), version).await),
+            (0, 1, 300),
+            "v{version}"
+        );
+        // EARLIEST_LOCAL is the log start; LATEST_TIERED finds nothing, nothing is tiered.
+        assert_eq!(at(&c.call(&list_offsets(0, -4), version).await), (0, 0, -1));
+        assert_eq!(
+            at(&c.call(&list_offsets(0, -5), version).await),
+            (0, -1, -1)
+        );
         assert_eq!(at(&c.call(&list_offsets(5, -1), version).await).0, 3);
+        assert_eq!(at(&c.call(&list_offsets(5, -3), version).await).0, 3);
+        if version >= 4 {
+            let r = c.call(&list_offsets(0, -3), version).await;
+            assert_eq!(r.topics[0].partitions[0].leader_epoch, -1, "as Metadata's");
+        }
     }
 }
 

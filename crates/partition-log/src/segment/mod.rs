@@ -707,6 +707,17 @@ impl PartitionLog for SegmentLog {
         self.inner.partition(tp)?.offset_for_timestamp(timestamp)
     }
 
+    async fn partition_size(&self, tp: &TopicPartition) -> Result<u64, LogError> {
+        Ok(self.inner.partition(tp)?.size())
+    }
+
+    async fn offset_of_max_timestamp(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<Option<(i64, i64)>, LogError> {
+        self.inner.partition(tp)?.offset_of_max_timestamp()
+    }
+
     fn appends(&self) -> watch::Receiver<u64> {
         self.inner.appended.subscribe()
     }

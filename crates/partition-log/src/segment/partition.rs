@@ -269,6 +269,11 @@ impl Partition {
         ))
     }
 
+    /// The bytes of the partition's segment files.
+    pub(crate) fn size(&self) -> u64 {
+        self.read().segments.iter().map(|seg| seg.size).sum()
+    }
+
     /// The bounds.
     pub(crate) fn bounds(&self) -> (i64, i64) {
         let s = self.read();
@@ -572,6 +577,60 @@ impl Partition {
             }
         }
         Ok(None)
+    }
+
+    /// The first readable record with the largest timestamp (KIP-734's `MAX_TIMESTAMP`), as
+    /// `(offset, its timestamp)`, or `None` when nothing is readable. The index gives each
+    /// batch's largest timestamp, so only the batch that holds the answer is read, and a
+    /// batch that starts below the log start (whose largest timestamp may belong to a
+    /// removed record).
+    pub(crate) fn offset_of_max_timestamp(&self) -> Result<Option<(i64, i64)>, LogError> {
+        let s = self.read();
+        let read = |segment: &Segment, e: &Entry| -> Result<Option<(i64, i64)>, LogError> {
+            let mut buf = vec![0; 8 * e.head.count as usize];
+            segment
+                .file
+                .read_exact_at(&mut buf, e.position + frame::HEADER)
+                .map_err(|err| storage("read", &segment.path, err))?;
+            let mut best: Option<(i64, i64)> = None;
+            for (t, o) in frame::timestamps(&buf)
+                .into_iter()
+                .zip(e.head.base_offset..)
+            {
+                if o >= s.log_start && best.is_none_or(|(_, b)| t > b) {
+                    best = Some((o, t));
+                }
+            }
+            Ok(best)
+        };
+        // The readable batches, with each one's largest readable timestamp: the index's,
+        // except for a batch straddling the log start, which is read.
+        let mut found: Option<(i64, usize, usize)> = None; // (timestamp, segment, entry)
+        'scan: for (si, segment) in s.segments.iter().enumerate() {
+            for (ei, e) in segment.entries.iter().enumerate() {
+                if e.head.last_offset() >= s.end {
+                    break 'scan; // not yet durable: not readable
+                }
+                if e.head.last_offset() < s.log_start {
+                    continue;
+                }
+                let max = if e.head.base_offset < s.log_start {
+                    match read(segment, e)? {
+                        Some((_, t)) => t,
+                        None => continue,
+                    }
+                } else {
+                    e.head.max_timestamp
+                };
+                if found.is_none_or(|(t, _, _)| max > t) {
+                    found = Some((max, si, ei));
+                }
+            }
+        }
+        match found {
+            Some((_, si, ei)) => read(&s.segments[si], &s.segments[si].entries[ei]),
+            None => Ok(None),
+        }
     }
 
     /// How many leading closed segments retention deletes at `now_ms`: those whose newest
