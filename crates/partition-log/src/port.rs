@@ -90,6 +90,18 @@ pub trait PartitionLog: TopicMetadata + fmt::Debug + Send + Sync {
         timestamp: i64,
     ) -> Result<Option<(i64, i64)>, LogError>;
 
+    /// Removes every record of `tp` below `offset` (Kafka's `DeleteRecords`) and returns the
+    /// log start offset, which is `offset` or, if the log start was already past it, the log
+    /// start. Errors: `UNKNOWN_TOPIC_OR_PARTITION`; `OFFSET_OUT_OF_RANGE` for a negative
+    /// offset or one past the visible end; nothing changes on error. The default refuses
+    /// with `INVALID_ARGUMENT`, as [`delete_topic`](Self::delete_topic)'s.
+    async fn delete_records(&self, tp: &TopicPartition, offset: i64) -> Result<i64, LogError> {
+        Err(LogError::InvalidArgument {
+            what: "record deletion",
+            reason: format!("this log cannot delete records (asked to delete {tp} below {offset})"),
+        })
+    }
+
     /// The bytes `tp` holds, as `DescribeLogDirs` reports a partition's size. Error:
     /// `UNKNOWN_TOPIC_OR_PARTITION`. The default refuses with `INVALID_ARGUMENT`, as
     /// [`delete_topic`](Self::delete_topic)'s.
@@ -179,6 +191,20 @@ impl PartitionLog for MemoryLog {
 
     async fn partition_size(&self, tp: &TopicPartition) -> Result<u64, LogError> {
         MemoryLog::partition_size(self, tp)
+    }
+
+    async fn delete_records(&self, tp: &TopicPartition, offset: i64) -> Result<i64, LogError> {
+        if offset < 0 {
+            // advance_log_start takes any offset at or below the log start as a no-op.
+            let (log_start, visible_end) = MemoryLog::bounds(self, tp)?;
+            return Err(LogError::OffsetOutOfRange(coordinator_core::OutOfRange {
+                partition: tp.clone(),
+                offset,
+                log_start,
+                visible_end,
+            }));
+        }
+        MemoryLog::advance_log_start(self, tp, offset)
     }
 
     async fn offset_of_max_timestamp(
@@ -274,6 +300,8 @@ mod tests {
         );
         let err = log.partition_size(&tp).await.unwrap_err();
         assert!(err.to_string().contains("size of t-0"), "{err}");
+        let err = log.delete_records(&tp, 0).await.unwrap_err();
+        assert!(err.to_string().contains("cannot delete records"), "{err}");
     }
 
     /// The memory log behind the port answers as its own methods do.

@@ -238,6 +238,44 @@ pub(crate) async fn partition_size_grows_with_appends(log: &dyn PartitionLog) {
     assert!(log.partition_size(&missing).await.is_err());
 }
 
+pub(crate) async fn delete_records_moves_the_log_start_inside_a_batch(log: &dyn PartitionLog) {
+    log.create_topic("t", 1).await.unwrap();
+    put(log, &tp(0), &[10, 50, 20], 0).await;
+    put(log, &tp(0), &[30, 40], 0).await;
+    let missing = TopicPartition::new("nope", 0);
+    assert!(log.delete_records(&missing, 0).await.is_err());
+    for bad in [-1, 6] {
+        let err = log.delete_records(&tp(0), bad).await.unwrap_err();
+        assert_eq!(err.code(), "OFFSET_OUT_OF_RANGE", "{bad}");
+    }
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (0, 5), "nothing changed");
+    let mut appends = log.appends();
+    appends.borrow_and_update();
+    assert_eq!(log.delete_records(&tp(0), 2).await.unwrap(), 2);
+    assert!(appends.has_changed().unwrap(), "readers are woken");
+    assert_eq!(
+        log.delete_records(&tp(0), 1).await.unwrap(),
+        2,
+        "never back"
+    );
+    assert_eq!(log.bounds(&tp(0)).await.unwrap(), (2, 5));
+    assert!(log.read_batches(&tp(0), 1, 1 << 20).await.is_err());
+    // The batch holding offset 2 is still served whole; lookups skip what was deleted.
+    let read = log.read_batches(&tp(0), 2, 1 << 20).await.unwrap();
+    assert_eq!(read.batches[0].base_offset(), 0);
+    assert_eq!(
+        log.offset_for_timestamp(&tp(0), 0).await.unwrap(),
+        Some((2, 20))
+    );
+    assert_eq!(
+        log.offset_of_max_timestamp(&tp(0)).await.unwrap(),
+        Some((4, 40)),
+        "the deleted record with 50 no longer counts"
+    );
+    assert_eq!(log.delete_records(&tp(0), 5).await.unwrap(), 5);
+    assert_eq!(log.offset_of_max_timestamp(&tp(0)).await.unwrap(), None);
+}
+
 pub(crate) async fn a_failed_append_wakes_nobody(log: &dyn PartitionLog) {
     log.create_topic("t", 1).await.unwrap();
     let mut appends = log.appends();
@@ -291,5 +329,6 @@ port_suite!(
     offset_for_timestamp_finds_the_first_record_at_or_after,
     offset_of_max_timestamp_finds_the_first_record_with_the_largest,
     partition_size_grows_with_appends,
+    delete_records_moves_the_log_start_inside_a_batch,
     a_failed_append_wakes_nobody,
 );

@@ -1,8 +1,9 @@
-//! The single-node answers of Kafka's cluster admin APIs, as a one-broker Kafka 4 (KRaft,
+//! DeleteRecords, and the single-node answers of Kafka's cluster admin APIs, as a one-broker Kafka 4 (KRaft,
 //! this node the only broker and the only controller) gives them:
 //!
 //! | API | answer |
 //! |---|---|
+//! | DeleteRecords (21) | moves each partition's log start up to the offset (−1: the high watermark) and answers it as the low watermark; an offset past the high watermark or below −1 OFFSET_OUT_OF_RANGE, an unknown partition UNKNOWN_TOPIC_OR_PARTITION (low watermark −1); durable with `--data-dir` |
 //! | ElectLeaders (43) | every named partition ELECTION_NOT_NEEDED (84): its one replica leads; unknown ones UNKNOWN_TOPIC_OR_PARTITION; a null list (all partitions) lists none, as Kafka lists only partitions that had an election |
 //! | DescribeLogDirs (35) | one log directory (`<data-dir>/records`, or `(memory)` without a data directory) with every partition's size in bytes, lag 0; v4's volume sizes −1 (unknown) |
 //! | AlterReplicaLogDirs (34) | to the one directory: NONE (a move to where the replica is); any other path LOG_DIR_NOT_FOUND (57) |
@@ -26,6 +27,9 @@ use kafka_protocol::messages::alter_partition_reassignments_response::{
 use kafka_protocol::messages::alter_replica_log_dirs_response::{
     AlterReplicaLogDirPartitionResult, AlterReplicaLogDirTopicResult,
 };
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
@@ -40,13 +44,15 @@ use kafka_protocol::messages::list_config_resources_response::ConfigResource;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
     AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, ApiKey, BrokerId,
-    DescribeLogDirsRequest, DescribeLogDirsResponse, DescribeQuorumRequest, DescribeQuorumResponse,
-    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, ElectLeadersRequest,
-    ElectLeadersResponse, ListConfigResourcesRequest, ListConfigResourcesResponse,
-    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
+    DeleteRecordsRequest, DeleteRecordsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
+    DescribeQuorumRequest, DescribeQuorumResponse, DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    ListConfigResourcesRequest, ListConfigResourcesResponse, ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::produce::log_code;
 use super::registry::Api;
 use super::{codes, Call};
 use crate::context::{WallClock, NODE_ID};
@@ -478,6 +484,46 @@ async fn list_config_resources(
     ListConfigResourcesResponse::default().with_config_resources(resources)
 }
 
+/// DeleteRecords' offset for "up to the high watermark".
+const HIGH_WATERMARK: i64 = -1;
+
+async fn delete_records(call: &Call<'_>, request: &DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let log = &call.context.log;
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            let answer = DeleteRecordsPartitionResult::default()
+                .with_partition_index(p.partition_index)
+                .with_low_watermark(-1);
+            if !exists(call, &topic.name, p.partition_index) {
+                partitions.push(answer.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION));
+                continue;
+            }
+            let tp = TopicPartition::new(topic.name.0.as_str(), p.partition_index as u32);
+            let offset = if p.offset == HIGH_WATERMARK {
+                log.bounds(&tp).await.map(|(_, hw)| hw)
+            } else {
+                Ok(p.offset)
+            };
+            let deleted = match offset {
+                Ok(offset) => log.delete_records(&tp, offset).await,
+                Err(e) => Err(e),
+            };
+            partitions.push(match deleted {
+                Ok(start) => answer.with_low_watermark(start),
+                Err(e) => answer.with_error_code(log_code(&e)),
+            });
+        }
+        topics.push(
+            DeleteRecordsTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions),
+        );
+    }
+    DeleteRecordsResponse::default().with_topics(topics)
+}
+
 /// Implements [`Api`] for a handler `$f(call, &request)`, sync or async.
 macro_rules! api {
     ($(#[$doc:meta])* $name:ident, $key:ident, $versions:expr, $req:ty, $f:ident) => {
@@ -506,6 +552,14 @@ macro_rules! api {
     };
 }
 
+api!(
+    DeleteRecords,
+    DeleteRecords,
+    0..=2,
+    DeleteRecordsRequest,
+    delete_records,
+    async
+);
 api!(
     ElectLeaders,
     ElectLeaders,

@@ -192,7 +192,7 @@ const fn entry<A: Api>() -> Entry {
 /// Every API the broker serves, in ApiVersions order. The versions are docs/wire.md#api-versions' "safe
 /// maximum for all" column intersected with what kafka-protocol 0.18 decodes; the group admin
 /// APIs are advertised at the ranges Kafka 3.x brokers advertise, which every client handles.
-static REGISTRY: [Entry; 37] = [
+static REGISTRY: [Entry; 38] = [
     entry::<super::produce::Produce>(),
     entry::<super::fetch::Fetch>(),
     entry::<super::list_offsets::ListOffsets>(),
@@ -222,6 +222,7 @@ static REGISTRY: [Entry; 37] = [
     entry::<super::consumer_groups::ConsumerGroupHeartbeat>(),
     entry::<super::consumer_groups::ConsumerGroupDescribe>(),
     entry::<super::describe_producers::DescribeProducers>(),
+    entry::<super::cluster_admin::DeleteRecords>(),
     entry::<super::cluster_admin::AlterReplicaLogDirs>(),
     entry::<super::cluster_admin::DescribeLogDirs>(),
     entry::<super::cluster_admin::ElectLeaders>(),

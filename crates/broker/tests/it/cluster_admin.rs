@@ -343,3 +343,64 @@ async fn list_config_resources_lists_topics_and_this_broker() {
     let unknown = ListConfigResourcesRequest::default().with_resource_types(vec![3]);
     assert_eq!(c.call(&unknown, 1).await.error_code, 35);
 }
+
+fn delete_records(partitions: &[(&str, i32, i64)]) -> DeleteRecordsRequest {
+    DeleteRecordsRequest::default()
+        .with_timeout_ms(1000)
+        .with_topics(
+            partitions
+                .iter()
+                .map(|(topic, p, offset)| {
+                    delete_records_request::DeleteRecordsTopic::default()
+                        .with_name(topic_name(topic))
+                        .with_partitions(vec![
+                            delete_records_request::DeleteRecordsPartition::default()
+                                .with_partition_index(*p)
+                                .with_offset(*offset),
+                        ])
+                })
+                .collect(),
+        )
+}
+
+/// (error, low watermark) of each partition DeleteRecords answered.
+fn deleted(r: &DeleteRecordsResponse) -> Vec<(i16, i64)> {
+    r.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (p.error_code, p.low_watermark)))
+        .collect()
+}
+
+#[tokio::test]
+async fn delete_records_moves_the_log_start_and_fetch_follows() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let five: Vec<_> = (0..5).map(|i| record(i, 1)).collect();
+    produce(&mut c, "t", 0, batch(&five, Compression::None), 7).await;
+    produce(&mut c, "t", 1, batch(&five, Compression::None), 7).await;
+    for version in 0..=2 {
+        let r = c
+            .call(
+                &delete_records(&[("t", 0, 2), ("t", 9, 0), ("nope", 0, 0), ("t", 0, 6)]),
+                version,
+            )
+            .await;
+        // OFFSET_OUT_OF_RANGE past the high watermark; UNKNOWN_TOPIC_OR_PARTITION.
+        assert_eq!(
+            deleted(&r),
+            vec![(0, 2), (3, -1), (3, -1), (1, -1)],
+            "v{version}"
+        );
+    }
+    // -1: up to the high watermark.
+    let r = c.call(&delete_records(&[("t", 1, -1)]), 2).await;
+    assert_eq!(deleted(&r), vec![(0, 5)]);
+    let r = c.call(&delete_records(&[("t", 1, -2)]), 2).await;
+    assert_eq!(deleted(&r), vec![(1, -1)]);
+    // Fetch: below the log start is out of range; the log start is reported.
+    let below = c.call(&fetch_request("t", 0, 1), 11).await;
+    assert_eq!(below.responses[0].partitions[0].error_code, 1);
+    let from = c.call(&fetch_request("t", 0, 2), 11).await;
+    let p = &from.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.log_start_offset), (0, 2));
+}

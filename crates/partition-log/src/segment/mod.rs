@@ -318,6 +318,39 @@ impl Inner {
         self.appended.send_modify(|n| *n = n.wrapping_add(1));
     }
 
+    /// Rewrites the checkpoint with `p`'s start at `start` (every other partition's as it is),
+    /// then drops `p`'s first `n` segments. The caller holds the checkpoint lock.
+    fn move_start(&self, p: &Partition, n: usize, start: i64) -> Result<(), LogError> {
+        let mut starts: BTreeMap<TopicPartition, i64> = self
+            .all_partitions()
+            .iter()
+            .map(|q| (q.tp.clone(), q.bounds().0))
+            .collect();
+        starts.insert(p.tp.clone(), start);
+        let path = self.dir.join(files::CHECKPOINT);
+        files::write_atomically(&path, files::encode_checkpoint(&starts).as_bytes())?;
+        p.remove_segments(n, start)
+    }
+
+    /// Kafka's `DeleteRecords`: moves `tp`'s log start up to `offset` (durably, through the
+    /// checkpoint) and deletes the segments wholly below it; returns the log start.
+    fn delete_records(&self, tp: &TopicPartition, offset: i64) -> Result<i64, LogError> {
+        let p = self.partition(tp)?;
+        let _one = self
+            .checkpoint
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let n = p.segments_below(offset)?;
+        let start = p.bounds().0;
+        if offset <= start {
+            return Ok(start);
+        }
+        self.move_start(&p, n, offset)?;
+        info!(partition = %tp, segments = n, log_start = offset, "records deleted");
+        self.signal();
+        Ok(offset)
+    }
+
     /// Applies retention to `partitions`; returns how many segments were deleted.
     fn apply_retention(&self, partitions: &[Arc<Partition>]) -> Result<usize, LogError> {
         let now = self.now_ms();
@@ -333,15 +366,7 @@ impl Inner {
                     .checkpoint
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner);
-                let mut starts: BTreeMap<TopicPartition, i64> = self
-                    .all_partitions()
-                    .iter()
-                    .map(|q| (q.tp.clone(), q.bounds().0))
-                    .collect();
-                starts.insert(p.tp.clone(), start);
-                let path = self.dir.join(files::CHECKPOINT);
-                files::write_atomically(&path, files::encode_checkpoint(&starts).as_bytes())?;
-                p.remove_segments(n, start)?;
+                self.move_start(p, n, start)?;
             }
             info!(partition = %p.tp, segments = n, log_start = start, "retention deleted segments");
             deleted += n;
@@ -709,6 +734,10 @@ impl PartitionLog for SegmentLog {
 
     async fn partition_size(&self, tp: &TopicPartition) -> Result<u64, LogError> {
         Ok(self.inner.partition(tp)?.size())
+    }
+
+    async fn delete_records(&self, tp: &TopicPartition, offset: i64) -> Result<i64, LogError> {
+        self.inner.delete_records(tp, offset)
     }
 
     async fn offset_of_max_timestamp(

@@ -678,6 +678,19 @@ impl Partition {
             .max(s.log_start)
     }
 
+    /// How many leading segments hold only offsets below `offset` (never the active one),
+    /// or the out-of-range error if `offset` is negative or past the end.
+    pub(crate) fn segments_below(&self, offset: i64) -> Result<usize, LogError> {
+        let s = self.read();
+        if offset < 0 || offset > s.end {
+            return Err(s.out_of_range(&self.tp, offset));
+        }
+        Ok(s.segments
+            .windows(2)
+            .take_while(|pair| pair[1].base_offset <= offset)
+            .count())
+    }
+
     /// Drops the first `n` segments from the index and moves the log start to `start` (the
     /// checkpoint already says so), then deletes their files.
     pub(crate) fn remove_segments(&self, n: usize, start: i64) -> Result<(), LogError> {

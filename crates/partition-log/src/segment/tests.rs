@@ -658,3 +658,40 @@ async fn deleted_topics_and_added_partitions_survive_a_reopen() {
         "a new topic of the name starts empty"
     );
 }
+
+#[tokio::test]
+async fn deleted_records_stay_deleted_across_a_restart_and_their_segments_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let segments = |dir: &Path| {
+        fs::read_dir(dir.join("t-0"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "log"))
+            })
+            .count()
+    };
+    {
+        let log = open(dir.path(), &clock).unwrap();
+        log.create_topic("t", 1).await.unwrap();
+        // 240-byte frames: four a segment, so segments start at 0, 4, 8 and 12 (active).
+        for _ in 0..14 {
+            put(&log, &tp(0), 1, 1, 0, 203).await;
+        }
+        assert_eq!(segments(dir.path()), 4);
+        // Offset 9 is inside the third segment: the first two go, the third stays.
+        assert_eq!(log.delete_records(&tp(0), 9).await.unwrap(), 9);
+        assert_eq!(segments(dir.path()), 2);
+        assert_eq!(log.bounds(&tp(0)).await.unwrap(), (9, 14));
+    }
+    let log = open(dir.path(), &clock).unwrap();
+    assert_eq!(
+        log.bounds(&tp(0)).await.unwrap(),
+        (9, 14),
+        "from the checkpoint"
+    );
+    assert!(log.read_batches(&tp(0), 8, 1 << 20).await.is_err());
+    let read = log.read_batches(&tp(0), 9, 1 << 20).await.unwrap();
+    assert_eq!(read.batches[0].base_offset(), 9);
+}
