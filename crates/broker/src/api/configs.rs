@@ -358,6 +358,56 @@ fn duplicate_keys<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), Refuse
     Ok(())
 }
 
+/// The new value of list config `key` once `value`'s comma-separated items are appended
+/// (those not in it yet, in order) or subtracted: Kafka's `ConfigAdminManager` rule, starting
+/// from the topic's override, else the config's default. A config that is not a list gets
+/// INVALID_CONFIG, as in Kafka.
+fn append_or_subtract(
+    key: &str,
+    append: bool,
+    value: Option<&str>,
+    current: Option<&str>,
+) -> Result<String, Refused> {
+    let verb = if append { "append" } else { "subtract" };
+    let spec = topic_configs::find(key).ok_or_else(|| {
+        Refused::new(
+            codes::INVALID_CONFIG,
+            format!("Unknown topic config name: {key}"),
+        )
+    })?;
+    if spec.kind != topic_configs::Kind::List {
+        return Err(Refused::new(
+            codes::INVALID_CONFIG,
+            format!("Config value {verb} is not allowed for config key: {key}"),
+        ));
+    }
+    let value = value.ok_or_else(|| {
+        Refused::new(
+            codes::INVALID_CONFIG,
+            format!("Null value not supported for topic config: {key}"),
+        )
+    })?;
+    let items = |list: &str| -> Vec<String> {
+        list.split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let mut list = items(current.unwrap_or(spec.default));
+    let given = items(value);
+    if append {
+        for item in given {
+            if !list.contains(&item) {
+                list.push(item);
+            }
+        }
+    } else {
+        list.retain(|item| !given.contains(item));
+    }
+    Ok(list.join(","))
+}
+
 /// Applies one resource's incremental changes, all or none.
 fn alter_incrementally(
     context: &Context,
@@ -387,10 +437,14 @@ fn alter_incrementally(
                 overrides.remove(key);
             }
             APPEND | SUBTRACT => {
-                return Err(Refused::new(
-                    codes::INVALID_REQUEST,
-                    format!("APPEND and SUBTRACT are not supported (config {key}); SET the whole list instead"),
-                ))
+                let list = append_or_subtract(
+                    key,
+                    config.config_operation == APPEND,
+                    value,
+                    overrides.get(key).map(String::as_str),
+                )?;
+                topic_configs::validate(key, Some(&list))?;
+                overrides.insert(key.to_string(), list);
             }
             other => {
                 return Err(Refused::new(
