@@ -238,7 +238,7 @@ pub struct BrokerConfig {
     /// refused with MESSAGE_TOO_LARGE.
     pub max_decompressed_request_bytes: usize,
     /// The partitions' log (`<data_dir>/records/`, the `SegmentLog`; without a data
-    /// directory the partitions live in memory and these settings are unused).
+    /// directory the partitions live in memory and only the retention settings apply).
     pub records: RecordsConfig,
 }
 
@@ -254,6 +254,9 @@ pub struct RecordsConfig {
     pub retention_ms: i64,
     /// Kafka's `log.retention.bytes` per partition (default `-1`: no size limit).
     pub retention_bytes: i64,
+    /// Kafka's `log.retention.check.interval.ms` (default 300000): how often retention runs,
+    /// with each topic's `retention.ms` / `retention.bytes` or the two settings above.
+    pub retention_check_interval_ms: u64,
 }
 
 impl Default for RecordsConfig {
@@ -263,6 +266,7 @@ impl Default for RecordsConfig {
             segment_bytes: partition_log::segment::DEFAULT_SEGMENT_BYTES,
             retention_ms: partition_log::segment::DEFAULT_RETENTION_MS,
             retention_bytes: -1,
+            retention_check_interval_ms: 300_000,
         }
     }
 }
@@ -272,6 +276,12 @@ impl RecordsConfig {
         let invalid = |setting, reason: String| Err(BrokerError::InvalidConfig { setting, reason });
         if self.flush_interval_ms == Some(0) {
             return invalid("log-flush-interval-ms", "must be at least 1".into());
+        }
+        if self.retention_check_interval_ms == 0 {
+            return invalid(
+                "log-retention-check-interval-ms",
+                "must be at least 1".into(),
+            );
         }
         if self.segment_bytes < 1024 {
             return invalid(

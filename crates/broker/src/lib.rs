@@ -71,6 +71,7 @@ mod connection;
 mod context;
 mod error;
 mod producers;
+mod retention;
 mod server;
 mod shutdown;
 mod store;

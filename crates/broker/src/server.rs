@@ -21,6 +21,7 @@ use crate::config::{BrokerConfig, SecurityProtocol};
 use crate::connection::{Connection, FrameError};
 use crate::context::{Context, WallClock};
 use crate::error::BrokerError;
+use crate::retention::Retention;
 use crate::shutdown::Shutdown;
 use crate::store::StoreConfig;
 
@@ -36,8 +37,9 @@ fn open_log(config: &BrokerConfig) -> Result<Arc<dyn PartitionLog>, BrokerError>
         .clock(Arc::new(WallClock))
         .flush_interval_ms(r.flush_interval_ms)
         .segment_bytes(r.segment_bytes)
-        .retention_ms(r.retention_ms)
-        .retention_bytes(r.retention_bytes)
+        // Retention is the broker's (crate::retention): with each topic's own limits.
+        .retention_ms(-1)
+        .retention_bytes(-1)
         .open()?;
     info!(path = %log.dir().display(), flush_interval_ms = ?r.flush_interval_ms, "topics and records are kept in this directory");
     Ok(Arc::new(log))
@@ -203,6 +205,8 @@ impl Server {
     /// commit was answered, so nothing is left to flush.
     pub async fn run(self, shutdown: impl Future) -> Result<(), BrokerError> {
         let driver = Driver::spawn(self.context.coordinator.clone());
+        let interval = self.context.config.records.retention_check_interval_ms;
+        let retention = Retention::spawn(self.context.clone(), Duration::from_millis(interval));
         let (notify_shutdown, _) = broadcast::channel(1);
         let (shutdown_complete_tx, mut shutdown_complete_rx) = mpsc::channel::<()>(1);
         let mut listener = Listener {
@@ -237,6 +241,7 @@ impl Server {
             );
         }
         driver.shutdown().await;
+        drop(retention);
         info!("stopped");
         Ok(())
     }

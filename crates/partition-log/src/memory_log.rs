@@ -535,6 +535,47 @@ impl MemoryLog {
         })
     }
 
+    /// Applies Kafka's two retention rules to `tp` at the log clock's time, with a batch in
+    /// the place of Kafka's segment: leading batches whose newest record is older than
+    /// `retention_ms` go, and leading batches go while the partition stays at or above
+    /// `retention_bytes` without them (`-1` disables either rule). Only records below the
+    /// high watermark are removed. Returns the log start. Error: `UNKNOWN_TOPIC_OR_PARTITION`.
+    pub fn apply_retention(
+        &self,
+        tp: &TopicPartition,
+        retention_ms: i64,
+        retention_bytes: i64,
+    ) -> Result<i64, LogError> {
+        let now = i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX);
+        let (start, target) = self.with_partition(tp, |log| {
+            let end = log.visible_end();
+            let kept = || log.batches.iter().filter(|b| b.last_offset() < end);
+            let mut target = log.log_start;
+            if retention_ms >= 0 {
+                for b in kept().take_while(|b| now.saturating_sub(b.max_timestamp()) > retention_ms)
+                {
+                    target = target.max(b.last_offset() + 1);
+                }
+            }
+            if retention_bytes >= 0 {
+                let mut size: i64 = log.batches.iter().map(|b| b.size() as i64).sum();
+                for b in kept() {
+                    let batch = b.size() as i64;
+                    if size - batch < retention_bytes {
+                        break;
+                    }
+                    size -= batch;
+                    target = target.max(b.last_offset() + 1);
+                }
+            }
+            Ok((log.log_start, target))
+        })?;
+        if target <= start {
+            return Ok(start);
+        }
+        self.advance_log_start(tp, target)
+    }
+
     /// Holds `tp`'s high watermark at `high_watermark`, so records from it up to the log end
     /// stay invisible (as if replicas had not caught up); `None` makes it follow the log end
     /// again.
@@ -891,6 +932,34 @@ mod tests {
         assert_eq!(log.offset_for_timestamp(&tp(0), 31).unwrap(), None);
         log.advance_log_start(&tp(0), 2).unwrap();
         assert_eq!(log.offset_for_timestamp(&tp(0), 0).unwrap(), Some((2, 10)));
+    }
+
+    #[test]
+    fn retention_removes_old_batches_and_keeps_the_partition_at_its_size() {
+        let clock = ManualClock::new();
+        let log = MemoryLog::with_clock(Arc::new(clock.clone()));
+        log.create_topic("t", 1).unwrap();
+        for ts in [1_000, 2_000, 3_000, 4_000] {
+            log.append(&tp(0), NewRecord::new(&b"v"[..]).timestamp(ts))
+                .unwrap();
+        }
+        clock.advance(5_000);
+        let now = i64::try_from(clock.now_ms()).unwrap();
+        // Older than now - 2500 ms: the first two (whichever the clock's start).
+        let ms = now - 2_500;
+        assert_eq!(log.apply_retention(&tp(0), -1, -1).unwrap(), 0);
+        assert_eq!(log.apply_retention(&tp(0), ms, -1).unwrap(), 2);
+        assert_eq!(log.apply_retention(&tp(0), ms, -1).unwrap(), 2, "once");
+        // By size: one batch's size keeps the last batch only.
+        let one = log.partition_size(&tp(0)).unwrap() / 2;
+        assert_eq!(log.apply_retention(&tp(0), -1, one as i64).unwrap(), 3);
+        assert_eq!(
+            log.apply_retention(&tp(0), -1, 0).unwrap(),
+            4,
+            "0: everything"
+        );
+        assert_eq!(log.bounds(&tp(0)).unwrap(), (4, 4));
+        assert!(log.apply_retention(&tp(9), 1, 1).is_err());
     }
 
     #[test]

@@ -102,6 +102,27 @@ pub trait PartitionLog: TopicMetadata + fmt::Debug + Send + Sync {
         })
     }
 
+    /// Applies Kafka's retention rules to `tp` now, with these limits (a topic's
+    /// `retention.ms` and `retention.bytes`; `-1` disables either): what is older than
+    /// `retention_ms`, and what the partition can lose while staying at or above
+    /// `retention_bytes`, is removed in the log's units (the segment log's closed segments,
+    /// the memory log's batches), never at or above the high watermark. Returns the log
+    /// start. Error: `UNKNOWN_TOPIC_OR_PARTITION`. The default refuses with
+    /// `INVALID_ARGUMENT`, as [`delete_topic`](Self::delete_topic)'s.
+    async fn apply_retention(
+        &self,
+        tp: &TopicPartition,
+        retention_ms: i64,
+        retention_bytes: i64,
+    ) -> Result<i64, LogError> {
+        Err(LogError::InvalidArgument {
+            what: "retention",
+            reason: format!(
+                "this log cannot apply retention ({tp}: {retention_ms} ms, {retention_bytes} bytes)"
+            ),
+        })
+    }
+
     /// The bytes `tp` holds, as `DescribeLogDirs` reports a partition's size. Error:
     /// `UNKNOWN_TOPIC_OR_PARTITION`. The default refuses with `INVALID_ARGUMENT`, as
     /// [`delete_topic`](Self::delete_topic)'s.
@@ -191,6 +212,15 @@ impl PartitionLog for MemoryLog {
 
     async fn partition_size(&self, tp: &TopicPartition) -> Result<u64, LogError> {
         MemoryLog::partition_size(self, tp)
+    }
+
+    async fn apply_retention(
+        &self,
+        tp: &TopicPartition,
+        retention_ms: i64,
+        retention_bytes: i64,
+    ) -> Result<i64, LogError> {
+        MemoryLog::apply_retention(self, tp, retention_ms, retention_bytes)
     }
 
     async fn delete_records(&self, tp: &TopicPartition, offset: i64) -> Result<i64, LogError> {
@@ -302,6 +332,8 @@ mod tests {
         assert!(err.to_string().contains("size of t-0"), "{err}");
         let err = log.delete_records(&tp, 0).await.unwrap_err();
         assert!(err.to_string().contains("cannot delete records"), "{err}");
+        let err = log.apply_retention(&tp, 1, 1).await.unwrap_err();
+        assert!(err.to_string().contains("cannot apply retention"), "{err}");
     }
 
     /// The memory log behind the port answers as its own methods do.

@@ -142,6 +142,11 @@ struct Args {
     /// first, while it stays at or above this size without them; -1: no size limit.
     #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     log_retention_bytes: i64,
+    /// Kafka's log.retention.check.interval.ms: how often retention runs (each topic's
+    /// retention.ms and retention.bytes, else the two flags above), also without a data
+    /// directory.
+    #[arg(long, default_value_t = 300_000)]
+    log_retention_check_interval_ms: u64,
 }
 
 /// `--offsets-store`'s values.
@@ -209,6 +214,7 @@ impl Args {
                 segment_bytes: self.log_segment_bytes,
                 retention_ms: self.log_retention_ms,
                 retention_bytes: self.log_retention_bytes,
+                retention_check_interval_ms: self.log_retention_check_interval_ms,
             },
         }
     }

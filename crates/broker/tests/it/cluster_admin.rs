@@ -404,3 +404,93 @@ async fn delete_records_moves_the_log_start_and_fetch_follows() {
     let p = &from.responses[0].partitions[0];
     assert_eq!((p.error_code, p.log_start_offset), (0, 2));
 }
+
+/// The log start of `topic`-0 (ListOffsets EARLIEST).
+async fn log_start(c: &mut Client, topic: &str) -> i64 {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(vec![
+                list_offsets_request::ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-2),
+            ])]);
+    let r = c.call(&request, 1).await;
+    r.topics[0].partitions[0].offset
+}
+
+#[tokio::test]
+async fn retention_follows_each_topics_configs_on_the_memory_log() {
+    let broker = TestBroker::with(BrokerConfig {
+        records: broker::RecordsConfig {
+            retention_ms: -1,
+            retention_check_interval_ms: 20,
+            ..Default::default()
+        },
+        ..config()
+    })
+    .await;
+    let mut c = broker.client().await;
+    let topic = |name: &str, configs: &[(&str, &str)]| {
+        create_topics_request::CreatableTopic::default()
+            .with_name(topic_name(name))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        create_topics_request::CreatableTopicConfig::default()
+                            .with_name(s(k))
+                            .with_value(Some(s(v)))
+                    })
+                    .collect(),
+            )
+    };
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![
+            topic("short", &[("retention.ms", "60000")]),
+            topic(
+                "compacted",
+                &[("retention.ms", "60000"), ("cleanup.policy", "compact")],
+            ),
+            topic("kept", &[]),
+        ]);
+    let r = c.call(&create, 7).await;
+    assert!(r.topics.iter().all(|t| t.error_code == 0), "{r:?}");
+    // Records stamped long ago (1970), then one stamped now.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for name in ["short", "compacted", "kept"] {
+        produce(
+            &mut c,
+            name,
+            0,
+            batch(&[record(0, 1), record(1, 2)], Compression::None),
+            7,
+        )
+        .await;
+        produce(
+            &mut c,
+            name,
+            0,
+            batch(&[record(2, now)], Compression::None),
+            7,
+        )
+        .await;
+    }
+    // `short` loses its old batch at a check (bounded wait; the check runs every 20 ms).
+    bounded("retention of `short`", async {
+        while log_start(&mut c, "short").await != 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    // The same checks left the compact-only topic and the unlimited one alone.
+    assert_eq!(log_start(&mut c, "compacted").await, 0);
+    assert_eq!(log_start(&mut c, "kept").await, 0);
+}

@@ -353,26 +353,30 @@ impl Inner {
 
     /// Applies retention to `partitions`; returns how many segments were deleted.
     fn apply_retention(&self, partitions: &[Arc<Partition>]) -> Result<usize, LogError> {
-        let now = self.now_ms();
         let mut deleted = 0;
         for p in partitions {
-            let n = p.expired(self.policy, now);
-            if n == 0 {
-                continue;
-            }
-            let start = p.start_after(n);
-            {
-                let _one = self
-                    .checkpoint
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                self.move_start(p, n, start)?;
-            }
-            info!(partition = %p.tp, segments = n, log_start = start, "retention deleted segments");
-            deleted += n;
-            self.signal();
+            deleted += self.retain(p, self.policy)?;
         }
         Ok(deleted)
+    }
+
+    /// Applies `policy`'s retention rules to `p`; returns how many segments were deleted.
+    fn retain(&self, p: &Partition, policy: Policy) -> Result<usize, LogError> {
+        let n = p.expired(policy, self.now_ms());
+        if n == 0 {
+            return Ok(0);
+        }
+        let start = p.start_after(n);
+        {
+            let _one = self
+                .checkpoint
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.move_start(p, n, start)?;
+        }
+        info!(partition = %p.tp, segments = n, log_start = start, "retention deleted segments");
+        self.signal();
+        Ok(n)
     }
 
     fn sync_all(&self) -> Result<(), LogError> {
@@ -738,6 +742,23 @@ impl PartitionLog for SegmentLog {
 
     async fn delete_records(&self, tp: &TopicPartition, offset: i64) -> Result<i64, LogError> {
         self.inner.delete_records(tp, offset)
+    }
+
+    async fn apply_retention(
+        &self,
+        tp: &TopicPartition,
+        retention_ms: i64,
+        retention_bytes: i64,
+    ) -> Result<i64, LogError> {
+        let inner = &self.inner;
+        let p = inner.partition(tp)?;
+        let policy = Policy {
+            retention_ms,
+            retention_bytes,
+            ..inner.policy
+        };
+        inner.retain(&p, policy)?;
+        Ok(p.bounds().0)
     }
 
     async fn offset_of_max_timestamp(

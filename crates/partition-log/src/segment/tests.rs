@@ -695,3 +695,40 @@ async fn deleted_records_stay_deleted_across_a_restart_and_their_segments_go() {
     let read = log.read_batches(&tp(0), 9, 1 << 20).await.unwrap();
     assert_eq!(read.batches[0].base_offset(), 9);
 }
+
+#[tokio::test]
+async fn retention_asked_through_the_port_uses_the_given_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = builder(dir.path(), &clock)
+        .retention_ms(-1)
+        .retention_bytes(-1)
+        .open()
+        .unwrap();
+    log.create_topic("t", 1).await.unwrap();
+    for _ in 0..14 {
+        put(&log, &tp(0), 1, 1, 0, 203).await;
+    }
+    // The log's own policy keeps everything.
+    assert_eq!(log.apply_retention().unwrap(), 0);
+    // Segments at 0, 4, 8 (960 bytes each) and 12 (480): 3360 bytes; without the first,
+    // 2400 >= 2000, without the second too 1440 < 2000.
+    assert_eq!(
+        PartitionLog::apply_retention(&log, &tp(0), -1, 2000)
+            .await
+            .unwrap(),
+        4
+    );
+    clock.advance(10_000);
+    // Every closed segment is older than 1 s; the active one stays.
+    assert_eq!(
+        PartitionLog::apply_retention(&log, &tp(0), 1000, -1)
+            .await
+            .unwrap(),
+        12
+    );
+    let missing = TopicPartition::new("nope", 0);
+    assert!(PartitionLog::apply_retention(&log, &missing, 1, 1)
+        .await
+        .is_err());
+}

@@ -47,6 +47,11 @@ pub fn config() -> BrokerConfig {
         listen: "127.0.0.1:0".parse().expect("address"),
         topics: vec!["t:2".parse().expect("topic")],
         group_initial_rebalance_delay_ms: 0,
+        // The tests stamp records in 1970: the 7-day default would delete them.
+        records: broker::RecordsConfig {
+            retention_ms: -1,
+            ..Default::default()
+        },
         ..BrokerConfig::default()
     }
 }

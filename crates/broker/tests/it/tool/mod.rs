@@ -30,7 +30,8 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Starts the binary with `args` (besides a free loopback port and no rebalance delay)
+    /// Starts the binary with `args` (besides a free loopback port, no rebalance delay and no
+    /// retention by time)
     /// and waits for its `listening on` line.
     pub async fn start(args: &[&str]) -> Broker {
         let mut command = Command::new(env!("CARGO_BIN_EXE_broker"));
@@ -40,6 +41,9 @@ impl Broker {
                 "127.0.0.1:0",
                 "--group-initial-rebalance-delay-ms",
                 "0",
+                // The tests stamp records in 1970: the 7-day default would delete them.
+                "--log-retention-ms",
+                "-1",
             ])
             .args(args)
             .env("RUST_LOG", "warn")
