@@ -4,7 +4,7 @@ use std::io;
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 /// Why a frame could not be read. Any of them ends the connection.
@@ -80,10 +80,24 @@ impl Connection {
                 }
                 return Ok(Some(frame));
             }
+            // Wait for bytes before making room for them: a connection waiting for its next
+            // request holds no buffer (the task sits here while idle).
+            self.stream.readable().await?;
             if self.buffer.len() == self.buffer.capacity() {
                 self.buffer.reserve(READ_CHUNK);
             }
-            if self.stream.read_buf(&mut self.buffer).await? == 0 {
+            let read = match self.stream.try_read_buf(&mut self.buffer) {
+                Ok(read) => read,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // A readiness without bytes (a new socket's first): give the room back.
+                    if self.buffer.is_empty() {
+                        self.buffer = BytesMut::new();
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if read == 0 {
                 return if self.buffer.is_empty() {
                     Ok(None)
                 } else {
@@ -132,6 +146,31 @@ impl Connection {
 mod tests {
     use super::*;
     use tokio::net::TcpListener;
+
+    /// A connection waiting for its next request holds no read buffer, before its first
+    /// request and after each one.
+    #[tokio::test]
+    async fn a_connection_between_requests_holds_no_buffer() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let mut conn = Connection::new(server, 1024);
+        let wait = std::time::Duration::from_millis(100);
+        assert!(tokio::time::timeout(wait, conn.read_frame()).await.is_err());
+        assert_eq!(conn.buffer.capacity(), 0, "before the first request");
+        client.write_all(&[0, 0, 0, 3, 1, 2, 3]).await.unwrap();
+        let frame = conn.read_frame().await.unwrap().unwrap();
+        assert_eq!(&frame[..], &[1, 2, 3]);
+        drop(frame);
+        assert!(tokio::time::timeout(wait, conn.read_frame()).await.is_err());
+        assert_eq!(conn.buffer.capacity(), 0, "between requests");
+        drop(client);
+        assert!(
+            conn.read_frame().await.unwrap().is_none(),
+            "closed between frames"
+        );
+    }
 
     /// A frame announcing 100 MiB of which 10 bytes arrived holds a small buffer: memory
     /// follows what arrives, not what the prefix announces.
