@@ -220,7 +220,12 @@ pub(crate) fn validate(name: &str, value: Option<&str>) -> Result<(), Refused> {
         }
         Kind::List => {
             if !spec.allowed.is_empty() {
-                let items: Vec<&str> = trimmed.split(',').map(str::trim).collect();
+                // An empty list is valid, as Kafka parses it (no item to check).
+                let items: Vec<&str> = trimmed
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|i| !i.is_empty())
+                    .collect();
                 if items.iter().any(|i| !spec.allowed.contains(i)) {
                     return Err(invalid(&format!(
                         "Each value must be one of: {}",

@@ -712,6 +712,13 @@ async fn incremental_alter_configs_appends_to_and_subtracts_from_lists() {
         value_of(&mut c, "t", "cleanup.policy").await,
         (Some("compact".into()), 1)
     );
+    // Down to the empty list, which Kafka accepts (no cleanup at all).
+    let r = c.call(&run(3, "compact"), 0).await;
+    assert_eq!(r.responses[0].error_code, 0);
+    assert_eq!(
+        value_of(&mut c, "t", "cleanup.policy").await,
+        (Some("".into()), 1)
+    );
 }
 
 #[tokio::test]
