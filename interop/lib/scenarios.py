@@ -15,7 +15,7 @@ import assigncmp
 import checker
 import kproto
 import records
-from harness import INTEROP, Timeout, now, python_exe
+from harness import INTEROP, Timeout, node_exe, now, python_exe
 from suite import Failed, scenario
 
 PY_CLIENTS = ("kafka-python", "aiokafka", "confluent")
@@ -810,6 +810,54 @@ def group_rules_raw(ctx):
     finally:
         a.close()
         b.close()
+
+
+# -------------------------------------------------------------------------------------------
+# 12b. kafkajs's admin client on topics, records and groups
+
+@scenario("admin-kafkajs", budget=60,
+          mock_note="the mock serves neither DeleteRecords nor configs as Kafka does")
+def admin_kafkajs(ctx):
+    spec = ctx.spec(prefix="akj")
+    env = dict(os.environ)
+    env.setdefault("INTEROP_NODE_MODULES", ctx.suite.node_modules)
+    r = subprocess.run([node_exe(), os.path.join(INTEROP, "workers", "admin_kafkajs.js"), json.dumps(spec)],
+                       capture_output=True, timeout=ctx.left(45), env=env)
+    with open(os.path.join(ctx.dir, "admin_kafkajs.log"), "ab") as f:
+        f.write(r.stderr)
+    if r.returncode != 0:
+        raise Failed("kafkajs admin failed (exit %d): %s"
+                     % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
+    out = json.loads(r.stdout)
+    ctx.note("admin outcomes: %s" % out)
+
+    def expect(key, want):
+        ctx.check(out.get(key) == want, "%s: %s, expected %s" % (key, out.get(key), want))
+
+    # kafkajs answers createTopics with whether it created the topic (an existing one: false).
+    expect("create", True)
+    expect("create_again", False)
+    expect("validate_only", True)
+    expect("list_has_main", True)
+    expect("list_has_dry", False)
+    expect("metadata", [[0, 0, [0]], [1, 0, [0]], [2, 0, [0]]])
+    expect("cluster", {"clusterId": "consumer-groups-broker", "controller": 0, "brokers": [0]})
+    expect("configs", {"retention.ms": ["60000", False], "cleanup.policy": ["delete", True]})
+    expect("configs_after_alter", {"retention.ms": ["604800000", True], "cleanup.policy": ["compact", False]})
+    expect("alter_unknown", "INVALID_CONFIG")
+    expect("grow", "ok")
+    expect("shrink", "INVALID_PARTITIONS")
+    expect("offsets", ["0", "10"])
+    expect("delete_records", "ok")
+    expect("offsets_after_delete", ["4", "10"])
+    expect("delete_records_too_far", "OFFSET_OUT_OF_RANGE")
+    expect("set_offsets", "ok")
+    expect("group_offsets", ["7"])
+    expect("groups_listed", True)
+    expect("describe_group", [["akj-group", "Empty"]])
+    expect("delete_group", [["akj-group", 0]])
+    expect("delete", "ok")
+    expect("list_after_delete", False)
 
 
 # -------------------------------------------------------------------------------------------
