@@ -15,7 +15,7 @@ import assigncmp
 import checker
 import kproto
 import records
-from harness import INTEROP, Timeout, node_exe, now, python_exe
+from harness import INTEROP, ROOT, Timeout, node_exe, now, python_exe
 from suite import Failed, scenario
 
 PY_CLIENTS = ("kafka-python", "aiokafka", "confluent")
@@ -858,6 +858,57 @@ def admin_kafkajs(ctx):
     expect("delete_group", [["akj-group", 0]])
     expect("delete", "ok")
     expect("list_after_delete", False)
+
+
+# -------------------------------------------------------------------------------------------
+# 12c. Debian's sarama (1.22.1): ClusterAdmin, offset manager, sync producer
+
+@scenario("admin-sarama", budget=60,
+          mock_note="the mock serves neither DeleteRecords nor CreateTopics v2 as Kafka does")
+def admin_sarama(ctx):
+    exe = os.path.join(os.environ.get("INTEROP_HOME", os.path.join(ROOT, "target", "interop")), "sarama-admin")
+    if not os.path.exists(exe):
+        raise Failed("%s is not built: interop/install builds it with Debian's golang-go and "
+                     "golang-github-shopify-sarama-dev (apt-get install golang-go "
+                     "golang-github-shopify-sarama-dev; .ci/run installs them)" % exe)
+    r = subprocess.run([exe, ctx.bootstrap, "sar"], capture_output=True, timeout=ctx.left(45))
+    with open(os.path.join(ctx.dir, "sarama_admin.log"), "ab") as f:
+        f.write(r.stderr)
+    if r.returncode != 0:
+        raise Failed("sarama-admin failed (exit %d): %s"
+                     % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
+    out = json.loads(r.stdout)
+    ctx.note("sarama outcomes: %s" % out)
+
+    def expect(key, want):
+        ctx.check(out.get(key) == want, "%s: %s, expected %s" % (key, out.get(key), want))
+
+    def expect_error(key, text):
+        ctx.check(isinstance(out.get(key), str) and text in out[key],
+                  "%s: %s, expected an error with %r" % (key, out.get(key), text))
+
+    expect("create", "ok")
+    expect_error("create_again", "Topic with this name already exists")
+    expect_error("create_rf3", "Replication-factor is invalid")
+    expect("validate_only", "ok")
+    expect("describe_topics", {"sar-orders": [0, 0, 0],
+                               "sar-dry": "kafka server: Request was for a topic or partition that does not exist on this broker."})
+    # Metadata v0 (what sarama's DescribeCluster sends) has no controller: sarama reports -1.
+    expect("cluster", {"brokers": [0], "controller": -1})
+    expect("alter", "ok")
+    expect("grow", "ok")
+    expect_error("shrink", "Number of partitions is invalid")
+    expect("last_offset", 9)
+    expect("delete_records", "ok")
+    expect("oldest", 4)
+    expect("commit", "ok")
+    expect("group_listed", "")     # a group made by a commit alone has no protocol type, as in Kafka
+    expect("describe_group", ["sar-group", "Empty"])
+    expect("group_offsets", 7)
+    expect("delete", "ok")
+    # ListTopics sends DescribeConfigs v0, which Kafka 4 removed too (KIP-896): the broker
+    # closes the connection and logs it once (README, "old clients").
+    expect("list_topics", "EOF")
 
 
 # -------------------------------------------------------------------------------------------
