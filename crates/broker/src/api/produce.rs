@@ -18,6 +18,7 @@ use coordinator_core::{LogError, TopicPartition};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
 use super::records::{
@@ -57,6 +58,19 @@ async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceRespo
         );
     }
     (request.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+/// `answer` with `reason` as its error message, from v8 (KIP-467) where the field exists.
+fn with_message(
+    call: &Call<'_>,
+    answer: PartitionProduceResponse,
+    reason: String,
+) -> PartitionProduceResponse {
+    if call.version >= 8 {
+        answer.with_error_message(Some(StrBytes::from_string(reason)))
+    } else {
+        answer
+    }
 }
 
 /// Whether any partition of the request holds a transactional batch.
@@ -126,13 +140,17 @@ async fn append(
         Ok(batches) => batches,
         Err(Refused::TooLarge(reason)) => {
             debug!(partition = %tp, %reason, "produce refused");
-            return answer.with_error_code(codes::MESSAGE_TOO_LARGE);
+            return with_message(
+                call,
+                answer.with_error_code(codes::MESSAGE_TOO_LARGE),
+                reason,
+            );
         }
         Err(Refused::Corrupt(reason)) => {
             debug!(partition = %tp, %reason, "produce refused");
-            // INVALID_RECORD (87) exists from Produce v8; older versions report
-            // CORRUPT_MESSAGE, as Kafka does.
-            return answer.with_error_code(codes::CORRUPT_MESSAGE);
+            // CORRUPT_MESSAGE at every version: Kafka's INVALID_RECORD (87, v8+) is not told
+            // apart (docs/transactions.md); v8+ answers carry the reason.
+            return with_message(call, answer.with_error_code(codes::CORRUPT_MESSAGE), reason);
         }
     };
     if batches.iter().any(|b| b.header.has_producer_id()) {
@@ -221,7 +239,7 @@ impl Api for Produce {
     /// its compression features from the advertised Produce range and silently stops
     /// compressing when the minimum is 3 (Kafka 4 does the same, KAFKA-18659). A v0-2
     /// Produce closes the connection, as an undecodable request does.
-    const VERSIONS: RangeInclusive<i16> = 0..=7;
+    const VERSIONS: RangeInclusive<i16> = 0..=10;
     const DECODABLE_MIN: i16 = 3;
     type Request = ProduceRequest;
 

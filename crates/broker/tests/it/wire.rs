@@ -25,7 +25,7 @@ async fn api_versions_lists_the_served_table_at_every_version() {
         };
         assert_eq!(
             find(ApiKey::Produce),
-            Some((0, 7)),
+            Some((0, 10)),
             "Produce advertised from 0"
         );
         assert_eq!(find(ApiKey::Fetch), Some((4, 16)));
@@ -176,7 +176,7 @@ async fn produced_batches_come_back_with_keys_values_headers_and_timestamps_in_e
         let records: Vec<_> = (0..3)
             .map(|r| record(i * 10 + r, 1_000 + r as i64))
             .collect();
-        let version = 3 + (i as i16 % 5); // Produce v3..7
+        let version = 3 + (i as i16 * 2 % 8); // Produce v3, 5, 7, 9: old and flexible
         let (error, base) = produce(&mut c, "t", 1, batch(&records, compression), version).await;
         assert_eq!((error, base), (0, next), "{compression:?}");
         next += 3;
@@ -225,6 +225,21 @@ async fn produce_refuses_unknown_partitions_and_corrupt_batches() {
         "CORRUPT_MESSAGE"
     );
     assert_eq!(produce(&mut c, "t", 0, Bytes::new(), 7).await.0, 2);
+    // From v8 the answer says why (KIP-467).
+    for version in [8, 10] {
+        let r = c
+            .call(&produce_request("t", 0, Bytes::new(), -1), version)
+            .await;
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, 2);
+        assert!(
+            p.error_message
+                .as_deref()
+                .is_some_and(|m| m.contains("record set")),
+            "{:?}",
+            p.error_message
+        );
+    }
     // Nothing was appended by the refused requests.
     let r = c.call(&fetch_request("t", 0, 0), 11).await;
     assert_eq!(r.responses[0].partitions[0].high_watermark, 0);
