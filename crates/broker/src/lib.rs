@@ -74,6 +74,7 @@ mod producers;
 mod server;
 mod shutdown;
 mod store;
+mod txn_markers;
 
 pub use config::{
     default_max_connections, BrokerConfig, ListenerSpec, RecordsConfig, SaslMechanism,

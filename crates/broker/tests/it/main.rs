@@ -17,4 +17,5 @@ mod groups;
 mod groups_tool;
 mod idempotence;
 mod sasl;
+mod transactions;
 mod wire;
