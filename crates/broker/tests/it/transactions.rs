@@ -363,3 +363,69 @@ async fn describe_and_list_transactions() {
         .await;
     assert!(long.transaction_states.is_empty());
 }
+
+#[tokio::test]
+async fn transactions_survive_a_restart_with_a_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_dir = || broker::BrokerConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..config()
+    };
+    let (done, open) = {
+        let broker = TestBroker::with(with_dir()).await;
+        let mut c = broker.client().await;
+        let done = open_transaction(&mut c, "done").await;
+        assert_eq!(end_txn(&mut c, "done", done, true).await, 0);
+        // "open" stays Ongoing on partition 1 when the broker goes away.
+        let open = init(&mut c, "open").await;
+        assert_eq!(add_partitions(&mut c, "open", open, &[1]).await, vec![0]);
+        let produced = produce_as(
+            &mut c,
+            Some("open"),
+            1,
+            producer_batch(open.0, open.1, 0, 2, true),
+        )
+        .await;
+        assert_eq!(produced.0, 0);
+        broker.stop().await.unwrap();
+        (done, open)
+    };
+    let broker = TestBroker::with(with_dir()).await;
+    let mut c = broker.client().await;
+    let d = describe(&mut c, "done").await;
+    assert_eq!(
+        (d.transaction_state.as_str(), d.producer_id.0),
+        ("CompleteCommit", done.0)
+    );
+    assert_eq!(fetch_offset(&mut c, "g", true).await, (0, 3));
+    // The open transaction was aborted at load, its producer fenced by an epoch bump.
+    let o = describe(&mut c, "open").await;
+    assert_eq!(
+        (
+            o.transaction_state.as_str(),
+            o.producer_id.0,
+            o.producer_epoch
+        ),
+        ("CompleteAbort", open.0, open.1 + 1)
+    );
+    let p1 = c
+        .call(&fetch_request("t", 1, 0).with_isolation_level(1), 11)
+        .await;
+    let p1 = &p1.responses[0].partitions[0];
+    assert_eq!(
+        p1.last_stable_offset, p1.high_watermark,
+        "nothing open any more"
+    );
+    let aborted: Vec<i64> = p1
+        .aborted_transactions
+        .clone()
+        .unwrap_or_default()
+        .iter()
+        .map(|a| a.producer_id.0)
+        .collect();
+    assert_eq!(aborted, vec![open.0]);
+    assert_eq!(end_txn(&mut c, "open", open, true).await, PRODUCER_FENCED);
+    // The committed one's next instance continues its producer id and epoch.
+    assert_eq!(init(&mut c, "done").await, (done.0, done.1 + 1));
+    broker.stop().await.unwrap();
+}
