@@ -17,9 +17,9 @@ use coordinator_core::txn::{
     TxnMarkers, TxnState,
 };
 use coordinator_core::{
-    ClassicProtocol, CommittedOffsets, Coordinator, Generation, JoinGroupRequest, ManualClock,
-    OffsetAndMetadata, StorageErrorKind, SyncAssignment, SyncGroupRequest, TopicPartition,
-    TxnOffsetCommitRequest,
+    named, ClassicProtocol, CommittedOffsets, ConsumerGroupHeartbeatRequest, Coordinator,
+    Generation, JoinGroupRequest, ManualClock, OffsetAndMetadata, StorageErrorKind, SyncAssignment,
+    SyncGroupRequest, TopicPartition, TxnOffsetCommitRequest,
 };
 use tokio::sync::Semaphore;
 
@@ -96,6 +96,7 @@ fn harness_over(store: Arc<TestStore>, clock: ManualClock) -> H {
         .session_timeout_ms(60_000)
         .group_min_session_timeout_ms(100)
         .group_initial_rebalance_delay_ms(0)
+        .consumer_assignor(named("uniform", common::ModuloAssignor::named("modulo")))
         .build()
         .unwrap(),
     );
@@ -790,4 +791,50 @@ async fn describe_and_list_show_state_producer_and_partitions() {
     h.clock.advance(100);
     assert_eq!(h.txn.list(&[], &[], 99).await.0.len(), 1, "running 100 ms");
     assert_eq!(h.txn.list(&[], &[], 100).await.0.len(), 0);
+}
+
+#[tokio::test]
+async fn in_a_consumer_protocol_group_the_member_epoch_fences_txn_offset_commits() {
+    let h = harness();
+    let joined = h
+        .groups
+        .consumer()
+        .heartbeat(&ConsumerGroupHeartbeatRequest::join("g", "m1", ["orders"]))
+        .await
+        .unwrap();
+    let p = h.txn.init_producer_id(ID, TIMEOUT, None).await.unwrap();
+    h.txn
+        .add_offsets(ID, p.producer_id, p.epoch, "g")
+        .await
+        .unwrap();
+    let member = |epoch: i32, member: &str| TxnOffsetCommitRequest {
+        generation_id: epoch,
+        member_id: member.into(),
+        ..commit_req(p.producer_id, &[(0, 5)])
+    };
+    let e = h
+        .txn
+        .txn_offset_commit(
+            ID,
+            p.epoch,
+            &member(joined.member_epoch + 1, &joined.member_id),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!((e.code(), e.kafka_code()), ("STALE_MEMBER_EPOCH", 113));
+    let e = h
+        .txn
+        .txn_offset_commit(ID, p.epoch, &member(joined.member_epoch, "ghost"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kafka_code(), 25, "UNKNOWN_MEMBER_ID");
+    assert!(h.groups.pending_txn_partitions("g").is_empty());
+    h.txn
+        .txn_offset_commit(ID, p.epoch, &member(joined.member_epoch, &joined.member_id))
+        .await
+        .unwrap();
+    assert_eq!(
+        h.groups.pending_txn_partitions("g"),
+        BTreeSet::from([tp(0)])
+    );
 }
