@@ -516,6 +516,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn transaction_settings_are_checked() {
+        assert!(BrokerConfig::default().validate().is_ok());
+        let cases = [
+            BrokerConfig {
+                transaction_max_timeout_ms: 0,
+                ..BrokerConfig::default()
+            },
+            BrokerConfig {
+                transaction_abort_timed_out_cleanup_interval_ms: 0,
+                ..BrokerConfig::default()
+            },
+            BrokerConfig {
+                transactional_id_expiration_ms: u64::from(u32::MAX),
+                ..BrokerConfig::default()
+            },
+        ];
+        for (config, setting) in cases.into_iter().zip([
+            "transaction-max-timeout-ms",
+            "transaction-abort-timed-out-transaction-cleanup-interval-ms",
+            "transactional-id-expiration-ms",
+        ]) {
+            let err = config.validate().unwrap_err();
+            assert_eq!(err.code(), "INVALID_CONFIG");
+            assert!(err.to_string().contains(setting), "{err}");
+        }
+    }
+
+    #[test]
     fn topic_specs_parse_name_and_count() {
         let t: TopicSpec = "orders.v2:4".parse().unwrap();
         assert_eq!((t.name.as_str(), t.partitions), ("orders.v2", 4));
