@@ -198,6 +198,12 @@ pub struct BrokerConfig {
     pub group_max_session_timeout_ms: u64,
     /// Kafka's `group.max.size` (default 2147483647).
     pub group_max_size: u32,
+    /// Kafka's `transaction.max.timeout.ms` (default 900000).
+    pub transaction_max_timeout_ms: u64,
+    /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms` (default 10000).
+    pub transaction_abort_timed_out_cleanup_interval_ms: u64,
+    /// Kafka's `transactional.id.expiration.ms` (default 604800000, seven days).
+    pub transactional_id_expiration_ms: u64,
     /// Kafka's `offsets.retention.minutes` (default 10080, seven days).
     pub offsets_retention_minutes: u64,
     /// Kafka's `socket.request.max.bytes`: the largest request frame (default 104857600).
@@ -326,6 +332,9 @@ impl Default for BrokerConfig {
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
             group_max_size: i32::MAX as u32,
+            transaction_max_timeout_ms: 900_000,
+            transaction_abort_timed_out_cleanup_interval_ms: 10_000,
+            transactional_id_expiration_ms: 604_800_000,
             offsets_retention_minutes: 10_080,
             max_frame_bytes: 100 * 1024 * 1024,
             max_connections: default_max_connections(),
@@ -372,6 +381,25 @@ impl BrokerConfig {
         }
         if self.group_max_size == 0 {
             return invalid("group-max-size", "must be at least 1".into());
+        }
+        // Kafka's ranges: at least 1 ms, at most i32::MAX (the wire's timeout is an i32).
+        for (setting, value) in [
+            (
+                "transaction-max-timeout-ms",
+                self.transaction_max_timeout_ms,
+            ),
+            (
+                "transaction-abort-timed-out-transaction-cleanup-interval-ms",
+                self.transaction_abort_timed_out_cleanup_interval_ms,
+            ),
+            (
+                "transactional-id-expiration-ms",
+                self.transactional_id_expiration_ms,
+            ),
+        ] {
+            if value == 0 || value > i32::MAX as u64 {
+                return invalid(setting, format!("{value} is not within 1 ..= {}", i32::MAX));
+            }
         }
         if self.max_frame_bytes < 64 {
             return invalid(
@@ -496,6 +524,34 @@ pub fn default_max_connections() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transaction_settings_are_checked() {
+        assert!(BrokerConfig::default().validate().is_ok());
+        let cases = [
+            BrokerConfig {
+                transaction_max_timeout_ms: 0,
+                ..BrokerConfig::default()
+            },
+            BrokerConfig {
+                transaction_abort_timed_out_cleanup_interval_ms: 0,
+                ..BrokerConfig::default()
+            },
+            BrokerConfig {
+                transactional_id_expiration_ms: u64::from(u32::MAX),
+                ..BrokerConfig::default()
+            },
+        ];
+        for (config, setting) in cases.into_iter().zip([
+            "transaction-max-timeout-ms",
+            "transaction-abort-timed-out-transaction-cleanup-interval-ms",
+            "transactional-id-expiration-ms",
+        ]) {
+            let err = config.validate().unwrap_err();
+            assert_eq!(err.code(), "INVALID_CONFIG");
+            assert!(err.to_string().contains(setting), "{err}");
+        }
+    }
 
     #[test]
     fn topic_specs_parse_name_and_count() {

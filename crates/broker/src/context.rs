@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
 
+use coordinator_core::txn::{ProducerIdSource, TransactionCoordinator};
 use coordinator_core::{Clock, Coordinator, LogError, TopicMetadata};
 use partition_log::PartitionLog;
 
@@ -43,9 +44,46 @@ pub(crate) struct Context {
     /// The configs clients set on topics (CreateTopics, AlterConfigs), in memory: the one
     /// place they live (see [`TopicConfigs`] for the seam a durable log persists them at).
     pub(crate) topic_configs: TopicConfigs,
-    /// Every partition's producer state: sequences, open transactions, markers.
-    pub(crate) producers: Producers,
-    next_producer_id: AtomicI64,
+    /// Every partition's producer state: sequences, open transactions, markers (shared
+    /// with the transaction coordinator's marker writer).
+    pub(crate) producers: Arc<Producers>,
+    /// New producer ids, for idempotent and transactional producers alike.
+    pub(crate) producer_ids: Arc<ProducerIds>,
+    /// The transaction coordinator.
+    pub(crate) txn: Arc<TransactionCoordinator>,
+}
+
+/// The broker's producer-id allocator: one counter, started from the start time so that ids
+/// stay apart across restarts (producer ids only need to be unique while records live).
+#[derive(Debug)]
+pub(crate) struct ProducerIds(AtomicI64);
+
+impl ProducerIds {
+    pub(crate) fn new() -> ProducerIds {
+        ProducerIds(AtomicI64::new(
+            i64::try_from(WallClock.now_ms()).unwrap_or(0),
+        ))
+    }
+
+    /// Moves the counter past `at_least` (a producer id a restart loaded).
+    pub(crate) fn skip_past(&self, at_least: i64) {
+        self.0
+            .fetch_max(at_least.saturating_add(1), Ordering::Relaxed);
+    }
+}
+
+impl ProducerIdSource for ProducerIds {
+    fn next_producer_id(&self) -> i64 {
+        self.0.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// What the server builds besides the coordinator and passes to [`Context::new`].
+#[derive(Debug)]
+pub(crate) struct Transactions {
+    pub(crate) producers: Arc<Producers>,
+    pub(crate) producer_ids: Arc<ProducerIds>,
+    pub(crate) txn: Arc<TransactionCoordinator>,
 }
 
 impl Context {
@@ -53,12 +91,10 @@ impl Context {
         config: BrokerConfig,
         log: Arc<dyn PartitionLog>,
         coordinator: Arc<Coordinator>,
+        transactions: Transactions,
         host: String,
         port: u16,
     ) -> Context {
-        // Producer ids only need to be unique while records live, i.e. for this process;
-        // starting from the start time keeps them apart across restarts as well.
-        let first_pid = i64::try_from(WallClock.now_ms()).unwrap_or(0);
         Context {
             config,
             log,
@@ -67,8 +103,9 @@ impl Context {
             port: i32::from(port),
             cluster_id: "consumer-groups-broker".to_string(),
             topic_configs: TopicConfigs::default(),
-            producers: Producers::default(),
-            next_producer_id: AtomicI64::new(first_pid),
+            producers: transactions.producers,
+            producer_ids: transactions.producer_ids,
+            txn: transactions.txn,
         }
     }
 
@@ -89,10 +126,6 @@ impl Context {
             .into_iter()
             .map(|(name, _)| name)
             .find(|name| self.topic_id(name) == id)
-    }
-
-    pub(crate) fn new_producer_id(&self) -> i64 {
-        self.next_producer_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// The partition count of `topic`, creating the topic first when auto-creation is on and

@@ -40,6 +40,10 @@ pub enum BrokerError {
     /// The coordinator refused its settings.
     #[error("coordinator: {0}")]
     Coordinator(#[from] coordinator_core::Error),
+
+    /// The transaction coordinator refused its settings, or could not load its records.
+    #[error("transaction coordinator: {0}")]
+    Transactions(#[from] coordinator_core::txn::TxnError),
 }
 
 impl BrokerError {
@@ -56,6 +60,7 @@ impl BrokerError {
             BrokerError::Store(e) => e.code(),
             BrokerError::Topic(e) => e.code(),
             BrokerError::Coordinator(e) => e.code(),
+            BrokerError::Transactions(e) => e.code(),
         }
     }
 }

@@ -75,6 +75,7 @@ mod retention;
 mod server;
 mod shutdown;
 mod store;
+mod txn_markers;
 
 pub use config::{
     default_max_connections, BrokerConfig, ListenerSpec, RecordsConfig, SaslMechanism,

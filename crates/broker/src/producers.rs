@@ -169,7 +169,6 @@ pub(crate) enum ProducerError {
     #[error("producer {producer_id} sent a non-transactional batch while its transaction is open")]
     InvalidTxnState { producer_id: i64 },
     /// TRANSACTION_COORDINATOR_FENCED (52): a marker from an older coordinator epoch.
-    #[cfg_attr(not(test), allow(dead_code))] // markers come from the transaction coordinator
     #[error(
         "the marker of producer {producer_id} has coordinator epoch {coordinator_epoch}, older \
          than {current}"
@@ -402,7 +401,6 @@ impl PartitionState {
     /// Checks a marker before it is written: its producer epoch must not be older than the
     /// producer's (INVALID_PRODUCER_EPOCH), nor its coordinator epoch older than the last
     /// marker's (TRANSACTION_COORDINATOR_FENCED). Changes nothing.
-    #[cfg_attr(not(test), allow(dead_code))] // markers come from the transaction coordinator
     pub(crate) fn check_marker(&self, marker: &Marker) -> Result<(), ProducerError> {
         let Some(entry) = self.producers.get(&marker.producer_id) else {
             return Ok(());
@@ -662,7 +660,7 @@ impl Producers {
     /// abort), as Kafka's WriteTxnMarkers does, and returns its offset. A refused marker (see
     /// [`try_write_marker`](Self::try_write_marker)) is reported as `INVALID_ARGUMENT`
     /// naming Kafka's code; nothing is written then.
-    #[cfg_attr(not(test), allow(dead_code))] // called by the transaction coordinator (EndTxn)
+    #[cfg(test)] // the coordinator uses the typed `try_write_marker`
     pub(crate) async fn write_marker(
         &self,
         log: &dyn PartitionLog,
@@ -685,7 +683,6 @@ impl Producers {
     /// a producer epoch older than the producer's on `tp`, TRANSACTION_COORDINATOR_FENCED for
     /// an older coordinator epoch. The marker is written even when the producer has no open
     /// transaction on `tp` (Kafka writes it too); it then changes only the epochs.
-    #[cfg_attr(not(test), allow(dead_code))] // called by the transaction coordinator (EndTxn)
     pub(crate) async fn try_write_marker(
         &self,
         log: &dyn PartitionLog,
@@ -702,7 +699,6 @@ impl Producers {
 }
 
 /// Appends one control batch holding `marker`, returning its offset.
-#[cfg_attr(not(test), allow(dead_code))] // called by the transaction coordinator (EndTxn)
 async fn append_marker(
     log: &dyn PartitionLog,
     tp: &TopicPartition,
@@ -727,7 +723,6 @@ async fn append_marker(
 }
 
 /// The key of a control record: version 0, then the type.
-#[cfg_attr(not(test), allow(dead_code))]
 fn control_key(commit: bool) -> Bytes {
     let mut key = Vec::with_capacity(4);
     key.extend_from_slice(&0i16.to_be_bytes());
@@ -736,7 +731,6 @@ fn control_key(commit: bool) -> Bytes {
 }
 
 /// The value of a marker: version 0, then the coordinator epoch.
-#[cfg_attr(not(test), allow(dead_code))]
 fn control_value(coordinator_epoch: i32) -> Bytes {
     let mut value = Vec::with_capacity(6);
     value.extend_from_slice(&0i16.to_be_bytes());
@@ -745,7 +739,6 @@ fn control_value(coordinator_epoch: i32) -> Bytes {
 }
 
 /// One control batch holding one marker, at `base`.
-#[cfg_attr(not(test), allow(dead_code))]
 fn encode_marker(
     base: i64,
     producer_id: i64,

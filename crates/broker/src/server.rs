@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use coordinator_core::{Coordinator, TopicMetadata};
+use coordinator_core::{Clock, Coordinator, TopicMetadata};
 use coordinator_driver::Driver;
 use partition_log::{MemoryLog, PartitionLog, SegmentLog};
 use tokio::net::{TcpListener, TcpStream};
@@ -19,11 +19,14 @@ use crate::auth::{allowed_before_authentication, Authenticator, Session, Users};
 use crate::codec::{self, Incoming};
 use crate::config::{BrokerConfig, SecurityProtocol};
 use crate::connection::{Connection, FrameError};
-use crate::context::{Context, WallClock};
+use crate::context::{Context, ProducerIds, Transactions, WallClock};
 use crate::error::BrokerError;
+use crate::producers::Producers;
 use crate::retention::Retention;
 use crate::shutdown::Shutdown;
 use crate::store::StoreConfig;
+use crate::txn_markers::LogMarkers;
+use coordinator_core::txn::TransactionCoordinator;
 
 /// The partitions' log: with a data directory the segment log in `DIR/records/` (topics,
 /// ids, records and bounds survive a restart), otherwise in memory.
@@ -158,6 +161,7 @@ impl Server {
         if loaded > 0 {
             info!(groups = loaded, "groups with committed offsets loaded");
         }
+        let transactions = transactions(&config, &log, &coordinator).await?;
         let listener =
             TcpListener::bind(config.listen)
                 .await
@@ -182,6 +186,7 @@ impl Server {
             config,
             log,
             coordinator,
+            transactions,
             host,
             local_addr.port(),
         ));
@@ -207,6 +212,7 @@ impl Server {
         let driver = Driver::spawn(self.context.coordinator.clone());
         let interval = self.context.config.records.retention_check_interval_ms;
         let retention = Retention::spawn(self.context.clone(), Duration::from_millis(interval));
+        let txn_timer = TxnTimer::spawn(self.context.txn.clone());
         let (notify_shutdown, _) = broadcast::channel(1);
         let (shutdown_complete_tx, mut shutdown_complete_rx) = mpsc::channel::<()>(1);
         let mut listener = Listener {
@@ -241,6 +247,7 @@ impl Server {
             );
         }
         driver.shutdown().await;
+        txn_timer.shutdown().await;
         drop(retention);
         info!("stopped");
         Ok(())
@@ -624,6 +631,76 @@ fn raw_frame(token: &[u8]) -> Vec<u8> {
     frame.extend_from_slice(&u32::try_from(token.len()).unwrap_or(u32::MAX).to_be_bytes());
     frame.extend_from_slice(token);
     frame
+}
+
+/// The transaction coordinator over the group coordinator's store, with the marker writer
+/// over the log and the broker's producer-id allocator; loaded from the store (a restart
+/// with `--data-dir` finishes or aborts what was in flight).
+async fn transactions(
+    config: &BrokerConfig,
+    log: &Arc<dyn PartitionLog>,
+    coordinator: &Arc<Coordinator>,
+) -> Result<Transactions, BrokerError> {
+    let producers = Arc::new(Producers::default());
+    let producer_ids = Arc::new(ProducerIds::new());
+    let markers = Arc::new(LogMarkers {
+        log: log.clone(),
+        producers: producers.clone(),
+    });
+    let txn = TransactionCoordinator::builder(coordinator.clone(), markers, producer_ids.clone())
+        .clock(Arc::new(WallClock))
+        .transaction_max_timeout_ms(config.transaction_max_timeout_ms)
+        .abort_timed_out_cleanup_interval_ms(config.transaction_abort_timed_out_cleanup_interval_ms)
+        .transactional_id_expiration_ms(config.transactional_id_expiration_ms)
+        .build()?;
+    let loaded = txn.load().await?;
+    if loaded > 0 {
+        info!(transactional_ids = loaded, "transactional ids loaded");
+    }
+    for t in txn.list(&[], &[], -1).await.0 {
+        producer_ids.skip_past(t.producer_id);
+    }
+    Ok(Transactions {
+        producers,
+        producer_ids,
+        txn: Arc::new(txn),
+    })
+}
+
+/// The transaction coordinator's timer task: sleeps until its next run (at most
+/// [`TXN_TIMER_MAX_SLEEP`]) and runs `handle_timeout`, until shut down.
+struct TxnTimer {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The longest the transaction timer sleeps without looking at the clock again.
+const TXN_TIMER_MAX_SLEEP: Duration = Duration::from_secs(1);
+
+impl TxnTimer {
+    fn spawn(txn: Arc<TransactionCoordinator>) -> TxnTimer {
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            loop {
+                let due = txn.poll_timeout();
+                let now = WallClock.now_ms();
+                let wait = Duration::from_millis(due.saturating_sub(now)).min(TXN_TIMER_MAX_SLEEP);
+                tokio::select! {
+                    _ = stopped.changed() => return,
+                    () = tokio::time::sleep(wait) => {}
+                }
+                txn.handle_timeout().await;
+            }
+        });
+        TxnTimer { stop, task }
+    }
+
+    async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        if let Err(e) = self.task.await {
+            warn!(error = %e, "the transaction timer task failed");
+        }
+    }
 }
 
 #[cfg(test)]

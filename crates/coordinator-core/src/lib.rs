@@ -224,6 +224,7 @@ pub mod log;
 pub mod ports;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod txn;
 mod types;
 
 pub use coordinator::concurrency;
@@ -237,6 +238,7 @@ pub use coordinator::{
     DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS, DEFAULT_OFFSETS_RETENTION_MS,
     DEFAULT_OFFSET_METADATA_MAX_BYTES, DEFAULT_SESSION_TIMEOUT_MS, NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
+pub use coordinator::{TxnOffsetCommitRequest, MAX_PENDING_TXN_OFFSETS_PER_PRODUCER};
 pub use error::{Error, ErrorClass, ErrorCode, StorageError, StorageErrorKind};
 pub use group::chapter::{GroupDescription, MemberAssignment, MemberDescription};
 pub use group::classic::{
@@ -281,4 +283,5 @@ pub mod mocks {
     pub use crate::ports::clock::MockClock;
     pub use crate::ports::metadata::MockTopicMetadata;
     pub use crate::ports::offset_store::MockOffsetStore;
+    pub use crate::txn::{MockMarkerWriter, MockProducerIdSource};
 }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use async_trait::async_trait;
+use coordinator_core::txn::TransactionRecord;
 use coordinator_core::{
     validate_committed, validate_offsets, CommitFence, CommittedOffsets, GroupRecord,
     OffsetAndMetadata, OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicPartition,
@@ -113,6 +114,8 @@ pub struct MemoryStore {
     groups: RwLock<HashMap<String, Shard>>,
     /// Groups' durable records, by group id.
     records: Mutex<BTreeMap<String, GroupRecord>>,
+    /// The transaction coordinator's records, by transactional id.
+    transactions: Mutex<BTreeMap<String, TransactionRecord>>,
     failing: AtomicBool,
     fail_next: AtomicU64,
     reads_failing: AtomicBool,
@@ -350,6 +353,42 @@ impl OffsetStore for MemoryStore {
         self.injected_read_failure()?;
         let records = self.records.lock().unwrap_or_else(PoisonError::into_inner);
         Ok(records.values().cloned().collect())
+    }
+
+    fn keeps_transactions(&self) -> bool {
+        true
+    }
+
+    /// Fails like a commit while the failure switches say so, and then changes nothing.
+    async fn write_transaction(
+        &self,
+        id: &str,
+        record: Option<&TransactionRecord>,
+        _fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        self.injected_commit_failure()?;
+        let mut txns = self
+            .transactions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match record {
+            Some(r) => {
+                txns.insert(id.to_string(), r.clone());
+            }
+            None => {
+                txns.remove(id);
+            }
+        }
+        Ok(())
+    }
+
+    async fn load_transactions(&self) -> Result<Vec<TransactionRecord>, StorageError> {
+        self.injected_read_failure()?;
+        let txns = self
+            .transactions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Ok(txns.values().cloned().collect())
     }
 }
 

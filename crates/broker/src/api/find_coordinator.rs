@@ -1,4 +1,4 @@
-//! FindCoordinator: this broker coordinates every group. Transactions have no coordinator.
+//! FindCoordinator: this broker coordinates every group and every transactional id.
 
 use std::ops::RangeInclusive;
 
@@ -14,12 +14,13 @@ use crate::shutdown::Shutdown;
 const TRANSACTION: i8 = 1;
 
 fn handle(call: &Call<'_>, request: &FindCoordinatorRequest) -> FindCoordinatorResponse {
-    // Served versions are 0-1: the answer sits in the top-level fields.
-    if request.key_type == TRANSACTION {
+    // Served versions are 0-1: the answer sits in the top-level fields. An empty
+    // transactional id is INVALID_REQUEST, as in Kafka's `KafkaApis`.
+    if request.key_type == TRANSACTION && request.key.is_empty() {
         return FindCoordinatorResponse::default()
-            .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
+            .with_error_code(codes::INVALID_REQUEST)
             .with_error_message(Some(StrBytes::from_static_str(
-                "this broker has no transaction coordinator",
+                "the transactional id must not be empty",
             )))
             .with_node_id(BrokerId(-1))
             .with_host(StrBytes::default())

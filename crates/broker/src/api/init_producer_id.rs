@@ -1,32 +1,54 @@
-//! InitProducerId: a fresh producer id for idempotent producers. No transactions.
+//! InitProducerId: a fresh producer id for idempotent producers; for a transactional id,
+//! the transaction coordinator's answer (epoch bumps, fencing, KIP-360 from v3).
 
 use std::ops::RangeInclusive;
 
+use coordinator_core::txn::{ProducerIdAndEpoch, ProducerIdSource};
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::registry::Api;
-use super::{codes, Call};
+use super::Call;
+use crate::api::codes;
 use crate::shutdown::Shutdown;
 
-fn handle(call: &Call<'_>, request: &InitProducerIdRequest) -> InitProducerIdResponse {
-    if request.transactional_id.is_some() {
-        // A transactional producer asks FindCoordinator for its transaction coordinator
-        // first and already gets this code there; one that skips it gets it here.
+async fn handle(call: &Call<'_>, request: &InitProducerIdRequest) -> InitProducerIdResponse {
+    let Some(id) = request.transactional_id.as_ref() else {
+        // Kafka hands an idempotent producer a new id whatever it presents.
         return InitProducerIdResponse::default()
-            .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
+            .with_producer_id(ProducerId(call.context.producer_ids.next_producer_id()))
+            .with_producer_epoch(0);
+    };
+    let expected = if call.version >= 3 {
+        ProducerIdAndEpoch::from_wire(request.producer_id.0, request.producer_epoch)
+    } else {
+        Ok(None)
+    };
+    let answer = match expected {
+        Ok(expected) => {
+            call.context
+                .txn
+                .init_producer_id(id, request.transaction_timeout_ms, expected)
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    match answer {
+        Ok(p) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(p.producer_id))
+            .with_producer_epoch(p.epoch),
+        Err(e) => InitProducerIdResponse::default()
+            .with_error_code(e.kafka_code_for(call.version >= 4))
             .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1);
+            .with_producer_epoch(-1),
     }
-    InitProducerIdResponse::default()
-        .with_producer_id(ProducerId(call.context.new_producer_id()))
-        .with_producer_epoch(0)
 }
 
 pub(crate) struct InitProducerId;
 
 impl Api for InitProducerId {
     const KEY: ApiKey = ApiKey::InitProducerId;
-    const VERSIONS: RangeInclusive<i16> = 0..=1;
+    /// v3 carries the producer id and epoch (KIP-360), v4 knows PRODUCER_FENCED (KIP-588).
+    const VERSIONS: RangeInclusive<i16> = 0..=4;
     type Request = InitProducerIdRequest;
 
     async fn handle(
@@ -34,7 +56,7 @@ impl Api for InitProducerId {
         request: InitProducerIdRequest,
         _shutdown: &mut Shutdown,
     ) -> Option<InitProducerIdResponse> {
-        Some(handle(call, &request))
+        Some(handle(call, &request).await)
     }
 
     fn unsupported(version: i16) -> Option<(i16, InitProducerIdResponse)> {

@@ -26,6 +26,7 @@ pub(crate) mod registry;
 mod sasl;
 pub(crate) mod topic_configs;
 mod topics;
+mod transactions;
 
 use std::net::SocketAddr;
 

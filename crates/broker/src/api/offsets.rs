@@ -24,46 +24,59 @@ use super::{codes, Call};
 use crate::shutdown::Shutdown;
 
 /// The partition if its topic and number exist in the log.
-fn existing(call: &Call<'_>, topic: &str, partition: i32) -> Option<TopicPartition> {
+pub(super) fn existing(call: &Call<'_>, topic: &str, partition: i32) -> Option<TopicPartition> {
     let p = u32::try_from(partition).ok()?;
     let count = call.context.log.partition_count(topic)?;
     (p < count).then(|| TopicPartition::new(topic, p))
+}
+
+/// One partition of an OffsetCommit or TxnOffsetCommit, checked as Kafka's front checks it:
+/// UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE (above `offset.metadata.max.bytes`),
+/// INVALID_REQUEST for a negative offset (the core never keeps one; Kafka would store it, no
+/// client commits one); else the partition and its offset with metadata.
+pub(super) fn checked_offset(
+    call: &Call<'_>,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    leader_epoch: i32,
+    metadata: Option<&StrBytes>,
+) -> Result<(TopicPartition, OffsetAndMetadata), i16> {
+    let max_metadata = call.context.coordinator.config().offset_metadata_max_bytes;
+    let too_large = metadata.is_some_and(|m| m.len() > max_metadata);
+    match existing(call, topic, partition) {
+        None => Err(codes::UNKNOWN_TOPIC_OR_PARTITION),
+        Some(_) if too_large => Err(codes::OFFSET_METADATA_TOO_LARGE),
+        Some(_) if offset < 0 => Err(codes::INVALID_REQUEST),
+        Some(tp) => {
+            let metadata = metadata.map(|m| m.to_string()).unwrap_or_default();
+            // -1 (v6+) or absent (older versions): no leader epoch.
+            let epoch = Some(leader_epoch).filter(|&e| e >= 0);
+            let offset = OffsetAndMetadata::new(offset)
+                .with_metadata(metadata)
+                .with_leader_epoch(epoch);
+            Ok((tp, offset))
+        }
+    }
 }
 
 async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
     // Per (topic index, partition index): a code decided before the coordinator is asked.
     let mut early: BTreeMap<(usize, usize), i16> = BTreeMap::new();
     let mut offsets = CommittedOffsets::new();
-    let max_metadata = call.context.coordinator.config().offset_metadata_max_bytes;
     for (t, topic) in request.topics.iter().enumerate() {
         for (p, partition) in topic.partitions.iter().enumerate() {
-            let too_large = partition
-                .committed_metadata
-                .as_ref()
-                .is_some_and(|m| m.len() > max_metadata);
-            let checked = match existing(call, &topic.name, partition.partition_index) {
-                None => Err(codes::UNKNOWN_TOPIC_OR_PARTITION),
-                Some(_) if too_large => Err(codes::OFFSET_METADATA_TOO_LARGE),
-                // The core never keeps a negative offset; Kafka would store one. No client
-                // commits one.
-                Some(_) if partition.committed_offset < 0 => Err(codes::INVALID_REQUEST),
-                Some(tp) => Ok(tp),
-            };
+            let checked = checked_offset(
+                call,
+                &topic.name,
+                partition.partition_index,
+                partition.committed_offset,
+                partition.committed_leader_epoch,
+                partition.committed_metadata.as_ref(),
+            );
             match checked {
-                Ok(tp) => {
-                    let metadata = partition
-                        .committed_metadata
-                        .as_ref()
-                        .map(|m| m.to_string())
-                        .unwrap_or_default();
-                    // -1 (v6+) or absent (older versions): no leader epoch.
-                    let epoch = Some(partition.committed_leader_epoch).filter(|&e| e >= 0);
-                    offsets.insert(
-                        tp,
-                        OffsetAndMetadata::new(partition.committed_offset)
-                            .with_metadata(metadata)
-                            .with_leader_epoch(epoch),
-                    );
+                Ok((tp, offset)) => {
+                    offsets.insert(tp, offset);
                 }
                 Err(code) => {
                     early.insert((t, p), code);
@@ -137,17 +150,21 @@ async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitRe
 
 /// What one group's fetch found: per topic, per asked partition, the committed offset with
 /// its metadata (`None`: none committed).
-type Fetched = Vec<(TopicName, Vec<(i32, Option<OffsetAndMetadata>)>)>;
+/// Per topic, per partition: the committed offset (if any) and the partition's error code.
+type Fetched = Vec<(TopicName, Vec<(i32, Option<OffsetAndMetadata>, i16)>)>;
 
 /// One group's committed offsets of `topics` (`None`: every committed offset of the group),
 /// or the group's error code. An unknown group has none and is no error, and the empty group
 /// id is a group id like any other (Kafka's behaviour). A store that keeps offsets only (the
-/// JSON file) reads the metadata back empty.
+/// JSON file) reads the metadata back empty. With `require_stable` (v7+), a partition with
+/// transactional offsets pending answers UNSTABLE_OFFSET_COMMIT and no offset, as Kafka's
+/// `OffsetMetadataManager.fetchOffsets` does; without it, the committed offset.
 async fn fetch_group(
     call: &Call<'_>,
     group: &str,
     authority: &CommitAuthority,
     topics: Option<Vec<(TopicName, Vec<i32>)>>,
+    require_stable: bool,
 ) -> Result<Fetched, i16> {
     let committed = match call
         .context
@@ -160,17 +177,30 @@ async fn fetch_group(
         Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND => Default::default(),
         Err(e) => return Err(code(&e)),
     };
+    let unstable = if require_stable {
+        call.context.coordinator.pending_txn_partitions(group)
+    } else {
+        Default::default()
+    };
+    let entry = |tp: &TopicPartition, p: i32, offset: Option<&OffsetAndMetadata>| {
+        if unstable.contains(tp) {
+            (p, None, codes::UNSTABLE_OFFSET_COMMIT)
+        } else {
+            (p, offset.cloned(), codes::NONE)
+        }
+    };
     Ok(match topics {
         Some(topics) => topics
             .into_iter()
             .map(|(name, partitions)| {
                 let found = partitions
                     .into_iter()
-                    .map(|p| {
-                        let offset = u32::try_from(p)
-                            .ok()
-                            .and_then(|p| committed.get(&TopicPartition::new(name.0.as_str(), p)));
-                        (p, offset.cloned())
+                    .map(|p| match u32::try_from(p) {
+                        Ok(index) => {
+                            let tp = TopicPartition::new(name.0.as_str(), index);
+                            entry(&tp, p, committed.get(&tp))
+                        }
+                        Err(_) => (p, None, codes::NONE),
                     })
                     .collect();
                 (name, found)
@@ -178,8 +208,8 @@ async fn fetch_group(
             .collect(),
         None => {
             let mut out: Fetched = Vec::new();
-            for (tp, offset) in committed {
-                let entry = (tp.partition() as i32, Some(offset));
+            for (tp, offset) in &committed {
+                let entry = entry(tp, tp.partition() as i32, Some(offset));
                 match out.last_mut() {
                     Some((name, parts)) if name.0.as_str() == tp.topic() => parts.push(entry),
                     _ => out.push((
@@ -231,7 +261,8 @@ async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchRespo
             });
             let group = offset_fetch_response::OffsetFetchResponseGroup::default()
                 .with_group_id(g.group_id.clone());
-            groups.push(match fetch_group(call, &g.group_id, &authority, asked).await {
+            let stable = request.require_stable;
+            groups.push(match fetch_group(call, &g.group_id, &authority, asked, stable).await {
                 Ok(found) => group.with_topics(
                     found
                         .into_iter()
@@ -241,13 +272,14 @@ async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchRespo
                                 .with_partitions(
                                     parts
                                         .iter()
-                                        .map(|(p, o)| {
+                                        .map(|(p, o, c)| {
                                             let (offset, epoch, metadata) = fields(o.as_ref());
                                             offset_fetch_response::OffsetFetchResponsePartitions::default()
                                                 .with_partition_index(*p)
                                                 .with_committed_offset(offset)
                                                 .with_committed_leader_epoch(epoch)
                                                 .with_metadata(metadata)
+                                                .with_error_code(*c)
                                         })
                                         .collect(),
                                 )
@@ -274,14 +306,14 @@ async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchRespo
                     .with_partitions(
                         parts
                             .iter()
-                            .map(|(p, o)| {
+                            .map(|(p, o, c)| {
                                 let (offset, epoch, metadata) = fields(o.as_ref());
                                 OffsetFetchResponsePartition::default()
                                     .with_partition_index(*p)
                                     .with_committed_offset(offset)
                                     .with_committed_leader_epoch(epoch)
                                     .with_metadata(metadata)
-                                    .with_error_code(error)
+                                    .with_error_code(if error == codes::NONE { *c } else { error })
                             })
                             .collect(),
                     )
@@ -293,6 +325,7 @@ async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchRespo
         &request.group_id,
         &CommitAuthority::Plain,
         asked.clone(),
+        call.version >= 7 && request.require_stable,
     )
     .await
     {
@@ -302,7 +335,12 @@ async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchRespo
             let none = asked
                 .unwrap_or_default()
                 .into_iter()
-                .map(|(name, parts)| (name, parts.into_iter().map(|p| (p, None)).collect()))
+                .map(|(name, parts)| {
+                    (
+                        name,
+                        parts.into_iter().map(|p| (p, None, codes::NONE)).collect(),
+                    )
+                })
                 .collect();
             OffsetFetchResponse::default()
                 .with_error_code(c)

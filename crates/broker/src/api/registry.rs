@@ -192,7 +192,7 @@ const fn entry<A: Api>() -> Entry {
 /// Every API the broker serves, in ApiVersions order. The versions are docs/wire.md#api-versions' "safe
 /// maximum for all" column intersected with what kafka-protocol 0.18 decodes; the group admin
 /// APIs are advertised at the ranges Kafka 3.x brokers advertise, which every client handles.
-static REGISTRY: [Entry; 38] = [
+static REGISTRY: [Entry; 44] = [
     entry::<super::produce::Produce>(),
     entry::<super::fetch::Fetch>(),
     entry::<super::list_offsets::ListOffsets>(),
@@ -211,6 +211,10 @@ static REGISTRY: [Entry; 38] = [
     entry::<super::topics::CreateTopics>(),
     entry::<super::topics::DeleteTopics>(),
     entry::<super::init_producer_id::InitProducerId>(),
+    entry::<super::transactions::AddPartitionsToTxn>(),
+    entry::<super::transactions::AddOffsetsToTxn>(),
+    entry::<super::transactions::EndTxn>(),
+    entry::<super::transactions::TxnOffsetCommit>(),
     entry::<super::configs::DescribeConfigs>(),
     entry::<super::configs::AlterConfigs>(),
     entry::<super::sasl::SaslAuthenticate>(),
@@ -231,6 +235,8 @@ static REGISTRY: [Entry; 38] = [
     entry::<super::cluster_admin::DescribeQuorum>(),
     entry::<super::cluster_admin::ListConfigResources>(),
     entry::<super::cluster_admin::DescribeTopicPartitions>(),
+    entry::<super::transactions::DescribeTransactions>(),
+    entry::<super::transactions::ListTransactions>(),
 ];
 
 /// The registry's row for `key`, if the broker serves that API at all.

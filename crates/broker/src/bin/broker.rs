@@ -78,6 +78,17 @@ struct Args {
     /// Kafka's group.max.size.
     #[arg(long, default_value_t = i32::MAX as u32)]
     group_max_size: u32,
+    /// Kafka's transaction.max.timeout.ms: the longest transaction.timeout.ms a producer may
+    /// ask for (INVALID_TRANSACTION_TIMEOUT above).
+    #[arg(long, default_value_t = 900_000)]
+    transaction_max_timeout_ms: u64,
+    /// Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms: how often
+    /// timed-out transactions are aborted (their producers fenced).
+    #[arg(long, default_value_t = 10_000)]
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
+    /// Kafka's transactional.id.expiration.ms: an idle transactional id is forgotten after it.
+    #[arg(long, default_value_t = 604_800_000)]
+    transactional_id_expiration_ms: u64,
     /// Kafka's offsets.retention.minutes.
     #[arg(long, default_value_t = 10_080)]
     offsets_retention_minutes: u64,
@@ -196,6 +207,10 @@ impl Args {
             group_min_session_timeout_ms: self.group_min_session_timeout_ms,
             group_max_session_timeout_ms: self.group_max_session_timeout_ms,
             group_max_size: self.group_max_size,
+            transaction_max_timeout_ms: self.transaction_max_timeout_ms,
+            transaction_abort_timed_out_cleanup_interval_ms: self
+                .transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            transactional_id_expiration_ms: self.transactional_id_expiration_ms,
             offsets_retention_minutes: self.offsets_retention_minutes,
             max_frame_bytes: self.max_frame_bytes,
             max_connections: self.max_connections,

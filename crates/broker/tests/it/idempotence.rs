@@ -4,8 +4,8 @@
 //! from the records after a restart on the same data directory.
 //!
 //! Markers (commit, abort) come from the transaction coordinator (EndTxn), which writes them
-//! through `Producers::write_marker`; the aborted-transactions index they feed is tested at
-//! the unit level (`producers::tests`).
+//! through `Producers::try_write_marker`: see `transactions.rs`; the aborted-transactions
+//! index they feed is also tested at the unit level (`producers::tests`).
 
 use bytes::Bytes;
 use kafka_protocol::messages::*;
@@ -21,7 +21,7 @@ const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 
 /// Now, in ms since the epoch: producers' batches carry wall-clock timestamps, and the broker
 /// forgets producers whose last batch is a day old.
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
@@ -29,7 +29,13 @@ fn now_ms() -> i64 {
 }
 
 /// A batch of `count` records of producer `pid` at `epoch` from `sequence`.
-fn producer_batch(pid: i64, epoch: i16, sequence: i32, count: usize, txn: bool) -> Bytes {
+pub(crate) fn producer_batch(
+    pid: i64,
+    epoch: i16,
+    sequence: i32,
+    count: usize,
+    txn: bool,
+) -> Bytes {
     producer_batch_at(pid, epoch, sequence, count, txn, now_ms())
 }
 
@@ -55,7 +61,7 @@ fn producer_batch_at(
 }
 
 /// Produces with `transactional_id` and returns (error code, base offset).
-async fn produce_as(
+pub(crate) async fn produce_as(
     c: &mut Client,
     transactional_id: Option<&'static str>,
     partition: i32,
@@ -70,7 +76,11 @@ async fn produce_as(
 }
 
 /// A fetch of partition 0 from `offset` at `isolation`.
-async fn fetch_at(c: &mut Client, offset: i64, isolation: i8) -> fetch_response::PartitionData {
+pub(crate) async fn fetch_at(
+    c: &mut Client,
+    offset: i64,
+    isolation: i8,
+) -> fetch_response::PartitionData {
     let request = fetch_request("t", 0, offset).with_isolation_level(isolation);
     let response = c.call(&request, 11).await;
     response.responses[0].partitions[0].clone()

@@ -18,4 +18,5 @@ mod groups;
 mod groups_tool;
 mod idempotence;
 mod sasl;
+mod transactions;
 mod wire;

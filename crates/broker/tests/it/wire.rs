@@ -135,7 +135,7 @@ async fn metadata_creates_missing_topics_when_auto_creation_is_on() {
 }
 
 #[tokio::test]
-async fn find_coordinator_points_at_this_broker_for_groups_only() {
+async fn find_coordinator_points_at_this_broker_for_groups_and_transactions() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
     for version in 0..=1 {
@@ -151,11 +151,16 @@ async fn find_coordinator_points_at_this_broker_for_groups_only() {
     let txn = FindCoordinatorRequest::default()
         .with_key(StrBytes::from_static_str("txn"))
         .with_key_type(1);
+    // v0 has no key type: transactions are found from v1.
+    let r = c.call(&txn.clone(), 1).await;
+    assert_eq!((r.error_code, r.port), (0, i32::from(broker.addr.port())));
     assert_eq!(
-        c.call(&txn, 1).await.error_code,
-        15,
-        "no transaction coordinator"
+        r.node_id,
+        BrokerId(0),
+        "this broker coordinates transactions"
     );
+    let empty = txn.with_key(StrBytes::default());
+    assert_eq!(c.call(&empty, 1).await.error_code, 42, "INVALID_REQUEST");
 }
 
 #[tokio::test]
@@ -465,7 +470,7 @@ async fn list_offsets_gives_earliest_latest_and_by_timestamp() {
 }
 
 #[tokio::test]
-async fn init_producer_id_hands_out_distinct_ids_and_refuses_transactions() {
+async fn init_producer_id_hands_out_distinct_ids_and_serves_transactional_ids() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
     let idempotent = InitProducerIdRequest::default()
@@ -478,5 +483,12 @@ async fn init_producer_id_hands_out_distinct_ids_and_refuses_transactions() {
     assert!(a.producer_id.0 >= 0);
     let txn =
         idempotent.with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("x"))));
-    assert_eq!(c.call(&txn, 1).await.error_code, 15);
+    let first = c.call(&txn, 1).await;
+    assert_eq!((first.error_code, first.producer_epoch), (0, 0));
+    assert!(first.producer_id != a.producer_id && first.producer_id != b.producer_id);
+    let again = c.call(&txn, 1).await;
+    assert_eq!(
+        (again.producer_id, again.producer_epoch),
+        (first.producer_id, 1)
+    );
 }

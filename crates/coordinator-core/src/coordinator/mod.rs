@@ -15,6 +15,7 @@ mod lifecycle;
 mod offsets;
 mod records;
 mod timers;
+mod txn_offsets;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -33,6 +34,7 @@ pub(crate) use entry::{GroupCell, GroupEntry};
 pub(crate) use offsets::Batch;
 pub use offsets::Offsets;
 use timers::Timers;
+pub use txn_offsets::{TxnOffsetCommitRequest, MAX_PENDING_TXN_OFFSETS_PER_PRODUCER};
 
 /// Kafka's default `offset.metadata.max.bytes`.
 pub const DEFAULT_OFFSET_METADATA_MAX_BYTES: usize = 4096;
@@ -269,6 +271,9 @@ pub struct Coordinator {
     pub(crate) timers: Mutex<Timers>,
     /// Signalled when a deadline earlier than every other one is armed.
     pub(crate) wake: Notify,
+    /// Transactional offsets pending per (group, producer id) (KIP-447); never held across
+    /// an await.
+    pub(crate) txn_offsets: Mutex<txn_offsets::PendingTxnOffsets>,
 }
 
 impl fmt::Debug for Coordinator {
@@ -516,6 +521,7 @@ impl CoordinatorBuilder {
             groups: RwLock::new(Groups::default()),
             timers: Mutex::new(Timers::default()),
             wake: Notify::new(),
+            txn_offsets: Mutex::new(txn_offsets::PendingTxnOffsets::new()),
         })
     }
 }

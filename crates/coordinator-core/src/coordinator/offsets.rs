@@ -56,7 +56,21 @@ impl Coordinator {
         if !batch.check(group_id, self.config.offset_metadata_max_bytes)? {
             return Ok(());
         }
-        let (cell, gate) = loop {
+        let gate = self.noted_gate(group_id, batch).await;
+        let now = self.clock.now_ms();
+        batch
+            .write(&*self.store, group_id, now, CommitFence::gate(gate))
+            .await
+    }
+
+    /// The commit gate of `group_id` (created if needed) taken shared, with `batch` noted
+    /// in the group's bookkeeping: what an unfenced commit holds while its write runs.
+    pub(super) async fn noted_gate(
+        &self,
+        group_id: &str,
+        batch: Batch<'_>,
+    ) -> tokio::sync::OwnedRwLockReadGuard<()> {
+        loop {
             let cell = self.group_or_insert(group_id);
             let gate = cell.gate.clone().read_owned().await;
             let mut entry = cell.lock();
@@ -64,14 +78,8 @@ impl Coordinator {
                 continue;
             }
             self.note_commit(&mut entry, batch);
-            drop(entry);
-            break (cell, gate);
-        };
-        drop(cell);
-        let now = self.clock.now_ms();
-        batch
-            .write(&*self.store, group_id, now, CommitFence::gate(gate))
-            .await
+            return gate;
+        }
     }
 
     /// The committed next offset of `tp` for `group` (any group id, as Kafka's OffsetFetch).
@@ -105,7 +113,7 @@ impl Coordinator {
     /// The bookkeeping of every commit about to be written, under the group's state lock:
     /// the store may hold offsets of the group now, committed at the clock's time (for
     /// their expiry). A commit changes no membership: a group's Empty clock runs on.
-    fn note_commit(&self, entry: &mut GroupEntry, batch: Batch<'_>) {
+    pub(super) fn note_commit(&self, entry: &mut GroupEntry, batch: Batch<'_>) {
         let now = self.clock.now_ms();
         entry.has_offsets = true;
         entry.offset_times.committed(batch.partitions(), now);

@@ -8,6 +8,7 @@ use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 
 use crate::error::StorageError;
 use crate::group::GroupRecord;
+use crate::txn::TransactionRecord;
 use crate::types::{offsets_of, CommittedOffsets, OffsetAndMetadata, OffsetMap, TopicPartition};
 
 /// Durable committed offsets, per group.
@@ -131,6 +132,34 @@ pub trait OffsetStore: Send + Sync {
     async fn load_groups(&self) -> Result<Vec<GroupRecord>, StorageError> {
         Ok(Vec::new())
     }
+
+    /// Whether the store keeps the transaction coordinator's records
+    /// ([`write_transaction`](OffsetStore::write_transaction)). Default: `false`, and the
+    /// transaction coordinator over such a store forgets every transactional id at a
+    /// restart.
+    fn keeps_transactions(&self) -> bool {
+        false
+    }
+
+    /// Replaces transactional id `id`'s durable record with `record`, or removes it (a
+    /// tombstone) with `None`. Same contract as [`write_group`](OffsetStore::write_group):
+    /// all or nothing, visible to [`load_transactions`](OffsetStore::load_transactions) once
+    /// `Ok`. Default: keeps nothing.
+    async fn write_transaction(
+        &self,
+        id: &str,
+        record: Option<&TransactionRecord>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        let _ = (id, record, fence);
+        Ok(())
+    }
+
+    /// Every transaction record the store keeps, sorted by transactional id (the latest of
+    /// each; none for an id whose last write was a tombstone). Default: none.
+    async fn load_transactions(&self) -> Result<Vec<TransactionRecord>, StorageError> {
+        Ok(Vec::new())
+    }
 }
 
 // The mock mocks the five required methods; the metadata methods keep their defaults, so an
@@ -232,6 +261,23 @@ impl<S: OffsetStore + ?Sized> OffsetStore for Arc<S> {
 
     async fn load_groups(&self) -> Result<Vec<GroupRecord>, StorageError> {
         (**self).load_groups().await
+    }
+
+    fn keeps_transactions(&self) -> bool {
+        (**self).keeps_transactions()
+    }
+
+    async fn write_transaction(
+        &self,
+        id: &str,
+        record: Option<&TransactionRecord>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        (**self).write_transaction(id, record, fence).await
+    }
+
+    async fn load_transactions(&self) -> Result<Vec<TransactionRecord>, StorageError> {
+        (**self).load_transactions().await
     }
 }
 

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use crate::error::{StorageError, StorageErrorKind};
 use crate::group::GroupRecord;
 use crate::ports::{CommitFence, OffsetStore};
+use crate::txn::TransactionRecord;
 use crate::types::{offsets_of, CommittedOffsets, OffsetMap, TopicPartition};
 
 /// One method of the [`OffsetStore`] port.
@@ -414,6 +415,29 @@ impl<S: OffsetStore + ?Sized> OffsetStore for FaultyStore<S> {
             .before(StoreOp::LoadGroups, None, CommitFence::none())
             .await?;
         inner.load_groups().await
+    }
+
+    fn keeps_transactions(&self) -> bool {
+        self.inner().is_some_and(|s| s.keeps_transactions())
+    }
+
+    /// Shares the hooks of [`StoreOp::WriteGroup`]: a durable record like a group's.
+    async fn write_transaction(
+        &self,
+        id: &str,
+        record: Option<&TransactionRecord>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        let (inner, fence) = self.before(StoreOp::WriteGroup, None, fence).await?;
+        inner.write_transaction(id, record, fence).await
+    }
+
+    /// Shares the hooks of [`StoreOp::LoadGroups`].
+    async fn load_transactions(&self) -> Result<Vec<TransactionRecord>, StorageError> {
+        let (inner, _) = self
+            .before(StoreOp::LoadGroups, None, CommitFence::none())
+            .await?;
+        inner.load_transactions().await
     }
 }
 

@@ -19,3 +19,4 @@ mod mocks;
 mod nonblocking;
 mod observability;
 mod stress;
+mod txn;

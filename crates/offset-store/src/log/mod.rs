@@ -23,10 +23,11 @@ use coordinator_core::{
 use tokio::sync::oneshot;
 
 use self::files::{recover, segment_path};
-use self::record::{commit_size, group_size, MAX_BODY};
+use self::record::{commit_size, group_size, transaction_size, MAX_BODY};
 use self::writer::{Change, Policy, Request, Shared, Writer};
 use crate::fs::{Fs, StdFs};
 use crate::group_commit::{io_error, run_blocking, WriteHold};
+use coordinator_core::txn::TransactionRecord;
 
 /// The largest single write (its records' bytes): a quarter of a frame's limit.
 const MAX_WRITE: usize = MAX_BODY / 4;
@@ -715,6 +716,50 @@ impl<F: Fs> OffsetStore for LogStore<F> {
             .shared
             .read_view()
             .groups
+            .values()
+            .map(|r| (**r).clone())
+            .collect())
+    }
+
+    fn keeps_transactions(&self) -> bool {
+        true
+    }
+
+    async fn write_transaction(
+        &self,
+        id: &str,
+        record: Option<&TransactionRecord>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        match record {
+            Some(r) => {
+                if r.transactional_id != id {
+                    return Err(StorageError::new(
+                        StorageErrorKind::Other,
+                        format!(
+                            "the record of transactional id `{}` cannot be written as `{id}`",
+                            r.transactional_id
+                        ),
+                    ));
+                }
+                self.too_large(id, transaction_size(r))?;
+            }
+            None => {
+                let idle = self.shared.queue.is_idle();
+                if idle && !self.shared.read_view().transactions.contains_key(id) {
+                    return Ok(());
+                }
+            }
+        }
+        self.write(id, Change::Transaction(record.cloned()), fence)
+            .await
+    }
+
+    async fn load_transactions(&self) -> Result<Vec<TransactionRecord>, StorageError> {
+        Ok(self
+            .shared
+            .read_view()
+            .transactions
             .values()
             .map(|r| (**r).clone())
             .collect())

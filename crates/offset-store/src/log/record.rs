@@ -27,12 +27,18 @@
 //! | 5 | group tombstone | group |
 //! | 6 | snapshot start | base segment:u64 |
 //! | 7 | snapshot end | offsets:u64, groups:u64 |
+//! | 8 | transaction record | see [`put_transaction`] |
+//! | 9 | transaction tombstone | transactional id |
+//!
+//! Types 8 and 9 came with the transaction coordinator: a log written before them loads
+//! unchanged; a log holding them is refused by an older build ("unknown record type").
 
 use std::sync::Arc;
 
+use coordinator_core::txn::{TransactionRecord, TxnState};
 use coordinator_core::{
-    ClassicProtocol, ConsumerMemberRecord, Generation, GroupKind, GroupRecord, GroupState,
-    MemberRecord, OffsetAndMetadata, TopicPartition,
+    ClassicProtocol, CommittedOffsets, ConsumerMemberRecord, Generation, GroupKind, GroupRecord,
+    GroupState, MemberRecord, OffsetAndMetadata, TopicPartition,
 };
 
 /// The bytes before a frame's body.
@@ -51,6 +57,8 @@ const GROUP: u8 = 4;
 const GROUP_TOMBSTONE: u8 = 5;
 const SNAPSHOT_START: u8 = 6;
 const SNAPSHOT_END: u8 = 7;
+const TRANSACTION: u8 = 8;
+const TRANSACTION_TOMBSTONE: u8 = 9;
 
 /// One decoded record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +103,13 @@ pub enum Record {
         /// Group records in the snapshot.
         groups: u64,
     },
+    /// A transactional id's record (the transaction coordinator's state).
+    Transaction(TransactionRecord),
+    /// A transactional id's record was removed (expired).
+    TransactionTombstone {
+        /// The transactional id.
+        id: String,
+    },
 }
 
 /// Builds one frame at the end of a buffer.
@@ -138,16 +153,7 @@ impl<'a> Frame<'a> {
         self.record(COMMIT, |b| {
             put_str(b, group);
             put_tp(b, tp);
-            b.extend_from_slice(&o.offset.to_le_bytes());
-            match o.leader_epoch {
-                Some(epoch) => {
-                    b.push(1);
-                    b.extend_from_slice(&epoch.to_le_bytes());
-                }
-                None => b.push(0),
-            }
-            put_str(b, &o.metadata);
-            b.extend_from_slice(&o.commit_timestamp_ms.to_le_bytes());
+            put_offset(b, o);
         });
     }
 
@@ -168,6 +174,14 @@ impl<'a> Frame<'a> {
 
     pub(crate) fn group_tombstone(&mut self, group: &str) {
         self.record(GROUP_TOMBSTONE, |b| put_str(b, group));
+    }
+
+    pub(crate) fn transaction(&mut self, record: &TransactionRecord) {
+        self.record(TRANSACTION, |b| put_transaction(b, record));
+    }
+
+    pub(crate) fn transaction_tombstone(&mut self, id: &str) {
+        self.record(TRANSACTION_TOMBSTONE, |b| put_str(b, id));
     }
 
     pub(crate) fn snapshot_start(&mut self, base: u64) {
@@ -320,6 +334,71 @@ pub(crate) fn commit_size(group: &str, tp: &TopicPartition, o: &OffsetAndMetadat
     6 + 4 + group.len() + 4 + tp.topic().len() + 4 + 8 + 5 + 4 + o.metadata.len() + 8
 }
 
+/// A transaction record's payload:
+///
+/// ```text
+/// id, producer id:i64, epoch:i16, last producer id:i64, last epoch:i16, timeout ms:i32,
+/// state:u8 (Kafka's state id), partitions:u32 then topic, partition:u32; groups:u32 then
+/// strings; pending offsets: groups:u32 then group, offsets:u32 then topic, partition:u32,
+/// offset:i64, leader epoch (optional i32), metadata, commit time ms:u64; start ms
+/// (optional u64), last update ms:u64
+/// ```
+pub(crate) fn put_transaction(b: &mut Vec<u8>, r: &TransactionRecord) {
+    put_str(b, &r.transactional_id);
+    b.extend_from_slice(&r.producer_id.to_le_bytes());
+    b.extend_from_slice(&r.producer_epoch.to_le_bytes());
+    b.extend_from_slice(&r.last_producer_id.to_le_bytes());
+    b.extend_from_slice(&r.last_producer_epoch.to_le_bytes());
+    b.extend_from_slice(&r.timeout_ms.to_le_bytes());
+    b.push(r.state.id());
+    put_count(b, r.partitions.len());
+    for tp in &r.partitions {
+        put_tp(b, tp);
+    }
+    put_count(b, r.groups.len());
+    for g in &r.groups {
+        put_str(b, g);
+    }
+    put_count(b, r.pending_offsets.len());
+    for (group, offsets) in &r.pending_offsets {
+        put_str(b, group);
+        put_count(b, offsets.len());
+        for (tp, o) in offsets {
+            put_tp(b, tp);
+            put_offset(b, o);
+        }
+    }
+    match r.start_ms {
+        Some(ms) => {
+            b.push(1);
+            b.extend_from_slice(&ms.to_le_bytes());
+        }
+        None => b.push(0),
+    }
+    b.extend_from_slice(&r.last_update_ms.to_le_bytes());
+}
+
+/// An offset with its metadata, as a commit record holds it after its partition.
+fn put_offset(b: &mut Vec<u8>, o: &OffsetAndMetadata) {
+    b.extend_from_slice(&o.offset.to_le_bytes());
+    match o.leader_epoch {
+        Some(epoch) => {
+            b.push(1);
+            b.extend_from_slice(&epoch.to_le_bytes());
+        }
+        None => b.push(0),
+    }
+    put_str(b, &o.metadata);
+    b.extend_from_slice(&o.commit_timestamp_ms.to_le_bytes());
+}
+
+/// The bytes one transaction record takes (exact, computed by encoding).
+pub(crate) fn transaction_size(r: &TransactionRecord) -> usize {
+    let mut b = Vec::new();
+    put_transaction(&mut b, r);
+    6 + b.len()
+}
+
 /// The bytes one group record takes (an upper bound: the exact size, computed by encoding).
 pub(crate) fn group_size(r: &GroupRecord) -> usize {
     let mut b = Vec::new();
@@ -383,27 +462,11 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
         return Err(format!("record type {kind} at unknown version {version}"));
     }
     let record = match kind {
-        COMMIT => {
-            let group = r.string()?;
-            let tp = r.tp()?;
-            let offset = r.i64()?;
-            if offset < 0 {
-                return Err(format!("negative offset {offset}"));
-            }
-            let leader_epoch = if r.flag()? { Some(r.i32()?) } else { None };
-            let metadata = r.string()?;
-            let commit_timestamp_ms = r.u64()?;
-            Record::Commit {
-                group,
-                tp,
-                offset: OffsetAndMetadata {
-                    offset,
-                    leader_epoch,
-                    metadata,
-                    commit_timestamp_ms,
-                },
-            }
-        }
+        COMMIT => Record::Commit {
+            group: r.string()?,
+            tp: r.tp()?,
+            offset: r.offset()?,
+        },
         DELETE_OFFSET => Record::DeleteOffset {
             group: r.string()?,
             tp: r.tp()?,
@@ -416,6 +479,8 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
             offsets: r.u64()?,
             groups: r.u64()?,
         },
+        TRANSACTION => Record::Transaction(r.transaction()?),
+        TRANSACTION_TOMBSTONE => Record::TransactionTombstone { id: r.string()? },
         other => return Err(format!("unknown record type {other}")),
     };
     if r.at != bytes.len() {
@@ -527,6 +592,81 @@ impl<'a> Reader<'a> {
         };
         let partition = self.u32()?;
         Ok(TopicPartition::new(topic, partition))
+    }
+
+    fn i16(&mut self) -> Result<i16, DecodeError> {
+        Ok(i16::from_le_bytes(self.array()?))
+    }
+
+    /// An offset with its metadata (see [`put_offset`]).
+    fn offset(&mut self) -> Result<OffsetAndMetadata, DecodeError> {
+        let offset = self.i64()?;
+        if offset < 0 {
+            return Err(format!("negative offset {offset}"));
+        }
+        let leader_epoch = if self.flag()? {
+            Some(self.i32()?)
+        } else {
+            None
+        };
+        let metadata = self.string()?;
+        let commit_timestamp_ms = self.u64()?;
+        Ok(OffsetAndMetadata {
+            offset,
+            leader_epoch,
+            metadata,
+            commit_timestamp_ms,
+        })
+    }
+
+    fn transaction(&mut self) -> Result<TransactionRecord, DecodeError> {
+        let transactional_id = self.string()?;
+        let producer_id = self.i64()?;
+        let producer_epoch = self.i16()?;
+        let last_producer_id = self.i64()?;
+        let last_producer_epoch = self.i16()?;
+        let timeout_ms = self.i32()?;
+        let state = self.u8()?;
+        let state =
+            TxnState::from_id(state).ok_or_else(|| format!("unknown transaction state {state}"))?;
+        let mut partitions = std::collections::BTreeSet::new();
+        for _ in 0..self.count(8)? {
+            partitions.insert(self.tp()?);
+        }
+        let mut groups = std::collections::BTreeSet::new();
+        for _ in 0..self.count(4)? {
+            groups.insert(self.string()?);
+        }
+        let mut pending_offsets = std::collections::BTreeMap::new();
+        for _ in 0..self.count(8)? {
+            let group = self.string()?;
+            let mut offsets = CommittedOffsets::new();
+            for _ in 0..self.count(8 + 8 + 1 + 4 + 8)? {
+                let tp = self.tp()?;
+                offsets.insert(tp, self.offset()?);
+            }
+            pending_offsets.insert(group, offsets);
+        }
+        let start_ms = if self.flag()? {
+            Some(self.u64()?)
+        } else {
+            None
+        };
+        let last_update_ms = self.u64()?;
+        Ok(TransactionRecord {
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            last_producer_id,
+            last_producer_epoch,
+            timeout_ms,
+            state,
+            partitions,
+            groups,
+            pending_offsets,
+            start_ms,
+            last_update_ms,
+        })
     }
 
     fn group(&mut self) -> Result<GroupRecord, DecodeError> {
@@ -731,6 +871,8 @@ pub fn encode_frame(records: &[Record]) -> Vec<u8> {
             Record::GroupTombstone { group } => frame.group_tombstone(group),
             Record::SnapshotStart { base } => frame.snapshot_start(*base),
             Record::SnapshotEnd { offsets, groups } => frame.snapshot_end(*offsets, *groups),
+            Record::Transaction(r) => frame.transaction(r),
+            Record::TransactionTombstone { id } => frame.transaction_tombstone(id),
         }
     }
     frame.finish();
@@ -797,7 +939,33 @@ mod tests {
                 offsets: 1,
                 groups: 2,
             },
+            Record::Transaction(sample_transaction()),
+            Record::TransactionTombstone { id: "tx".into() },
         ]
+    }
+
+    fn sample_transaction() -> TransactionRecord {
+        let tp = TopicPartition::new("orders", 3);
+        let offset = OffsetAndMetadata {
+            offset: 7,
+            leader_epoch: Some(2),
+            metadata: "m".into(),
+            commit_timestamp_ms: 9,
+        };
+        TransactionRecord {
+            transactional_id: "tx".into(),
+            producer_id: i64::MAX,
+            producer_epoch: i16::MAX,
+            last_producer_id: -1,
+            last_producer_epoch: -1,
+            timeout_ms: 60_000,
+            state: TxnState::PrepareCommit,
+            partitions: [tp.clone(), TopicPartition::new("x", 0)].into(),
+            groups: ["g".to_string()].into(),
+            pending_offsets: [("g".to_string(), [(tp, offset)].into())].into(),
+            start_ms: Some(5),
+            last_update_ms: 6,
+        }
     }
 
     #[test]
@@ -813,6 +981,7 @@ mod tests {
                     assert_eq!(body, commit_size(group, tp, offset));
                 }
                 Record::Group(g) => assert_eq!(body, group_size(g)),
+                Record::Transaction(t) => assert_eq!(body, transaction_size(t)),
                 _ => {}
             }
         }

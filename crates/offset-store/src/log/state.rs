@@ -8,15 +8,18 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use coordinator_core::txn::TransactionRecord;
 use coordinator_core::{CommittedOffsets, GroupRecord, OffsetAndMetadata, TopicPartition};
 
-use super::record::{commit_size, group_size, Record};
+use super::record::{commit_size, group_size, transaction_size, Record};
 
 /// Every group's offsets with their metadata, and every group's durable record.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Live {
     pub(crate) offsets: BTreeMap<String, Arc<CommittedOffsets>>,
     pub(crate) groups: BTreeMap<String, Arc<GroupRecord>>,
+    /// Every transactional id's record.
+    pub(crate) transactions: BTreeMap<String, Arc<TransactionRecord>>,
     /// About the bytes a snapshot of this state takes (the sum of its records' sizes).
     pub(crate) bytes: u64,
     /// How many offsets are stored.
@@ -85,6 +88,19 @@ impl Live {
         }
     }
 
+    pub(crate) fn set_transaction(&mut self, id: &str, record: Option<TransactionRecord>) {
+        let old = match record {
+            Some(record) => {
+                self.bytes += transaction_size(&record) as u64;
+                self.transactions.insert(id.to_owned(), Arc::new(record))
+            }
+            None => self.transactions.remove(id),
+        };
+        if let Some(old) = old {
+            self.bytes = self.bytes.saturating_sub(transaction_size(&old) as u64);
+        }
+    }
+
     /// Applies one replayed record; `false` for a record that has no place in a log (a
     /// snapshot's start or end).
     pub(crate) fn apply(&mut self, record: Record) -> bool {
@@ -97,6 +113,11 @@ impl Live {
                 self.set_group(&group, Some(record));
             }
             Record::GroupTombstone { group } => self.set_group(&group, None),
+            Record::Transaction(record) => {
+                let id = record.transactional_id.clone();
+                self.set_transaction(&id, Some(record));
+            }
+            Record::TransactionTombstone { id } => self.set_transaction(&id, None),
             Record::SnapshotStart { .. } | Record::SnapshotEnd { .. } => return false,
         }
         true

@@ -9,6 +9,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use coordinator_core::txn::TransactionRecord;
 use coordinator_core::{CommitFence, CommittedOffsets, GroupRecord, TopicPartition};
 
 use super::files::{list, segment_path, snapshot_path, temp_path};
@@ -30,6 +31,8 @@ pub(crate) enum Change {
     Delete(Option<Vec<TopicPartition>>),
     /// Replace the group's record, or remove it.
     Group(Option<GroupRecord>),
+    /// Replace the transactional id's record (the request's key is the id), or remove it.
+    Transaction(Option<TransactionRecord>),
     /// Compact now, and answer once the snapshot is in place.
     Compact,
 }
@@ -261,6 +264,14 @@ impl<F: Fs> Writer<F> {
                 }
                 Change::Group(None) => {
                     frame.group_tombstone(&group);
+                    records += 1;
+                }
+                Change::Transaction(Some(record)) => {
+                    frame.transaction(record);
+                    records += 1;
+                }
+                Change::Transaction(None) => {
+                    frame.transaction_tombstone(&group);
                     records += 1;
                 }
                 Change::Compact => {}
@@ -506,6 +517,7 @@ fn apply(live: &mut Live, group: &str, change: Change) {
             }
         }
         Change::Group(record) => live.set_group(group, record),
+        Change::Transaction(record) => live.set_transaction(group, record),
         Change::Compact => {}
     }
 }
@@ -545,6 +557,9 @@ fn write_snapshot<F: Fs>(fs: &F, dir: &Path, base: u64, live: &Live) -> Result<u
     }
     for record in live.groups.values() {
         frame.group(record);
+    }
+    for record in live.transactions.values() {
+        frame.transaction(record);
     }
     frame.snapshot_end(live.count, live.groups.len() as u64);
     frame.finish();

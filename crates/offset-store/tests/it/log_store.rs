@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use coordinator_core::testing::offset_store_conformance;
+use coordinator_core::txn::{TransactionRecord, TxnState};
 use coordinator_core::{
     ClassicProtocol, CommitFence, CommittedOffsets, Generation, GroupKind, GroupRecord, GroupState,
     MemberRecord, OffsetAndMetadata, OffsetMap, OffsetStore, StorageErrorKind, TopicPartition,
@@ -199,6 +200,75 @@ async fn metadata_and_group_records_round_trip_across_reopens_and_compactions() 
             .all(|p| !p.to_string_lossy().contains("segment-00000000000000000000")),
         "the compacted segment is removed: {names:?}"
     );
+}
+
+fn transaction(id: &str, epoch: i16, state: TxnState) -> TransactionRecord {
+    TransactionRecord {
+        transactional_id: id.into(),
+        producer_id: 4000,
+        producer_epoch: epoch,
+        last_producer_id: -1,
+        last_producer_epoch: -1,
+        timeout_ms: 60_000,
+        state,
+        partitions: [tp("t", 0), tp("t", 1)].into(),
+        groups: ["g".to_string()].into(),
+        pending_offsets: [("g".to_string(), with_metadata(&[(0, 10, "a")]))].into(),
+        start_ms: Some(1),
+        last_update_ms: 2,
+    }
+}
+
+#[tokio::test]
+async fn transaction_records_round_trip_across_reopens_and_compactions() {
+    let fs = SimFs::new();
+    let store = sim_store(&fs);
+    assert!(store.keeps_transactions());
+    for (id, epoch, state) in [
+        ("a", 0, TxnState::Ongoing),
+        ("b", 3, TxnState::CompleteAbort),
+        ("a", 1, TxnState::PrepareCommit),
+        ("gone", 0, TxnState::Empty),
+    ] {
+        store
+            .write_transaction(
+                id,
+                Some(&transaction(id, epoch, state)),
+                CommitFence::none(),
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .write_transaction("gone", None, CommitFence::none())
+        .await
+        .unwrap();
+    let expected = vec![
+        transaction("a", 1, TxnState::PrepareCommit),
+        transaction("b", 3, TxnState::CompleteAbort),
+    ];
+    assert_eq!(store.load_transactions().await.unwrap(), expected);
+    let err = store
+        .write_transaction(
+            "x",
+            Some(&transaction("y", 0, TxnState::Empty)),
+            CommitFence::none(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), StorageErrorKind::Other);
+    drop(store);
+    for mode in CrashMode::ALL {
+        let reopened = sim_store(&fs.restart(mode));
+        assert_eq!(reopened.load_transactions().await.unwrap(), expected);
+    }
+    let reopened = sim_store(&fs);
+    reopened.compact().await.unwrap();
+    drop(reopened);
+    for mode in CrashMode::ALL {
+        let compacted = sim_store(&fs.restart(mode));
+        assert_eq!(compacted.load_transactions().await.unwrap(), expected);
+    }
 }
 
 #[tokio::test]

@@ -91,6 +91,8 @@ pub struct MapStore {
     /// Whether it keeps group records (in `records`); off by default, as the JSON store.
     pub keep_groups: bool,
     pub records: Mutex<BTreeMap<String, GroupRecord>>,
+    /// Transaction records (kept when `keep_groups` is on).
+    pub transactions: Mutex<BTreeMap<String, coordinator_core::txn::TransactionRecord>>,
 }
 
 impl MapStore {
@@ -196,6 +198,36 @@ impl OffsetStore for MapStore {
     }
     async fn load_groups(&self) -> Result<Vec<GroupRecord>, StorageError> {
         Ok(self.records.lock().unwrap().values().cloned().collect())
+    }
+    fn keeps_transactions(&self) -> bool {
+        self.keep_groups
+    }
+    async fn write_transaction(
+        &self,
+        id: &str,
+        record: Option<&coordinator_core::txn::TransactionRecord>,
+        _fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        if !self.keep_groups {
+            return Ok(());
+        }
+        let mut txns = self.transactions.lock().unwrap();
+        match record {
+            Some(r) => txns.insert(id.to_string(), r.clone()),
+            None => txns.remove(id),
+        };
+        Ok(())
+    }
+    async fn load_transactions(
+        &self,
+    ) -> Result<Vec<coordinator_core::txn::TransactionRecord>, StorageError> {
+        Ok(self
+            .transactions
+            .lock()
+            .unwrap()
+            .values()
+            .cloned()
+            .collect())
     }
 }
 

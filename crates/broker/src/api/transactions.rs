@@ -1,0 +1,407 @@
+//! The transaction coordinator's APIs: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+//! TxnOffsetCommit, DescribeTransactions, ListTransactions (InitProducerId has its own
+//! file). Each translates the request into a call on the core's `TransactionCoordinator`
+//! and its `TxnError` into Kafka's code for the request's version (KIP-588: PRODUCER_FENCED
+//! only where the version knows it, INVALID_PRODUCER_EPOCH before).
+
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+
+use coordinator_core::txn::TxnError;
+use coordinator_core::{CommittedOffsets, TopicPartition, TxnOffsetCommitRequest};
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use super::offsets::{checked_offset, existing};
+use super::registry::Api;
+use super::{codes, Call};
+use crate::shutdown::Shutdown;
+
+/// A topic's asked partitions: each index with its partition, if it exists.
+type Asked = Vec<(i32, Option<TopicPartition>)>;
+
+/// AddPartitionsToTxn: one result per partition. Partitions that do not exist get
+/// UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as Kafka's `KafkaApis`
+/// answers; otherwise every partition carries the coordinator's answer.
+async fn add_partitions(
+    call: &Call<'_>,
+    r: &AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    let mut asked: Vec<(TopicName, Asked)> = Vec::new();
+    for t in &r.v3_and_below_topics {
+        let parts = t
+            .partitions
+            .iter()
+            .map(|&p| (p, existing(call, &t.name, p)))
+            .collect();
+        asked.push((t.name.clone(), parts));
+    }
+    let missing = asked
+        .iter()
+        .any(|(_, parts)| parts.iter().any(|(_, tp)| tp.is_none()));
+    let answer = |code_of: &dyn Fn(&Option<TopicPartition>) -> i16| {
+        asked
+            .iter()
+            .map(|(name, parts)| {
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(name.clone())
+                    .with_results_by_partition(
+                        parts
+                            .iter()
+                            .map(|(p, tp)| {
+                                AddPartitionsToTxnPartitionResult::default()
+                                    .with_partition_index(*p)
+                                    .with_partition_error_code(code_of(tp))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect::<Vec<_>>()
+    };
+    let results = if missing {
+        answer(&|tp| {
+            if tp.is_some() {
+                codes::OPERATION_NOT_ATTEMPTED
+            } else {
+                codes::UNKNOWN_TOPIC_OR_PARTITION
+            }
+        })
+    } else {
+        let partitions: Vec<TopicPartition> = asked
+            .iter()
+            .flat_map(|(_, parts)| parts.iter().filter_map(|(_, tp)| tp.clone()))
+            .collect();
+        let code = match call
+            .context
+            .txn
+            .add_partitions(
+                &r.v3_and_below_transactional_id,
+                r.v3_and_below_producer_id.0,
+                r.v3_and_below_producer_epoch,
+                &partitions,
+            )
+            .await
+        {
+            Ok(()) => codes::NONE,
+            Err(e) => e.kafka_code_for(call.version >= 2),
+        };
+        answer(&|_| code)
+    };
+    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
+}
+
+async fn add_offsets(call: &Call<'_>, r: &AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+    let code = match call
+        .context
+        .txn
+        .add_offsets(
+            &r.transactional_id,
+            r.producer_id.0,
+            r.producer_epoch,
+            &r.group_id,
+        )
+        .await
+    {
+        Ok(()) => codes::NONE,
+        Err(e) => e.kafka_code_for(call.version >= 2),
+    };
+    AddOffsetsToTxnResponse::default().with_error_code(code)
+}
+
+async fn end_txn(call: &Call<'_>, r: &EndTxnRequest) -> EndTxnResponse {
+    let code = match call
+        .context
+        .txn
+        .end_txn(
+            &r.transactional_id,
+            r.producer_id.0,
+            r.producer_epoch,
+            r.committed,
+        )
+        .await
+    {
+        Ok(()) => codes::NONE,
+        Err(e) => e.kafka_code_for(call.version >= 2),
+    };
+    EndTxnResponse::default().with_error_code(code)
+}
+
+/// TxnOffsetCommit: partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION and, a
+/// metadata string above `offset.metadata.max.bytes` OFFSET_METADATA_TOO_LARGE, each alone;
+/// the others carry the coordinators' answer.
+async fn txn_offset_commit(
+    call: &Call<'_>,
+    r: &TxnOffsetCommitRequest_,
+) -> TxnOffsetCommitResponse {
+    let mut early: BTreeMap<(usize, usize), i16> = BTreeMap::new();
+    let mut offsets = CommittedOffsets::new();
+    for (t, topic) in r.topics.iter().enumerate() {
+        for (p, partition) in topic.partitions.iter().enumerate() {
+            let checked = checked_offset(
+                call,
+                &topic.name,
+                partition.partition_index,
+                partition.committed_offset,
+                partition.committed_leader_epoch,
+                partition.committed_metadata.as_ref(),
+            );
+            match checked {
+                Ok((tp, offset)) => {
+                    offsets.insert(tp, offset);
+                }
+                Err(code) => {
+                    early.insert((t, p), code);
+                }
+            }
+        }
+    }
+    let code = if offsets.is_empty() {
+        codes::NONE
+    } else {
+        let req = TxnOffsetCommitRequest {
+            group_id: r.group_id.to_string(),
+            producer_id: r.producer_id.0,
+            generation_id: r.generation_id,
+            member_id: r.member_id.to_string(),
+            group_instance_id: r.group_instance_id.as_ref().map(|s| s.to_string()),
+            offsets,
+        };
+        match call
+            .context
+            .txn
+            .txn_offset_commit(&r.transactional_id, r.producer_epoch, &req)
+            .await
+        {
+            Ok(()) => codes::NONE,
+            Err(e) => txn_offset_code(&e, call.version),
+        }
+    };
+    let topics = r
+        .topics
+        .iter()
+        .enumerate()
+        .map(|(t, topic)| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(
+                    topic
+                        .partitions
+                        .iter()
+                        .enumerate()
+                        .map(|(p, partition)| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(partition.partition_index)
+                                .with_error_code(early.get(&(t, p)).copied().unwrap_or(code))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// The code of a TxnOffsetCommit refusal: the group coordinator's `INVALID_ARGUMENT` (a
+/// bound) has no Kafka code and is INVALID_REQUEST here.
+fn txn_offset_code(e: &TxnError, version: i16) -> i16 {
+    match e {
+        TxnError::Group(g) if g.kafka_code().is_none() => codes::INVALID_REQUEST,
+        e => e.kafka_code_for(version >= 3),
+    }
+}
+
+type TxnOffsetCommitRequest_ = kafka_protocol::messages::TxnOffsetCommitRequest;
+
+async fn describe(
+    call: &Call<'_>,
+    r: &DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
+    let ids: Vec<String> = r.transactional_ids.iter().map(|i| i.to_string()).collect();
+    let states = call
+        .context
+        .txn
+        .describe(&ids)
+        .await
+        .into_iter()
+        .map(|(id, d)| {
+            let state = describe_transactions_response::TransactionState::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_string(id)));
+            match d {
+                Ok(d) => {
+                    let mut topics: Vec<describe_transactions_response::TopicData> = Vec::new();
+                    for tp in &d.partitions {
+                        let p = i32::try_from(tp.partition()).unwrap_or(i32::MAX);
+                        match topics.last_mut() {
+                            Some(t) if t.topic.0.as_str() == tp.topic() => t.partitions.push(p),
+                            _ => topics.push(
+                                describe_transactions_response::TopicData::default()
+                                    .with_topic(TopicName(StrBytes::from_string(
+                                        tp.topic().to_string(),
+                                    )))
+                                    .with_partitions(vec![p]),
+                            ),
+                        }
+                    }
+                    state
+                        .with_transaction_state(StrBytes::from_static_str(d.state.name()))
+                        .with_transaction_timeout_ms(d.timeout_ms)
+                        .with_transaction_start_time_ms(d.start_ms)
+                        .with_producer_id(ProducerId(d.producer_id))
+                        .with_producer_epoch(d.producer_epoch)
+                        .with_topics(topics)
+                }
+                Err(e) => state
+                    .with_error_code(e.kafka_code())
+                    .with_transaction_state(StrBytes::default())
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1)
+                    .with_transaction_start_time_ms(-1),
+            }
+        })
+        .collect();
+    DescribeTransactionsResponse::default().with_transaction_states(states)
+}
+
+async fn list(call: &Call<'_>, r: &ListTransactionsRequest) -> ListTransactionsResponse {
+    let states: Vec<String> = r.state_filters.iter().map(|s| s.to_string()).collect();
+    let pids: Vec<i64> = r.producer_id_filters.iter().map(|p| p.0).collect();
+    // v0 has no duration filter: the field decodes as its default, -1.
+    let duration = if call.version >= 1 {
+        r.duration_filter
+    } else {
+        -1
+    };
+    let (listed, unknown) = call.context.txn.list(&states, &pids, duration).await;
+    ListTransactionsResponse::default()
+        .with_unknown_state_filters(unknown.into_iter().map(StrBytes::from_string).collect())
+        .with_transaction_states(
+            listed
+                .into_iter()
+                .map(|t| {
+                    list_transactions_response::TransactionState::default()
+                        .with_transactional_id(TransactionalId(StrBytes::from_string(
+                            t.transactional_id,
+                        )))
+                        .with_producer_id(ProducerId(t.producer_id))
+                        .with_transaction_state(StrBytes::from_static_str(t.state.name()))
+                })
+                .collect(),
+        )
+}
+
+pub(crate) struct AddPartitionsToTxn;
+
+impl Api for AddPartitionsToTxn {
+    const KEY: ApiKey = ApiKey::AddPartitionsToTxn;
+    /// v4+ is the brokers' batched verification form (KIP-890), not served.
+    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    type Request = AddPartitionsToTxnRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: AddPartitionsToTxnRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<AddPartitionsToTxnResponse> {
+        Some(add_partitions(call, &request).await)
+    }
+}
+
+pub(crate) struct AddOffsetsToTxn;
+
+impl Api for AddOffsetsToTxn {
+    const KEY: ApiKey = ApiKey::AddOffsetsToTxn;
+    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    type Request = AddOffsetsToTxnRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: AddOffsetsToTxnRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<AddOffsetsToTxnResponse> {
+        Some(add_offsets(call, &request).await)
+    }
+
+    fn unsupported(version: i16) -> Option<(i16, AddOffsetsToTxnResponse)> {
+        let body = AddOffsetsToTxnResponse::default().with_error_code(codes::UNSUPPORTED_VERSION);
+        Some((version, body))
+    }
+}
+
+pub(crate) struct EndTxn;
+
+impl Api for EndTxn {
+    const KEY: ApiKey = ApiKey::EndTxn;
+    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    type Request = EndTxnRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: EndTxnRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<EndTxnResponse> {
+        Some(end_txn(call, &request).await)
+    }
+
+    fn unsupported(version: i16) -> Option<(i16, EndTxnResponse)> {
+        let body = EndTxnResponse::default().with_error_code(codes::UNSUPPORTED_VERSION);
+        Some((version, body))
+    }
+}
+
+pub(crate) struct TxnOffsetCommit;
+
+impl Api for TxnOffsetCommit {
+    const KEY: ApiKey = ApiKey::TxnOffsetCommit;
+    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    type Request = TxnOffsetCommitRequest_;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: TxnOffsetCommitRequest_,
+        _shutdown: &mut Shutdown,
+    ) -> Option<TxnOffsetCommitResponse> {
+        Some(txn_offset_commit(call, &request).await)
+    }
+}
+
+pub(crate) struct DescribeTransactions;
+
+impl Api for DescribeTransactions {
+    const KEY: ApiKey = ApiKey::DescribeTransactions;
+    const VERSIONS: RangeInclusive<i16> = 0..=0;
+    type Request = DescribeTransactionsRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: DescribeTransactionsRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<DescribeTransactionsResponse> {
+        Some(describe(call, &request).await)
+    }
+}
+
+pub(crate) struct ListTransactions;
+
+impl Api for ListTransactions {
+    const KEY: ApiKey = ApiKey::ListTransactions;
+    const VERSIONS: RangeInclusive<i16> = 0..=1;
+    type Request = ListTransactionsRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: ListTransactionsRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<ListTransactionsResponse> {
+        Some(list(call, &request).await)
+    }
+
+    fn unsupported(version: i16) -> Option<(i16, ListTransactionsResponse)> {
+        let body = ListTransactionsResponse::default().with_error_code(codes::UNSUPPORTED_VERSION);
+        Some((version, body))
+    }
+}
