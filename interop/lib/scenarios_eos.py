@@ -124,3 +124,37 @@ def exactly_once(ctx):
     ctx.check(kills == 3 and fenced == 1, "kills %d (3 planned), fenced instances %d (1 planned)" % (kills, fenced))
     ctx.note("%d kills, %d fenced instance, %d committed outputs, %d records of aborted transactions "
              "visible to read_uncommitted only" % (kills, fenced, len(got["records"]), aborted))
+
+
+# -------------------------------------------------------------------------------------------
+# 12d. kafka-python's transaction admin (what kafka-transactions.sh calls) on a live transaction
+
+@scenario("admin-transactions-kafka-python", budget=60,
+          mock_note="the mock serves neither DescribeTransactions nor ListTransactions")
+def admin_transactions(ctx):
+    spec = ctx.spec(prefix="atx")
+    r = subprocess.run([python_exe(), os.path.join(INTEROP, "workers", "admin_transactions.py"), json.dumps(spec)],
+                       capture_output=True, timeout=ctx.left(45))
+    with open(os.path.join(ctx.dir, "admin_transactions.log"), "ab") as f:
+        f.write(r.stderr)
+    if r.returncode != 0:
+        raise Failed("transaction admin failed (exit %d): %s"
+                     % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
+    out = json.loads(r.stdout)
+    ctx.note("outcomes: %s" % out)
+
+    def expect(key, want):
+        ctx.check(out.get(key) == want, "%s: %s, expected %s" % (key, out.get(key), want))
+
+    expect("open", {"state": "Ongoing", "epoch": 0, "timeout_ms": 60000, "started": True,
+                    "partitions": [["atx-out", 1]]})
+    expect("listed_open", True)
+    expect("listed_by_state", True)
+    expect("listed_other_state", [])
+    expect("listed_by_producer", True)
+    expect("listed_by_duration", [])        # open for less than an hour
+    expect("producers_open", [[True, 2, 0]])   # sequences 0..2, the transaction from offset 0
+    expect("committed", {"state": "CompleteCommit", "partitions": 0})
+    expect("listed_committed", True)
+    expect("producers_committed", [[True, -1]])
+    expect("unknown", "TransactionalIdNotFoundError")
