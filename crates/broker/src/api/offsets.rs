@@ -60,30 +60,49 @@ pub(super) fn checked_offset(
     }
 }
 
-async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
-    // Per (topic index, partition index): a code decided before the coordinator is asked.
-    let mut early: BTreeMap<(usize, usize), i16> = BTreeMap::new();
+/// One partition of a commit request, as both OffsetCommit and TxnOffsetCommit carry it:
+/// (topic index, partition index, topic, partition, offset, leader epoch, metadata).
+pub(super) type CommitPart<'a> = (usize, usize, &'a str, i32, i64, i32, Option<&'a StrBytes>);
+
+/// Splits a commit's partitions into the offsets to hand to the coordinator and, per (topic
+/// index, partition index), the codes decided before it is asked ([`checked_offset`]).
+pub(super) fn split_offsets<'a>(
+    call: &Call<'_>,
+    parts: impl Iterator<Item = CommitPart<'a>>,
+) -> (CommittedOffsets, BTreeMap<(usize, usize), i16>) {
+    let mut early = BTreeMap::new();
     let mut offsets = CommittedOffsets::new();
-    for (t, topic) in request.topics.iter().enumerate() {
-        for (p, partition) in topic.partitions.iter().enumerate() {
-            let checked = checked_offset(
-                call,
-                &topic.name,
-                partition.partition_index,
-                partition.committed_offset,
-                partition.committed_leader_epoch,
-                partition.committed_metadata.as_ref(),
-            );
-            match checked {
-                Ok((tp, offset)) => {
-                    offsets.insert(tp, offset);
-                }
-                Err(code) => {
-                    early.insert((t, p), code);
-                }
+    for (t, p, topic, partition, offset, epoch, metadata) in parts {
+        match checked_offset(call, topic, partition, offset, epoch, metadata) {
+            Ok((tp, offset)) => {
+                offsets.insert(tp, offset);
+            }
+            Err(code) => {
+                early.insert((t, p), code);
             }
         }
     }
+    (offsets, early)
+}
+
+async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
+    let parts = request.topics.iter().enumerate().flat_map(|(t, topic)| {
+        topic.partitions.iter().enumerate().map(move |(p, x)| {
+            let (offset, epoch) = (x.committed_offset, x.committed_leader_epoch);
+            let metadata = x.committed_metadata.as_ref();
+            (
+                t,
+                p,
+                topic.name.0.as_str(),
+                x.partition_index,
+                offset,
+                epoch,
+                metadata,
+            )
+        })
+    });
+    // Per (topic index, partition index): a code decided before the coordinator is asked.
+    let (offsets, early) = split_offsets(call, parts);
     let group_code = if offsets.is_empty() {
         codes::NONE
     } else {

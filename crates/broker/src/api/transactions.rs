@@ -4,11 +4,10 @@
 //! and its `TxnError` into Kafka's code for the request's version (KIP-588: PRODUCER_FENCED
 //! only where the version knows it, INVALID_PRODUCER_EPOCH before).
 
-use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
 use coordinator_core::txn::TxnError;
-use coordinator_core::{CommittedOffsets, TopicPartition, TxnOffsetCommitRequest};
+use coordinator_core::{TopicPartition, TxnOffsetCommitRequest};
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
@@ -18,7 +17,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use super::offsets::{checked_offset, existing};
+use super::offsets::{existing, split_offsets};
 use super::registry::Api;
 use super::{codes, Call};
 use crate::shutdown::Shutdown;
@@ -139,28 +138,22 @@ async fn txn_offset_commit(
     call: &Call<'_>,
     r: &TxnOffsetCommitRequest_,
 ) -> TxnOffsetCommitResponse {
-    let mut early: BTreeMap<(usize, usize), i16> = BTreeMap::new();
-    let mut offsets = CommittedOffsets::new();
-    for (t, topic) in r.topics.iter().enumerate() {
-        for (p, partition) in topic.partitions.iter().enumerate() {
-            let checked = checked_offset(
-                call,
-                &topic.name,
-                partition.partition_index,
-                partition.committed_offset,
-                partition.committed_leader_epoch,
-                partition.committed_metadata.as_ref(),
-            );
-            match checked {
-                Ok((tp, offset)) => {
-                    offsets.insert(tp, offset);
-                }
-                Err(code) => {
-                    early.insert((t, p), code);
-                }
-            }
-        }
-    }
+    let parts = r.topics.iter().enumerate().flat_map(|(t, topic)| {
+        topic.partitions.iter().enumerate().map(move |(p, x)| {
+            let (offset, epoch) = (x.committed_offset, x.committed_leader_epoch);
+            let metadata = x.committed_metadata.as_ref();
+            (
+                t,
+                p,
+                topic.name.0.as_str(),
+                x.partition_index,
+                offset,
+                epoch,
+                metadata,
+            )
+        })
+    });
+    let (offsets, early) = split_offsets(call, parts);
     let code = if offsets.is_empty() {
         codes::NONE
     } else {
