@@ -813,6 +813,30 @@ def group_rules_raw(ctx):
 
 
 # -------------------------------------------------------------------------------------------
+# One-shot workers: a process that prints one JSON object of outcomes
+
+def run_worker(ctx, cmd, name, what, seconds, env=None):
+    """Runs `cmd` (its stderr into NAME.log), fails the scenario if it fails, and returns the
+    JSON object it printed, noted in the scenario's notes."""
+    r = subprocess.run(cmd, capture_output=True, timeout=ctx.left(seconds), env=env)
+    with open(os.path.join(ctx.dir, name + ".log"), "ab") as f:
+        f.write(r.stderr)
+    if r.returncode != 0:
+        raise Failed("%s failed (exit %d): %s"
+                     % (what, r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
+    out = json.loads(r.stdout)
+    ctx.note("%s outcomes: %s" % (what, out))
+    return out
+
+
+def expecter(ctx, out):
+    """expect(key, want): checks that outcome `key` is `want`."""
+    def expect(key, want):
+        ctx.check(out.get(key) == want, "%s: %s, expected %s" % (key, out.get(key), want))
+    return expect
+
+
+# -------------------------------------------------------------------------------------------
 # 12b. kafkajs's admin client on topics, records and groups
 
 @scenario("admin-kafkajs", budget=60,
@@ -821,18 +845,9 @@ def admin_kafkajs(ctx):
     spec = ctx.spec(prefix="akj")
     env = dict(os.environ)
     env.setdefault("INTEROP_NODE_MODULES", ctx.suite.node_modules)
-    r = subprocess.run([node_exe(), os.path.join(INTEROP, "workers", "admin_kafkajs.js"), json.dumps(spec)],
-                       capture_output=True, timeout=ctx.left(45), env=env)
-    with open(os.path.join(ctx.dir, "admin_kafkajs.log"), "ab") as f:
-        f.write(r.stderr)
-    if r.returncode != 0:
-        raise Failed("kafkajs admin failed (exit %d): %s"
-                     % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
-    out = json.loads(r.stdout)
-    ctx.note("admin outcomes: %s" % out)
-
-    def expect(key, want):
-        ctx.check(out.get(key) == want, "%s: %s, expected %s" % (key, out.get(key), want))
+    out = run_worker(ctx, [node_exe(), os.path.join(INTEROP, "workers", "admin_kafkajs.js"), json.dumps(spec)],
+                     "admin_kafkajs", "kafkajs admin", 45, env=env)
+    expect = expecter(ctx, out)
 
     # kafkajs answers createTopics with whether it created the topic (an existing one: false).
     expect("create", True)
@@ -871,17 +886,8 @@ def admin_sarama(ctx):
         raise Failed("%s is not built: interop/install builds it with Debian's golang-go and "
                      "golang-github-shopify-sarama-dev (apt-get install golang-go "
                      "golang-github-shopify-sarama-dev; .ci/run installs them)" % exe)
-    r = subprocess.run([exe, ctx.bootstrap, "sar"], capture_output=True, timeout=ctx.left(45))
-    with open(os.path.join(ctx.dir, "sarama_admin.log"), "ab") as f:
-        f.write(r.stderr)
-    if r.returncode != 0:
-        raise Failed("sarama-admin failed (exit %d): %s"
-                     % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
-    out = json.loads(r.stdout)
-    ctx.note("sarama outcomes: %s" % out)
-
-    def expect(key, want):
-        ctx.check(out.get(key) == want, "%s: %s, expected %s" % (key, out.get(key), want))
+    out = run_worker(ctx, [exe, ctx.bootstrap, "sar"], "sarama_admin", "sarama-admin", 45)
+    expect = expecter(ctx, out)
 
     def expect_error(key, text):
         ctx.check(isinstance(out.get(key), str) and text in out[key],
@@ -919,18 +925,9 @@ def admin_sarama(ctx):
                     "complete within 15 s")
 def admin_topics(ctx):
     spec = ctx.spec(prefix="adt")
-    r = subprocess.run([python_exe(), os.path.join(INTEROP, "workers", "admin_topics.py"), json.dumps(spec)],
-                       capture_output=True, timeout=ctx.left(60))
-    with open(os.path.join(ctx.dir, "admin_topics.log"), "ab") as f:
-        f.write(r.stderr)
-    if r.returncode != 0:
-        raise Failed("admin client failed (exit %d): %s"
-                     % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
-    out = json.loads(r.stdout)
-    ctx.note("admin outcomes: %s" % out)
-
-    def expect(key, want):
-        ctx.check(out.get(key) == want, "%s: %s, expected %s" % (key, out.get(key), want))
+    out = run_worker(ctx, [python_exe(), os.path.join(INTEROP, "workers", "admin_topics.py"), json.dumps(spec)],
+                     "admin_topics", "admin client", 60)
+    expect = expecter(ctx, out)
 
     expect("create", {"adt-orders": "ok", "adt-default": "ok", "adt bad name": "TOPIC_EXCEPTION",
                       "adt-rf3": "INVALID_REPLICATION_FACTOR", "adt-badcfg": "INVALID_CONFIG"})

@@ -11,7 +11,7 @@ import subprocess
 
 import records
 from harness import INTEROP, Proc, Timeout, now, python_exe
-from scenarios import fetch_committed
+from scenarios import expecter, fetch_committed, run_worker
 from suite import Failed, scenario
 
 IN, OUT, PARTS, COUNT = "eos-in", "eos-out", 4, 10_000
@@ -133,18 +133,9 @@ def exactly_once(ctx):
           mock_note="the mock serves neither DescribeTransactions nor ListTransactions")
 def admin_transactions(ctx):
     spec = ctx.spec(prefix="atx")
-    r = subprocess.run([python_exe(), os.path.join(INTEROP, "workers", "admin_transactions.py"), json.dumps(spec)],
-                       capture_output=True, timeout=ctx.left(45))
-    with open(os.path.join(ctx.dir, "admin_transactions.log"), "ab") as f:
-        f.write(r.stderr)
-    if r.returncode != 0:
-        raise Failed("transaction admin failed (exit %d): %s"
-                     % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
-    out = json.loads(r.stdout)
-    ctx.note("outcomes: %s" % out)
-
-    def expect(key, want):
-        ctx.check(out.get(key) == want, "%s: %s, expected %s" % (key, out.get(key), want))
+    out = run_worker(ctx, [python_exe(), os.path.join(INTEROP, "workers", "admin_transactions.py"), json.dumps(spec)],
+                     "admin_transactions", "transaction admin", 45)
+    expect = expecter(ctx, out)
 
     expect("open", {"state": "Ongoing", "epoch": 0, "timeout_ms": 60000, "started": True,
                     "partitions": [["atx-out", 1]]})
