@@ -321,6 +321,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A consumer-protocol member subscribed with a regular expression
+    /// (`SubscribedTopicRegex`) that does not compile, with Kafka's message.
+    #[error("SubscribedTopicRegex `{regex}` is not a valid regular expression: {reason}.")]
+    InvalidRegularExpression {
+        /// The expression the member sent.
+        regex: String,
+        /// Why it does not compile.
+        reason: String,
+    },
+
     /// A consumer-protocol call named a group of another kind that has members (Kafka:
     /// `GROUP_ID_NOT_FOUND`, "Group … is not a consumer group."), or a group that does not
     /// exist.
@@ -390,6 +400,8 @@ pub enum ErrorCode {
     InvalidRequest,
     /// `UNSUPPORTED_VERSION`, Kafka 35.
     UnsupportedVersion,
+    /// `INVALID_REGULAR_EXPRESSION`, Kafka 128.
+    InvalidRegularExpression,
 }
 
 impl ErrorCode {
@@ -419,6 +431,7 @@ impl ErrorCode {
         ErrorCode::StaleMemberEpoch,
         ErrorCode::InvalidRequest,
         ErrorCode::UnsupportedVersion,
+        ErrorCode::InvalidRegularExpression,
     ];
 
     /// The stable name, e.g. `ILLEGAL_GENERATION`.
@@ -448,6 +461,7 @@ impl ErrorCode {
             ErrorCode::StaleMemberEpoch => "STALE_MEMBER_EPOCH",
             ErrorCode::InvalidRequest => "INVALID_REQUEST",
             ErrorCode::UnsupportedVersion => "UNSUPPORTED_VERSION",
+            ErrorCode::InvalidRegularExpression => "INVALID_REGULAR_EXPRESSION",
         }
     }
 
@@ -475,6 +489,7 @@ impl ErrorCode {
             ErrorCode::StaleMemberEpoch => Some(113),
             ErrorCode::InvalidRequest => Some(42),
             ErrorCode::UnsupportedVersion => Some(35),
+            ErrorCode::InvalidRegularExpression => Some(128),
             ErrorCode::NotPartitionOwner
             | ErrorCode::InvalidArgument
             | ErrorCode::AssignorFailed => None,
@@ -516,6 +531,7 @@ impl Error {
         "STALE_MEMBER_EPOCH",
         "INVALID_REQUEST",
         "UNSUPPORTED_VERSION",
+        "INVALID_REGULAR_EXPRESSION",
     ];
 
     /// The error's code, to match on (never match on [`code`](Self::code)'s string).
@@ -546,6 +562,7 @@ impl Error {
             Error::StaleMemberEpoch { .. } => ErrorCode::StaleMemberEpoch,
             Error::InvalidRequest { .. } => ErrorCode::InvalidRequest,
             Error::UnsupportedVersion { .. } => ErrorCode::UnsupportedVersion,
+            Error::InvalidRegularExpression { .. } => ErrorCode::InvalidRegularExpression,
             Error::NotConsumerGroup { .. } => ErrorCode::GroupIdNotFound,
             Error::Storage(e) => e.error_code(),
         }
@@ -585,6 +602,7 @@ impl Error {
             | Error::UnsupportedAssignor { .. }
             | Error::InvalidRequest { .. }
             | Error::UnsupportedVersion { .. }
+            | Error::InvalidRegularExpression { .. }
             | Error::NotConsumerGroup { .. } => ErrorClass::InvalidRequest,
             // Another instance took this static member's place: retrying cannot help.
             Error::FencedInstanceId { .. } | Error::UnreleasedInstanceId { .. } => {

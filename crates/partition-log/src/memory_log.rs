@@ -666,6 +666,10 @@ impl TopicMetadata for MemoryLog {
     fn partition_count(&self, topic: &str) -> Option<u32> {
         self.read().get(topic).map(|parts| count_u32(parts.len()))
     }
+
+    fn topic_names(&self) -> Vec<String> {
+        self.read().keys().map(|t| t.to_string()).collect()
+    }
 }
 
 #[cfg(test)]

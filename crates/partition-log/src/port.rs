@@ -269,6 +269,9 @@ mod tests {
         fn partition_count(&self, topic: &str) -> Option<u32> {
             TopicMetadata::partition_count(&self.0, topic)
         }
+        fn topic_names(&self) -> Vec<String> {
+            TopicMetadata::topic_names(&self.0)
+        }
     }
 
     #[async_trait]

@@ -55,6 +55,7 @@ fn member(m: &MemberRecord) -> Value {
             "rack_id": c.rack_id,
             "server_assignor": c.server_assignor,
             "subscribed_topic_names": c.subscribed_topic_names,
+            "subscribed_topic_regex": c.subscribed_topic_regex,
             "partitions_pending_revocation": partitions(&c.partitions_pending_revocation),
             "target_assignment": partitions(&c.target_assignment),
             "target_assignment_epoch": c.target_assignment_epoch,
@@ -108,6 +109,7 @@ pub(crate) fn strings(r: &GroupRecord) -> impl Iterator<Item = &str> {
             .into_iter()
             .flatten()
             .chain(c.subscribed_topic_names.iter().map(String::as_str))
+            .chain(c.subscribed_topic_regex.as_deref())
             .chain(c.partitions_pending_revocation.iter().map(|tp| tp.topic()))
             .chain(c.target_assignment.iter().map(|tp| tp.topic()))
         });
@@ -189,6 +191,7 @@ fn decode_member(o: &Obj<'_>) -> Result<MemberRecord, String> {
                 rack_id: c.opt_string("rack_id")?,
                 server_assignor: c.opt_string("server_assignor")?,
                 subscribed_topic_names: c.strings("subscribed_topic_names")?,
+                subscribed_topic_regex: c.opt_string_or_absent("subscribed_topic_regex")?,
                 partitions_pending_revocation: c.partitions("partitions_pending_revocation")?,
                 target_assignment: c.partitions("target_assignment")?,
                 target_assignment_epoch: c.i32("target_assignment_epoch")?,
@@ -251,6 +254,14 @@ impl<'a> Obj<'a> {
             Value::Null => Ok(None),
             Value::String(s) => Ok(Some(s.clone())),
             _ => Err(self.wrong(key, "a string or null")),
+        }
+    }
+
+    /// A field added after the first documents were written: absent reads as null.
+    fn opt_string_or_absent(&self, key: &str) -> Result<Option<String>, String> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(_) => self.opt_string(key),
         }
     }
 
@@ -353,6 +364,7 @@ mod tests {
                         rack_id: Some("r1".into()),
                         server_assignor: None,
                         subscribed_topic_names: vec!["a".into(), "b".into()],
+                        subscribed_topic_regex: Some("c-.*".into()),
                         partitions_pending_revocation: vec![tp("a", 1)],
                         target_assignment: vec![],
                         target_assignment_epoch: i32::MAX,
@@ -378,6 +390,18 @@ mod tests {
     fn every_field_round_trips() {
         let r = sample();
         assert_eq!(decode(&encode(&r)), Ok(r));
+    }
+
+    #[test]
+    fn a_document_from_before_regular_expressions_reads_as_none() {
+        let mut doc = encode(&sample());
+        doc["members"][0]["consumer"]
+            .as_object_mut()
+            .unwrap()
+            .remove("subscribed_topic_regex");
+        let back = decode(&doc).unwrap();
+        let c = back.members[0].consumer.as_ref().unwrap();
+        assert_eq!(c.subscribed_topic_regex, None);
     }
 
     #[test]

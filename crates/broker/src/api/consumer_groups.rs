@@ -92,11 +92,11 @@ async fn heartbeat(
             .subscribed_topic_names
             .as_ref()
             .map(|names| names.iter().map(|n| n.to_string()).collect()),
-        // librdkafka sends an empty regex beside a list of names: no regex, as Kafka reads it.
+        // An empty one (librdkafka sends it beside a list of names) means none: the core
+        // reads it as Kafka does, dropping an expression the member had.
         subscribed_topic_regex: request
             .subscribed_topic_regex
             .as_ref()
-            .filter(|v| !v.is_empty())
             .map(|v| v.to_string()),
         server_assignor: request.server_assignor.as_ref().map(|v| v.to_string()),
         topic_partitions,
@@ -176,6 +176,9 @@ async fn describe_groups(
                                             .iter()
                                             .map(|n| TopicName(s(n)))
                                             .collect(),
+                                    )
+                                    .with_subscribed_topic_regex(
+                                        m.subscribed_topic_regex.as_deref().map(s),
                                     )
                                     .with_assignment(described_assignment(call, &m.assignment))
                                     .with_target_assignment(described_assignment(

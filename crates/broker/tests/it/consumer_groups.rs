@@ -193,3 +193,53 @@ async fn consumer_heartbeats_get_kafkas_validation_errors() {
     assert_eq!(d.groups[0].error_code, 69);
     broker.stop().await.expect("clean stop");
 }
+
+#[tokio::test]
+async fn a_regex_subscription_is_served_and_an_invalid_one_refused() {
+    let mut config = common::config();
+    config.topics = ["t:2", "t2:1", "other:1"]
+        .iter()
+        .map(|t| t.parse().expect("topic"))
+        .collect();
+    let broker = TestBroker::with(config).await;
+    let mut c = broker.client().await;
+    let regex_join = |member: &str, regex: &str| {
+        join(member)
+            .with_subscribed_topic_names(Some(Vec::new()))
+            .with_subscribed_topic_regex(Some(s(regex)))
+    };
+    let r = c.call(&regex_join("m1", "t.*"), 1).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let assignment = r.assignment.expect("a join gets its assignment");
+    let mut ids: Vec<(Uuid, usize)> = assignment
+        .topic_partitions
+        .iter()
+        .map(|t| (t.topic_id, t.partitions.len()))
+        .collect();
+    ids.sort();
+    let mut expected = vec![
+        (topic_id(&mut c, "t").await, 2),
+        (topic_id(&mut c, "t2").await, 1),
+    ];
+    expected.sort();
+    assert_eq!(ids, expected, "t and t2, not other");
+
+    let d = c
+        .call(
+            &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("g"))]),
+            1,
+        )
+        .await;
+    let m = &d.groups[0].members[0];
+    assert_eq!(m.subscribed_topic_regex.as_deref(), Some("t.*"));
+    assert!(m.subscribed_topic_names.is_empty());
+
+    let r = c.call(&regex_join("m2", "t("), 1).await;
+    assert_eq!(r.error_code, 128, "INVALID_REGULAR_EXPRESSION");
+    let message = r.error_message.as_deref().unwrap_or_default().to_string();
+    assert!(
+        message.starts_with("SubscribedTopicRegex `t(` is not a valid regular expression: "),
+        "{message}"
+    );
+    broker.stop().await.expect("clean stop");
+}

@@ -75,8 +75,11 @@ pub struct ConsumerMemberRecord {
     pub rack_id: Option<String>,
     /// The server-side assignor the member asked for, if any.
     pub server_assignor: Option<String>,
-    /// The subscribed topic names, sorted.
+    /// The subscribed topic names, sorted (those named; the topics the regular expression
+    /// matches are matched again after a load).
     pub subscribed_topic_names: Vec<String>,
+    /// The regular-expression subscription (`SubscribedTopicRegex`), if any.
+    pub subscribed_topic_regex: Option<String>,
     /// Partitions the member must still revoke.
     pub partitions_pending_revocation: Vec<TopicPartition>,
     /// The member's target assignment.

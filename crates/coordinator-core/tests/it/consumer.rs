@@ -401,13 +401,6 @@ async fn invalid_requests_are_refused_with_kafkas_messages() {
         ),
         (Req::heartbeat(G, "m", -2), "InstanceId can't be null."),
         (Req::heartbeat(G, "m", -3), "MemberEpoch is invalid."),
-        (
-            Req {
-                subscribed_topic_regex: Some("ord.*".into()),
-                ..join()
-            },
-            "SubscribedTopicRegex is not supported yet.",
-        ),
     ];
     for (req, message) in cases {
         let e = h.hb(&req).await.unwrap_err();
@@ -911,4 +904,208 @@ async fn a_heartbeat_whose_record_cannot_be_stored_gets_the_stores_error_and_rec
     assert_eq!(sorted(a.assignment.unwrap()).len(), 4);
     let stored = h.store.inner().unwrap().records.lock().unwrap().len();
     assert_eq!(stored, 1, "the retried join is stored");
+}
+
+// ---- Regular-expression subscriptions (SubscribedTopicRegex) ----
+
+/// A join that subscribes by `regex` (and names no topic).
+fn join_regex(member: &str, regex: &str) -> Req {
+    Req::join(G, member, Vec::<String>::new()).with_regex(regex)
+}
+
+fn topics_of(partitions: &[TopicPartition]) -> Vec<&str> {
+    let mut t: Vec<&str> = partitions.iter().map(TopicPartition::topic).collect();
+    t.dedup();
+    t
+}
+
+#[tokio::test]
+async fn a_regex_subscription_gets_the_topics_whose_whole_name_matches() {
+    let h = harness();
+    h.topics.set("orders-eu", 2);
+    h.topics.set("old-orders", 1);
+    let r = h.hb(&join_regex("a", "orders.*")).await.unwrap();
+    let owned = sorted(r.assignment.unwrap());
+    assert_eq!(topics_of(&owned), ["orders", "orders-eu"], "not old-orders");
+    assert_eq!(owned.len(), 6);
+    let m = h.member("a").await;
+    assert_eq!(m.subscribed_topic_regex.as_deref(), Some("orders.*"));
+    assert!(m.subscribed_topic_names.is_empty(), "the names it sent");
+    let record = h.c.group_record(G).unwrap();
+    let c = record.members[0].consumer.as_ref().unwrap();
+    assert_eq!(c.subscribed_topic_regex.as_deref(), Some("orders.*"));
+}
+
+#[tokio::test]
+async fn a_regex_and_names_subscribe_to_their_union() {
+    let h = harness();
+    let r = h
+        .hb(&Req::join(G, "a", ["payments"]).with_regex("ord.*"))
+        .await
+        .unwrap();
+    assert_eq!(
+        topics_of(&sorted(r.assignment.unwrap())),
+        ["orders", "payments"]
+    );
+    // A topic matched and named counts once: its partitions are assigned once.
+    let r = h
+        .hb(&Req::join(G, "b", ["orders"]).with_regex("orders"))
+        .await
+        .unwrap();
+    assert_eq!(r.member_epoch, 2);
+    let d = h.c.consumer().describe(G).await.unwrap();
+    let targets: usize = d.members.iter().map(|m| m.target_assignment.len()).sum();
+    assert_eq!(targets, 6, "each partition of orders and payments once");
+}
+
+#[tokio::test]
+async fn a_topic_created_later_that_matches_joins_within_ten_seconds() {
+    let h = harness();
+    let r = h.hb(&join_regex("a", "orders.*")).await.unwrap();
+    let mut owned = sorted(r.assignment.unwrap());
+    assert_eq!(owned.len(), 4);
+    h.topics.set("orders-eu", 3);
+    h.clock.advance(9_999);
+    let r = h.beat("a", 1, &owned).await;
+    assert_eq!(
+        (r.member_epoch, r.assignment),
+        (1, None),
+        "not matched again yet"
+    );
+    h.clock.advance(1);
+    let r = h.beat("a", 1, &owned).await;
+    assert_eq!(r.member_epoch, 2, "the new topic bumps the group epoch");
+    owned = sorted(r.assignment.unwrap());
+    assert_eq!(topics_of(&owned), ["orders", "orders-eu"]);
+    assert_eq!(owned.len(), 7);
+    // Matching again and finding the same topics changes nothing.
+    h.clock.advance(10_000);
+    let r = h.beat("a", 2, &owned).await;
+    assert_eq!((r.member_epoch, r.assignment), (2, None));
+}
+
+#[tokio::test]
+async fn a_new_regex_is_matched_at_once_and_bumps_the_group_epoch() {
+    let h = harness();
+    let r = h.join("a", &["payments"]).await;
+    let owned = sorted(r.assignment.unwrap());
+    let r = h
+        .hb(&Req::heartbeat(G, "a", 1).with_regex("ord.*").owning(owned))
+        .await
+        .unwrap();
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(
+        topics_of(&sorted(r.assignment.unwrap())),
+        ["orders", "payments"]
+    );
+    // An expression that matches no topic changes no subscription: no new epoch.
+    let r = h.hb(&join_regex("b", "nothing-.*")).await.unwrap();
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(r.assignment, Some(Vec::new()));
+}
+
+#[tokio::test]
+async fn an_empty_regex_drops_the_regex_subscription() {
+    let h = harness();
+    let r = h
+        .hb(&Req::join(G, "a", ["payments"]).with_regex("ord.*"))
+        .await
+        .unwrap();
+    let owned = sorted(r.assignment.unwrap());
+    let r = h
+        .hb(&Req::heartbeat(G, "a", 1).with_regex("").owning(owned))
+        .await
+        .unwrap();
+    assert_eq!(h.c.consumer().describe(G).await.unwrap().group_epoch, 2);
+    assert!(r
+        .assignment
+        .unwrap()
+        .iter()
+        .all(|p| p.topic() == "payments"));
+    assert_eq!(h.member("a").await.subscribed_topic_regex, None);
+    let d = h.c.consumer().describe(G).await.unwrap();
+    assert!(d.members[0]
+        .target_assignment
+        .iter()
+        .all(|p| p.topic() == "payments"));
+}
+
+#[tokio::test]
+async fn an_invalid_regex_is_invalid_regular_expression_and_changes_nothing() {
+    let h = harness();
+    let e = h.hb(&join_regex("a", "ord(")).await.unwrap_err();
+    assert_eq!(e.kafka_code(), Some(128));
+    assert_eq!(e.error_code(), ErrorCode::InvalidRegularExpression);
+    assert!(
+        e.to_string()
+            .starts_with("SubscribedTopicRegex `ord(` is not a valid regular expression: "),
+        "{e}"
+    );
+    assert!(
+        h.c.group_record(G).is_none_or(|r| r.members.is_empty()),
+        "the member was not admitted"
+    );
+    // A member of the group that switches to an invalid expression keeps what it had.
+    h.hb(&join_regex("a", "ord.*")).await.unwrap();
+    let before = h.c.consumer().describe(G).await.unwrap();
+    let e = h
+        .hb(&Req::heartbeat(G, "a", 1).with_regex("[z-a]"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::InvalidRegularExpression);
+    assert_eq!(h.c.consumer().describe(G).await.unwrap(), before);
+}
+
+#[tokio::test]
+async fn a_regex_shared_by_members_stays_resolved_until_the_last_one_leaves() {
+    let h = harness();
+    let a = h.hb(&join_regex("a", "orders")).await.unwrap();
+    h.hb(&join_regex("b", "orders")).await.unwrap();
+    h.hb(&Req::heartbeat(G, "a", -1)).await.unwrap();
+    drop(a);
+    // b still subscribes through the expression the group already matched.
+    let r = h.beat("b", 2, &[]).await;
+    assert_eq!(r.member_epoch, 3);
+    assert_eq!(sorted(r.assignment.unwrap()).len(), 4, "all of orders");
+    assert_eq!(
+        h.c.consumer().describe(G).await.unwrap().members[0]
+            .subscribed_topic_regex
+            .as_deref(),
+        Some("orders")
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_topic_leaves_a_regex_subscription() {
+    let h = harness();
+    h.topics.set("orders-eu", 2);
+    let r = h.hb(&join_regex("a", "orders.*")).await.unwrap();
+    let owned = sorted(r.assignment.unwrap());
+    h.topics.delete("orders-eu");
+    let r = h.beat("a", 1, &owned).await;
+    assert_eq!(h.c.consumer().describe(G).await.unwrap().group_epoch, 2);
+    // The member first revokes the deleted topic's partitions, then moves on.
+    let kept = sorted(r.assignment.unwrap());
+    assert_eq!(topics_of(&kept), ["orders"]);
+    assert_eq!(h.member("a").await.state, MemberState::UnrevokedPartitions);
+    assert_eq!(h.beat("a", 1, &kept).await.member_epoch, 2);
+}
+
+#[tokio::test]
+async fn a_restarted_coordinator_carries_a_regex_subscription_on() {
+    let h = harness();
+    let r = h.hb(&join_regex("a", "orders.*")).await.unwrap();
+    let owned = sorted(r.assignment.unwrap());
+    let before = h.c.consumer().describe(G).await.unwrap();
+    let r = h.restarted().await;
+    assert_eq!(r.c.consumer().describe(G).await.unwrap(), before);
+    // The first heartbeat matches the expression again and finds the same topics.
+    let ra = r.beat("a", 1, &owned).await;
+    assert_eq!((ra.member_epoch, ra.assignment), (1, None), "no rebalance");
+    // And it still picks up a topic created later.
+    r.topics.set("orders-eu", 1);
+    r.clock.advance(10_000);
+    let ra = r.beat("a", 1, &owned).await;
+    assert_eq!(ra.member_epoch, 2);
+    assert_eq!(sorted(ra.assignment.unwrap()).len(), 5);
 }

@@ -1,6 +1,7 @@
 //! Model-based test of consumer-protocol groups (KIP-848): random interleavings of joins,
 //! heartbeats carrying owned partitions, leaves (−1, and −2 for static members), crashes,
-//! lost responses, topic changes, commits, clock advances and timer runs, on a
+//! lost responses, topic changes (a topic created later that a member's regular expression
+//! matches among them), commits, clock advances and timer runs, on a
 //! `ManualClock`. Clients behave as Kafka's do: they own what their last answer assigned,
 //! report it on every heartbeat, drop everything and join again when fenced. After every
 //! step:
@@ -12,8 +13,8 @@
 //!    at that moment;
 //!
 //! and at the end of every sequence, once the disruptions stop and heartbeats continue,
-//! 4. every partition of a subscribed topic is owned by exactly one member, and the group is
-//!    Stable.
+//! 4. every partition of a subscribed topic (named, or matched by a member's regular
+//!    expression) is owned by exactly one member, and the group is Stable.
 //!
 //! `CONSUMER_MODEL_SEQUENCES=n` scales the run (default 300); `CONSUMER_MODEL_SEED=s`
 //! replays one sequence.
@@ -35,6 +36,8 @@ const G: &str = "g";
 const CLIENTS: usize = 4;
 const SESSION: u64 = 45_000;
 const REBALANCE: i32 = 20_000;
+/// The regular expression some clients subscribe with.
+const PAY: &str = "pay.*";
 
 #[derive(Default)]
 struct Client {
@@ -43,6 +46,8 @@ struct Client {
     owned: BTreeSet<TopicPartition>,
     instance: Option<String>,
     topics: Vec<String>,
+    /// Its regular-expression subscription (`None`: it sends `""`, as librdkafka does).
+    regex: Option<String>,
     incarnation: u32,
     /// Its last answer was lost: like Kafka's client, it sends a full heartbeat next.
     full_next: bool,
@@ -98,11 +103,13 @@ impl World {
             Req {
                 rebalance_timeout_ms: REBALANCE,
                 ..Req::join(G, id.clone(), cl.topics.clone())
+                    .with_regex(cl.regex.clone().unwrap_or_default())
             }
         } else if cl.full_next {
             Req {
                 rebalance_timeout_ms: REBALANCE,
                 subscribed_topic_names: Some(cl.topics.clone()),
+                subscribed_topic_regex: Some(cl.regex.clone().unwrap_or_default()),
                 ..Req::heartbeat(G, id.clone(), epoch).owning(cl.owned.iter().cloned())
             }
         } else {
@@ -164,15 +171,18 @@ impl World {
         if cl.instance.is_none() && rng.chance(40) {
             cl.instance = Some(format!("instance-{i}"));
         }
-        cl.topics = if rng.chance(70) {
+        let choice = rng.below(10);
+        cl.topics = if choice < 8 {
             vec!["orders".into()]
         } else {
             vec!["orders".into(), "payments".into()]
         };
+        cl.regex = (choice >= 5 && choice < 8).then(|| PAY.to_string());
         let id = format!("m{i}-{}", cl.incarnation);
         let mut req = Req {
             rebalance_timeout_ms: REBALANCE,
             ..Req::join(G, id.clone(), cl.topics.clone())
+                .with_regex(cl.regex.clone().unwrap_or_default())
         };
         req.instance_id.clone_from(&cl.instance);
         let r = self.c.consumer().heartbeat(&req).await;
@@ -265,7 +275,13 @@ impl World {
     }
 
     fn grow(&mut self, rng: &mut Rng) {
-        let topic = if rng.chance(50) { "orders" } else { "payments" };
+        // payments and payments-eu do not exist at first: created later, and matched by
+        // the regular expression.
+        let topic = match rng.below(3) {
+            0 => "orders",
+            1 => "payments",
+            _ => "payments-eu",
+        };
         let n = self.partitions.entry(topic).or_insert(0);
         if *n < 8 {
             *n += 1 + rng.below(2) as u32;
@@ -329,11 +345,15 @@ impl World {
             "{d:#?}\n{}",
             self.log.join("\n")
         );
-        let subscribed: BTreeSet<&str> = d
+        let pay = regex::Regex::new(&format!("^(?:{PAY})$")).unwrap();
+        let mut subscribed: BTreeSet<&str> = d
             .members
             .iter()
             .flat_map(|m| m.subscribed_topic_names.iter().map(String::as_str))
             .collect();
+        if d.members.iter().any(|m| m.subscribed_topic_regex.is_some()) {
+            subscribed.extend(self.partitions.keys().copied().filter(|t| pay.is_match(t)));
+        }
         let mut owners: BTreeMap<TopicPartition, usize> = BTreeMap::new();
         for m in &d.members {
             for tp in &m.assignment {

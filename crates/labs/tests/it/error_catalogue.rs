@@ -309,7 +309,7 @@ async fn provoke_classic() -> Vec<Seen> {
 // ---- Kafka's consumer group protocol (KIP-848): its rows, self-contained ----
 
 /// FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, STALE_MEMBER_EPOCH,
-/// INVALID_REQUEST, UNSUPPORTED_VERSION (and GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND
+/// INVALID_REQUEST, UNSUPPORTED_VERSION, INVALID_REGULAR_EXPRESSION (and GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND
 /// again) through `coordinator.consumer()` and `coordinator.offsets()`.
 async fn provoke_consumer_protocol() -> Vec<Seen> {
     use coordinator_core::{
@@ -352,6 +352,11 @@ async fn provoke_consumer_protocol() -> Vec<Seen> {
     ));
     seen.push(core(
         hb(Req::heartbeat("kip848", "m1", -3)).await.unwrap_err(),
+    ));
+    seen.push(core(
+        hb(Req::join("kip848", "m2", ["orders"]).with_regex("orders("))
+            .await
+            .unwrap_err(),
     ));
     seen.push(core(
         hb(Req::heartbeat("absent", "m1", 1)).await.unwrap_err(),

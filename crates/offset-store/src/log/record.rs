@@ -32,6 +32,11 @@
 //!
 //! Types 8 and 9 came with the transaction coordinator: a log written before them loads
 //! unchanged; a log holding them is refused by an older build ("unknown record type").
+//!
+//! A group record is written at version 2 when one of its consumer-protocol members
+//! subscribes with a regular expression (version 2 adds it, see [`put_group`]), else at
+//! version 1: a log without such members stays readable by the builds before version 2,
+//! and one with them is refused by those builds ("at unknown version 2"), never misread.
 
 use std::sync::Arc;
 
@@ -47,8 +52,10 @@ pub(crate) const FRAME_HEADER: usize = 12;
 const FRAME_VERSION: u8 = 1;
 /// The largest body a frame may have: larger lengths are damage.
 pub(crate) const MAX_BODY: usize = 1 << 30;
-/// The version every record is written at.
+/// The version every record is written at (group records: see [`group_version`]).
 const RECORD_VERSION: u8 = 1;
+/// The version of a group record with a member's regular expression.
+const GROUP_VERSION_REGEX: u8 = 2;
 
 const COMMIT: u8 = 1;
 const DELETE_OFFSET: u8 = 2;
@@ -139,10 +146,14 @@ impl<'a> Frame<'a> {
     }
 
     fn record(&mut self, kind: u8, payload: impl FnOnce(&mut Vec<u8>)) {
+        self.record_at(kind, RECORD_VERSION, payload);
+    }
+
+    fn record_at(&mut self, kind: u8, version: u8, payload: impl FnOnce(&mut Vec<u8>)) {
         let at = self.buf.len();
         self.buf.extend_from_slice(&[0; 4]);
         self.buf.push(kind);
-        self.buf.push(RECORD_VERSION);
+        self.buf.push(version);
         payload(self.buf);
         let len = u32_len(self.buf.len() - at - 4);
         self.buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
@@ -169,7 +180,7 @@ impl<'a> Frame<'a> {
     }
 
     pub(crate) fn group(&mut self, record: &GroupRecord) {
-        self.record(GROUP, |b| put_group(b, record));
+        self.record_at(GROUP, group_version(record), |b| put_group(b, record));
     }
 
     pub(crate) fn group_tombstone(&mut self, group: &str) {
@@ -253,10 +264,12 @@ fn put_count(b: &mut Vec<u8>, n: usize) {
 ///   rebalance ms:u64, protocols:u32 then each: name, metadata bytes, topics (optional:
 ///   count:u32 then strings), assignment bytes, partitions:u32 then each: topic, partition:u32,
 ///   consumer (optional: member epoch:i32, previous epoch:i32, state, rack (optional),
-///   assignor (optional), subscribed topics:u32 then strings, pending revocation and target
-///   assignment: each partitions:u32 then topic, partition:u32; target epoch:i32)
+///   assignor (optional), subscribed topics:u32 then strings, [version 2: regular
+///   expression (optional)], pending revocation and target assignment: each
+///   partitions:u32 then topic, partition:u32; target epoch:i32)
 /// ```
 pub(crate) fn put_group(b: &mut Vec<u8>, r: &GroupRecord) {
+    let version = group_version(r);
     put_str(b, &r.group_id);
     b.push(match r.kind {
         GroupKind::Chapter => 0,
@@ -315,6 +328,9 @@ pub(crate) fn put_group(b: &mut Vec<u8>, r: &GroupRecord) {
                 put_count(b, c.subscribed_topic_names.len());
                 for t in &c.subscribed_topic_names {
                     put_str(b, t);
+                }
+                if version >= GROUP_VERSION_REGEX {
+                    put_opt_str(b, c.subscribed_topic_regex.as_deref());
                 }
                 for list in [&c.partitions_pending_revocation, &c.target_assignment] {
                     put_count(b, list.len());
@@ -399,6 +415,21 @@ pub(crate) fn transaction_size(r: &TransactionRecord) -> usize {
     6 + b.len()
 }
 
+/// The version a group record is written at: 2 if a member subscribes with a regular
+/// expression, else 1.
+fn group_version(r: &GroupRecord) -> u8 {
+    let regex = r.members.iter().any(|m| {
+        m.consumer
+            .as_ref()
+            .is_some_and(|c| c.subscribed_topic_regex.is_some())
+    });
+    if regex {
+        GROUP_VERSION_REGEX
+    } else {
+        RECORD_VERSION
+    }
+}
+
 /// The bytes one group record takes (an upper bound: the exact size, computed by encoding).
 pub(crate) fn group_size(r: &GroupRecord) -> usize {
     let mut b = Vec::new();
@@ -458,7 +489,7 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
     let bytes = r.bytes;
     let kind = r.u8()?;
     let version = r.u8()?;
-    if version != RECORD_VERSION {
+    if version != RECORD_VERSION && !(kind == GROUP && version == GROUP_VERSION_REGEX) {
         return Err(format!("record type {kind} at unknown version {version}"));
     }
     let record = match kind {
@@ -472,7 +503,7 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
             tp: r.tp()?,
         },
         DELETE_GROUP_OFFSETS => Record::DeleteGroupOffsets { group: r.string()? },
-        GROUP => Record::Group(r.group()?),
+        GROUP => Record::Group(r.group(version)?),
         GROUP_TOMBSTONE => Record::GroupTombstone { group: r.string()? },
         SNAPSHOT_START => Record::SnapshotStart { base: r.u64()? },
         SNAPSHOT_END => Record::SnapshotEnd {
@@ -669,7 +700,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn group(&mut self) -> Result<GroupRecord, DecodeError> {
+    fn group(&mut self, version: u8) -> Result<GroupRecord, DecodeError> {
         let group_id = self.string()?;
         let kind = match self.u8()? {
             0 => GroupKind::Chapter,
@@ -737,6 +768,11 @@ impl<'a> Reader<'a> {
                 for _ in 0..nt {
                     subscribed_topic_names.push(self.string()?);
                 }
+                let subscribed_topic_regex = if version >= GROUP_VERSION_REGEX {
+                    self.opt_string()?
+                } else {
+                    None
+                };
                 let mut lists = [Vec::new(), Vec::new()];
                 for list in &mut lists {
                     let n = self.count(8)?;
@@ -753,6 +789,7 @@ impl<'a> Reader<'a> {
                     rack_id,
                     server_assignor,
                     subscribed_topic_names,
+                    subscribed_topic_regex,
                     partitions_pending_revocation,
                     target_assignment,
                     target_assignment_epoch: self.i32()?,
@@ -985,6 +1022,44 @@ mod tests {
                 _ => {}
             }
         }
+    }
+
+    /// A consumer-protocol group, with or without a member's regular expression.
+    fn consumer_group(regex: Option<&str>) -> GroupRecord {
+        let mut g = sample_group();
+        g.kind = GroupKind::Consumer;
+        g.members[0].consumer = Some(ConsumerMemberRecord {
+            member_epoch: 3,
+            previous_member_epoch: 2,
+            state: "STABLE".into(),
+            rack_id: None,
+            server_assignor: Some("uniform".into()),
+            subscribed_topic_names: vec!["t".into()],
+            subscribed_topic_regex: regex.map(str::to_string),
+            partitions_pending_revocation: vec![],
+            target_assignment: vec![TopicPartition::new("t", 0)],
+            target_assignment_epoch: 3,
+        });
+        g
+    }
+
+    #[test]
+    fn a_group_record_is_at_version_2_only_with_a_regular_expression() {
+        for (regex, version) in [(None, 1u8), (Some("t.*"), 2)] {
+            let record = Record::Group(consumer_group(regex));
+            let frame = encode_frame(std::slice::from_ref(&record));
+            // frame header, body version and count, then the record's len and type.
+            let at = FRAME_HEADER + 1 + 4 + 4;
+            assert_eq!((frame[at], frame[at + 1]), (GROUP, version), "{regex:?}");
+            let body = &frame[FRAME_HEADER..];
+            assert_eq!(decode_body(body).unwrap(), [record]);
+        }
+        // Another record type at version 2 is still unknown.
+        let mut frame = encode_frame(&[Record::GroupTombstone { group: "g".into() }]);
+        let at = FRAME_HEADER + 1 + 4 + 4 + 1;
+        frame[at] = 2;
+        let err = decode_body(&frame[FRAME_HEADER..]).unwrap_err();
+        assert!(err.contains("at unknown version 2"), "{err}");
     }
 
     #[test]

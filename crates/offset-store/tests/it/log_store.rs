@@ -71,6 +71,7 @@ fn record(group: &str, generation: u64) -> GroupRecord {
                     rack_id: Some("rack-a".into()),
                     server_assignor: None,
                     subscribed_topic_names: vec!["t".into(), "u".into()],
+                    subscribed_topic_regex: Some("u.*".into()),
                     partitions_pending_revocation: vec![tp("t", 3)],
                     target_assignment: vec![tp("t", 2), tp("u", 0)],
                     target_assignment_epoch: 8,

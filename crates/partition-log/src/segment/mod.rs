@@ -781,6 +781,10 @@ impl TopicMetadata for SegmentLog {
     fn partition_count(&self, topic: &str) -> Option<u32> {
         self.inner.topics().get(topic).map(|t| t.entry.partitions)
     }
+
+    fn topic_names(&self) -> Vec<String> {
+        self.inner.topics().keys().map(|t| t.to_string()).collect()
+    }
 }
 
 #[cfg(test)]

@@ -72,10 +72,6 @@ pub(crate) fn validate(
     } else if req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH {
         return Err(invalid("MemberEpoch is invalid."));
     }
-    if req.subscribed_topic_regex.is_some() {
-        // DIFFERS from Kafka 4 (which supports it): not implemented yet; Kafka 3.7's message.
-        return Err(invalid("SubscribedTopicRegex is not supported yet."));
-    }
     if req.rebalance_timeout_ms < -1 {
         return Err(invalid("RebalanceTimeoutMs must be -1 or at least 0."));
     }
@@ -113,7 +109,8 @@ impl ConsumerGroups<'_> {
     /// Errors, in Kafka's order: `INVALID_REQUEST` (42, Kafka's validation and messages),
     /// `UNSUPPORTED_ASSIGNOR` (112), `GROUP_ID_NOT_FOUND` (69: no such group for an epoch
     /// other than 0, or a group of another kind with members), `GROUP_MAX_SIZE_REACHED`
-    /// (81), `UNKNOWN_MEMBER` (25), `FENCED_MEMBER_EPOCH` (110), `UNRELEASED_INSTANCE_ID`
+    /// (81), `UNKNOWN_MEMBER` (25), `INVALID_REGULAR_EXPRESSION` (128: a new expression
+    /// that does not compile; nothing changed), `FENCED_MEMBER_EPOCH` (110), `UNRELEASED_INSTANCE_ID`
     /// (111), `FENCED_INSTANCE_ID` (82), `ASSIGNOR_FAILED` (no assignor registered, or one that
     /// failed: nothing changed).
     pub async fn heartbeat(

@@ -7,13 +7,15 @@
 //! `CurrentAssignmentBuilder` (synchronous, no I/O); `api.rs` the [`ConsumerGroups`] view
 //! through which a wire front calls it (`coordinator.consumer()`).
 //!
-//! Not yet here: regular-expression subscriptions (`SubscribedTopicRegex`, refused with
-//! `INVALID_REQUEST`), rack-aware assignment, and Kafka's online migration between the
+//! `pattern.rs` compiles regular-expression subscriptions (`SubscribedTopicRegex`).
+//!
+//! Not yet here: rack-aware assignment, and Kafka's online migration between the
 //! classic and the consumer protocol (an Empty group of either kind is taken over by the
 //! first member of the other, as in Kafka; a group with members refuses the other
 //! protocol's calls).
 
 mod api;
+mod pattern;
 mod protocol;
 mod state;
 

@@ -31,8 +31,10 @@ pub struct ConsumerGroupHeartbeatRequest {
     pub rebalance_timeout_ms: i32,
     /// The subscribed topic names; `None`: unchanged.
     pub subscribed_topic_names: Option<Vec<String>>,
-    /// The regular-expression subscription (v1); `None`: unchanged. Not supported yet: a
-    /// request that sets it is refused with `INVALID_REQUEST`.
+    /// The regular-expression subscription (v1, RE2 syntax, matched against whole topic
+    /// names as Kafka's `Matcher.matches`); `None`: unchanged; `Some("")`: none any more.
+    /// The member subscribes to the union of its names and the topics the expression
+    /// matches, topics created later included.
     pub subscribed_topic_regex: Option<String>,
     /// The server-side assignor the member wants (`group.remote.assignor`); `None`:
     /// unchanged, or the coordinator's default.
@@ -103,6 +105,13 @@ impl ConsumerGroupHeartbeatRequest {
     #[must_use]
     pub fn with_instance_id(mut self, instance_id: impl Into<String>) -> Self {
         self.instance_id = Some(instance_id.into());
+        self
+    }
+
+    /// The same request, subscribing by the regular expression `regex` (`""` for none).
+    #[must_use]
+    pub fn with_regex(mut self, regex: impl Into<String>) -> Self {
+        self.subscribed_topic_regex = Some(regex.into());
         self
     }
 
@@ -224,8 +233,11 @@ pub struct ConsumerMemberDescription {
     pub client_id: String,
     /// The client's host.
     pub client_host: String,
-    /// The subscribed topic names, sorted.
+    /// The subscribed topic names, sorted (those named, not those a regular expression
+    /// matches).
     pub subscribed_topic_names: Vec<String>,
+    /// The regular-expression subscription, if the member has one.
+    pub subscribed_topic_regex: Option<String>,
     /// The current assignment, sorted.
     pub assignment: Vec<TopicPartition>,
     /// Partitions the member must still revoke, sorted.

@@ -17,7 +17,10 @@ use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use tracing::info;
+use regex::Regex;
+use tracing::{info, warn};
+
+use super::pattern;
 
 use super::protocol::{
     ConsumerGroupDescription, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
@@ -57,7 +60,12 @@ struct Member {
     previous_epoch: i32,
     state: MemberState,
     rebalance_timeout_ms: u64,
-    /// Subscribed topics, sorted and unique.
+    /// The topics the member names, sorted and unique.
+    names: Vec<Arc<str>>,
+    /// The member's regular-expression subscription.
+    regex: Option<Arc<str>>,
+    /// The topics the member subscribes to: its names and what its regular expression
+    /// matches, sorted and unique.
     topics: Vec<Arc<str>>,
     server_assignor: Option<String>,
     /// The current assignment.
@@ -84,6 +92,8 @@ impl Member {
             previous_epoch: 0,
             state: MemberState::Stable,
             rebalance_timeout_ms: 0,
+            names: Vec::new(),
+            regex: None,
             topics: Vec::new(),
             server_assignor: None,
             assigned: BTreeSet::new(),
@@ -113,6 +123,33 @@ fn topic_set(names: &[String]) -> Vec<Arc<str>> {
     set.into_iter().map(Arc::from).collect()
 }
 
+/// A regular expression members of the group subscribe with, and the topics it matches.
+#[derive(Clone, Debug)]
+struct Resolved {
+    regex: Regex,
+    /// How many members subscribe with it.
+    members: u32,
+    /// The topics it matched when last resolved, sorted.
+    topics: Vec<Arc<str>>,
+}
+
+/// A member's subscribed topics: its names and what its expression matched, sorted.
+fn effective(
+    names: &[Arc<str>],
+    regex: Option<&Arc<str>>,
+    regexes: &BTreeMap<Arc<str>, Resolved>,
+) -> Vec<Arc<str>> {
+    let matched = regex.and_then(|r| regexes.get(r)).map(|r| &r.topics[..]);
+    match matched {
+        None | Some([]) => names.to_vec(),
+        Some(matched) if names.is_empty() => matched.to_vec(),
+        Some(matched) => {
+            let set: BTreeSet<&Arc<str>> = names.iter().chain(matched).collect();
+            set.into_iter().cloned().collect()
+        }
+    }
+}
+
 /// A consumer-protocol group.
 #[derive(Clone, Debug)]
 pub(crate) struct ConsumerGroup {
@@ -124,8 +161,13 @@ pub(crate) struct ConsumerGroup {
     group_epoch: i32,
     /// The target assignment's epoch.
     target_epoch: i32,
-    /// Subscribed topic → how many members subscribe to it.
+    /// Subscribed topic → how many members subscribe to it (by name or by expression).
     subscribers: BTreeMap<Arc<str>, u32>,
+    /// The members' regular expressions, with what each matched.
+    regexes: BTreeMap<Arc<str>, Resolved>,
+    /// When the expressions were last matched against the topics; `None`: never (a group
+    /// just loaded), so the next heartbeat matches them.
+    regexes_resolved_at: Option<u64>,
     /// Subscribed topic → its partition count when the group epoch was last bumped (absent:
     /// the topic did not exist).
     topic_partitions: BTreeMap<Arc<str>, u32>,
@@ -169,6 +211,8 @@ impl ConsumerGroup {
             group_epoch: 0,
             target_epoch: 0,
             subscribers: BTreeMap::new(),
+            regexes: BTreeMap::new(),
+            regexes_resolved_at: None,
             topic_partitions: BTreeMap::new(),
             owners: HashMap::new(),
             assignor: None,
@@ -181,8 +225,10 @@ impl ConsumerGroup {
     /// states, subscriptions and current, pending and target assignments, and the target's
     /// epoch; every session (and a revocation under way) counting from `now`. The subscribed
     /// topics' partition counts are taken from the target assignment (every partition of a
-    /// subscribed topic is in some member's target), so a heartbeat after the load bumps the
-    /// group epoch only if the topics changed meanwhile.
+    /// subscribed topic is in some member's target), and so are the topics each regular
+    /// expression matched (the targeted topics it matches): a heartbeat after the load
+    /// matches the expressions again, and bumps the group epoch only if the topics changed
+    /// meanwhile.
     pub(crate) fn from_record(record: &GroupRecord, now: u64) -> Self {
         let mut group = ConsumerGroup::new(Arc::from(record.group_id.as_str()));
         group.group_epoch = epoch_of(record.generation);
@@ -204,7 +250,13 @@ impl ConsumerGroup {
                 previous_epoch: c.previous_member_epoch,
                 state,
                 rebalance_timeout_ms: m.rebalance_timeout_ms,
-                topics: topic_set(&c.subscribed_topic_names),
+                names: topic_set(&c.subscribed_topic_names),
+                regex: c
+                    .subscribed_topic_regex
+                    .as_deref()
+                    .filter(|r| !r.is_empty())
+                    .map(Arc::from),
+                topics: Vec::new(),
                 server_assignor: c.server_assignor.clone(),
                 assigned: m.partitions.iter().cloned().collect(),
                 revoking: c.partitions_pending_revocation.iter().cloned().collect(),
@@ -218,13 +270,50 @@ impl ConsumerGroup {
             for tp in member.assigned.iter().chain(&member.revoking) {
                 group.owners.insert(tp.clone(), id.clone());
             }
-            for t in &member.topics {
-                *group.subscribers.entry(t.clone()).or_insert(0) += 1;
+            if let Some(regex) = &member.regex {
+                match group.regexes.get_mut(regex) {
+                    Some(r) => r.members += 1,
+                    None => match pattern::compile(regex) {
+                        Ok(compiled) => {
+                            group.regexes.insert(
+                                regex.clone(),
+                                Resolved {
+                                    regex: compiled,
+                                    members: 1,
+                                    topics: Vec::new(),
+                                },
+                            );
+                        }
+                        // It compiled when the member sent it: a record from another build
+                        // or a damaged one. Kafka logs it and matches nothing with it.
+                        Err(e) => {
+                            warn!(group = %record.group_id, error = %e, "a member's regular expression does not compile; it matches no topic")
+                        }
+                    },
+                }
             }
             if let Some(instance) = &member.instance_id {
                 group.instances.insert(instance.clone(), id.clone());
             }
             group.members.insert(id, member);
+        }
+        let targeted: BTreeSet<&str> = group
+            .members
+            .values()
+            .flat_map(|m| m.target.iter().map(TopicPartition::topic))
+            .collect();
+        for r in group.regexes.values_mut() {
+            r.topics = targeted
+                .iter()
+                .filter(|t| r.regex.is_match(t))
+                .map(|t| Arc::from(*t))
+                .collect();
+        }
+        for m in group.members.values_mut() {
+            m.topics = effective(&m.names, m.regex.as_ref(), &group.regexes);
+            for t in &m.topics {
+                *group.subscribers.entry(t.clone()).or_insert(0) += 1;
+            }
         }
         for m in group.members.values() {
             for tp in &m.target {
@@ -389,22 +478,57 @@ impl ConsumerGroup {
         let id = match &found {
             Found::Existing(id) | Found::New(id) | Found::Replaces { new: id, .. } => id.clone(),
         };
-        // 1. What changes: the subscription, and the subscribed topics' metadata.
-        let new_topics = req.subscribed_topic_names.as_deref().map(topic_set);
-        let old_topics: &[Arc<str>] = match &found {
-            Found::Existing(id) => self.members.get(id).map_or(&[], |m| &m.topics[..]),
-            Found::Replaces { old, .. } => self.members.get(old).map_or(&[], |m| &m.topics[..]),
-            Found::New(_) => &[],
+        // 1. What changes: the subscription (names and expression), what the group's
+        // expressions match, and the subscribed topics' metadata.
+        let new_names = req.subscribed_topic_names.as_deref().map(topic_set);
+        // Kafka reads an empty expression as none.
+        let new_regex: Option<Option<Arc<str>>> = req
+            .subscribed_topic_regex
+            .as_deref()
+            .map(|r| (!r.is_empty()).then(|| Arc::from(r)));
+        let old = match &found {
+            Found::Existing(id) => self.members.get(id),
+            Found::Replaces { old, .. } => self.members.get(old),
+            Found::New(_) => None,
         };
-        let subscription_changed = new_topics.as_deref().is_some_and(|t| t != old_topics);
+        let names_changed = new_names
+            .as_deref()
+            .is_some_and(|t| t != old.map_or(&[][..], |m| &m.names[..]));
+        let regex_changed = new_regex
+            .as_ref()
+            .is_some_and(|r| r.as_ref() != old.and_then(|m| m.regex.as_ref()));
+        // A new expression is compiled before anything changes (Kafka:
+        // INVALID_REGULAR_EXPRESSION, and the member is not admitted).
+        let compiled = match new_regex.as_ref() {
+            Some(Some(r)) if regex_changed && !self.regexes.contains_key(r) => {
+                Some(pattern::compile(r)?)
+            }
+            _ => None,
+        };
+        let resolve = compiled.is_some()
+            || (!self.regexes.is_empty()
+                && self
+                    .regexes_resolved_at
+                    .is_none_or(|at| ctx.now >= at.saturating_add(pattern::REFRESH_INTERVAL_MS)));
         // With a new subscription the metadata is read again below, once it is applied.
-        let bump = ctx.generation.get() == 0 || subscription_changed || self.metadata_changed(ctx);
+        let bump = ctx.generation.get() == 0
+            || names_changed
+            || regex_changed
+            || resolve
+            || self.metadata_changed(ctx);
         let assigns = bump || self.group_epoch > self.target_epoch;
         // A refused call changes nothing: the only step that can fail once the group is
         // changed is the assignor, so keep what to go back to.
         let backup = assigns.then(|| (self.clone(), *ctx.generation));
-        let previous_assigned = self.apply_member(&found, req, new_topics, ctx.now, ctx);
+        let previous_assigned = self.apply_member(&found, req, ctx.now, ctx);
         outcome.membership_changed = matches!(found, Found::New(_) | Found::Replaces { .. });
+        let mut subscription_changed = names_changed;
+        if names_changed || regex_changed {
+            subscription_changed |= self.subscribe(&id, new_names, new_regex, compiled);
+        }
+        if resolve {
+            subscription_changed |= self.resolve_regexes(ctx);
+        }
         if bump {
             let refreshed = self.refresh_metadata(ctx);
             if ctx.generation.get() == 0 || subscription_changed || refreshed {
@@ -439,11 +563,15 @@ impl ConsumerGroup {
         outcome.deadline = Some(m.deadline());
         let full = req.member_epoch == 0
             || (req.rebalance_timeout_ms != -1
-                && req.subscribed_topic_names.is_some()
+                && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
                 && req.topic_partitions.is_some());
         let replaced = previous_assigned.is_some();
         let assigned_changed = changed || previous_assigned.is_some_and(|p| p != m.assigned);
-        let due = changed || assigns || outcome.membership_changed || subscription_changed;
+        let due = changed
+            || assigns
+            || outcome.membership_changed
+            || subscription_changed
+            || regex_changed;
         Ok(ConsumerGroupHeartbeatResponse {
             member_id: id.to_string(),
             member_epoch: m.epoch,
@@ -464,7 +592,6 @@ impl ConsumerGroup {
         &mut self,
         found: &Found,
         req: &ConsumerGroupHeartbeatRequest,
-        new_topics: Option<Vec<Arc<str>>>,
         now: u64,
         ctx: &Ctx<'_>,
     ) -> Option<BTreeSet<TopicPartition>> {
@@ -481,18 +608,21 @@ impl ConsumerGroup {
                 id.clone()
             }
             Found::Replaces { new, old } => {
-                let mut m = self
-                    .remove_member_entry(old)
-                    .unwrap_or_else(|| Member::new(now, session));
+                // The subscription moves with the entry: the counts of its topics and of
+                // its expression stay as they are.
+                let mut m = match self.members.remove(old) {
+                    Some(m) => {
+                        self.release(old, &m);
+                        m
+                    }
+                    None => Member::new(now, session),
+                };
                 m.epoch = 0;
                 m.previous_epoch = 0;
                 m.state = MemberState::Stable;
                 m.revocation_deadline = None;
                 for tp in m.assigned.iter() {
                     self.owners.insert(tp.clone(), new.clone());
-                }
-                for t in &m.topics {
-                    *self.subscribers.entry(t.clone()).or_default() += 1;
                 }
                 self.members.insert(new.clone(), m);
                 info!(
@@ -525,19 +655,129 @@ impl ConsumerGroup {
         }
         m.client_id.clone_from(&req.client_id);
         m.client_host.clone_from(&req.client_host);
-        if let Some(topics) = new_topics {
-            if topics != m.topics {
-                let old = std::mem::replace(&mut m.topics, topics);
-                let new = m.topics.clone();
-                for t in old {
-                    self.unsubscribe(&t);
+        before
+    }
+
+    /// Sets member `id`'s names and expression (`None`: unchanged; an expression of
+    /// `Some(None)`: none any more), counting the expression's subscribers; `compiled` is the
+    /// new expression compiled, when the group did not have it yet (it matches nothing
+    /// until [`resolve_regexes`](Self::resolve_regexes)). Returns whether the member's
+    /// subscribed topics changed.
+    fn subscribe(
+        &mut self,
+        id: &Arc<str>,
+        names: Option<Vec<Arc<str>>>,
+        regex: Option<Option<Arc<str>>>,
+        compiled: Option<Regex>,
+    ) -> bool {
+        let Some(m) = self.members.get_mut(id) else {
+            return false;
+        };
+        if let Some(names) = names {
+            m.names = names;
+        }
+        if let Some(regex) = regex {
+            if regex != m.regex {
+                let old = std::mem::replace(&mut m.regex, regex.clone());
+                if let Some(new) = regex {
+                    match (self.regexes.get_mut(&new), compiled) {
+                        (Some(r), _) => r.members += 1,
+                        (None, Some(compiled)) => {
+                            self.regexes.insert(
+                                new,
+                                Resolved {
+                                    regex: compiled,
+                                    members: 1,
+                                    topics: Vec::new(),
+                                },
+                            );
+                        }
+                        // Not reached: a new expression comes compiled.
+                        (None, None) => {}
+                    }
                 }
-                for t in new {
-                    *self.subscribers.entry(t).or_default() += 1;
+                if let Some(old) = old {
+                    self.forget_regex(&old);
                 }
             }
         }
-        before
+        self.resubscribe(id)
+    }
+
+    /// One member fewer subscribes with `regex`.
+    fn forget_regex(&mut self, regex: &Arc<str>) {
+        if let Some(r) = self.regexes.get_mut(regex) {
+            r.members = r.members.saturating_sub(1);
+            if r.members == 0 {
+                self.regexes.remove(regex);
+            }
+        }
+    }
+
+    /// Recomputes member `id`'s subscribed topics from its names and what its expression
+    /// matches, and the topics' subscriber counts; returns whether they changed.
+    fn resubscribe(&mut self, id: &Arc<str>) -> bool {
+        let Some(m) = self.members.get_mut(id) else {
+            return false;
+        };
+        let topics = effective(&m.names, m.regex.as_ref(), &self.regexes);
+        if topics == m.topics {
+            return false;
+        }
+        let old = std::mem::replace(&mut m.topics, topics);
+        for t in &m.topics {
+            *self.subscribers.entry(t.clone()).or_default() += 1;
+        }
+        for t in old {
+            self.unsubscribe(&t);
+        }
+        true
+    }
+
+    /// Matches the group's expressions against every topic (Kafka's
+    /// `refreshRegularExpressions`, done here at once: the port's listing is cheap); returns
+    /// whether any member's subscribed topics changed.
+    fn resolve_regexes(&mut self, ctx: &Ctx<'_>) -> bool {
+        self.regexes_resolved_at = Some(ctx.now);
+        if self.regexes.is_empty() {
+            return false;
+        }
+        let mut names = ctx.metadata.topic_names();
+        names.sort_unstable();
+        names.dedup();
+        let mut moved = BTreeSet::new();
+        for (source, r) in &mut self.regexes {
+            let topics: Vec<Arc<str>> = names
+                .iter()
+                .filter(|t| r.regex.is_match(t))
+                .map(|t| Arc::from(t.as_str()))
+                .collect();
+            if topics != r.topics {
+                r.topics = topics;
+                moved.insert(source.clone());
+            }
+        }
+        if moved.is_empty() {
+            return false;
+        }
+        let ids: Vec<Arc<str>> = self
+            .members
+            .iter()
+            .filter(|(_, m)| m.regex.as_ref().is_some_and(|r| moved.contains(r)))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut changed = false;
+        for id in ids {
+            changed |= self.resubscribe(&id);
+        }
+        if changed {
+            info!(
+                group = &*self.id,
+                regexes = self.regexes.len(),
+                "the topics the group's regular expressions match changed"
+            );
+        }
+        changed
     }
 
     fn unsubscribe(&mut self, topic: &Arc<str>) {
@@ -800,6 +1040,9 @@ impl ConsumerGroup {
         for t in &m.topics {
             self.unsubscribe(t);
         }
+        if let Some(regex) = &m.regex {
+            self.forget_regex(regex);
+        }
         if let Some(instance) = &m.instance_id {
             if self.instances.get(instance).is_some_and(|o| o == id) {
                 self.instances.remove(instance);
@@ -923,7 +1166,8 @@ impl ConsumerGroup {
                     state: m.state,
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    subscribed_topic_names: m.topics.iter().map(|t| t.to_string()).collect(),
+                    subscribed_topic_names: m.names.iter().map(|t| t.to_string()).collect(),
+                    subscribed_topic_regex: m.regex.as_deref().map(str::to_string),
                     assignment: m.assigned.iter().cloned().collect(),
                     partitions_pending_revocation: m.revoking.iter().cloned().collect(),
                     target_assignment: m.target.iter().cloned().collect(),
@@ -1128,7 +1372,8 @@ impl Group for ConsumerGroup {
                         state: m.state.as_str().to_string(),
                         rack_id: m.rack_id.clone(),
                         server_assignor: m.server_assignor.clone(),
-                        subscribed_topic_names: m.topics.iter().map(|t| t.to_string()).collect(),
+                        subscribed_topic_names: m.names.iter().map(|t| t.to_string()).collect(),
+                        subscribed_topic_regex: m.regex.as_deref().map(str::to_string),
                         partitions_pending_revocation: m.revoking.iter().cloned().collect(),
                         target_assignment: m.target.iter().cloned().collect(),
                         target_assignment_epoch: self.target_epoch,

@@ -44,6 +44,9 @@ impl TopicMetadata for Topics {
     fn partition_count(&self, topic: &str) -> Option<u32> {
         self.0.read().unwrap().get(topic).copied()
     }
+    fn topic_names(&self) -> Vec<String> {
+        self.0.read().unwrap().keys().cloned().collect()
+    }
 }
 
 /// Per topic, partition p goes to the (p mod n)-th subscribed member: enough structure for
