@@ -2,7 +2,7 @@
 
 Only what the suite needs: ApiVersions v0, FindCoordinator v0, OffsetCommit v2 (a "simple"
 commit: generation -1, empty member id, which Kafka accepts for a group with no members; or a
-member's), OffsetFetch v1, and the classic group protocol as the clients speak it to the broker
+member's), OffsetFetch v1, CreateTopics v2, and the classic group protocol as the clients speak it to the broker
 (JoinGroup v5, SyncGroup v3, Heartbeat v1) with the consumer protocol's assignment v0. Every
 socket operation has a timeout; a JoinGroup can be sent and its answer read later (it waits
 for the group's barrier).
@@ -12,6 +12,7 @@ import struct
 
 API_VERSIONS, FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 18, 10, 8, 9
 JOIN_GROUP, HEARTBEAT, SYNC_GROUP = 11, 12, 14
+CREATE_TOPICS = 19
 
 API_NAMES = {
     0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
@@ -147,6 +148,21 @@ class Conn:
             for _ in range(r.i32()):
                 p, err = r.i32(), r.i16()
                 out[(t, p)] = err
+        return out
+
+    def create_topics(self, topics, timeout_ms=10000):
+        """CreateTopics v2; topics: {name: partitions}, replication factor 1, no configs.
+        Returns {name: (error code, error message)}."""
+        body = struct.pack(">i", len(topics))
+        for name, n in topics.items():
+            body += _str(name) + struct.pack(">ihii", n, 1, 0, 0)
+        body += struct.pack(">ib", timeout_ms, 0)
+        r = self.request(CREATE_TOPICS, 2, body)
+        r.i32()  # throttle time
+        out = {}
+        for _ in range(r.i32()):
+            name, err, msg = r.string(), r.i16(), r.string()
+            out[name] = (err, msg)
         return out
 
     def offset_fetch(self, group, partitions):

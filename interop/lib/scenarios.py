@@ -572,6 +572,67 @@ def consumer_protocol_failover(ctx):
 
 
 # -------------------------------------------------------------------------------------------
+# 7e. the consumer group protocol: a regular-expression subscription (SubscribedTopicRegex)
+#     picks up a topic created later; a topic it does not match stays out
+
+@scenario("consumer-protocol-regex", topics={"k848r-a": 3, "k848x": 2}, budget=90, clients=("confluent",),
+          mock_note="the mock serves the regex subscription but closes the connection on CreateTopics v2, "
+                    "so no topic can be created later")
+def consumer_protocol_regex(ctx):
+    group = "k848-regex"
+    kw = dict(group_protocol="consumer")
+    # librdkafka reads a topic starting with ^ as a regular expression, and with
+    # group.protocol=consumer sends it to the coordinator as SubscribedTopicRegex.
+    members = [ctx.consumer("confluent", "k848r-%d" % i, group, ["^k848r-.*"], **kw) for i in range(2)]
+    first = parts({"k848r-a": 3})
+    ctx.wait_stable(members, first, 40, same_generation=False)
+    ctx.note("stable on the matching topic: %s" % {p.label: ctx.owned(p) for p in members})
+    host, port = kproto.split_hostport(ctx.bootstrap)
+    conn = kproto.Conn(host, port, timeout=ctx.left(10))
+    try:
+        created = conn.create_topics({"k848r-b": 2, "k848y": 1})
+    finally:
+        conn.close()
+    ctx.check(all(err == 0 for err, _ in created.values()), "CreateTopics: %s" % created)
+    t_created = now()
+    both = parts({"k848r-a": 3, "k848r-b": 2})
+    # Matched again within 10 s (Kafka's REGEX_BATCH_REFRESH_INTERVAL_MS), then a heartbeat.
+    ctx.wait_stable(members, both, 40, same_generation=False)
+    ctx.note("the topic created later joined the subscription %.2f s after it was created: %s"
+             % (now() - t_created, {p.label: ctx.owned(p) for p in members}))
+    prod = ctx.producer("confluent", "producer", ["k848r-a", "k848r-b"], 1000, "k848r", rate=500)
+    ctx.wait_done(prod, 60)
+    ctx.wait_consumed(members, [(t, k) for t, k, _, _ in ctx.produced([prod])], 60)
+    held = {t for p in members for t, _ in ctx.owned(p)}
+    ctx.check(held == {"k848r-a", "k848r-b"}, "the members hold %s; k848x and k848y do not match" % sorted(held))
+    for p in members:
+        ctx.stop(p)
+    check_final_commits(ctx, members, group)
+    ctx.run_checker(members, [prod])
+
+
+# -------------------------------------------------------------------------------------------
+# 7f. the consumer group protocol: a stale commit refused. A transactional commit with group
+#     metadata from before the member's epoch moved on is STALE_MEMBER_EPOCH and lands nothing
+#     (Kafka 4's ConsumerGroup.validateOffsetCommit); with the current metadata it lands.
+
+@scenario("consumer-protocol-stale-commit", topics={"k848s": 4}, budget=60, clients=("confluent",),
+          mock_note="the mock's TxnOffsetCommit accepts a stale member epoch, and its committed "
+                    "transactional offsets are not read back")
+def consumer_protocol_stale_commit(ctx):
+    spec = ctx.spec(topic="k848s", group="k848-stale", txn_id="k848-stale-txn")
+    out = run_worker(ctx, [python_exe(), os.path.join(INTEROP, "workers", "stale_commit.py"), json.dumps(spec)],
+                     "stale_commit", "stale commit", 50)
+    expect = expecter(ctx, out)
+    expect("epoch_moved", True)
+    expect("stale", "STALE_MEMBER_EPOCH")
+    expect("stale_requires_abort", True)
+    expect("committed_after_stale", out.get("committed_before"))
+    expect("current", "ok")
+    expect("committed_after_current", 7)
+
+
+# -------------------------------------------------------------------------------------------
 # 8. kafka-python's admin client: list and describe groups, their committed offsets
 
 @scenario("admin-kafka-python", topics={"adm": 4}, budget=90,
