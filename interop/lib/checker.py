@@ -2,8 +2,10 @@
 
 Input
   produced: iterable of [topic, key, partition|None, offset|None] (acknowledged records)
-  members:  list of Member (label, pid, client, group, events) — one per consumer process.
-            The label names the logical member: a static member restarted keeps its label.
+  members:  list of Member (label, pid, client, group, events, ended_at) — one per consumer
+            process. The label names the logical member: a static member restarted keeps its
+            label. ended_at is when the process ended (was SIGKILLed, or exited), None while it
+            runs; it is on the events' clock (CLOCK_MONOTONIC, shared by every process).
 
 Violations (each a string):
   lost         a produced record that no member consumed
@@ -13,6 +15,13 @@ Violations (each a string):
   double-owner a record consumed by two members (labels) that both tagged it with the same
                generation, i.e. both held its partition in that generation
   order        one process consumed records of one partition out of order within one generation
+  held-twice   a partition held by two members (labels) of one group at once, from each member's
+               assign and revoke callbacks in order: a holding runs from the "assigned" event that
+               added the partition to the "revoked" event that removed it, or else to the
+               process's "closed" event, or else to its end (ended_at; still held if it runs).
+               A holding ended by "lost" (the member learned it had been fenced: Kafka gives the
+               partition to another while a fenced member may still believe it holds it) is not
+               judged; such holdings are counted in the stats (lost_holdings).
 
 Records whose generation changed during the poll that returned them (gen0 != gen) are not
 used for the double-owner rule (their generation is ambiguous); they are counted in the stats.
@@ -21,8 +30,33 @@ from collections import defaultdict
 
 
 class Member:
-    def __init__(self, label, pid, client, group, events):
+    def __init__(self, label, pid, client, group, events, ended_at=None):
         self.label, self.pid, self.client, self.group, self.events = label, pid, client, group, events
+        self.ended_at = ended_at
+
+
+INF = float("inf")
+
+
+def holdings(m):
+    """[(topic, partition, start, end, how)] of one process, from its callbacks in order; how is
+    the event that ended the holding ("revoked", "lost", "closed", "end")."""
+    held, out = {}, []
+    for ev in m.events:
+        kind = ev.get("ev")
+        if kind == "assigned":
+            for t, p in ev.get("added", []):
+                held.setdefault((t, p), ev["t"])
+        elif kind in ("revoked", "lost"):
+            for t, p in ev.get("removed", []):
+                if (t, p) in held:
+                    out.append((t, p, held.pop((t, p)), ev["t"], kind))
+        elif kind == "closed":
+            out.extend((t, p, start, ev["t"], "closed") for (t, p), start in held.items())
+            held = {}
+    end = INF if m.ended_at is None else m.ended_at
+    out.extend((t, p, start, end, "end") for (t, p), start in held.items())
+    return out
 
 
 def consumed_records(members):
@@ -103,6 +137,26 @@ def check(produced, members, limit=20):
             if best is not None and o < best[2]:
                 add("decreasing", "group %s %s[%d]: %s committed %d after %s's commit of %d had completed"
                     % (g, t, p, label, o, best[3], best[2]))
+
+    # no partition held by two members of one group at once
+    by_partition = defaultdict(list)   # (group, topic, partition) -> [(start, end, label)]
+    for m in members:
+        for t, p, start, end, how in holdings(m):
+            stats["holdings"] += 1
+            if how == "lost":
+                stats["lost_holdings"] += 1
+                continue
+            by_partition[(m.group, t, p)].append((start, end, m.label))
+    for (g, t, p), hs in by_partition.items():
+        hs.sort()
+        for i, (s1, e1, l1) in enumerate(hs):
+            for s2, e2, l2 in hs[i + 1:]:
+                if s2 >= e1:
+                    break
+                if l1 != l2:
+                    add("held-twice", "group %s %s[%d] held by %s from %.3f to %s and by %s from %.3f to %s"
+                        % (g, t, p, l1, s1, "now" if e1 == INF else "%.3f" % e1,
+                           l2, s2, "now" if e2 == INF else "%.3f" % e2))
     return violations, dict(stats)
 
 

@@ -43,6 +43,8 @@ class Proc:
                                   env=env, cwd=ROOT, start_new_session=True)
         self.pid = self.p.pid
         self.killed_at = None
+        # when its stdout ended (it exited, or was killed), on the events' clock
+        self.exited_at = None
         self._json = json_events
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -64,6 +66,7 @@ class Proc:
                 self.cond.notify_all()
         with self.cond:
             self.eof = True
+            self.exited_at = now()
             self.cond.notify_all()
 
     def wait_for(self, pred, timeout, what="event", start=0):

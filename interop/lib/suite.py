@@ -259,7 +259,9 @@ class Ctx:
             time.sleep(0.1)
 
     def members(self, consumers):
-        return [checker.Member(p.label, p.pid, p.client, p.group, p.snapshot()) for p in consumers]
+        return [checker.Member(p.label, p.pid, p.client, p.group, p.snapshot(),
+                               ended_at=p.killed_at if p.killed_at is not None else p.exited_at)
+                for p in consumers]
 
     def run_checker(self, consumers, producers=(), produced=None):
         produced = self.produced(producers) if produced is None else produced

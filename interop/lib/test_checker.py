@@ -15,6 +15,14 @@ def commit(t0, t1, offs, ok=True):
     return {"ev": "commit", "t0": t0, "t": t1, "ok": ok, "offs": offs}
 
 
+def assigned(t, added):
+    return {"ev": "assigned", "t": t, "added": added}
+
+
+def revoked(t, removed, ev="revoked"):
+    return {"ev": ev, "t": t, "removed": removed}
+
+
 PRODUCED = [["t", "k-0", 0, 0], ["t", "k-1", 0, 1], ["t", "k-2", 1, 0]]
 
 
@@ -97,6 +105,52 @@ class CheckerTest(unittest.TestCase):
                                        commit(1.0, 1.1, [["t", 0, 2]])])
         b = Member("b", 2, "x", "g2", [commit(2.0, 2.1, [["t", 0, 1]])])
         self.assertEqual(checker.check(PRODUCED, [a, b])[0], [])
+
+    # ---- held-twice: a partition held by two members at once
+
+    def test_a_partition_held_by_two_members_at_once(self):
+        a = Member("a", 1, "x", "g", [assigned(1.0, [["t", 0]]), revoked(3.0, [["t", 0]])])
+        b = Member("b", 2, "x", "g", [assigned(2.0, [["t", 0]])])
+        v, _ = checker.check([], [a, b])
+        self.assertEqual(kinds(v), ["held-twice"])
+        self.assertIn("t[0] held by a from 1.000 to 3.000 and by b from 2.000 to now", v[0])
+
+    def test_a_handoff_after_the_revocation_is_clean(self):
+        a = Member("a", 1, "x", "g", [assigned(1.0, [["t", 0], ["t", 1]]), revoked(2.0, [["t", 0]])])
+        b = Member("b", 2, "x", "g", [assigned(2.5, [["t", 0]])])
+        v, stats = checker.check([], [a, b])
+        self.assertEqual(v, [])
+        self.assertEqual(stats["holdings"], 3)
+
+    def test_a_holding_ended_by_lost_is_not_judged(self):
+        a = Member("a", 1, "x", "g", [assigned(1.0, [["t", 0]]), revoked(3.0, [["t", 0]], ev="lost")])
+        b = Member("b", 2, "x", "g", [assigned(2.0, [["t", 0]])])
+        v, stats = checker.check([], [a, b])
+        self.assertEqual(v, [])
+        self.assertEqual(stats["lost_holdings"], 1)
+
+    def test_a_holding_ends_when_the_process_ends_or_closes(self):
+        b = Member("b", 2, "x", "g", [assigned(2.5, [["t", 0]])])
+        killed = Member("a", 1, "x", "g", [assigned(1.0, [["t", 0]])], ended_at=2.0)
+        self.assertEqual(checker.check([], [killed, b])[0], [])
+        closed = Member("a", 1, "x", "g", [assigned(1.0, [["t", 0]]), {"ev": "closed", "t": 2.0}])
+        self.assertEqual(checker.check([], [closed, b])[0], [])
+        running = Member("a", 1, "x", "g", [assigned(1.0, [["t", 0]])])
+        self.assertEqual(kinds(checker.check([], [running, b])[0]), ["held-twice"])
+
+    def test_one_label_or_two_groups_may_overlap(self):
+        # a restarted static member: two processes of one label; and another group
+        a1 = Member("a", 1, "x", "g", [assigned(1.0, [["t", 0]])])
+        a2 = Member("a", 2, "x", "g", [assigned(2.0, [["t", 0]])])
+        other = Member("c", 3, "x", "g2", [assigned(1.5, [["t", 0]])])
+        self.assertEqual(checker.check([], [a1, a2, other])[0], [])
+
+    def test_a_partition_assigned_again_while_held_keeps_its_holding(self):
+        # an eager client's assignment lists what it kept: one holding, from the first
+        a = Member("a", 1, "x", "g", [assigned(1.0, [["t", 0]]), assigned(2.0, [["t", 0]]),
+                                      revoked(3.0, [["t", 0]])])
+        b = Member("b", 2, "x", "g", [assigned(2.5, [["t", 0]])])
+        self.assertEqual(kinds(checker.check([], [a, b])[0]), ["held-twice"])
 
     def test_fidelity(self):
         exp = {"key": "6b", "value": "76", "headers": [["h", "01"]], "timestamp": 5}
