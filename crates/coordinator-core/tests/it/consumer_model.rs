@@ -177,7 +177,7 @@ impl World {
         } else {
             vec!["orders".into(), "payments".into()]
         };
-        cl.regex = (choice >= 5 && choice < 8).then(|| PAY.to_string());
+        cl.regex = (5..8).contains(&choice).then(|| PAY.to_string());
         let id = format!("m{i}-{}", cl.incarnation);
         let mut req = Req {
             rebalance_timeout_ms: REBALANCE,
