@@ -133,6 +133,27 @@ struct Resolved {
     topics: Vec<Arc<str>>,
 }
 
+/// One member more subscribes with `regex`; a new one is entered with `compile`'s result
+/// (none: it is not entered, and matches nothing), matching nothing until it is resolved.
+fn count_regex(
+    regexes: &mut BTreeMap<Arc<str>, Resolved>,
+    regex: Arc<str>,
+    compile: impl FnOnce() -> Option<Regex>,
+) {
+    if let Some(r) = regexes.get_mut(&regex) {
+        r.members += 1;
+    } else if let Some(compiled) = compile() {
+        regexes.insert(
+            regex,
+            Resolved {
+                regex: compiled,
+                members: 1,
+                topics: Vec::new(),
+            },
+        );
+    }
+}
+
 /// A member's subscribed topics: its names and what its expression matched, sorted.
 fn effective(
     names: &[Arc<str>],
@@ -271,26 +292,13 @@ impl ConsumerGroup {
                 group.owners.insert(tp.clone(), id.clone());
             }
             if let Some(regex) = &member.regex {
-                match group.regexes.get_mut(regex) {
-                    Some(r) => r.members += 1,
-                    None => match pattern::compile(regex) {
-                        Ok(compiled) => {
-                            group.regexes.insert(
-                                regex.clone(),
-                                Resolved {
-                                    regex: compiled,
-                                    members: 1,
-                                    topics: Vec::new(),
-                                },
-                            );
-                        }
-                        // It compiled when the member sent it: a record from another build
-                        // or a damaged one. Kafka logs it and matches nothing with it.
-                        Err(e) => {
-                            warn!(group = %record.group_id, error = %e, "a member's regular expression does not compile; it matches no topic")
-                        }
-                    },
-                }
+                // It compiled when the member sent it: a failure means a record from another
+                // build or a damaged one. Kafka logs it and matches nothing with it.
+                count_regex(&mut group.regexes, regex.clone(), || {
+                    pattern::compile(regex)
+                        .inspect_err(|e| warn!(group = %record.group_id, error = %e, "a member's regular expression does not compile; it matches no topic"))
+                        .ok()
+                });
             }
             if let Some(instance) = &member.instance_id {
                 group.instances.insert(instance.clone(), id.clone());
@@ -680,21 +688,8 @@ impl ConsumerGroup {
             if regex != m.regex {
                 let old = std::mem::replace(&mut m.regex, regex.clone());
                 if let Some(new) = regex {
-                    match (self.regexes.get_mut(&new), compiled) {
-                        (Some(r), _) => r.members += 1,
-                        (None, Some(compiled)) => {
-                            self.regexes.insert(
-                                new,
-                                Resolved {
-                                    regex: compiled,
-                                    members: 1,
-                                    topics: Vec::new(),
-                                },
-                            );
-                        }
-                        // Not reached: a new expression comes compiled.
-                        (None, None) => {}
-                    }
+                    // A new expression comes compiled.
+                    count_regex(&mut self.regexes, new, || compiled);
                 }
                 if let Some(old) = old {
                     self.forget_regex(&old);
