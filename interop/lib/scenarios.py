@@ -633,6 +633,51 @@ def consumer_protocol_stale_commit(ctx):
 
 
 # -------------------------------------------------------------------------------------------
+# 7g. the consumer group protocol with @confluentinc/kafka-javascript (its KafkaJS API,
+#     librdkafka inside) in one group with confluent-kafka: a balanced split, a member that
+#     joins late takes only what must move, a member that closes hands its partitions on
+
+@scenario("consumer-protocol-ckjs", topics={"k848j": 8}, budget=120, clients=("ckjs", "confluent"),
+          mock_note="the mock's 'simple range' assignment moves 3 partitions to a third member of 8, "
+                    "where 2 must move")
+def consumer_protocol_ckjs(ctx):
+    topic, group = "k848j", "k848-ckjs"
+    all_parts = parts({topic: 8})
+    kw = dict(group_protocol="consumer")
+    a = ctx.consumer("ckjs", "k848j-a", group, [topic], **kw)
+    b = ctx.consumer("ckjs", "k848j-b", group, [topic], **kw)
+    prod = ctx.producer("confluent", "producer", [topic], 2400, "k848j", rate=500)
+    ctx.wait_stable([a, b], all_parts, 40, same_generation=False)
+    sizes = sorted(len(ctx.owned(p)) for p in (a, b))
+    ctx.note("stable: %s" % {p.label: ctx.owned(p) for p in (a, b)})
+    ctx.check(sizes == [4, 4], "8 partitions over 2 @confluentinc/kafka-javascript members split as %s" % sizes)
+    # a confluent-kafka member joins: 2 of the 8 must move to it, and nothing else is revoked
+    marks = {p.label: len(p.snapshot()) for p in (a, b)}
+    c = ctx.consumer("confluent", "k848j-c", group, [topic], **kw)
+    ctx.wait_stable([a, b, c], all_parts, 40, same_generation=False)
+    revoked = sum(len(e["removed"]) for p in (a, b) for e in p.snapshot()[marks[p.label]:] if e["ev"] == "revoked")
+    sizes = sorted(len(ctx.owned(p)) for p in (a, b, c))
+    ctx.note("a confluent-kafka member joined: %d partitions revoked, split %s" % (revoked, sizes))
+    ctx.check(sizes == [2, 3, 3], "after the third joined the split is %s" % sizes)
+    ctx.check(revoked == 2, "%d partitions were revoked for the third member; 2 is what must move" % revoked)
+    # a @confluentinc/kafka-javascript member closes: its partitions move well under the session
+    t_close = now()
+    ctx.stop(a)
+    ctx.wait_stable([b, c], all_parts, 30, same_generation=False)
+    moved = now() - t_close
+    ctx.note("after a close the partitions moved in %.2f s" % moved)
+    ctx.check(moved < 4.0, "partitions moved %.2f s after a close: did the member leave?" % moved)
+    ctx.check(sorted(len(ctx.owned(p)) for p in (b, c)) == [4, 4],
+              "after the close the split is %s" % {p.label: ctx.owned(p) for p in (b, c)})
+    ctx.wait_done(prod, 60)
+    ctx.wait_consumed([a, b, c], [(t, k) for t, k, _, _ in ctx.produced([prod])], 60)
+    for p in (b, c):
+        ctx.stop(p)
+    check_final_commits(ctx, [a, b, c], group)
+    ctx.run_checker([a, b, c], [prod])
+
+
+# -------------------------------------------------------------------------------------------
 # 8. kafka-python's admin client: list and describe groups, their committed offsets
 
 @scenario("admin-kafka-python", topics={"adm": 4}, budget=90,

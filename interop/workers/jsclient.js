@@ -17,10 +17,7 @@ const modules = process.env.INTEROP_NODE_MODULES || path.join(__dirname, '..', '
 const { Kafka, logLevel, Partitioners, CompressionTypes } = require(path.join(modules, 'kafkajs'))
 const ConsumerGroup = require(path.join(modules, 'kafkajs', 'src', 'consumer', 'consumerGroup'))
 
-const mono = () => Number(process.hrtime.bigint()) / 1e9
-const emit = (ev, obj = {}) => {
-  process.stdout.write(JSON.stringify({ ...obj, ev, t: mono() }) + '\n')
-}
+const { mono, emit, stop, main } = require('./events')
 
 let liveGroup = null
 const origJoinAndSync = ConsumerGroup.prototype.joinAndSync
@@ -36,21 +33,6 @@ const key = (prefix, i) => `${prefix}-${String(i).padStart(6, '0')}`
 const value = (prefix, i) => Buffer.from(`value-${prefix}-${i}-` + 'x'.repeat(i % 37))
 const headers = i => ({ seq: Buffer.from(String(i)), bin: Buffer.from([i % 256, 0, 255 - (i % 256)]) })
 const timestamp = (tsBase, i) => tsBase + i
-
-let stopping = false
-let onStop = () => {}
-let stdinBuf = ''
-process.stdin.on('data', d => {
-  stdinBuf += d.toString()
-  if (stdinBuf.split('\n').some(l => l.trim() === 'stop')) requestStop()
-})
-process.stdin.on('end', () => requestStop())
-function requestStop () {
-  if (!stopping) {
-    stopping = true
-    onStop()
-  }
-}
 
 const logCreator = () => ({ namespace, level, label, log }) => {
   const { message, ...extra } = log
@@ -99,7 +81,6 @@ async function consume (spec) {
   consumer.on(CRASH, e => emit('error', { msg: `crash: ${e.payload.error}`, fatal: !e.payload.restart }))
 
   emit('started', { client: 'kafkajs', label: spec.label, pid: process.pid })
-  const stopped = new Promise(resolve => { onStop = resolve; if (stopping) resolve() })
   await consumer.connect()
   await consumer.subscribe({ topics: spec.topics, fromBeginning: true })
   const full = !!spec.full
@@ -151,7 +132,7 @@ async function consume (spec) {
       }
     }
   })
-  await stopped
+  await stop.promise
   emit('closing')
   await consumer.disconnect()
   emit('closed')
@@ -169,7 +150,7 @@ async function produce (spec) {
   const compression = { gzip: CompressionTypes.GZIP }[spec.compression] || CompressionTypes.None
   const chunk = 50
   const t0 = mono()
-  for (let n = 0; n < count && !stopping; n += chunk) {
+  for (let n = 0; n < count && !stop.requested; n += chunk) {
     if (rate) {
       const delay = t0 + n / rate - mono()
       if (delay > 0) await new Promise(resolve => setTimeout(resolve, delay * 1000))
@@ -191,20 +172,4 @@ async function produce (spec) {
   emit('done', { n: count })
 }
 
-async function main () {
-  const args = process.argv.slice(2)
-  const role = args[args.indexOf('--role') + 1]
-  const spec = JSON.parse(args[args.indexOf('--spec') + 1])
-  try {
-    if (role === 'consume') await consume(spec)
-    else if (role === 'produce') await produce(spec)
-    else throw new Error(`unknown role ${role}`)
-    process.exit(0)
-  } catch (e) {
-    emit('error', { msg: `${e.name}: ${e.message}`, fatal: true })
-    process.stderr.write(`${e.stack}\n`)
-    process.exit(1)
-  }
-}
-
-main()
+main({ consume, produce })
