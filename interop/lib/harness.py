@@ -184,6 +184,12 @@ class Broker:
         self.address = line.split("listening on ", 1)[1].strip()
         return self.address
 
+    def listener(self, protocol, timeout=10):
+        """HOST:PORT of a further listener, from its `listening on PROTOCOL://HOST:PORT` line."""
+        prefix = "listening on %s://" % protocol
+        line = self.proc.wait_line(lambda l: l.startswith(prefix), timeout, "`%sHOST:PORT`" % prefix)
+        return line[len(prefix):].strip()
+
     @property
     def pid(self):
         return self.proc.pid if self.proc else None

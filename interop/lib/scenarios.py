@@ -1075,24 +1075,21 @@ def admin_topics(ctx):
 @scenario("sasl-confluent-kafka-python", topics={"sasl": 2}, budget=120, own_broker=True,
           mock_note="the mock's listener is PLAINTEXT and knows none of these users")
 def sasl_clients(ctx):
-    users = os.path.join(ctx.dir, "users.txt")
-    fd = os.open(users, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("# interop\nalice:alice-secret\n")
+    users = users_file(ctx)
     b = ctx.start_broker("broker-sasl", {"sasl": 2}, listen="SASL_PLAINTEXT://127.0.0.1:0",
                          extra=["--users", users])
-    spec = {"bootstrap": b.address, "topic": "sasl", "user": "alice", "password": "alice-secret"}
-    r = subprocess.run([python_exe(), os.path.join(INTEROP, "workers", "sasl_clients.py"), json.dumps(spec)],
-                       capture_output=True, timeout=ctx.left(100))
-    with open(os.path.join(ctx.dir, "sasl_clients.log"), "ab") as f:
-        f.write(r.stderr)
-    code, _, killed = b.stop(15)
-    ctx.check(code == 0 and not killed, "the SASL broker on SIGTERM: exit %s" % code)
-    if r.returncode != 0:
-        raise Failed("the SASL clients failed (exit %d): %s"
-                     % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
-    out = json.loads(r.stdout)
-    ctx.note("SASL outcomes: %s" % out)
+    sasl = dict(bootstrap=b.address, protocol="SASL_PLAINTEXT")
+    out = run_auth_clients(ctx, b, {"topic": "sasl", "user": "alice", "password": "alice-secret", "cases": [
+        dict(sasl, name="confluent PLAIN", client="confluent", mechanism="PLAIN"),
+        dict(sasl, name="confluent SCRAM-SHA-256", client="confluent", mechanism="SCRAM-SHA-256"),
+        dict(sasl, name="kafka-python SCRAM-SHA-512", client="kafka-python", mechanism="SCRAM-SHA-512"),
+        dict(sasl, name="confluent PLAIN wrong password", client="confluent", mechanism="PLAIN",
+             password="alice-secretx"),
+        dict(sasl, name="confluent SCRAM-SHA-256 wrong password", client="confluent",
+             mechanism="SCRAM-SHA-256", password="alice-secretx"),
+        dict(sasl, name="kafka-python SCRAM-SHA-512 wrong password", client="kafka-python",
+             mechanism="SCRAM-SHA-512", password="alice-secretx"),
+    ]})
     for key in ("confluent PLAIN", "confluent SCRAM-SHA-256", "kafka-python SCRAM-SHA-512"):
         ctx.check(out.get(key) == "ok", "%s: %s" % (key, out.get(key)))
     for key, says in (("confluent PLAIN wrong password", "Invalid username or password"),
@@ -1106,3 +1103,110 @@ def sasl_clients(ctx):
     ctx.check("alice-secret" not in log, "the broker's log holds the password")
     ctx.check('user="alice" mechanism="SCRAM-SHA-512"' in log and "authentication failed" in log,
               "the failed logins are not logged with the user name")
+
+
+def users_file(ctx):
+    """The SASL users file of the SASL scenarios (mode 600, as the broker demands)."""
+    users = os.path.join(ctx.dir, "users.txt")
+    fd = os.open(users, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("# interop\nalice:alice-secret\n")
+    return users
+
+
+def run_auth_clients(ctx, broker, spec):
+    """Runs workers/sasl_clients.py with `spec`, stops `broker` (exit 0 required) and returns
+    the outcomes, {case: "ok" or the error}."""
+    r = subprocess.run([python_exe(), os.path.join(INTEROP, "workers", "sasl_clients.py"), json.dumps(spec)],
+                       capture_output=True, timeout=ctx.left(100))
+    with open(os.path.join(ctx.dir, "sasl_clients.log"), "ab") as f:
+        f.write(r.stderr)
+    code, _, killed = broker.stop(15)
+    ctx.check(code == 0 and not killed, "%s on SIGTERM: exit %s" % (broker.name, code))
+    if r.returncode != 0:
+        raise Failed("the clients failed (exit %d): %s"
+                     % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
+    out = json.loads(r.stdout)
+    ctx.note("outcomes: %s" % out)
+    return out
+
+
+def make_pki(ctx):
+    """A certificate authority, a server certificate for localhost and 127.0.0.1, and a client
+    certificate (subject O=interop, CN=interop-client), made with the openssl command (EC
+    P-256 keys, PKCS#8 PEM). Returns the directory."""
+    d = os.path.join(ctx.dir, "pki")
+    os.makedirs(d, exist_ok=True)
+
+    def openssl(*args):
+        r = subprocess.run(["openssl"] + list(args), cwd=d, capture_output=True, timeout=ctx.left(20))
+        if r.returncode != 0:
+            raise Failed("openssl %s failed: %s" % (args[0], r.stderr.decode(errors="replace").strip()[-300:]))
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=interop-ca")
+    for name, subject, ext in (("server", "/CN=localhost", "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                                                          "extendedKeyUsage=serverAuth\n"),
+                               ("client", "/O=interop/CN=interop-client", "extendedKeyUsage=clientAuth\n")):
+        with open(os.path.join(d, name + ".ext"), "w") as f:
+            f.write(ext)
+        openssl("req", *ec, "-keyout", name + ".key", "-out", name + ".csr", "-subj", subject)
+        openssl("x509", "-req", "-in", name + ".csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", name + ".pem", "-days", "2", "-extfile", name + ".ext")
+    return d
+
+
+# -------------------------------------------------------------------------------------------
+# 13b. TLS: SCRAM-SHA-256 over SASL_SSL (confluent-kafka, kafka-python), and an SSL listener
+#      that requires client certificates and names the principal by the certificate's subject
+
+@scenario("tls-confluent-kafka-python", topics={"tls": 2}, budget=150, own_broker=True,
+          mock_note="the mock's listener is PLAINTEXT")
+def tls_clients(ctx):
+    pki = make_pki(ctx)
+
+    def at(name):
+        return os.path.join(pki, name)
+
+    tls = ["--ssl-certificate", at("server.pem"), "--ssl-key", at("server.key")]
+    # SASL_SSL beside a PLAINTEXT listener: each advertises itself
+    a = ctx.start_broker("broker-sasl-ssl", {"tls": 2}, listen="SASL_SSL://127.0.0.1:0",
+                         extra=["--users", users_file(ctx), "--listen", "127.0.0.1:0"] + tls)
+    plain = a.listener("PLAINTEXT")
+    sasl = dict(bootstrap=a.address, protocol="SASL_SSL", mechanism="SCRAM-SHA-256")
+    out = run_auth_clients(ctx, a, {"topic": "tls", "user": "alice", "password": "alice-secret",
+                                    "ca": at("ca.pem"), "cases": [
+        dict(sasl, name="confluent SCRAM-SHA-256 over SASL_SSL", client="confluent"),
+        dict(sasl, name="kafka-python SCRAM-SHA-256 over SASL_SSL", client="kafka-python"),
+        dict(sasl, name="confluent wrong password", client="confluent", password="wrong"),
+        dict(sasl, name="kafka-python wrong password", client="kafka-python", password="wrong"),
+        dict(name="confluent PLAINTEXT listener beside it", client="confluent", bootstrap=plain,
+             protocol="PLAINTEXT"),
+    ]})
+    for key in ("confluent SCRAM-SHA-256 over SASL_SSL", "kafka-python SCRAM-SHA-256 over SASL_SSL",
+                "confluent PLAINTEXT listener beside it"):
+        ctx.check(out.get(key) == "ok", "%s: %s" % (key, out.get(key)))
+    ctx.check("invalid credentials with SASL mechanism SCRAM-SHA-256" in out.get("confluent wrong password", ""),
+              "confluent with a wrong password over SASL_SSL: %s" % out.get("confluent wrong password"))
+    ctx.check(out.get("kafka-python wrong password", "ok") != "ok",
+              "kafka-python with a wrong password over SASL_SSL: %s" % out.get("kafka-python wrong password"))
+    # SSL with client certificates of the authority
+    b = ctx.start_broker("broker-ssl", {"tls": 2}, listen="SSL://127.0.0.1:0",
+                         extra=tls + ["--ssl-client-ca", at("ca.pem")])
+    ssl = dict(bootstrap=b.address, protocol="SSL")
+    cert = dict(cert=at("client.pem"), key=at("client.key"))
+    out = run_auth_clients(ctx, b, {"topic": "tls", "ca": at("ca.pem"), "cases": [
+        dict(ssl, name="confluent client certificate", client="confluent", **cert),
+        dict(ssl, name="kafka-python client certificate", client="kafka-python", **cert),
+        dict(ssl, name="confluent without a certificate", client="confluent"),
+        dict(ssl, name="kafka-python without a certificate", client="kafka-python"),
+    ]})
+    for key in ("confluent client certificate", "kafka-python client certificate"):
+        ctx.check(out.get(key) == "ok", "%s: %s" % (key, out.get(key)))
+    for key in ("confluent without a certificate", "kafka-python without a certificate"):
+        ctx.check(out.get(key, "ok") != "ok", "%s: %s" % (key, out.get(key)))
+    with open(b.log_path, errors="replace") as f:
+        log = f.read()
+    ctx.check('principal="User:CN=interop-client,O=interop"' in log,
+              "no connection of the client certificate's principal User:CN=interop-client,O=interop in the log")
+    ctx.check("TLS handshake failed" in log, "the refused handshakes are not logged")

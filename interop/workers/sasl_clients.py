@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""SASL over SASL_PLAINTEXT with real clients: confluent-kafka with PLAIN and SCRAM-SHA-256,
-kafka-python with SCRAM-SHA-512, each producing, consuming in a group and committing with the
-right password, and refused with a wrong one. Prints one JSON object on stdout (the scenario
-sasl-confluent-kafka-python checks it).
+"""Authenticated clients against SASL and TLS listeners: confluent-kafka and kafka-python, each
+producing, consuming in a group and committing, or refused. Prints one JSON object on stdout,
+{case name: outcome} (the scenarios sasl-confluent-kafka-python and tls-confluent-kafka-python
+check it).
 
-    sasl_clients.py SPEC_JSON      (bootstrap, topic, user, password)
+    sasl_clients.py SPEC_JSON
+
+SPEC: topic, user, password, ca (PEM, for TLS), and cases: a list of
+  {"name", "client": "confluent"|"kafka-python", "bootstrap", "protocol": SASL_PLAINTEXT|SASL_SSL|SSL,
+   "mechanism" (SASL), "password" (SASL; default spec's), "cert", "key" (a client certificate)}
 
 Each outcome is "ok" (produced, consumed that record in a group, committed it) or the error.
 """
@@ -17,23 +21,30 @@ from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer, KafkaProducer
 
 spec = json.loads(sys.argv[1])
-BOOT, TOPIC, USER, PASSWORD = spec["bootstrap"], spec["topic"], spec["user"], spec["password"]
+TOPIC, USER = spec["topic"], spec.get("user")
 
 
-def confluent(mechanism, password):
-    conf = {"bootstrap.servers": BOOT, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": mechanism, "sasl.username": USER, "sasl.password": password}
+def confluent(case):
+    conf = {"bootstrap.servers": case["bootstrap"], "security.protocol": case["protocol"]}
+    if case["protocol"].startswith("SASL"):
+        conf.update({"sasl.mechanism": case["mechanism"], "sasl.username": USER,
+                     "sasl.password": case.get("password", spec.get("password"))})
+    if case["protocol"].endswith("SSL"):
+        conf["ssl.ca.location"] = spec["ca"]
+        if case.get("cert"):
+            conf.update({"ssl.certificate.location": case["cert"], "ssl.key.location": case["key"]})
     errors = []
     p = Producer(dict(conf, **{"message.timeout.ms": 5000, "error_cb": errors.append}))
     reports = []
-    value = ("confluent-" + mechanism).encode()
+    value = ("confluent-" + case["name"]).encode()
     p.produce(TOPIC, value, callback=lambda e, m: reports.append(e))
     p.flush(8)
-    auth = [e for e in errors if e.name() == "_AUTHENTICATION"]
+    auth = [e for e in errors if e.name() in ("_AUTHENTICATION", "_SSL")]
     if auth:
         return "auth error: " + auth[0].str()
     if not reports or reports[0] is not None:
-        return "produce: %s" % (reports[0] if reports else "no delivery report")
+        return "produce: %s (errors: %s)" % (reports[0] if reports else "no delivery report",
+                                             [e.str() for e in errors][:2])
     c = Consumer(dict(conf, **{"group.id": "sasl-" + uuid.uuid4().hex[:8], "auto.offset.reset": "earliest",
                                "enable.auto.commit": False}))
     c.subscribe([TOPIC])
@@ -50,10 +61,16 @@ def confluent(mechanism, password):
     return "ok"
 
 
-def kafka_python(mechanism, password):
-    conf = dict(bootstrap_servers=BOOT, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
-                sasl_plain_username=USER, sasl_plain_password=password)
-    value = ("kafka-python-" + mechanism).encode()
+def kafka_python(case):
+    conf = dict(bootstrap_servers=case["bootstrap"], security_protocol=case["protocol"])
+    if case["protocol"].startswith("SASL"):
+        conf.update(sasl_mechanism=case["mechanism"], sasl_plain_username=USER,
+                    sasl_plain_password=case.get("password", spec.get("password")))
+    if case["protocol"].endswith("SSL"):
+        conf["ssl_cafile"] = spec["ca"]
+        if case.get("cert"):
+            conf.update(ssl_certfile=case["cert"], ssl_keyfile=case["key"])
+    value = ("kafka-python-" + case["name"]).encode()
     try:
         p = KafkaProducer(request_timeout_ms=5000, max_block_ms=5000, **conf)
         p.send(TOPIC, value).get(timeout=10)
@@ -71,12 +88,5 @@ def kafka_python(mechanism, password):
         return "error: %s" % type(e).__name__
 
 
-out = {
-    "confluent PLAIN": confluent("PLAIN", PASSWORD),
-    "confluent SCRAM-SHA-256": confluent("SCRAM-SHA-256", PASSWORD),
-    "kafka-python SCRAM-SHA-512": kafka_python("SCRAM-SHA-512", PASSWORD),
-    "confluent PLAIN wrong password": confluent("PLAIN", PASSWORD + "x"),
-    "confluent SCRAM-SHA-256 wrong password": confluent("SCRAM-SHA-256", PASSWORD + "x"),
-    "kafka-python SCRAM-SHA-512 wrong password": kafka_python("SCRAM-SHA-512", PASSWORD + "x"),
-}
-print(json.dumps(out))
+CLIENTS = {"confluent": confluent, "kafka-python": kafka_python}
+print(json.dumps({case["name"]: CLIENTS[case["client"]](case) for case in spec["cases"]}))

@@ -48,9 +48,9 @@ pub enum SecurityProtocol {
     Plaintext,
     /// SASL authentication over plain TCP.
     SaslPlaintext,
-    /// TLS: refused at start for now ("not supported yet").
+    /// TLS (rustls), with client-certificate authentication when `--ssl-client-ca` is given.
     Ssl,
-    /// SASL over TLS: refused at start for now ("not supported yet").
+    /// SASL authentication over TLS.
     SaslSsl,
 }
 
@@ -63,6 +63,19 @@ impl SecurityProtocol {
             SecurityProtocol::Ssl => "SSL",
             SecurityProtocol::SaslSsl => "SASL_SSL",
         }
+    }
+
+    /// Whether its connections authenticate with SASL (SASL_PLAINTEXT, SASL_SSL).
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+
+    /// Whether its connections are TLS (SSL, SASL_SSL).
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
     }
 }
 
@@ -82,8 +95,8 @@ impl FromStr for ListenerSpec {
         let invalid = |reason: String| BrokerError::InvalidConfig {
             setting: "listen",
             reason: format!(
-                "{s:?}: {reason}; write PROTOCOL://HOST:PORT (PLAINTEXT or SASL_PLAINTEXT) or \
-                 HOST:PORT, e.g. SASL_PLAINTEXT://127.0.0.1:9092"
+                "{s:?}: {reason}; write PROTOCOL://HOST:PORT (PLAINTEXT, SSL, SASL_PLAINTEXT or \
+                 SASL_SSL) or HOST:PORT, e.g. SASL_SSL://127.0.0.1:9093"
             ),
         };
         let (protocol, address) = match s.split_once("://") {
@@ -157,16 +170,36 @@ impl FromStr for SaslMechanism {
 /// listener on Kafka's port 9092), except where the field says otherwise.
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
-    /// Where to listen. Port 0 lets the operating system pick one.
+    /// Where the first listener listens (the first `--listen`). Port 0 lets the operating
+    /// system pick one.
     pub listen: SocketAddr,
-    /// The listener's security protocol (`--listen PROTOCOL://HOST:PORT`; default PLAINTEXT).
+    /// The first listener's security protocol (`--listen PROTOCOL://HOST:PORT`; default
+    /// PLAINTEXT).
     pub security_protocol: SecurityProtocol,
-    /// Kafka's `sasl.enabled.mechanisms` on a SASL_PLAINTEXT listener (default PLAIN,
-    /// SCRAM-SHA-256, SCRAM-SHA-512).
+    /// The further listeners (every `--listen` after the first), each with its own protocol;
+    /// [`all_listeners`](Self::all_listeners) lists them after the first. Default none.
+    pub listeners: Vec<ListenerSpec>,
+    /// Kafka's `sasl.enabled.mechanisms` on SASL_PLAINTEXT and SASL_SSL listeners (default
+    /// PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
     pub sasl_enabled_mechanisms: Vec<SaslMechanism>,
     /// `--users FILE`: the SASL users, `name:password` lines, in a file only its owner may
-    /// read. Needed by a SASL_PLAINTEXT listener.
+    /// read. Needed by SASL_PLAINTEXT and SASL_SSL listeners.
     pub users_file: Option<PathBuf>,
+    /// `--ssl-certificate PEM`: the certificate chain SSL and SASL_SSL listeners present
+    /// (the server's certificate first). Needed by them, with [`ssl_key`](Self::ssl_key).
+    pub ssl_certificate: Option<PathBuf>,
+    /// `--ssl-key PEM`: the private key of [`ssl_certificate`](Self::ssl_certificate)
+    /// (PKCS#8, PKCS#1 or SEC1).
+    pub ssl_key: Option<PathBuf>,
+    /// `--ssl-client-ca PEM`: the certificate authorities client certificates must chain to.
+    /// When given, SSL and SASL_SSL listeners require a client certificate (Kafka's
+    /// `ssl.client.auth=required`), and an SSL connection's principal is its subject,
+    /// `User:CN=…` (Kafka's default principal builder).
+    pub ssl_client_ca: Option<PathBuf>,
+    /// `--allow-plaintext-remote`: let a listener on an address that is not loopback serve
+    /// connections that do not authenticate (PLAINTEXT, or SSL without `--ssl-client-ca`);
+    /// without it the broker refuses to start. Default `false`.
+    pub allow_plaintext_remote: bool,
     /// Kafka's `connection.failed.authentication.delay.ms` (default 100): a connection whose
     /// authentication failed is closed this long after its error answer.
     pub connection_failed_authentication_delay_ms: u64,
@@ -319,8 +352,13 @@ impl Default for BrokerConfig {
         BrokerConfig {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 9092)),
             security_protocol: SecurityProtocol::Plaintext,
+            listeners: Vec::new(),
             sasl_enabled_mechanisms: SaslMechanism::ALL.to_vec(),
             users_file: None,
+            ssl_certificate: None,
+            ssl_key: None,
+            ssl_client_ca: None,
+            allow_plaintext_remote: false,
             connection_failed_authentication_delay_ms: 100,
             data_dir: None,
             offsets_store: OffsetsStore::Log,
@@ -470,32 +508,110 @@ impl BrokerConfig {
 }
 
 impl BrokerConfig {
+    /// Every listener: the first ([`listen`](Self::listen), with
+    /// [`security_protocol`](Self::security_protocol)), then [`listeners`](Self::listeners).
+    pub fn all_listeners(&self) -> Vec<ListenerSpec> {
+        let first = ListenerSpec {
+            protocol: self.security_protocol,
+            address: self.listen,
+        };
+        std::iter::once(first)
+            .chain(self.listeners.iter().copied())
+            .collect()
+    }
+
+    /// Whether a listener's connections authenticate: SASL, or a client certificate.
+    fn authenticates(&self, protocol: SecurityProtocol) -> bool {
+        protocol.uses_sasl() || (protocol.uses_tls() && self.ssl_client_ca.is_some())
+    }
+
     fn validate_security(&self) -> Result<(), BrokerError> {
         let invalid = |setting, reason: String| Err(BrokerError::InvalidConfig { setting, reason });
-        match self.security_protocol {
-            SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => invalid(
-                "listen",
-                format!(
-                    "{} is not supported yet (no TLS yet); use PLAINTEXT or SASL_PLAINTEXT",
-                    self.security_protocol.name()
-                ),
-            ),
-            SecurityProtocol::SaslPlaintext if self.users_file.is_none() => invalid(
+        let listeners = self.all_listeners();
+        let sasl = listeners.iter().any(|l| l.protocol.uses_sasl());
+        let tls = listeners.iter().any(|l| l.protocol.uses_tls());
+        for (i, l) in listeners.iter().enumerate() {
+            if l.address.port() != 0
+                && listeners[..i].iter().any(|o| {
+                    o.address.port() == l.address.port() && o.address.ip() == l.address.ip()
+                })
+            {
+                return invalid(
+                    "listen",
+                    format!("two listeners on {}: each needs its own port", l.address),
+                );
+            }
+            if !l.address.ip().is_loopback()
+                && !self.authenticates(l.protocol)
+                && !self.allow_plaintext_remote
+            {
+                return invalid(
+                    "listen",
+                    format!(
+                        "{}://{} lets anyone who reaches {} in without authenticating; use \
+                         SASL_SSL (or SASL_PLAINTEXT, or SSL with --ssl-client-ca), a loopback \
+                         address, or --allow-plaintext-remote if that is what you mean",
+                        l.protocol.name(),
+                        l.address,
+                        l.address.ip()
+                    ),
+                );
+            }
+        }
+        if sasl && self.users_file.is_none() {
+            return invalid(
                 "users",
-                "a SASL_PLAINTEXT listener needs --users FILE (name:password lines)".into(),
-            ),
-            SecurityProtocol::SaslPlaintext if self.sasl_enabled_mechanisms.is_empty() => invalid(
+                "a SASL_PLAINTEXT or SASL_SSL listener needs --users FILE (name:password lines)"
+                    .into(),
+            );
+        }
+        if sasl && self.sasl_enabled_mechanisms.is_empty() {
+            return invalid(
                 "sasl-enabled-mechanisms",
                 "needs at least one mechanism".into(),
-            ),
-            SecurityProtocol::Plaintext if self.users_file.is_some() => invalid(
-                "users",
-                "users authenticate on a SASL_PLAINTEXT listener only; this one is PLAINTEXT \
-                 (write --listen SASL_PLAINTEXT://HOST:PORT)"
-                    .into(),
-            ),
-            _ => Ok(()),
+            );
         }
+        if !sasl && self.users_file.is_some() {
+            return invalid(
+                "users",
+                "users authenticate on SASL_PLAINTEXT and SASL_SSL listeners only; these are \
+                 not (write --listen SASL_SSL://HOST:PORT or SASL_PLAINTEXT://HOST:PORT)"
+                    .into(),
+            );
+        }
+        let files = [
+            ("ssl-certificate", &self.ssl_certificate),
+            ("ssl-key", &self.ssl_key),
+            ("ssl-client-ca", &self.ssl_client_ca),
+        ];
+        if tls {
+            for (setting, file) in &files[..2] {
+                if file.is_none() {
+                    return invalid(
+                        setting,
+                        format!("an SSL or SASL_SSL listener needs --{setting} PEM"),
+                    );
+                }
+            }
+        } else if let Some((setting, _)) = files.iter().find(|(_, f)| f.is_some()) {
+            return invalid(
+                setting,
+                format!(
+                    "--{setting} is for SSL and SASL_SSL listeners; none is configured \
+                     (write --listen SSL://HOST:PORT or SASL_SSL://HOST:PORT)"
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// The listeners that let anyone who reaches them in without authenticating although
+    /// they are not on loopback (allowed by `--allow-plaintext-remote`; warned about at start).
+    pub(crate) fn unauthenticated_remote_listeners(&self) -> Vec<ListenerSpec> {
+        self.all_listeners()
+            .into_iter()
+            .filter(|l| !l.address.ip().is_loopback() && !self.authenticates(l.protocol))
+            .collect()
     }
 }
 
@@ -606,21 +722,53 @@ mod tests {
                     security_protocol: SecurityProtocol::Plaintext,
                     ..sasl(Some("/u"))
                 },
-                "SASL_PLAINTEXT listener only",
+                "SASL_SSL listeners only",
             ),
             (
                 BrokerConfig {
                     security_protocol: SecurityProtocol::SaslSsl,
                     ..sasl(Some("/u"))
                 },
-                "SASL_SSL is not supported yet",
+                "needs --ssl-certificate",
             ),
             (
                 BrokerConfig {
                     security_protocol: SecurityProtocol::Ssl,
+                    ssl_certificate: Some("/c".into()),
                     ..BrokerConfig::default()
                 },
-                "SSL is not supported yet",
+                "needs --ssl-key",
+            ),
+            (
+                BrokerConfig {
+                    ssl_client_ca: Some("/ca".into()),
+                    ..BrokerConfig::default()
+                },
+                "--ssl-client-ca is for SSL and SASL_SSL listeners",
+            ),
+            (
+                BrokerConfig {
+                    listen: "0.0.0.0:9092".parse().unwrap(),
+                    ..BrokerConfig::default()
+                },
+                "--allow-plaintext-remote",
+            ),
+            (
+                BrokerConfig {
+                    listen: "10.0.0.1:9093".parse().unwrap(),
+                    security_protocol: SecurityProtocol::Ssl,
+                    ssl_certificate: Some("/c".into()),
+                    ssl_key: Some("/k".into()),
+                    ..BrokerConfig::default()
+                },
+                "SSL://10.0.0.1:9093 lets anyone",
+            ),
+            (
+                BrokerConfig {
+                    listeners: vec!["SASL_PLAINTEXT://127.0.0.1:9092".parse().unwrap()],
+                    ..sasl(Some("/u"))
+                },
+                "two listeners on 127.0.0.1:9092",
             ),
         ];
         for (c, expect) in cases {
@@ -628,6 +776,46 @@ mod tests {
             assert_eq!(err.code(), "INVALID_CONFIG");
             assert!(err.to_string().contains(expect), "{err}");
         }
+        // what is accepted: a remote listener that authenticates, or one allowed outright
+        let tls = |protocol, ip: &str, ca: bool, allow| BrokerConfig {
+            listen: format!("{ip}:9093").parse().unwrap(),
+            security_protocol: protocol,
+            ssl_certificate: Some("/c".into()),
+            ssl_key: Some("/k".into()),
+            ssl_client_ca: ca.then(|| "/ca".into()),
+            allow_plaintext_remote: allow,
+            users_file: protocol.uses_sasl().then(|| "/u".into()),
+            ..BrokerConfig::default()
+        };
+        for ok in [
+            tls(SecurityProtocol::SaslSsl, "0.0.0.0", false, false),
+            tls(SecurityProtocol::Ssl, "10.0.0.1", true, false),
+            tls(SecurityProtocol::Ssl, "10.0.0.1", false, true),
+            tls(SecurityProtocol::Ssl, "127.0.0.1", false, false),
+            BrokerConfig {
+                listen: "0.0.0.0:9092".parse().unwrap(),
+                allow_plaintext_remote: true,
+                ..BrokerConfig::default()
+            },
+            BrokerConfig {
+                listeners: vec!["SASL_PLAINTEXT://127.0.0.1:9094".parse().unwrap()],
+                users_file: Some("/u".into()),
+                ..tls(SecurityProtocol::Ssl, "127.0.0.1", false, false)
+            },
+        ] {
+            let l = ok.all_listeners();
+            assert!(ok.validate().is_ok(), "{l:?}: {:?}", ok.validate());
+        }
+        let allowed = BrokerConfig {
+            listen: "0.0.0.0:9092".parse().unwrap(),
+            listeners: vec!["127.0.0.1:9094".parse().unwrap()],
+            allow_plaintext_remote: true,
+            ..BrokerConfig::default()
+        };
+        assert_eq!(
+            allowed.unauthenticated_remote_listeners(),
+            vec![allowed.all_listeners()[0]]
+        );
         assert_eq!(
             "SCRAM-SHA-512".parse::<SaslMechanism>().unwrap(),
             SaslMechanism::ScramSha512

@@ -4,8 +4,9 @@ use std::io;
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::tls::Stream;
 
 /// Why a frame could not be read. Any of them ends the connection.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +38,7 @@ const MAX_RESERVE: usize = 64 * 1024;
 /// idle connection holds neither.
 #[derive(Debug)]
 pub(crate) struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     buffer: BytesMut,
     max_frame: usize,
     /// When the first byte of the frame being read arrived; `None` between frames.
@@ -45,7 +46,7 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    pub(crate) fn new(socket: TcpStream, max_frame: usize) -> Connection {
+    pub(crate) fn new(socket: Stream, max_frame: usize) -> Connection {
         Connection {
             stream: socket,
             buffer: BytesMut::new(),
@@ -80,22 +81,36 @@ impl Connection {
                 }
                 return Ok(Some(frame));
             }
-            // Wait for bytes before making room for them: a connection waiting for its next
-            // request holds no buffer (the task sits here while idle).
-            self.stream.readable().await?;
-            if self.buffer.len() == self.buffer.capacity() {
-                self.buffer.reserve(READ_CHUNK);
-            }
-            let read = match self.stream.try_read_buf(&mut self.buffer) {
-                Ok(read) => read,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    // A readiness without bytes (a new socket's first): give the room back.
-                    if self.buffer.is_empty() {
-                        self.buffer = BytesMut::new();
+            let read = match &mut self.stream {
+                Stream::Tcp(tcp) => {
+                    // Wait for bytes before making room for them: a connection waiting for
+                    // its next request holds no buffer (the task sits here while idle).
+                    tcp.readable().await?;
+                    if self.buffer.len() == self.buffer.capacity() {
+                        self.buffer.reserve(READ_CHUNK);
                     }
-                    continue;
+                    match tcp.try_read_buf(&mut self.buffer) {
+                        Ok(read) => read,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            // A readiness without bytes (a new socket's first): give the
+                            // room back.
+                            if self.buffer.is_empty() {
+                                self.buffer = BytesMut::new();
+                            }
+                            continue;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
                 }
-                Err(e) => return Err(e.into()),
+                // TLS may hold decrypted bytes the socket no longer signals, so it is read
+                // into a buffer at once (its session keeps buffers of its own anyway).
+                // Cancel-safe: bytes not yet copied out stay in the TLS session.
+                tls @ Stream::Tls(_) => {
+                    if self.buffer.len() == self.buffer.capacity() {
+                        self.buffer.reserve(READ_CHUNK);
+                    }
+                    tls.read_buf(&mut self.buffer).await?
+                }
             };
             if read == 0 {
                 return if self.buffer.is_empty() {
@@ -138,14 +153,16 @@ impl Connection {
 
     /// Writes one response frame (length prefix included).
     pub(crate) async fn write_frame(&mut self, frame: &[u8]) -> io::Result<()> {
-        self.stream.write_all(frame).await
+        self.stream.write_all(frame).await?;
+        // TLS keeps records it could not send yet; a flush writes them (TCP: nothing to do).
+        self.stream.flush().await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::net::TcpListener;
+    use tokio::net::{TcpListener, TcpStream};
 
     /// A connection waiting for its next request holds no read buffer, before its first
     /// request and after each one.
@@ -155,7 +172,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let mut client = TcpStream::connect(addr).await.unwrap();
         let (server, _) = listener.accept().await.unwrap();
-        let mut conn = Connection::new(server, 1024);
+        let mut conn = Connection::new(Stream::Tcp(server), 1024);
         let wait = std::time::Duration::from_millis(100);
         assert!(tokio::time::timeout(wait, conn.read_frame()).await.is_err());
         assert_eq!(conn.buffer.capacity(), 0, "before the first request");
@@ -180,7 +197,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let mut client = TcpStream::connect(addr).await.unwrap();
         let (server, _) = listener.accept().await.unwrap();
-        let mut conn = Connection::new(server, 200 * 1024 * 1024);
+        let mut conn = Connection::new(Stream::Tcp(server), 200 * 1024 * 1024);
         let mut bytes = (100u32 * 1024 * 1024).to_be_bytes().to_vec();
         bytes.extend_from_slice(&[7; 10]);
         client.write_all(&bytes).await.unwrap();

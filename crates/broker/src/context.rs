@@ -1,6 +1,7 @@
 //! What every request handler shares: the log, the coordinator, the settings and the
-//! broker's own address.
+//! broker's own addresses.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use coordinator_core::{Clock, Coordinator, LogError, TopicMetadata};
 use partition_log::PartitionLog;
 
 use crate::api::topic_configs::TopicConfigs;
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, SecurityProtocol};
 use crate::producers::Producers;
 
 /// The broker's node id in Metadata and FindCoordinator (a single broker, as in a Kafka
@@ -37,9 +38,11 @@ pub(crate) struct Context {
     /// The partition log, behind its port: handlers never see which log it is.
     pub(crate) log: Arc<dyn PartitionLog>,
     pub(crate) coordinator: Arc<Coordinator>,
-    /// The host and port clients are told to connect to.
-    pub(crate) host: String,
-    pub(crate) port: i32,
+    /// Every listener, with the address clients are told to connect to through it (a
+    /// connection is answered with its own listener's, see [`Session::endpoint`]).
+    ///
+    /// [`Session::endpoint`]: crate::auth::Session::endpoint
+    pub(crate) endpoints: Vec<Arc<Endpoint>>,
     pub(crate) cluster_id: String,
     /// The configs clients set on topics (CreateTopics, AlterConfigs), in memory: the one
     /// place they live (see [`TopicConfigs`] for the seam a durable log persists them at).
@@ -78,6 +81,36 @@ impl ProducerIdSource for ProducerIds {
     }
 }
 
+/// One listener as clients see it: its security protocol, the address it is bound to, and the
+/// host and port Metadata and FindCoordinator tell the clients that came in through it.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    pub(crate) protocol: SecurityProtocol,
+    pub(crate) address: SocketAddr,
+    pub(crate) host: String,
+    pub(crate) port: i32,
+}
+
+impl Endpoint {
+    /// The endpoint of a listener bound to `address` (a wildcard address is advertised as
+    /// loopback: it cannot be connected to).
+    pub(crate) fn new(protocol: SecurityProtocol, address: SocketAddr) -> Endpoint {
+        let host = match address.ip() {
+            ip if ip.is_unspecified() => match ip {
+                IpAddr::V4(_) => Ipv4Addr::LOCALHOST.to_string(),
+                IpAddr::V6(_) => "::1".to_string(),
+            },
+            ip => ip.to_string(),
+        };
+        Endpoint {
+            protocol,
+            address,
+            host,
+            port: i32::from(address.port()),
+        }
+    }
+}
+
 /// What the server builds besides the coordinator and passes to [`Context::new`].
 #[derive(Debug)]
 pub(crate) struct Transactions {
@@ -92,15 +125,13 @@ impl Context {
         log: Arc<dyn PartitionLog>,
         coordinator: Arc<Coordinator>,
         transactions: Transactions,
-        host: String,
-        port: u16,
+        endpoints: Vec<Arc<Endpoint>>,
     ) -> Context {
         Context {
             config,
             log,
             coordinator,
-            host,
-            port: i32::from(port),
+            endpoints,
             cluster_id: "consumer-groups-broker".to_string(),
             topic_configs: TopicConfigs::default(),
             producers: transactions.producers,

@@ -12,13 +12,15 @@
 //! runs the core's timers), and nothing depends on it.
 //!
 //! ```text
-//!   Kafka clients ══TCP══► broker ──► coordinator-core ◄── partition-log, offset-store,
-//!                                 └─► coordinator-driver    assignor
+//!   Kafka clients ══TCP/TLS══► broker ──► coordinator-core ◄── partition-log, offset-store,
+//!                                     └─► coordinator-driver    assignor
 //! ```
 //!
-//! The network layer has mini-redis's shape: a listener accepting under a connection limit,
+//! The network layer has mini-redis's shape: listeners accepting under one connection limit,
 //! a handler per connection answering one request at a time in order, a connection reading
 //! and writing frames, and a shutdown signal every handler hears and the server waits for.
+//! Each listener has one of Kafka's security protocols (PLAINTEXT, SSL, SASL_PLAINTEXT,
+//! SASL_SSL; TLS by rustls) and advertises itself to the clients that come in through it.
 //! The codec (the `kafka-protocol` crate) stays at this edge: handlers translate requests
 //! into calls on the log and the coordinator, and results into responses, nothing more.
 //! Group state lives in the core only.
@@ -75,6 +77,7 @@ mod retention;
 mod server;
 mod shutdown;
 mod store;
+mod tls;
 mod txn_markers;
 
 pub use config::{

@@ -1,9 +1,11 @@
-//! The network adapter in mini-redis's shape: a [`Server`] (the listener) accepts under a
-//! connection limit, a `Handler` per connection answers one request at a time, and shutdown
-//! is broadcast to every handler and waited for before the broker stops.
+//! The network adapter in mini-redis's shape: a [`Server`] (its listeners, one accept loop
+//! each) accepts under one connection limit, a `Handler` per connection answers one request at
+//! a time, and shutdown is broadcast to every accept loop and handler and waited for before
+//! the broker stops.
 
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,12 +21,13 @@ use crate::auth::{allowed_before_authentication, Authenticator, Session, Users};
 use crate::codec::{self, Incoming};
 use crate::config::{BrokerConfig, SecurityProtocol};
 use crate::connection::{Connection, FrameError};
-use crate::context::{Context, ProducerIds, Transactions, WallClock};
+use crate::context::{Context, Endpoint, ProducerIds, Transactions, WallClock};
 use crate::error::BrokerError;
 use crate::producers::Producers;
 use crate::retention::Retention;
 use crate::shutdown::Shutdown;
 use crate::store::StoreConfig;
+use crate::tls::{Stream, Tls};
 use crate::txn_markers::LogMarkers;
 use coordinator_core::txn::TransactionCoordinator;
 
@@ -57,14 +60,21 @@ pub(crate) const RECORDS_DIR: &str = "records";
 const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 
 /// A bound, not yet serving broker: the offset store is open (and, for a data directory,
-/// owned), the topics exist, the socket listens. [`run`](Server::run) serves it.
+/// owned), the topics exist, the sockets listen. [`run`](Server::run) serves it.
 #[derive(Debug)]
 pub struct Server {
-    listener: TcpListener,
-    /// The SASL users and mechanisms of a SASL_PLAINTEXT listener.
-    authenticator: Option<Arc<Authenticator>>,
+    listeners: Vec<Bound>,
     context: Arc<Context>,
-    local_addr: SocketAddr,
+}
+
+/// One bound listener: its socket, its endpoint, and what its connections need (SASL's users
+/// on SASL_PLAINTEXT and SASL_SSL, TLS on SSL and SASL_SSL).
+#[derive(Debug)]
+struct Bound {
+    listener: TcpListener,
+    endpoint: Arc<Endpoint>,
+    authenticator: Option<Arc<Authenticator>>,
+    tls: Option<Tls>,
 }
 
 impl Server {
@@ -72,11 +82,18 @@ impl Server {
     /// the groups the store knows, and binds the listener.
     ///
     /// # Errors
-    /// `INVALID_CONFIG`, the store's error (a data directory another broker owns, an
-    /// unreadable offset file), a topic that cannot be created, `BIND_FAILED`.
+    /// `INVALID_CONFIG` (also for unreadable or invalid TLS files), the store's error (a data
+    /// directory another broker owns, an unreadable offset file), a topic that cannot be
+    /// created, `BIND_FAILED`.
     pub async fn bind(config: BrokerConfig) -> Result<Server, BrokerError> {
         config.validate()?;
         let authenticator = authenticator(&config).await?;
+        let tls = match (&config.ssl_certificate, &config.ssl_key) {
+            (Some(cert), Some(key)) => {
+                Some(Tls::from_files(cert, key, config.ssl_client_ca.as_deref())?)
+            }
+            _ => None,
+        };
         let store_config = config.store();
         if let Some(dir) = &config.data_dir {
             // The broker creates its data directory (the groups tool refuses a missing one).
@@ -162,46 +179,61 @@ impl Server {
             info!(groups = loaded, "groups with committed offsets loaded");
         }
         let transactions = transactions(&config, &log, &coordinator).await?;
-        let listener =
-            TcpListener::bind(config.listen)
-                .await
-                .map_err(|source| BrokerError::Bind {
-                    address: config.listen,
-                    source,
-                })?;
-        let local_addr = listener.local_addr().map_err(|source| BrokerError::Bind {
-            address: config.listen,
-            source,
-        })?;
-        // A wildcard address cannot be connected to; tell clients the loopback one.
-        let host = match local_addr.ip() {
-            ip if ip.is_unspecified() => match ip {
-                IpAddr::V4(_) => Ipv4Addr::LOCALHOST.to_string(),
-                IpAddr::V6(_) => "::1".to_string(),
-            },
-            ip => ip.to_string(),
-        };
-        let config_protocol = config.security_protocol.name();
+        let mut listeners = Vec::new();
+        for spec in config.all_listeners() {
+            let bind_failed = |source| BrokerError::Bind {
+                address: spec.address,
+                source,
+            };
+            let listener = TcpListener::bind(spec.address).await.map_err(bind_failed)?;
+            let address = listener.local_addr().map_err(bind_failed)?;
+            let protocol = spec.protocol;
+            info!(
+                protocol = protocol.name(),
+                %address,
+                client_certificates = protocol.uses_tls() && config.ssl_client_ca.is_some(),
+                "listener"
+            );
+            listeners.push(Bound {
+                listener,
+                endpoint: Arc::new(Endpoint::new(protocol, address)),
+                authenticator: authenticator.clone().filter(|_| protocol.uses_sasl()),
+                tls: tls.clone().filter(|_| protocol.uses_tls()),
+            });
+        }
+        for open in config.unauthenticated_remote_listeners() {
+            warn!(
+                protocol = open.protocol.name(),
+                address = %open.address,
+                "--allow-plaintext-remote: anyone who reaches this address is served without \
+                 authenticating (read, commit, delete groups)"
+            );
+        }
+        let endpoints = listeners.iter().map(|l| l.endpoint.clone()).collect();
         let context = Arc::new(Context::new(
             config,
             log,
             coordinator,
             transactions,
-            host,
-            local_addr.port(),
+            endpoints,
         ));
-        info!(protocol = config_protocol, "listener security protocol");
-        Ok(Server {
-            listener,
-            authenticator,
-            context,
-            local_addr,
-        })
+        Ok(Server { listeners, context })
     }
 
-    /// The address the broker listens on (with the port the OS picked for port 0).
+    /// The address the first listener listens on (with the port the OS picked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.listeners
+            .first()
+            .map_or(self.context.config.listen, |l| l.endpoint.address)
+    }
+
+    /// Every listener: its security protocol and the address it listens on, in the order
+    /// of the configuration (the first is [`local_addr`](Self::local_addr)).
+    pub fn local_addrs(&self) -> Vec<(SecurityProtocol, SocketAddr)> {
+        self.listeners
+            .iter()
+            .map(|l| (l.endpoint.protocol, l.endpoint.address))
+            .collect()
     }
 
     /// Serves until `shutdown` resolves, then stops: no new connections, every handler
@@ -215,25 +247,27 @@ impl Server {
         let txn_timer = TxnTimer::spawn(self.context.txn.clone());
         let (notify_shutdown, _) = broadcast::channel(1);
         let (shutdown_complete_tx, mut shutdown_complete_rx) = mpsc::channel::<()>(1);
-        let mut listener = Listener {
-            listener: self.listener,
+        // One connection limit and one per-address count over every listener, as Kafka's
+        // max.connections and max.connections.per.ip are broker-wide.
+        let shared = Arc::new(Shared {
             limit: Arc::new(Semaphore::new(self.context.config.max_connections)),
             per_ip: Arc::new(PerIp::default()),
-            authenticator: self.authenticator,
             context: self.context,
-            notify_shutdown,
-            shutdown_complete_tx,
-            next_id: 0,
-        };
-        tokio::select! {
-            () = listener.accept_loop() => {}
-            _ = shutdown => info!("shutting down: no new connections"),
+            next_id: AtomicU64::new(0),
+        });
+        for bound in self.listeners {
+            let mut listener = Listener {
+                bound,
+                shared: shared.clone(),
+                shutdown: notify_shutdown.subscribe(),
+                shutdown_complete_tx: shutdown_complete_tx.clone(),
+            };
+            // Each accept loop ends (and closes its socket) at the shutdown signal.
+            tokio::spawn(async move { listener.accept_loop().await });
         }
-        let Listener {
-            notify_shutdown,
-            shutdown_complete_tx,
-            ..
-        } = listener;
+        drop(shared);
+        shutdown.await;
+        info!("shutting down: no new connections");
         drop(notify_shutdown);
         drop(shutdown_complete_tx);
         // Every handler holds a sender; recv returns None once all have finished.
@@ -254,12 +288,34 @@ impl Server {
     }
 }
 
-/// The users and mechanisms of a SASL_PLAINTEXT listener, read from `--users` (the SCRAM
-/// credentials are derived here, off the async workers: 8192 PBKDF2 rounds per user).
+/// The TLS handshake of a new connection, bounded by the request timeout (a client that
+/// opens a socket and sends nothing holds it no longer) and by the shutdown.
+async fn handshake(
+    tls: &Tls,
+    socket: TcpStream,
+    context: &Context,
+    shutdown: &mut Shutdown,
+) -> Result<Stream, String> {
+    let limit = context.config.request_timeout_ms;
+    tokio::select! {
+        done = tokio::time::timeout(Duration::from_millis(limit), tls.acceptor.accept(socket)) => match done {
+            Ok(Ok(stream)) => Ok(Stream::Tls(Box::new(stream))),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no TLS handshake within {limit} ms (request.timeout.ms)")),
+        },
+        () = shutdown.recv() => Err("broker shutting down".into()),
+    }
+}
+
+/// The users and mechanisms of the SASL_PLAINTEXT and SASL_SSL listeners, read from
+/// `--users` (the SCRAM credentials are derived here, off the async workers: 8192 PBKDF2
+/// rounds per user).
 async fn authenticator(config: &BrokerConfig) -> Result<Option<Arc<Authenticator>>, BrokerError> {
-    let (SecurityProtocol::SaslPlaintext, Some(path)) =
-        (config.security_protocol, config.users_file.clone())
-    else {
+    let sasl = config
+        .all_listeners()
+        .iter()
+        .any(|l| l.protocol.uses_sasl());
+    let (true, Some(path)) = (sasl, config.users_file.clone()) else {
         return Ok(None);
     };
     let users = tokio::task::spawn_blocking(move || Users::load(&path))
@@ -332,27 +388,43 @@ impl Drop for IpSlot {
     }
 }
 
-struct Listener {
-    listener: TcpListener,
+/// What every accept loop shares.
+struct Shared {
     limit: Arc<Semaphore>,
     per_ip: Arc<PerIp>,
-    authenticator: Option<Arc<Authenticator>>,
     context: Arc<Context>,
-    notify_shutdown: broadcast::Sender<()>,
+    /// The last connection id given (ids are unique across listeners, for the logs).
+    next_id: AtomicU64,
+}
+
+struct Listener {
+    bound: Bound,
+    shared: Arc<Shared>,
+    /// The shutdown signal; each handler gets its own receiver of it.
+    shutdown: broadcast::Receiver<()>,
     shutdown_complete_tx: mpsc::Sender<()>,
-    next_id: u64,
 }
 
 impl Listener {
+    /// Accepts until the shutdown signal (then the socket closes with the loop).
     async fn accept_loop(&mut self) {
+        let mut stop = Shutdown::new(self.shutdown.resubscribe());
+        tokio::select! {
+            () = self.accept_connections() => {}
+            () = stop.recv() => {}
+        }
+    }
+
+    async fn accept_connections(&mut self) {
+        let context = self.shared.context.clone();
         loop {
             // Waits while max-connections are open; the semaphore is never closed.
-            let Ok(permit) = self.limit.clone().acquire_owned().await else {
+            let Ok(permit) = self.shared.limit.clone().acquire_owned().await else {
                 return;
             };
             let (socket, peer) = self.accept().await;
-            let max_per_ip = self.context.config.max_connections_per_ip;
-            let Some(slot) = self.per_ip.enter(peer.ip(), max_per_ip) else {
+            let max_per_ip = context.config.max_connections_per_ip;
+            let Some(slot) = self.shared.per_ip.enter(peer.ip(), max_per_ip) else {
                 // Kafka's acceptor closes it at once ("Rejecting connection").
                 warn!(%peer, max = max_per_ip, "too many connections from this address (max-connections-per-ip); closing the new one");
                 drop(socket);
@@ -364,19 +436,37 @@ impl Listener {
             if let Err(e) = socket.set_nodelay(true) {
                 debug!(%peer, error = %e, "cannot set TCP_NODELAY");
             }
-            self.next_id += 1;
-            let mut handler = Handler {
-                id: self.next_id,
-                peer,
-                context: self.context.clone(),
-                connection: Connection::new(socket, self.context.config.max_frame_bytes),
-                shutdown: Shutdown::new(self.notify_shutdown.subscribe()),
-                told_unsupported: false,
-                session: Session::new(self.authenticator.clone(), peer),
-                _shutdown_complete: self.shutdown_complete_tx.clone(),
-            };
+            let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+            let mut shutdown = Shutdown::new(self.shutdown.resubscribe());
+            let tls = self.bound.tls.clone();
+            let authenticator = self.bound.authenticator.clone();
+            let endpoint = self.bound.endpoint.clone();
+            let context = context.clone();
+            let shutdown_complete = self.shutdown_complete_tx.clone();
             tokio::spawn(async move {
-                info!(connection = handler.id, %peer, "connection opened");
+                info!(connection = id, %peer, protocol = endpoint.protocol.name(), "connection opened");
+                let stream = match tls {
+                    None => Stream::Tcp(socket),
+                    Some(tls) => match handshake(&tls, socket, &context, &mut shutdown).await {
+                        Ok(stream) => stream,
+                        Err(reason) => {
+                            // Kafka: "Failed authentication with /IP (SSL handshake failed)"
+                            warn!(connection = id, %peer, reason = %reason, "TLS handshake failed; closing the connection");
+                            return;
+                        }
+                    },
+                };
+                let principal = stream.peer_principal();
+                let mut handler = Handler {
+                    id,
+                    peer,
+                    connection: Connection::new(stream, context.config.max_frame_bytes),
+                    context,
+                    shutdown,
+                    told_unsupported: false,
+                    session: Session::new(authenticator, peer, endpoint, principal),
+                    _shutdown_complete: shutdown_complete,
+                };
                 let reason = handler.run().await;
                 let principal = handler.session.principal().unwrap_or_default();
                 info!(connection = handler.id, %peer, principal, reason = %reason, "connection closed");
@@ -394,7 +484,7 @@ impl Listener {
         let mut backoff = Duration::from_millis(10);
         let mut failures = 0u64;
         loop {
-            match self.listener.accept().await {
+            match self.bound.listener.accept().await {
                 Ok(accepted) => {
                     if failures > 0 {
                         info!(failures, "accepting connections again");

@@ -287,7 +287,6 @@ fn alter_partition_reassignments(
 }
 
 fn describe_quorum(call: &Call<'_>, request: &DescribeQuorumRequest) -> DescribeQuorumResponse {
-    let context = call.context;
     let now = i64::try_from(WallClock.now_ms()).unwrap_or(i64::MAX);
     let topics = request
         .topics
@@ -324,8 +323,8 @@ fn describe_quorum(call: &Call<'_>, request: &DescribeQuorumRequest) -> Describe
     let nodes = if call.version >= 2 {
         let listener = Listener::default()
             .with_name(StrBytes::from_static_str("CONTROLLER"))
-            .with_host(StrBytes::from_string(context.host.clone()))
-            .with_port(u16::try_from(context.port).unwrap_or(0));
+            .with_host(StrBytes::from_string(call.endpoint().host.clone()))
+            .with_port(u16::try_from(call.endpoint().port).unwrap_or(0));
         vec![Node::default()
             .with_node_id(BrokerId(NODE_ID))
             .with_listeners(vec![listener])]

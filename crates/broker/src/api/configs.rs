@@ -108,8 +108,7 @@ fn broker_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refus
         synonyms: vec![(name.to_string(), value.to_string(), source::DEFAULT_CONFIG)],
         doc,
     };
-    let mut all =
-        vec![
+    let mut all = vec![
         set(
             "auto.create.topics.enable",
             c.auto_create_topics.to_string(),
@@ -124,15 +123,25 @@ fn broker_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refus
         ),
         set(
             "advertised.listeners",
-            format!("{}://{}:{}", c.security_protocol.name(), context.host, context.port),
+            context
+                .endpoints
+                .iter()
+                .map(|e| format!("{}://{}:{}", e.protocol.name(), e.host, e.port))
+                .collect::<Vec<_>>()
+                .join(","),
             Kind::String,
-            "The listener clients are told to connect to (Metadata and FindCoordinator).",
+            "The listeners clients are told to connect to (Metadata and FindCoordinator answer \
+             each client with the one it came in on).",
         ),
         set(
             "listeners",
-            format!("{}://{}", c.security_protocol.name(), c.listen),
+            c.all_listeners()
+                .iter()
+                .map(|l| format!("{}://{}", l.protocol.name(), l.address))
+                .collect::<Vec<_>>()
+                .join(","),
             Kind::String,
-            "The listener the broker binds (--listen).",
+            "The listeners the broker binds (--listen, repeatable).",
         ),
         default(
             "compression.type",

@@ -23,8 +23,8 @@ fn describe_cluster(call: &Call<'_>, request: &DescribeClusterRequest) -> Descri
     let context = call.context;
     let broker = DescribeClusterBroker::default()
         .with_broker_id(BrokerId(NODE_ID))
-        .with_host(StrBytes::from_string(context.host.clone()))
-        .with_port(context.port)
+        .with_host(StrBytes::from_string(call.endpoint().host.clone()))
+        .with_port(call.endpoint().port)
         .with_rack(None);
     let operations = if request.include_cluster_authorized_operations {
         CLUSTER_OPERATIONS

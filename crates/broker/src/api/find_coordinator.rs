@@ -29,8 +29,8 @@ fn handle(call: &Call<'_>, request: &FindCoordinatorRequest) -> FindCoordinatorR
     FindCoordinatorResponse::default()
         .with_error_message(None)
         .with_node_id(BrokerId(NODE_ID))
-        .with_host(StrBytes::from_string(call.context.host.clone()))
-        .with_port(call.context.port)
+        .with_host(StrBytes::from_string(call.endpoint().host.clone()))
+        .with_port(call.endpoint().port)
 }
 
 pub(crate) struct FindCoordinator;

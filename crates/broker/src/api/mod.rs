@@ -43,3 +43,10 @@ pub(crate) struct Call<'a> {
     /// The connection's authentication (SaslHandshake and SaslAuthenticate change it).
     pub(crate) session: &'a Session,
 }
+
+impl Call<'_> {
+    /// The listener this request came in on, with the address its clients are told.
+    pub(crate) fn endpoint(&self) -> &crate::context::Endpoint {
+        self.session.endpoint()
+    }
+}

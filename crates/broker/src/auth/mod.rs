@@ -1,9 +1,11 @@
-//! Authentication of a connection on a SASL_PLAINTEXT listener, with Kafka's rules
+//! Authentication of a connection on a SASL_PLAINTEXT or SASL_SSL listener, with Kafka's rules
 //! (`SaslServerAuthenticator`): until a connection has authenticated, only ApiVersions,
 //! SaslHandshake and SaslAuthenticate are answered; a failed authentication answers
 //! SASL_AUTHENTICATION_FAILED and the connection is closed after
 //! `connection.failed.authentication.delay.ms`. The authenticated principal (`User:name`)
-//! stays on the connection.
+//! stays on the connection. On an SSL listener the principal is the client certificate's
+//! subject (`User:CN=…`), or `User:ANONYMOUS` without one; on SASL_SSL, SASL's wins (Kafka's
+//! `DefaultKafkaPrincipalBuilder`).
 
 mod plain;
 mod scram;
@@ -19,6 +21,7 @@ pub(crate) use scram::ScramHash;
 pub(crate) use users::Users;
 
 use crate::config::SaslMechanism;
+use crate::context::Endpoint;
 
 /// Kafka's error codes of authentication (kept here, not in `api::codes`, with the one
 /// module that sends them).
@@ -45,11 +48,13 @@ pub(crate) fn allowed_before_authentication(key: ApiKey) -> bool {
     )
 }
 
-/// A connection's authentication: none on a PLAINTEXT listener, else the SASL state.
+/// A connection's authentication: none on a PLAINTEXT listener, else the SASL state; and the
+/// listener it came in on.
 #[derive(Debug)]
 pub(crate) struct Session {
     authenticator: Option<Arc<Authenticator>>,
     peer: SocketAddr,
+    endpoint: Arc<Endpoint>,
     state: Mutex<State>,
 }
 
@@ -76,18 +81,30 @@ enum Exchange {
 pub(crate) type Refusal = (i16, String);
 
 impl Session {
-    /// The session of a new connection from `peer`; `authenticator` is `None` on a
-    /// PLAINTEXT listener (the connection is `User:ANONYMOUS` at once, as in Kafka).
-    pub(crate) fn new(authenticator: Option<Arc<Authenticator>>, peer: SocketAddr) -> Session {
+    /// The session of a new connection from `peer` on `endpoint`; `authenticator` is `None`
+    /// on a listener without SASL: the connection is authenticated at once, as the client
+    /// certificate's `principal` (SSL with `--ssl-client-ca`) or `User:ANONYMOUS`, as in Kafka.
+    pub(crate) fn new(
+        authenticator: Option<Arc<Authenticator>>,
+        peer: SocketAddr,
+        endpoint: Arc<Endpoint>,
+        principal: Option<String>,
+    ) -> Session {
         let state = match authenticator {
-            None => State::Authenticated("User:ANONYMOUS".into()),
+            None => State::Authenticated(principal.unwrap_or_else(|| "User:ANONYMOUS".into())),
             Some(_) => State::Handshake,
         };
         Session {
             authenticator,
             peer,
+            endpoint,
             state: Mutex::new(state),
         }
+    }
+
+    /// The listener the connection came in on.
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {

@@ -15,23 +15,44 @@ use clap::Parser;
 /// Without --data-dir everything lives in memory and is lost at exit. With it, committed
 /// offsets and group records survive in DATA_DIR/groups/ (the group log; or, with
 /// --offsets-store json, offsets alone in DATA_DIR/offsets.json) and topics and records in
-/// DATA_DIR/records/. Once accepting, prints `listening on HOST:PORT` to stdout; logs go
+/// DATA_DIR/records/. Once accepting, prints `listening on HOST:PORT` to stdout (the first
+/// listener; each further one follows as `listening on PROTOCOL://HOST:PORT`); logs go
 /// to stderr, filtered by RUST_LOG (default `info`). SIGINT or SIGTERM stops it gracefully
 /// (exit 0).
 #[derive(Debug, Parser)]
 #[command(name = "broker", version)]
 struct Args {
     /// Where to listen, PROTOCOL://HOST:PORT or HOST:PORT (PLAINTEXT); PROTOCOL is
-    /// PLAINTEXT or SASL_PLAINTEXT (SSL and SASL_SSL are refused: no TLS yet). Port 0 lets
-    /// the OS pick one.
-    #[arg(long, default_value = "127.0.0.1:9092", env = "BROKER_LISTEN", value_name = "[PROTOCOL://]HOST:PORT", value_parser = parse_listener)]
-    listen: ListenerSpec,
-    /// Kafka's sasl.enabled.mechanisms on a SASL_PLAINTEXT listener: any of PLAIN,
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (Kafka's listeners). Repeat it, or separate
+    /// listeners with commas, for several. Port 0 lets the OS pick one. A listener on an
+    /// address that is not loopback must authenticate its clients (SASL, or SSL with
+    /// --ssl-client-ca) unless --allow-plaintext-remote is given.
+    #[arg(long, default_value = "127.0.0.1:9092", env = "BROKER_LISTEN", value_name = "[PROTOCOL://]HOST:PORT", value_delimiter = ',', value_parser = parse_listener)]
+    listen: Vec<ListenerSpec>,
+    /// Serve clients that do not authenticate on a listener that is not on loopback
+    /// (PLAINTEXT, or SSL without --ssl-client-ca): anyone who reaches the address may then
+    /// read, commit and delete groups. Logged as a warning at start.
+    #[arg(long)]
+    allow_plaintext_remote: bool,
+    /// The certificate chain (PEM, the server's certificate first) of SSL and SASL_SSL
+    /// listeners. Kafka's ssl.keystore.location, in PEM.
+    #[arg(long, value_name = "PEM")]
+    ssl_certificate: Option<PathBuf>,
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of --ssl-certificate.
+    #[arg(long, value_name = "PEM")]
+    ssl_key: Option<PathBuf>,
+    /// The authorities (PEM) client certificates must chain to: SSL and SASL_SSL listeners
+    /// then require a client certificate (Kafka's ssl.client.auth=required), and an SSL
+    /// connection's principal is its subject, User:CN=... (Kafka's default principal builder).
+    #[arg(long, value_name = "PEM")]
+    ssl_client_ca: Option<PathBuf>,
+    /// Kafka's sasl.enabled.mechanisms on SASL_PLAINTEXT and SASL_SSL listeners: any of PLAIN,
     /// SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's default, needs Kerberos and is not served).
     #[arg(long, value_delimiter = ',', default_value = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", value_parser = parse_mechanism)]
     sasl_enabled_mechanisms: Vec<SaslMechanism>,
     /// The SASL users, `name:password` lines (blank lines and `#` comments skipped); the
-    /// file must be readable by its owner only (chmod 600). Needed by SASL_PLAINTEXT.
+    /// file must be readable by its owner only (chmod 600). Needed by SASL_PLAINTEXT and
+    /// SASL_SSL.
     #[arg(long, value_name = "FILE", env = "BROKER_USERS")]
     users: Option<PathBuf>,
     /// Kafka's connection.failed.authentication.delay.ms: a connection whose authentication
@@ -190,9 +211,20 @@ fn parse_topic(s: &str) -> Result<TopicSpec, String> {
 
 impl Args {
     fn into_config(self) -> BrokerConfig {
+        // clap gives at least one (the default); the config's own default otherwise
+        let mut listeners = self.listen.into_iter();
+        let first = listeners.next().unwrap_or(ListenerSpec {
+            protocol: broker::SecurityProtocol::Plaintext,
+            address: BrokerConfig::default().listen,
+        });
         BrokerConfig {
-            listen: self.listen.address,
-            security_protocol: self.listen.protocol,
+            listen: first.address,
+            security_protocol: first.protocol,
+            listeners: listeners.collect(),
+            ssl_certificate: self.ssl_certificate,
+            ssl_key: self.ssl_key,
+            ssl_client_ca: self.ssl_client_ca,
+            allow_plaintext_remote: self.allow_plaintext_remote,
             sasl_enabled_mechanisms: self.sasl_enabled_mechanisms,
             users_file: self.users,
             connection_failed_authentication_delay_ms: self
@@ -261,7 +293,15 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
     // the broker answers stops it cleanly, never kills it.
     let stop = stop_signal().context("cannot listen for signals")?;
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "listening on {}", server.local_addr())?;
+    // The first listener as `HOST:PORT` (what every reader of this line expects), each
+    // further one with its protocol.
+    for (i, (protocol, address)) in server.local_addrs().into_iter().enumerate() {
+        if i == 0 {
+            writeln!(stdout, "listening on {address}")?;
+        } else {
+            writeln!(stdout, "listening on {}://{address}", protocol.name())?;
+        }
+    }
     stdout.flush()?;
     drop(stdout);
     server.run(stop).await?;

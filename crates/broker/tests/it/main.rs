@@ -18,5 +18,6 @@ mod groups;
 mod groups_tool;
 mod idempotence;
 mod sasl;
+mod tls;
 mod transactions;
 mod wire;

@@ -395,8 +395,8 @@ async fn the_binary_checks_the_users_file_mode() {
             "needs --users",
         ),
         (
-            vec!["--listen", "SASL_SSL://127.0.0.1:0"],
-            "SASL_SSL is not supported yet",
+            vec!["--listen", "SSL://127.0.0.1:0"],
+            "needs --ssl-certificate",
         ),
         (
             vec![

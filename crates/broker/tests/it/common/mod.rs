@@ -38,6 +38,8 @@ pub async fn bounded<F: std::future::Future>(what: &str, f: F) -> F::Output {
 /// A broker serving on 127.0.0.1:<free port> in this process.
 pub struct TestBroker {
     pub addr: SocketAddr,
+    /// Every listener (the first is `addr`).
+    pub addrs: Vec<(broker::SecurityProtocol, SocketAddr)>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), BrokerError>>>,
 }
@@ -66,12 +68,14 @@ impl TestBroker {
             .await
             .expect("the broker starts");
         let addr = server.local_addr();
+        let addrs = server.local_addrs();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(server.run(async move {
             let _ = stopped.await;
         }));
         TestBroker {
             addr,
+            addrs,
             stop: Some(stop),
             task: Some(task),
         }
