@@ -1210,3 +1210,53 @@ def tls_clients(ctx):
     ctx.check('principal="User:CN=interop-client,O=interop"' in log,
               "no connection of the client certificate's principal User:CN=interop-client,O=interop in the log")
     ctx.check("TLS handshake failed" in log, "the refused handshakes are not logged")
+
+
+# -------------------------------------------------------------------------------------------
+# 13c. ACLs (--authorizer): a principal without READ on a group is refused and changes nothing;
+#      ACLs added with confluent-kafka's AdminClient let it in; kafka-python's deletes them
+
+@scenario("acls-confluent-kafka-python", topics={"acl": 1}, budget=120, own_broker=True,
+          mock_note="the mock has no authorizer")
+def acl_clients(ctx):
+    users = os.path.join(ctx.dir, "acl-users.txt")
+    fd = os.open(users, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("admin:admin-pw\nalice:alice-pw\n")
+    b = ctx.start_broker("broker-acl", {"acl": 1}, listen="SASL_PLAINTEXT://127.0.0.1:0",
+                         extra=["--users", users, "--authorizer", "--super-users", "User:admin"])
+    spec = {"bootstrap": b.address, "topic": "acl", "group": "acl-g"}
+    r = subprocess.run([python_exe(), os.path.join(INTEROP, "workers", "acl_clients.py"), json.dumps(spec)],
+                       capture_output=True, timeout=ctx.left(100))
+    with open(os.path.join(ctx.dir, "acl_clients.log"), "ab") as f:
+        f.write(r.stderr)
+    code, _, killed = b.stop(15)
+    ctx.check(code == 0 and not killed, "the ACL broker on SIGTERM: exit %s" % code)
+    if r.returncode != 0:
+        raise Failed("the ACL clients failed (exit %d): %s"
+                     % (r.returncode, r.stderr.decode(errors="replace").strip().splitlines()[-1:]))
+    out = json.loads(r.stdout)
+    ctx.note("outcomes: %s" % out)
+    expect = expecter(ctx, out)
+    expect("admin_commit", "ok")
+    ctx.check(out["alice_consume_without_acl"]["records"] == 0
+              and "GROUP_AUTHORIZATION_FAILED" in out["alice_consume_without_acl"]["errors"],
+              "alice's group without an ACL: %s" % out["alice_consume_without_acl"])
+    # FindCoordinator is refused first (DESCRIBE on the group), so librdkafka's commit ends
+    # waiting for a coordinator; the wire test shows OffsetCommit's own refusal
+    ctx.check(out.get("alice_commit_without_acl") in ("GROUP_AUTHORIZATION_FAILED", "_WAIT_COORD"),
+              "alice_commit_without_acl: %s" % out.get("alice_commit_without_acl"))
+    expect("committed_after_refusals", 5)
+    expect("create_acls", ["ok", "ok"])
+    expect("alice_create_acls", "CLUSTER_AUTHORIZATION_FAILED")
+    ctx.check(out["alice_consume_with_acl"] == {"records": 5, "errors": []},
+              "alice's group with the ACLs: %s" % out["alice_consume_with_acl"])
+    expect("committed_after_alice", 10)
+    expect("described", ["GROUP:acl-g:User:alice:READ", "TOPIC:acl:User:alice:READ"])
+    expect("kafka_python_described", 2)
+    expect("kafka_python_deleted", 1)
+    # FindCoordinator is refused first (DESCRIBE on the group), so librdkafka's commit ends
+    # waiting for a coordinator; the wire test shows OffsetCommit's own refusal
+    ctx.check(out.get("alice_commit_after_delete") in ("GROUP_AUTHORIZATION_FAILED", "_WAIT_COORD"),
+              "alice_commit_after_delete: %s" % out.get("alice_commit_after_delete"))
+    expect("committed_at_end", 10)

@@ -200,6 +200,16 @@ pub struct BrokerConfig {
     /// connections that do not authenticate (PLAINTEXT, or SSL without `--ssl-client-ca`);
     /// without it the broker refuses to start. Default `false`.
     pub allow_plaintext_remote: bool,
+    /// `--authorizer` (Kafka's `authorizer.class.name` set to its `StandardAuthorizer`):
+    /// every request is checked against the ACLs, which CreateAcls, DescribeAcls and
+    /// DeleteAcls manage and `<data-dir>/acls.json` keeps. Default off: anyone may do anything.
+    pub authorizer: bool,
+    /// `--super-users`: principals (`User:name`) the ACLs do not restrict (Kafka's
+    /// `super.users`).
+    pub super_users: Vec<String>,
+    /// `--allow-everyone-if-no-acl-found`: a resource no ACL names is open to everyone
+    /// (Kafka's `allow.everyone.if.no.acl.found`, default `false`).
+    pub allow_everyone_if_no_acl_found: bool,
     /// Kafka's `connection.failed.authentication.delay.ms` (default 100): a connection whose
     /// authentication failed is closed this long after its error answer.
     pub connection_failed_authentication_delay_ms: u64,
@@ -359,6 +369,9 @@ impl Default for BrokerConfig {
             ssl_key: None,
             ssl_client_ca: None,
             allow_plaintext_remote: false,
+            authorizer: false,
+            super_users: Vec::new(),
+            allow_everyone_if_no_acl_found: false,
             connection_failed_authentication_delay_ms: 100,
             data_dir: None,
             offsets_store: OffsetsStore::Log,
@@ -579,6 +592,27 @@ impl BrokerConfig {
                     .into(),
             );
         }
+        if !self.authorizer && (!self.super_users.is_empty() || self.allow_everyone_if_no_acl_found)
+        {
+            return invalid(
+                if self.super_users.is_empty() {
+                    "allow-everyone-if-no-acl-found"
+                } else {
+                    "super-users"
+                },
+                "applies to the ACLs, which only --authorizer enforces".into(),
+            );
+        }
+        if let Some(bad) = self
+            .super_users
+            .iter()
+            .find(|p| !matches!(p.split_once(':'), Some((k, n)) if !k.is_empty() && !n.is_empty()))
+        {
+            return invalid(
+                "super-users",
+                format!("`{bad}` is not a principal; write User:NAME (several separated by `;`)"),
+            );
+        }
         let files = [
             ("ssl-certificate", &self.ssl_certificate),
             ("ssl-key", &self.ssl_key),
@@ -769,6 +803,21 @@ mod tests {
                     ..sasl(Some("/u"))
                 },
                 "two listeners on 127.0.0.1:9092",
+            ),
+            (
+                BrokerConfig {
+                    super_users: vec!["User:admin".into()],
+                    ..BrokerConfig::default()
+                },
+                "only --authorizer enforces",
+            ),
+            (
+                BrokerConfig {
+                    authorizer: true,
+                    super_users: vec!["admin".into()],
+                    ..BrokerConfig::default()
+                },
+                "`admin` is not a principal",
             ),
         ];
         for (c, expect) in cases {

@@ -43,6 +43,9 @@ pub(crate) struct Context {
     ///
     /// [`Session::endpoint`]: crate::auth::Session::endpoint
     pub(crate) endpoints: Vec<Arc<Endpoint>>,
+    /// The ACLs and their judge, with `--authorizer`; `None` lets every principal do
+    /// anything.
+    pub(crate) authorizer: Option<Arc<crate::acl::Authorizer>>,
     pub(crate) cluster_id: String,
     /// The configs clients set on topics (CreateTopics, AlterConfigs), in memory: the one
     /// place they live (see [`TopicConfigs`] for the seam a durable log persists them at).
@@ -126,12 +129,14 @@ impl Context {
         coordinator: Arc<Coordinator>,
         transactions: Transactions,
         endpoints: Vec<Arc<Endpoint>>,
+        authorizer: Option<Arc<crate::acl::Authorizer>>,
     ) -> Context {
         Context {
             config,
             log,
             coordinator,
             endpoints,
+            authorizer,
             cluster_id: "consumer-groups-broker".to_string(),
             topic_configs: TopicConfigs::default(),
             producers: transactions.producers,

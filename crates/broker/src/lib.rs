@@ -64,6 +64,7 @@
 
 #![forbid(unsafe_code)]
 
+mod acl;
 pub mod admin;
 mod api;
 mod auth;

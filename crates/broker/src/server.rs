@@ -210,12 +210,29 @@ impl Server {
             );
         }
         let endpoints = listeners.iter().map(|l| l.endpoint.clone()).collect();
+        let authorizer = if config.authorizer {
+            let a = crate::acl::Authorizer::open(
+                config.data_dir.as_deref(),
+                config.super_users.clone(),
+                config.allow_everyone_if_no_acl_found,
+            )?;
+            info!(
+                acls = a.acls().len(),
+                super_users = %config.super_users.join(";"),
+                allow_everyone_if_no_acl_found = config.allow_everyone_if_no_acl_found,
+                "ACLs enforced"
+            );
+            Some(Arc::new(a))
+        } else {
+            None
+        };
         let context = Arc::new(Context::new(
             config,
             log,
             coordinator,
             transactions,
             endpoints,
+            authorizer,
         ));
         Ok(Server { listeners, context })
     }

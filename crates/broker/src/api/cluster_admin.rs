@@ -17,6 +17,7 @@
 //! are 0, and the leader epoch 1 (Kafka's first). Leader epochs of data partitions are −1,
 //! as Metadata reports them.
 
+use crate::acl::Operation;
 use std::collections::BTreeSet;
 use std::ops::RangeInclusive;
 
@@ -491,10 +492,15 @@ async fn delete_records(call: &Call<'_>, request: &DeleteRecordsRequest) -> Dele
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
+        let allowed = call.may_topic(Operation::Delete, &topic.name);
         for p in &topic.partitions {
             let answer = DeleteRecordsPartitionResult::default()
                 .with_partition_index(p.partition_index)
                 .with_low_watermark(-1);
+            if !allowed {
+                partitions.push(answer.with_error_code(codes::TOPIC_AUTHORIZATION_FAILED));
+                continue;
+            }
             if !exists(call, &topic.name, p.partition_index) {
                 partitions.push(answer.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION));
                 continue;

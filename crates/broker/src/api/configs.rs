@@ -2,6 +2,7 @@
 //! topic configs (kept in [`TopicConfigs`](super::topic_configs::TopicConfigs), validated
 //! against Kafka's catalogue, enforced by nothing: see the README).
 
+use crate::acl::Operation;
 use std::ops::RangeInclusive;
 
 use kafka_protocol::messages::describe_configs_response::{
@@ -253,6 +254,12 @@ fn describe_configs(call: &Call<'_>, request: DescribeConfigsRequest) -> Describ
         .map(|resource| {
             let name = resource.resource_name.as_str();
             let described = match resource.resource_type {
+                TOPIC if !call.may_topic(Operation::DescribeConfigs, name) => {
+                    Err(unauthorized(TOPIC))
+                }
+                BROKER if !call.may_cluster(Operation::DescribeConfigs) => {
+                    Err(unauthorized(BROKER))
+                }
                 TOPIC => topic_configs(context, name),
                 BROKER => broker_configs(context, name),
                 other => Err(unsupported_type(other)),
@@ -304,6 +311,36 @@ fn entry(d: Described, synonyms: bool, documentation: bool) -> DescribeConfigsRe
         .with_synonyms(synonyms)
         .with_config_type(d.kind as i8)
         .with_documentation(documentation.then(|| str_bytes(d.doc)))
+}
+
+/// TOPIC_AUTHORIZATION_FAILED for a topic, CLUSTER_AUTHORIZATION_FAILED for the broker
+/// (Kafka checks a broker's configs on the cluster resource).
+fn unauthorized(resource_type: i8) -> Refused {
+    if resource_type == TOPIC {
+        Refused::new(
+            codes::TOPIC_AUTHORIZATION_FAILED,
+            "Authorization failed.".to_string(),
+        )
+    } else {
+        Refused::new(
+            codes::CLUSTER_AUTHORIZATION_FAILED,
+            "Cluster authorization failed.".to_string(),
+        )
+    }
+}
+
+/// Whether the principal may alter the configs of the resource (ALTER_CONFIGS).
+fn may_alter(call: &Call<'_>, resource_type: i8, name: &str) -> Result<(), Refused> {
+    let allowed = match resource_type {
+        TOPIC => call.may_topic(Operation::AlterConfigs, name),
+        BROKER => call.may_cluster(Operation::AlterConfigs),
+        _ => true,
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(unauthorized(resource_type))
+    }
 }
 
 fn unsupported_type(resource_type: i8) -> Refused {
@@ -482,7 +519,13 @@ fn incremental_alter_configs(
                 incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                     .with_resource_type(resource.resource_type)
                     .with_resource_name(resource.resource_name.clone());
-            match alter_incrementally(call.context, resource, request.validate_only) {
+            match may_alter(
+                call,
+                resource.resource_type,
+                resource.resource_name.as_str(),
+            )
+            .and_then(|()| alter_incrementally(call.context, resource, request.validate_only))
+            {
                 Ok(()) => response.with_error_message(None),
                 Err(refused) => response
                     .with_error_code(refused.code)
@@ -542,7 +585,13 @@ fn alter_configs(call: &Call<'_>, request: AlterConfigsRequest) -> AlterConfigsR
             let response = alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
-            match alter_whole(call.context, resource, request.validate_only) {
+            match may_alter(
+                call,
+                resource.resource_type,
+                resource.resource_name.as_str(),
+            )
+            .and_then(|()| alter_whole(call.context, resource, request.validate_only))
+            {
                 Ok(()) => response.with_error_message(None),
                 Err(refused) => response
                     .with_error_code(refused.code)

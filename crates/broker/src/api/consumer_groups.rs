@@ -3,6 +3,7 @@
 //! (epochs, target and current assignments, reconciliation) is the core's alone
 //! (`coordinator.consumer()`).
 
+use crate::acl::Operation;
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
@@ -76,6 +77,12 @@ async fn heartbeat(
     // v1: the client chooses its member id (KIP-1082), so it is never empty.
     if call.version >= 1 && request.member_id.is_empty() {
         return error_response(codes::INVALID_REQUEST, "MemberId can't be empty.".into());
+    }
+    if !call.may_group(Operation::Read, request.group_id.as_str()) {
+        return error_response(
+            codes::GROUP_AUTHORIZATION_FAILED,
+            "Group authorization failed.".into(),
+        );
     }
     let topic_partitions = match &request.topic_partitions {
         Some(topics) => Some(owned(call, topics).await),
@@ -153,6 +160,16 @@ async fn describe_groups(
     let mut groups = Vec::with_capacity(request.group_ids.len());
     for id in &request.group_ids {
         let group = DescribedGroup::default().with_group_id(id.clone());
+        if !call.may_group(Operation::Describe, id.as_str()) {
+            groups.push(
+                group
+                    .with_error_code(codes::GROUP_AUTHORIZATION_FAILED)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "Group authorization failed.",
+                    ))),
+            );
+            continue;
+        }
         groups.push(
             match call.context.coordinator.consumer().describe(id).await {
                 Ok(d) => group

@@ -17,6 +17,7 @@
 //! read as "no session" and answer with full fetches; an incremental fetch (a non-zero
 //! session id) gets FETCH_SESSION_ID_NOT_FOUND, which makes them start over with a full one.
 
+use crate::acl::Operation;
 use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -120,6 +121,12 @@ async fn read(
                 .with_partition_index(p.partition)
                 .with_aborted_transactions(read_committed.then(Vec::new));
             partitions.push(match name {
+                Some(name) if !call.may_topic(Operation::Read, name) => {
+                    pass.errors = true;
+                    answer
+                        .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED)
+                        .with_high_watermark(-1)
+                }
                 Some(name) => pass.partition(call, name, p, read_committed, answer).await,
                 None => {
                     pass.errors = true;

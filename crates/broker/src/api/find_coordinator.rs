@@ -1,5 +1,6 @@
 //! FindCoordinator: this broker coordinates every group and every transactional id.
 
+use crate::acl::Operation;
 use std::ops::RangeInclusive;
 
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -21,6 +22,19 @@ fn handle(call: &Call<'_>, request: &FindCoordinatorRequest) -> FindCoordinatorR
             .with_error_code(codes::INVALID_REQUEST)
             .with_error_message(Some(StrBytes::from_static_str(
                 "the transactional id must not be empty",
+            )))
+            .with_node_id(BrokerId(-1))
+            .with_host(StrBytes::default())
+            .with_port(-1);
+    }
+    // A group's coordinator is told to those who may describe the group (Kafka); a
+    // transactional id's is not checked (TRANSACTIONAL_ID ACLs are not enforced here).
+    if request.key_type != TRANSACTION && !call.may_group(Operation::Describe, request.key.as_str())
+    {
+        return FindCoordinatorResponse::default()
+            .with_error_code(codes::GROUP_AUTHORIZATION_FAILED)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Group authorization failed.",
             )))
             .with_node_id(BrokerId(-1))
             .with_host(StrBytes::default())

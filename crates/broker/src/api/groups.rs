@@ -6,6 +6,7 @@
 //! decoded here (the consumer protocol is part of the codec) and handed to the core as
 //! topics and partitions, so describe, lag and the optional ownership check see them.
 
+use crate::acl::Operation;
 use std::ops::RangeInclusive;
 
 use bytes::Bytes;
@@ -255,6 +256,10 @@ async fn describe(call: &Call<'_>, request: DescribeGroupsRequest) -> DescribeGr
     for group in request.groups {
         let described =
             describe_groups_response::DescribedGroup::default().with_group_id(group.clone());
+        if !call.may_group(Operation::Describe, group.as_str()) {
+            groups.push(described.with_error_code(codes::GROUP_AUTHORIZATION_FAILED));
+            continue;
+        }
         let answer = match call.context.coordinator.classic().describe(&group).await {
             Ok(d) => {
                 let stable = d.state == GroupState::Stable;
@@ -331,6 +336,9 @@ async fn list(call: &Call<'_>, request: ListGroupsRequest) -> ListGroupsResponse
         .iter()
         .map(|s| s.trim().to_ascii_lowercase())
         .collect();
+    // Kafka: DESCRIBE on the cluster lists every group, else those the principal may
+    // describe.
+    let all = call.may_cluster(Operation::Describe);
     let groups = call
         .context
         .coordinator
@@ -339,6 +347,7 @@ async fn list(call: &Call<'_>, request: ListGroupsRequest) -> ListGroupsResponse
         .into_iter()
         .filter(|g| filter.is_empty() || filter.contains(&g.state.as_str().to_ascii_lowercase()))
         .filter(|g| types.is_empty() || types.contains(&group_type(g.kind).to_string()))
+        .filter(|g| all || call.may_group(Operation::Describe, &g.group_id))
         .map(|g| {
             list_groups_response::ListedGroup::default()
                 .with_group_id(GroupId(s(&g.group_id)))
@@ -353,6 +362,14 @@ async fn list(call: &Call<'_>, request: ListGroupsRequest) -> ListGroupsResponse
 async fn delete(call: &Call<'_>, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let mut results = Vec::new();
     for group in request.groups_names {
+        if !call.may_group(Operation::Delete, group.as_str()) {
+            results.push(
+                delete_groups_response::DeletableGroupResult::default()
+                    .with_group_id(group)
+                    .with_error_code(codes::GROUP_AUTHORIZATION_FAILED),
+            );
+            continue;
+        }
         let code = match call.context.coordinator.delete_group(group.as_str()).await {
             Ok(()) => {
                 info!(group = %group.as_str(), "group deleted");
@@ -381,6 +398,14 @@ impl Api for JoinGroup {
         request: JoinGroupRequest,
         shutdown: &mut Shutdown,
     ) -> Option<JoinGroupResponse> {
+        if !call.may_group(Operation::Read, request.group_id.as_str()) {
+            return Some(
+                JoinGroupResponse::default()
+                    .with_error_code(codes::GROUP_AUTHORIZATION_FAILED)
+                    .with_generation_id(-1)
+                    .with_protocol_name((call.version < 7).then(Default::default)),
+            );
+        }
         Some(join(call, request, shutdown).await)
     }
 
@@ -404,6 +429,11 @@ impl Api for SyncGroup {
         request: SyncGroupRequest,
         shutdown: &mut Shutdown,
     ) -> Option<SyncGroupResponse> {
+        if !call.may_group(Operation::Read, request.group_id.as_str()) {
+            return Some(
+                SyncGroupResponse::default().with_error_code(codes::GROUP_AUTHORIZATION_FAILED),
+            );
+        }
         Some(sync(call, request, shutdown).await)
     }
 
@@ -425,6 +455,11 @@ impl Api for Heartbeat {
         request: HeartbeatRequest,
         _shutdown: &mut Shutdown,
     ) -> Option<HeartbeatResponse> {
+        if !call.may_group(Operation::Read, request.group_id.as_str()) {
+            return Some(
+                HeartbeatResponse::default().with_error_code(codes::GROUP_AUTHORIZATION_FAILED),
+            );
+        }
         Some(heartbeat(call, request).await)
     }
 
@@ -446,6 +481,11 @@ impl Api for LeaveGroup {
         request: LeaveGroupRequest,
         _shutdown: &mut Shutdown,
     ) -> Option<LeaveGroupResponse> {
+        if !call.may_group(Operation::Read, request.group_id.as_str()) {
+            return Some(
+                LeaveGroupResponse::default().with_error_code(codes::GROUP_AUTHORIZATION_FAILED),
+            );
+        }
         Some(leave(call, request).await)
     }
 

@@ -18,6 +18,7 @@
 //! as their current leader epoch and it is not checked. v10's `timeout_ms` bounds nothing
 //! here: every lookup answers at once.
 
+use crate::acl::Operation;
 use std::ops::RangeInclusive;
 
 use coordinator_core::{Clock, LogError, TopicPartition};
@@ -44,9 +45,18 @@ async fn handle(call: &Call<'_>, request: ListOffsetsRequest) -> ListOffsetsResp
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
+        let allowed = call.may_topic(Operation::Describe, topic.name.0.as_str());
         for p in &topic.partitions {
             let read_committed = request.isolation_level == READ_COMMITTED;
-            partitions.push(lookup(call, topic.name.0.as_str(), p, read_committed).await);
+            partitions.push(if allowed {
+                lookup(call, topic.name.0.as_str(), p, read_committed).await
+            } else {
+                ListOffsetsPartitionResponse::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED)
+                    .with_timestamp(-1)
+                    .with_offset(-1)
+            });
         }
         topics.push(
             ListOffsetsTopicResponse::default()

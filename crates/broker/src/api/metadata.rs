@@ -1,6 +1,7 @@
 //! Metadata: one broker, leader of every partition; missing topics are created when
 //! `--auto-create-topics` is on.
 
+use crate::acl::Operation;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -25,7 +26,12 @@ async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
     // A name, or the id of a topic asked for by an id no topic has.
     let names: Vec<Result<String, Uuid>> = if all {
         match context.log.topics().await {
-            Ok(topics) => topics.into_iter().map(|(name, _)| Ok(name)).collect(),
+            // Every topic the principal may describe (Kafka leaves the others out).
+            Ok(topics) => topics
+                .into_iter()
+                .filter(|(name, _)| call.may_topic(Operation::Describe, name))
+                .map(|(name, _)| Ok(name))
+                .collect(),
             // The log cannot list its topics: the answer lists none (Kafka's answer when
             // its metadata cache is empty).
             Err(e) => {
@@ -63,9 +69,21 @@ async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
             }
         };
         let topic = MetadataResponseTopic::default()
-            .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
-            .with_topic_id(context.topic_id(&name));
-        topics.push(match context.topic_or_create(&name, allow_create).await {
+            .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
+        if !call.may_topic(Operation::Describe, &name) {
+            // Kafka: a named topic the principal may not describe, without its id.
+            topics.push(topic.with_error_code(codes::TOPIC_AUTHORIZATION_FAILED));
+            continue;
+        }
+        let topic = topic.with_topic_id(context.topic_id(&name));
+        // Creating a missing topic needs CREATE on the cluster or on the topic (Kafka).
+        let may_create = allow_create
+            && (call.may_cluster(Operation::Create) || call.may_topic(Operation::Create, &name));
+        if allow_create && !may_create && context.log.partition_count(&name).is_none() {
+            topics.push(topic.with_error_code(codes::TOPIC_AUTHORIZATION_FAILED));
+            continue;
+        }
+        topics.push(match context.topic_or_create(&name, may_create).await {
             Ok(Some(count)) => topic.with_partitions(
                 (0..count)
                     .map(|p| {

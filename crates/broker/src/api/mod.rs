@@ -5,6 +5,7 @@
 
 pub(crate) mod codes;
 
+mod acls;
 mod api_versions;
 mod cluster_admin;
 mod configs;
@@ -48,5 +49,44 @@ impl Call<'_> {
     /// The listener this request came in on, with the address its clients are told.
     pub(crate) fn endpoint(&self) -> &crate::context::Endpoint {
         self.session.endpoint()
+    }
+
+    /// Whether this connection's principal may do `operation` on the resource `(kind,
+    /// name)`: always without `--authorizer`, else as the ACLs say (see [`crate::acl`]).
+    pub(crate) fn authorize(
+        &self,
+        operation: crate::acl::Operation,
+        kind: crate::acl::ResourceType,
+        name: &str,
+    ) -> bool {
+        let Some(authorizer) = self.context.authorizer.as_deref() else {
+            return true;
+        };
+        let principal = self.session.principal().unwrap_or_default();
+        let allowed = authorizer.authorize(&principal, self.peer.ip(), operation, kind, name);
+        if !allowed {
+            // Kafka's authorizer logs denials at INFO ("Principal = … is Denied operation")
+            tracing::info!(principal, host = %self.peer.ip(), ?operation, resource = ?kind, name, "denied by the ACLs");
+        }
+        allowed
+    }
+
+    /// [`authorize`](Self::authorize) on a group.
+    pub(crate) fn may_group(&self, operation: crate::acl::Operation, group: &str) -> bool {
+        self.authorize(operation, crate::acl::ResourceType::Group, group)
+    }
+
+    /// [`authorize`](Self::authorize) on a topic.
+    pub(crate) fn may_topic(&self, operation: crate::acl::Operation, topic: &str) -> bool {
+        self.authorize(operation, crate::acl::ResourceType::Topic, topic)
+    }
+
+    /// [`authorize`](Self::authorize) on the cluster.
+    pub(crate) fn may_cluster(&self, operation: crate::acl::Operation) -> bool {
+        self.authorize(
+            operation,
+            crate::acl::ResourceType::Cluster,
+            crate::acl::CLUSTER_NAME,
+        )
     }
 }

@@ -4,6 +4,7 @@
 //! before the coordinator is asked: those that do not get UNKNOWN_TOPIC_OR_PARTITION, and
 //! if none is left the coordinator is not called at all.
 
+use crate::acl::Operation;
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
@@ -44,6 +45,10 @@ pub(super) fn checked_offset(
 ) -> Result<(TopicPartition, OffsetAndMetadata), i16> {
     let max_metadata = call.context.coordinator.config().offset_metadata_max_bytes;
     let too_large = metadata.is_some_and(|m| m.len() > max_metadata);
+    // Kafka checks READ on the topic before it looks the partition up.
+    if !call.may_topic(Operation::Read, topic) {
+        return Err(codes::TOPIC_AUTHORIZATION_FAILED);
+    }
     match existing(call, topic, partition) {
         None => Err(codes::UNKNOWN_TOPIC_OR_PARTITION),
         Some(_) if too_large => Err(codes::OFFSET_METADATA_TOO_LARGE),
@@ -85,7 +90,42 @@ pub(super) fn split_offsets<'a>(
     (offsets, early)
 }
 
+/// The OffsetCommit answer: each partition of the request with `code_of(topic index,
+/// partition index)`.
+fn commit_answer(
+    request: &OffsetCommitRequest,
+    code_of: impl Fn(usize, usize) -> i16,
+) -> OffsetCommitResponse {
+    OffsetCommitResponse::default().with_topics(
+        request
+            .topics
+            .iter()
+            .enumerate()
+            .map(|(t, topic)| {
+                offset_commit_response::OffsetCommitResponseTopic::default()
+                    .with_name(topic.name.clone())
+                    .with_partitions(
+                        topic
+                            .partitions
+                            .iter()
+                            .enumerate()
+                            .map(|(p, partition)| {
+                                offset_commit_response::OffsetCommitResponsePartition::default()
+                                    .with_partition_index(partition.partition_index)
+                                    .with_error_code(code_of(t, p))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}
+
 async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitResponse {
+    if !call.may_group(Operation::Read, request.group_id.as_str()) {
+        // Kafka: every partition answers GROUP_AUTHORIZATION_FAILED; nothing is committed.
+        return commit_answer(&request, |_, _| codes::GROUP_AUTHORIZATION_FAILED);
+    }
     let parts = request.topics.iter().enumerate().flat_map(|(t, topic)| {
         topic.partitions.iter().enumerate().map(move |(p, x)| {
             let (offset, epoch) = (x.committed_offset, x.committed_leader_epoch);
@@ -143,28 +183,9 @@ async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitRe
             }
         }
     };
-    let topics = request
-        .topics
-        .iter()
-        .enumerate()
-        .map(|(t, topic)| {
-            offset_commit_response::OffsetCommitResponseTopic::default()
-                .with_name(topic.name.clone())
-                .with_partitions(
-                    topic
-                        .partitions
-                        .iter()
-                        .enumerate()
-                        .map(|(p, partition)| {
-                            offset_commit_response::OffsetCommitResponsePartition::default()
-                                .with_partition_index(partition.partition_index)
-                                .with_error_code(early.get(&(t, p)).copied().unwrap_or(group_code))
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
-    OffsetCommitResponse::default().with_topics(topics)
+    commit_answer(&request, |t, p| {
+        early.get(&(t, p)).copied().unwrap_or(group_code)
+    })
 }
 
 /// What one group's fetch found: per topic, per asked partition, the committed offset with
@@ -185,6 +206,9 @@ async fn fetch_group(
     topics: Option<Vec<(TopicName, Vec<i32>)>>,
     require_stable: bool,
 ) -> Result<Fetched, i16> {
+    if !call.may_group(Operation::Describe, group) {
+        return Err(codes::GROUP_AUTHORIZATION_FAILED);
+    }
     let committed = match call
         .context
         .coordinator
@@ -212,9 +236,13 @@ async fn fetch_group(
         Some(topics) => topics
             .into_iter()
             .map(|(name, partitions)| {
+                // Kafka: a named topic the principal may not describe answers
+                // TOPIC_AUTHORIZATION_FAILED for each of its partitions.
+                let allowed = call.may_topic(Operation::Describe, name.0.as_str());
                 let found = partitions
                     .into_iter()
                     .map(|p| match u32::try_from(p) {
+                        _ if !allowed => (p, None, codes::TOPIC_AUTHORIZATION_FAILED),
                         Ok(index) => {
                             let tp = TopicPartition::new(name.0.as_str(), index);
                             entry(&tp, p, committed.get(&tp))
@@ -227,7 +255,11 @@ async fn fetch_group(
             .collect(),
         None => {
             let mut out: Fetched = Vec::new();
-            for (tp, offset) in &committed {
+            // All topics: those the principal may not describe are left out (Kafka).
+            for (tp, offset) in committed
+                .iter()
+                .filter(|(tp, _)| call.may_topic(Operation::Describe, tp.topic()))
+            {
                 let entry = entry(tp, tp.partition() as i32, Some(offset));
                 match out.last_mut() {
                     Some((name, parts)) if name.0.as_str() == tp.topic() => parts.push(entry),
@@ -370,10 +402,21 @@ async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchRespo
 
 /// OffsetDelete v0: removes a group's committed offsets of topics it is not subscribed to.
 async fn delete(call: &Call<'_>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    if !call.may_group(Operation::Delete, request.group_id.as_str()) {
+        return OffsetDeleteResponse::default().with_error_code(codes::GROUP_AUTHORIZATION_FAILED);
+    }
     let mut early: BTreeMap<(String, i32), i16> = BTreeMap::new();
     let mut asked = Vec::new();
     for topic in &request.topics {
+        let readable = call.may_topic(Operation::Read, &topic.name);
         for partition in &topic.partitions {
+            if !readable {
+                early.insert(
+                    (topic.name.to_string(), partition.partition_index),
+                    codes::TOPIC_AUTHORIZATION_FAILED,
+                );
+                continue;
+            }
             match existing(call, &topic.name, partition.partition_index) {
                 Some(tp) => asked.push(tp),
                 None => {

@@ -11,6 +11,7 @@
 //! partition is not checked to be in the producer's transaction (KIP-890's verification is
 //! not done).
 
+use crate::acl::Operation;
 use std::ops::RangeInclusive;
 
 use coordinator_core::Clock;
@@ -47,6 +48,12 @@ async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceRespo
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
+        if !call.may_topic(Operation::Write, &name) {
+            // Kafka: each partition of a topic the principal may not write answers
+            // TOPIC_AUTHORIZATION_FAILED; nothing of it is appended.
+            responses.extend(refuse_all(vec![topic], codes::TOPIC_AUTHORIZATION_FAILED));
+            continue;
+        }
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             partitions.push(append(call, &name, data, &mut inflation).await);

@@ -2,6 +2,7 @@
 //! partition log's port. One broker holds every partition, so the only replication factor
 //! is 1 and manual replica assignments are refused.
 
+use crate::acl::Operation;
 use std::collections::BTreeSet;
 use std::ops::RangeInclusive;
 
@@ -47,6 +48,14 @@ fn duplicates<'a>(names: impl Iterator<Item = &'a str>) -> BTreeSet<&'a str> {
         }
     }
     twice
+}
+
+/// TOPIC_AUTHORIZATION_FAILED with Kafka's message.
+fn unauthorized() -> Refused {
+    Refused::new(
+        codes::TOPIC_AUTHORIZATION_FAILED,
+        "Authorization failed.".to_string(),
+    )
 }
 
 fn duplicate_refusal(request: &str) -> Refused {
@@ -162,11 +171,15 @@ async fn create_topics(call: &Call<'_>, request: CreateTopicsRequest) -> CreateT
     let context = call.context;
     let twice = duplicates(request.topics.iter().map(|t| t.name.0.as_str()));
     let mut results = Vec::with_capacity(request.topics.len());
+    // Kafka: CREATE on the cluster, or on each topic.
+    let on_cluster = call.may_cluster(Operation::Create);
     for topic in &request.topics {
         let name = topic.name.0.as_str();
         let result = CreatableTopicResult::default().with_name(topic.name.clone());
         let outcome = if twice.contains(name) {
             Err(duplicate_refusal("CreateTopics"))
+        } else if !on_cluster && !call.may_topic(Operation::Create, name) {
+            Err(unauthorized())
         } else {
             match check_new_topic(context, topic).await {
                 Ok(new) if request.validate_only => Ok(new),
@@ -268,6 +281,7 @@ async fn delete_topics(call: &Call<'_>, request: DeleteTopicsRequest) -> DeleteT
                 codes::UNKNOWN_TOPIC_ID,
                 format!("No topic has the id {id}."),
             )),
+            Some(name) if !call.may_topic(Operation::Delete, name) => Err(unauthorized()),
             Some(name) => delete_topic(context, name).await,
         };
         responses.push(match outcome {
@@ -356,6 +370,8 @@ async fn create_partitions(
         let name = topic.name.0.as_str();
         let outcome = if twice.contains(name) {
             Err(duplicate_refusal("CreatePartitions"))
+        } else if !call.may_topic(Operation::Alter, name) {
+            Err(unauthorized())
         } else {
             grow(
                 context,

@@ -4,6 +4,7 @@
 //! and its `TxnError` into Kafka's code for the request's version (KIP-588: PRODUCER_FENCED
 //! only where the version knows it, INVALID_PRODUCER_EPOCH before).
 
+use crate::acl::Operation;
 use std::ops::RangeInclusive;
 
 use coordinator_core::txn::TxnError;
@@ -154,7 +155,11 @@ async fn txn_offset_commit(
         })
     });
     let (offsets, early) = split_offsets(call, parts);
-    let code = if offsets.is_empty() {
+    // Kafka: READ on the group, or every partition is GROUP_AUTHORIZATION_FAILED.
+    let group_allowed = call.may_group(Operation::Read, r.group_id.as_str());
+    let code = if !group_allowed {
+        codes::GROUP_AUTHORIZATION_FAILED
+    } else if offsets.is_empty() {
         codes::NONE
     } else {
         let req = TxnOffsetCommitRequest {
@@ -190,7 +195,11 @@ async fn txn_offset_commit(
                         .map(|(p, partition)| {
                             TxnOffsetCommitResponsePartition::default()
                                 .with_partition_index(partition.partition_index)
-                                .with_error_code(early.get(&(t, p)).copied().unwrap_or(code))
+                                .with_error_code(if group_allowed {
+                                    early.get(&(t, p)).copied().unwrap_or(code)
+                                } else {
+                                    code
+                                })
                         })
                         .collect(),
                 )

@@ -34,6 +34,19 @@ struct Args {
     /// read, commit and delete groups. Logged as a warning at start.
     #[arg(long)]
     allow_plaintext_remote: bool,
+    /// Enforce ACLs (Kafka's authorizer.class.name=StandardAuthorizer): every request is
+    /// checked against them; CreateAcls, DescribeAcls and DeleteAcls manage them, and
+    /// DATA_DIR/acls.json keeps them (in memory without --data-dir).
+    #[arg(long)]
+    authorizer: bool,
+    /// Kafka's super.users: principals the ACLs do not restrict, separated by `;`
+    /// (User:admin;User:ops). Needs --authorizer.
+    #[arg(long, value_name = "PRINCIPALS", value_delimiter = ';')]
+    super_users: Vec<String>,
+    /// Kafka's allow.everyone.if.no.acl.found: a resource that no ACL names is open to
+    /// everyone (default: refused). Needs --authorizer.
+    #[arg(long)]
+    allow_everyone_if_no_acl_found: bool,
     /// The certificate chain (PEM, the server's certificate first) of SSL and SASL_SSL
     /// listeners. Kafka's ssl.keystore.location, in PEM.
     #[arg(long, value_name = "PEM")]
@@ -225,6 +238,9 @@ impl Args {
             ssl_key: self.ssl_key,
             ssl_client_ca: self.ssl_client_ca,
             allow_plaintext_remote: self.allow_plaintext_remote,
+            authorizer: self.authorizer,
+            super_users: self.super_users,
+            allow_everyone_if_no_acl_found: self.allow_everyone_if_no_acl_found,
             sasl_enabled_mechanisms: self.sasl_enabled_mechanisms,
             users_file: self.users,
             connection_failed_authentication_delay_ms: self

@@ -10,6 +10,7 @@
 mod common;
 mod tool;
 
+mod acls;
 mod admin;
 mod bad_input;
 mod cluster_admin;
