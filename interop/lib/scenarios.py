@@ -1260,3 +1260,9 @@ def acl_clients(ctx):
     ctx.check(out.get("alice_commit_after_delete") in ("GROUP_AUTHORIZATION_FAILED", "_WAIT_COORD"),
               "alice_commit_after_delete: %s" % out.get("alice_commit_after_delete"))
     expect("committed_at_end", 10)
+    expect("scram_upsert", ["ok"])
+    expect("scram_login_carol", "ok")
+    expect("scram_described_carol", [["SCRAM_SHA_256", 8192]])
+    expect("scram_delete", ["ok"])
+    ctx.check(out.get("scram_login_after_delete") != "ok",
+              "carol logged in after her credential was deleted: %s" % out.get("scram_login_after_delete"))

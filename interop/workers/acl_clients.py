@@ -3,7 +3,9 @@
 broker with --authorizer and the super user admin, alice without ACLs cannot consume in a group
 nor commit (GROUP_AUTHORIZATION_FAILED, the committed offset unchanged); admin adds ACLs with
 confluent-kafka's AdminClient and alice's group then consumes and commits; kafka-python's
-KafkaAdminClient describes and deletes them and alice is refused again. Prints one JSON object.
+KafkaAdminClient describes and deletes them and alice is refused again; SCRAM users are added,
+described and deleted with AlterUserScramCredentials / DescribeUserScramCredentials. Prints
+one JSON object.
 
     acl_clients.py SPEC_JSON      (bootstrap, topic, group)
 """
@@ -122,4 +124,31 @@ out["kafka_python_deleted"] = sum(len(matches) for _, matches, _ in result)
 kadmin.close()
 out["alice_commit_after_delete"] = commit("alice", 0)
 out["committed_at_end"] = committed()
+
+# SCRAM users managed at run time with confluent-kafka's AdminClient (the super user): carol is
+# added with SCRAM-SHA-256 (librdkafka sends the salted password), logs in with it, and is
+# described; then deleted, and her login is refused.
+from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                   UserScramCredentialUpsertion)
+
+
+def scram_login(user, password):
+    c = AdminClient({"bootstrap.servers": BOOT, "security.protocol": "SASL_PLAINTEXT",
+                     "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": password})
+    try:
+        c.list_topics(timeout=8)
+        return "ok"
+    except KafkaException as e:
+        return e.args[0].name()
+
+
+upserted = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+    "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"carol-pw")])
+out["scram_upsert"] = [("ok" if f.exception(10) is None else str(f.exception())) for f in upserted.values()]
+out["scram_login_carol"] = scram_login("carol", "carol-pw")
+described = admin.describe_user_scram_credentials(["carol"])["carol"].result(10)
+out["scram_described_carol"] = [(i.mechanism.name, i.iterations) for i in described.scram_credential_infos]
+deleted = admin.alter_user_scram_credentials([UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)])
+out["scram_delete"] = [("ok" if f.exception(10) is None else str(f.exception())) for f in deleted.values()]
+out["scram_login_after_delete"] = scram_login("carol", "carol-pw")
 print(json.dumps(out))

@@ -18,7 +18,6 @@
 //! synced, renamed over the old one: a failed write changes nothing), or in memory without a
 //! data directory.
 
-use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -438,7 +437,9 @@ impl Authorizer {
                 version: 1,
                 acls: next.clone(),
             };
-            tokio::task::spawn_blocking(move || write_atomically(&path, &file))
+            let bytes =
+                serde_json::to_vec_pretty(&file).map_err(|e| format!("encoding the ACLs: {e}"))?;
+            tokio::task::spawn_blocking(move || crate::files::replace(&path, &bytes, false))
                 .await
                 .map_err(|e| format!("writing the ACLs failed: {e}"))??;
         }
@@ -448,26 +449,6 @@ impl Authorizer {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
         Ok(answer)
     }
-}
-
-/// Writes `file` to a temporary file beside `path`, syncs it, renames it over `path` and
-/// syncs the directory: the old file stays whole until the new one is.
-fn write_atomically(path: &Path, file: &AclsFile) -> Result<(), String> {
-    let fail = |what: &str, e: std::io::Error| format!("{what} `{}`: {e}", path.display());
-    let text = serde_json::to_vec_pretty(file).map_err(|e| format!("encoding the ACLs: {e}"))?;
-    let tmp = path.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(|e| fail("cannot create beside", e))?;
-    f.write_all(&text)
-        .and_then(|()| f.sync_all())
-        .map_err(|e| fail("cannot write beside", e))?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(|e| fail("cannot replace", e))?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| fail("cannot sync the directory of", e))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

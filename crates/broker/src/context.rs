@@ -46,6 +46,9 @@ pub(crate) struct Context {
     /// The ACLs and their judge, with `--authorizer`; `None` lets every principal do
     /// anything.
     pub(crate) authorizer: Option<Arc<crate::acl::Authorizer>>,
+    /// The SASL users and mechanisms, when a listener uses SASL (the SCRAM credential APIs
+    /// manage the users).
+    pub(crate) sasl: Option<Arc<crate::auth::Authenticator>>,
     pub(crate) cluster_id: String,
     /// The configs clients set on topics (CreateTopics, AlterConfigs), in memory: the one
     /// place they live (see [`TopicConfigs`] for the seam a durable log persists them at).
@@ -130,6 +133,7 @@ impl Context {
         transactions: Transactions,
         endpoints: Vec<Arc<Endpoint>>,
         authorizer: Option<Arc<crate::acl::Authorizer>>,
+        sasl: Option<Arc<crate::auth::Authenticator>>,
     ) -> Context {
         Context {
             config,
@@ -137,6 +141,7 @@ impl Context {
             coordinator,
             endpoints,
             authorizer,
+            sasl,
             cluster_id: "consumer-groups-broker".to_string(),
             topic_configs: TopicConfigs::default(),
             producers: transactions.producers,

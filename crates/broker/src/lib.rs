@@ -73,6 +73,7 @@ mod config;
 mod connection;
 mod context;
 mod error;
+mod files;
 mod producers;
 mod retention;
 mod server;

@@ -233,6 +233,7 @@ impl Server {
             transactions,
             endpoints,
             authorizer,
+            authenticator,
         ));
         Ok(Server { listeners, context })
     }
@@ -335,12 +336,17 @@ async fn authenticator(config: &BrokerConfig) -> Result<Option<Arc<Authenticator
     let (true, Some(path)) = (sasl, config.users_file.clone()) else {
         return Ok(None);
     };
-    let users = tokio::task::spawn_blocking(move || Users::load(&path))
-        .await
-        .map_err(|e| BrokerError::InvalidConfig {
-            setting: "users",
-            reason: format!("reading the users failed: {e}"),
-        })??;
+    let data_dir = config.data_dir.clone();
+    let users = tokio::task::spawn_blocking(move || match data_dir {
+        // credentials changed by AlterUserScramCredentials apply over the file
+        Some(dir) => Users::load(&path).and_then(|u| u.with_store(&dir)),
+        None => Users::load(&path),
+    })
+    .await
+    .map_err(|e| BrokerError::InvalidConfig {
+        setting: "users",
+        reason: format!("reading the users failed: {e}"),
+    })??;
     let mechanisms = config.sasl_enabled_mechanisms.clone();
     let names: Vec<&str> = mechanisms.iter().map(|m| m.name()).collect();
     info!(users = users.len(), mechanisms = %names.join(","), "SASL authentication required");

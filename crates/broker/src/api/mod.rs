@@ -25,6 +25,7 @@ mod produce;
 mod records;
 pub(crate) mod registry;
 mod sasl;
+mod scram_credentials;
 pub(crate) mod topic_configs;
 mod topics;
 mod transactions;

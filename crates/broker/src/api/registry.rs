@@ -192,7 +192,7 @@ const fn entry<A: Api>() -> Entry {
 /// Every API the broker serves, in ApiVersions order. The versions are docs/wire.md#api-versions' "safe
 /// maximum for all" column intersected with what kafka-protocol 0.18 decodes; the group admin
 /// APIs are advertised at the ranges Kafka 3.x brokers advertise, which every client handles.
-static REGISTRY: [Entry; 47] = [
+static REGISTRY: [Entry; 49] = [
     entry::<super::produce::Produce>(),
     entry::<super::fetch::Fetch>(),
     entry::<super::list_offsets::ListOffsets>(),
@@ -240,6 +240,8 @@ static REGISTRY: [Entry; 47] = [
     entry::<super::acls::DescribeAcls>(),
     entry::<super::acls::CreateAcls>(),
     entry::<super::acls::DeleteAcls>(),
+    entry::<super::scram_credentials::DescribeUserScramCredentials>(),
+    entry::<super::scram_credentials::AlterUserScramCredentials>(),
 ];
 
 /// The registry's row for `key`, if the broker serves that API at all.

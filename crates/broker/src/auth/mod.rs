@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use kafka_protocol::messages::ApiKey;
 use tracing::{info, warn};
 
-pub(crate) use scram::ScramHash;
-pub(crate) use users::Users;
+pub(crate) use scram::{ScramCredential, ScramHash};
+pub(crate) use users::{Change, Users};
 
 use crate::config::SaslMechanism;
 use crate::context::Endpoint;

@@ -81,7 +81,7 @@ impl ScramHash {
     }
 
     /// RFC 5802's SaltedPassword: PBKDF2 with HMAC of this hash.
-    fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+    pub(crate) fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
         let mut out = vec![0u8; self.len()];
         match self {
             ScramHash::Sha256 => {
@@ -126,6 +126,47 @@ impl ScramCredential {
             iterations,
             stored_key: hash.hash(&client_key),
             server_key: hash.hmac(&salted, b"Server Key"),
+        }
+    }
+
+    /// The credential of a salted password (SaltedPassword = Hi(password, salt, i), as
+    /// AlterUserScramCredentials carries it: the client derives it, the password never
+    /// travels).
+    pub(crate) fn from_salted(
+        hash: ScramHash,
+        salt: &[u8],
+        iterations: u32,
+        salted: &[u8],
+    ) -> Self {
+        let client_key = hash.hmac(salted, b"Client Key");
+        ScramCredential {
+            hash,
+            salt: salt.to_vec(),
+            iterations,
+            stored_key: hash.hash(&client_key),
+            server_key: hash.hmac(salted, b"Server Key"),
+        }
+    }
+
+    /// StoredKey and ServerKey, for the data directory's copy.
+    pub(crate) fn keys(&self) -> (&[u8], &[u8]) {
+        (&self.stored_key, &self.server_key)
+    }
+
+    /// A credential read back from the data directory.
+    pub(crate) fn from_keys(
+        hash: ScramHash,
+        salt: Vec<u8>,
+        iterations: u32,
+        stored_key: Vec<u8>,
+        server_key: Vec<u8>,
+    ) -> Self {
+        ScramCredential {
+            hash,
+            salt,
+            iterations,
+            stored_key,
+            server_key,
         }
     }
 

@@ -1,18 +1,91 @@
 //! The users of `--users FILE`: `name:password` lines, read once at start. Only the SCRAM
 //! credentials derived from each password (random salt, 4096 iterations) are kept.
+//!
+//! AlterUserScramCredentials changes them at run time; with a data directory each change is
+//! kept in `<data-dir>/scram-credentials.json` (mode 600: it holds StoredKey and ServerKey,
+//! never a password) and applied over the users file at every start, so a credential set or
+//! deleted through the API stays so across restarts.
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{PoisonError, RwLock};
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
 
 use super::scram::{ScramCredential, ScramHash, ITERATIONS};
 use crate::error::BrokerError;
 
+/// The file of a data directory holding the credentials changed at run time.
+pub(crate) const CREDENTIALS_FILE: &str = "scram-credentials.json";
+
 /// The salt's length in bytes.
 const SALT_BYTES: usize = 32;
 
-/// Every user's SCRAM credentials.
+/// Every user's SCRAM credentials (one per mechanism, at most), and where run-time changes are
+/// kept.
 #[derive(Debug, Default)]
-pub(crate) struct Users(HashMap<String, [ScramCredential; 2]>);
+pub(crate) struct Users {
+    credentials: RwLock<HashMap<String, Vec<ScramCredential>>>,
+    /// The changes made at run time, (user, mechanism) → the credential, or `None` for a
+    /// deletion; written whole to `store` before they take effect.
+    changes: tokio::sync::Mutex<BTreeMap<(String, String), Option<StoredCredential>>>,
+    store: Option<PathBuf>,
+}
+
+/// One credential as the data directory keeps it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct StoredCredential {
+    salt: String,
+    iterations: u32,
+    stored_key: String,
+    server_key: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CredentialsFile {
+    version: u32,
+    /// (user, mechanism, credential or null for deleted)
+    changes: Vec<(String, String, Option<StoredCredential>)>,
+}
+
+/// One change AlterUserScramCredentials asks for: set `user`'s credential for a mechanism,
+/// or delete it.
+#[derive(Clone, Debug)]
+pub(crate) enum Change {
+    Upsert(String, ScramCredential),
+    Delete(String, ScramHash),
+}
+
+fn hash_of(mechanism: &str) -> Option<ScramHash> {
+    [ScramHash::Sha256, ScramHash::Sha512]
+        .into_iter()
+        .find(|h| h.mechanism() == mechanism)
+}
+
+impl StoredCredential {
+    fn of(c: &ScramCredential) -> StoredCredential {
+        let (stored, server) = c.keys();
+        StoredCredential {
+            salt: BASE64.encode(&c.salt),
+            iterations: c.iterations,
+            stored_key: BASE64.encode(stored),
+            server_key: BASE64.encode(server),
+        }
+    }
+
+    fn credential(&self, hash: ScramHash) -> Result<ScramCredential, String> {
+        let b = |s: &str| BASE64.decode(s).map_err(|e| format!("bad base64: {e}"));
+        Ok(ScramCredential::from_keys(
+            hash,
+            b(&self.salt)?,
+            self.iterations,
+            b(&self.stored_key)?,
+            b(&self.server_key)?,
+        ))
+    }
+}
 
 fn invalid(reason: String) -> BrokerError {
     BrokerError::InvalidConfig {
@@ -45,6 +118,130 @@ impl Users {
             .map_err(|e| invalid(format!("cannot read `{shown}`: {e}")))?;
         Users::parse(&text, random_salt).map_err(|e| invalid(format!("`{shown}`: {e}")))
     }
+    /// Keeps run-time changes in `data_dir` from now on, after applying those it holds.
+    ///
+    /// # Errors
+    /// `INVALID_CONFIG` (setting `users`) if the file cannot be read or parsed.
+    pub(crate) fn with_store(mut self, data_dir: &Path) -> Result<Users, BrokerError> {
+        let path = data_dir.join(CREDENTIALS_FILE);
+        if path.exists() {
+            let shown = path.display();
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| invalid(format!("cannot read `{shown}`: {e}")))?;
+            let file: CredentialsFile = serde_json::from_str(&text)
+                .map_err(|e| invalid(format!("`{shown}` is not a credentials file: {e}")))?;
+            if file.version != 1 {
+                return Err(invalid(format!(
+                    "`{shown}`: version {} is not known to this broker (1 is)",
+                    file.version
+                )));
+            }
+            let mut changes = BTreeMap::new();
+            let mut credentials = std::mem::take(
+                self.credentials
+                    .get_mut()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            for (user, mechanism, stored) in file.changes {
+                let hash = hash_of(&mechanism)
+                    .ok_or_else(|| invalid(format!("`{shown}`: unknown mechanism {mechanism}")))?;
+                let list = credentials.entry(user.clone()).or_default();
+                list.retain(|c| c.hash != hash);
+                if let Some(stored) = &stored {
+                    list.push(
+                        stored
+                            .credential(hash)
+                            .map_err(|e| invalid(format!("`{shown}`: user {user}: {e}")))?,
+                    );
+                }
+                if list.is_empty() {
+                    credentials.remove(&user);
+                }
+                changes.insert((user, mechanism), stored);
+            }
+            self.credentials = RwLock::new(credentials);
+            self.changes = tokio::sync::Mutex::new(changes);
+        }
+        self.store = Some(path);
+        Ok(self)
+    }
+
+    /// Every user with the mechanisms and iteration counts of their credentials.
+    pub(crate) fn describe(&self) -> BTreeMap<String, Vec<(ScramHash, u32)>> {
+        self.read()
+            .iter()
+            .map(|(user, creds)| {
+                let mut infos: Vec<(ScramHash, u32)> =
+                    creds.iter().map(|c| (c.hash, c.iterations)).collect();
+                infos.sort_by_key(|(h, _)| h.mechanism());
+                (user.clone(), infos)
+            })
+            .collect()
+    }
+
+    /// Applies `changes` together: first written to the data directory (if any), then in
+    /// force. A failed write changes nothing.
+    ///
+    /// # Errors
+    /// The write's error.
+    pub(crate) async fn alter(&self, changes: Vec<Change>) -> Result<(), String> {
+        let mut kept = self.changes.lock().await;
+        let mut next = kept.clone();
+        for change in &changes {
+            match change {
+                Change::Upsert(user, c) => next.insert(
+                    (user.clone(), c.hash.mechanism().to_string()),
+                    Some(StoredCredential::of(c)),
+                ),
+                Change::Delete(user, hash) => {
+                    next.insert((user.clone(), hash.mechanism().to_string()), None)
+                }
+            };
+        }
+        if let Some(path) = self.store.clone() {
+            let file = CredentialsFile {
+                version: 1,
+                changes: next
+                    .iter()
+                    .map(|((u, m), c)| (u.clone(), m.clone(), c.clone()))
+                    .collect(),
+            };
+            let bytes = serde_json::to_vec_pretty(&file)
+                .map_err(|e| format!("encoding the credentials: {e}"))?;
+            tokio::task::spawn_blocking(move || crate::files::replace(&path, &bytes, true))
+                .await
+                .map_err(|e| format!("writing the credentials failed: {e}"))??;
+        }
+        *kept = next;
+        let mut credentials = self
+            .credentials
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        for change in changes {
+            match change {
+                Change::Upsert(user, c) => {
+                    let list = credentials.entry(user).or_default();
+                    list.retain(|x| x.hash != c.hash);
+                    list.push(c);
+                }
+                Change::Delete(user, hash) => {
+                    if let Some(list) = credentials.get_mut(&user) {
+                        list.retain(|x| x.hash != hash);
+                        if list.is_empty() {
+                            credentials.remove(&user);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Vec<ScramCredential>>> {
+        self.credentials
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
 
     /// Parses `name:password` lines (the name ends at the first `:`; blank lines and lines
     /// starting with `#` are skipped). An error names the line, never its password.
@@ -73,31 +270,36 @@ impl Users {
             let derive = |hash, salt: Vec<u8>| {
                 ScramCredential::derive(hash, password.as_bytes(), &salt, ITERATIONS)
             };
-            let credentials = [
+            let credentials = vec![
                 derive(ScramHash::Sha256, salt()?),
                 derive(ScramHash::Sha512, salt()?),
             ];
             users.insert(name.to_string(), credentials);
         }
-        Ok(Users(users))
+        Ok(Users {
+            credentials: RwLock::new(users),
+            ..Users::default()
+        })
     }
 
     /// How many users there are.
     pub(crate) fn len(&self) -> usize {
-        self.0.len()
+        self.read().len()
     }
 
     /// `user`'s credential for `hash`.
     pub(crate) fn scram(&self, user: &str, hash: ScramHash) -> Option<ScramCredential> {
-        self.0
+        self.read()
             .get(user)
             .and_then(|c| c.iter().find(|c| c.hash == hash))
             .cloned()
     }
 
-    /// Whether `password` is `user`'s (PLAIN), checked against the SHA-256 credential.
+    /// Whether `password` is `user`'s (PLAIN), checked against the SHA-256 credential (or
+    /// the SHA-512 one, for a user who has only that).
     pub(crate) fn check_password(&self, user: &str, password: &str) -> bool {
         self.scram(user, ScramHash::Sha256)
+            .or_else(|| self.scram(user, ScramHash::Sha512))
             .is_some_and(|c| c.matches_password(password.as_bytes()))
     }
 }
@@ -138,6 +340,72 @@ mod tests {
             Some(a),
             "random salts"
         );
+    }
+
+    #[tokio::test]
+    async fn changes_take_effect_persist_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let users = Users::parse("alice:secret\nbob:b", random_salt)
+            .unwrap()
+            .with_store(dir.path())
+            .unwrap();
+        let salt = b"fresh-salt".to_vec();
+        let salted = ScramHash::Sha512.salted_password(b"new-secret", &salt, 8192);
+        let upsert = ScramCredential::from_salted(ScramHash::Sha512, &salt, 8192, &salted);
+        assert_eq!(
+            upsert,
+            ScramCredential::derive(ScramHash::Sha512, b"new-secret", &salt, 8192),
+            "a salted password gives the password's credential"
+        );
+        users
+            .alter(vec![
+                Change::Upsert("carol".into(), upsert.clone()),
+                Change::Delete("alice".into(), ScramHash::Sha256),
+                Change::Delete("bob".into(), ScramHash::Sha256),
+                Change::Delete("bob".into(), ScramHash::Sha512),
+            ])
+            .await
+            .unwrap();
+        let check = |users: &Users| {
+            assert_eq!(
+                users.scram("carol", ScramHash::Sha512),
+                Some(upsert.clone())
+            );
+            assert!(
+                users.check_password("carol", "new-secret"),
+                "PLAIN by SHA-512"
+            );
+            assert!(users.scram("alice", ScramHash::Sha256).is_none());
+            assert!(
+                users.check_password("alice", "secret"),
+                "alice keeps SHA-512"
+            );
+            assert!(!users.describe().contains_key("bob"), "bob has none left");
+        };
+        check(&users);
+        let path = dir.path().join(CREDENTIALS_FILE);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600);
+        }
+        assert!(!std::fs::read_to_string(&path).unwrap().contains("secret"));
+        let again = Users::parse("alice:secret\nbob:b", random_salt)
+            .unwrap()
+            .with_store(dir.path())
+            .unwrap();
+        check(&again);
+        // a store that cannot be written: nothing changes
+        let gone = Users::parse("alice:secret", random_salt)
+            .unwrap()
+            .with_store(&dir.path().join("missing"))
+            .unwrap();
+        assert!(gone
+            .alter(vec![Change::Delete("alice".into(), ScramHash::Sha256)])
+            .await
+            .is_err());
+        assert!(gone.scram("alice", ScramHash::Sha256).is_some());
     }
 
     #[test]

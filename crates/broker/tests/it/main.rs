@@ -19,6 +19,7 @@ mod groups;
 mod groups_tool;
 mod idempotence;
 mod sasl;
+mod scram_admin;
 mod tls;
 mod transactions;
 mod wire;
