@@ -528,3 +528,83 @@ async fn the_binary_guards_remote_listeners_and_logs_certificate_principals() {
     child.start_kill().unwrap();
     bounded("broker exit", child.wait()).await.unwrap();
 }
+
+/// The principal of a client certificate is what the ACLs see: a super user named by its
+/// certificate's subject grants READ to another certificate's subject, which may then commit;
+/// a third certificate may not.
+#[tokio::test]
+async fn a_client_certificates_subject_is_the_principal_the_acls_judge() {
+    let pki = Pki::new("test-ca");
+    let broker = TestBroker::with(BrokerConfig {
+        authorizer: true,
+        super_users: vec!["User:CN=admin".into()],
+        ..pki.config(SecurityProtocol::Ssl, true)
+    })
+    .await;
+    let connect = |cn: &'static str| {
+        let leaf = pki.client(&[("O", "acme"), ("CN", cn)]);
+        let (addr, ca) = (broker.addr, pki.ca.clone());
+        async move { TlsClient::connect(addr, &ca, Some(leaf)).await.unwrap() }
+    };
+    // the super user's subject is CN=admin,O=acme: not the configured User:CN=admin
+    let mut almost = connect("admin").await;
+    let creation = |kind: i8, name: &str, principal: &str| {
+        create_acls_request::AclCreation::default()
+            .with_resource_type(kind)
+            .with_resource_name(StrBytes::from_string(name.to_string()))
+            .with_resource_pattern_type(3)
+            .with_principal(StrBytes::from_string(principal.to_string()))
+            .with_host(StrBytes::from_static_str("*"))
+            .with_operation(3)
+            .with_permission_type(3)
+    };
+    let grant = CreateAclsRequest::default().with_creations(vec![
+        creation(3, "g", "User:CN=orders-app,O=acme"),
+        creation(2, "t", "User:CN=orders-app,O=acme"),
+    ]);
+    let refused = almost.call(&grant, 3).await.unwrap();
+    assert_eq!(
+        refused.results[0].error_code, 31,
+        "User:CN=admin,O=acme is no super user"
+    );
+    drop(almost);
+    let broker = {
+        drop(broker);
+        TestBroker::with(BrokerConfig {
+            authorizer: true,
+            super_users: vec!["User:CN=admin,O=acme".into()],
+            ..pki.config(SecurityProtocol::Ssl, true)
+        })
+        .await
+    };
+    let connect = |cn: &'static str| {
+        let leaf = pki.client(&[("O", "acme"), ("CN", cn)]);
+        let (addr, ca) = (broker.addr, pki.ca.clone());
+        async move { TlsClient::connect(addr, &ca, Some(leaf)).await.unwrap() }
+    };
+    let mut admin = connect("admin").await;
+    let granted = admin.call(&grant, 3).await.unwrap();
+    assert_eq!(
+        granted
+            .results
+            .iter()
+            .map(|r| r.error_code)
+            .collect::<Vec<_>>(),
+        vec![0, 0]
+    );
+    let mut app = connect("orders-app").await;
+    let r = app
+        .call(&commit("g", "", -1, &[("t", 0, 5)]), 2)
+        .await
+        .unwrap();
+    assert_eq!(commit_codes(&r), vec![0]);
+    let mut other = connect("billing").await;
+    let r = other
+        .call(&commit("g", "", -1, &[("t", 0, 0)]), 2)
+        .await
+        .unwrap();
+    assert_eq!(commit_codes(&r), vec![30]);
+    let fetched_back = admin.call(&offset_fetch("g", &[0]), 1).await.unwrap();
+    assert_eq!(fetched(&fetched_back), vec![5]);
+    broker.stop().await.unwrap();
+}
