@@ -103,6 +103,10 @@ async fn all_topics(call: &Call<'_>) -> Vec<(String, u32)> {
 }
 
 fn elect_leaders(call: &Call<'_>, request: &ElectLeadersRequest) -> ElectLeadersResponse {
+    if !call.may_cluster(Operation::Alter) {
+        return ElectLeadersResponse::default()
+            .with_error_code(codes::CLUSTER_AUTHORIZATION_FAILED);
+    }
     let results = request
         .topic_partitions
         .iter()
@@ -146,6 +150,11 @@ async fn describe_log_dirs(
     call: &Call<'_>,
     request: &DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
+    if !call.may_cluster(Operation::Describe) {
+        // Kafka: no directories, and (v3+) the error
+        return DescribeLogDirsResponse::default()
+            .with_error_code(codes::CLUSTER_AUTHORIZATION_FAILED);
+    }
     let log = &call.context.log;
     // Null: every partition; otherwise the named ones that exist.
     let asked: Vec<(String, Vec<i32>)> = match &request.topics {
@@ -209,6 +218,7 @@ fn alter_replica_log_dirs(
     request: &AlterReplicaLogDirsRequest,
 ) -> AlterReplicaLogDirsResponse {
     let here = log_dir(call);
+    let may_alter = call.may_cluster(Operation::Alter);
     let mut results = Vec::new();
     for dir in &request.dirs {
         let known = dir.path.as_str() == here;
@@ -217,7 +227,9 @@ fn alter_replica_log_dirs(
                 .partitions
                 .iter()
                 .map(|&p| {
-                    let code = if !known {
+                    let code = if !may_alter {
+                        codes::CLUSTER_AUTHORIZATION_FAILED
+                    } else if !known {
                         codes::LOG_DIR_NOT_FOUND
                     } else if !exists(call, &topic.name, p) {
                         codes::UNKNOWN_TOPIC_OR_PARTITION
@@ -243,6 +255,13 @@ fn alter_partition_reassignments(
     call: &Call<'_>,
     request: &AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
+    if !call.may_cluster(Operation::Alter) {
+        return AlterPartitionReassignmentsResponse::default()
+            .with_error_code(codes::CLUSTER_AUTHORIZATION_FAILED)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )));
+    }
     let responses = request
         .topics
         .iter()
@@ -288,6 +307,13 @@ fn alter_partition_reassignments(
 }
 
 fn describe_quorum(call: &Call<'_>, request: &DescribeQuorumRequest) -> DescribeQuorumResponse {
+    if !call.may_cluster(Operation::Describe) {
+        return DescribeQuorumResponse::default()
+            .with_error_code(codes::CLUSTER_AUTHORIZATION_FAILED)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )));
+    }
     let now = i64::try_from(WallClock.now_ms()).unwrap_or(i64::MAX);
     let topics = request
         .topics
@@ -345,7 +371,13 @@ async fn describe_topic_partitions(
     let context = call.context;
     // Empty: every topic. Either way sorted by name, each once.
     let names: BTreeSet<String> = if request.topics.is_empty() {
-        all_topics(call).await.into_iter().map(|(t, _)| t).collect()
+        // every topic the principal may describe (Kafka leaves the others out)
+        all_topics(call)
+            .await
+            .into_iter()
+            .map(|(t, _)| t)
+            .filter(|t| call.may_topic(Operation::Describe, t))
+            .collect()
     } else {
         request
             .topics
@@ -385,6 +417,14 @@ async fn describe_topic_partitions(
         } else {
             0
         };
+        if !call.may_topic(Operation::Describe, topic) {
+            topics.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_name(Some(name(topic)))
+                    .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED),
+            );
+            continue;
+        }
         let Some(count) = context.log.partition_count(topic) else {
             topics.push(
                 DescribeTopicPartitionsResponseTopic::default()
@@ -442,6 +482,10 @@ async fn list_config_resources(
     call: &Call<'_>,
     request: &ListConfigResourcesRequest,
 ) -> ListConfigResourcesResponse {
+    if !call.may_cluster(Operation::DescribeConfigs) {
+        return ListConfigResourcesResponse::default()
+            .with_error_code(codes::CLUSTER_AUTHORIZATION_FAILED);
+    }
     // v0 is ListClientMetricsResources: client metrics resources only.
     let types: Vec<i8> = if call.version == 0 {
         vec![CLIENT_METRICS_RESOURCE]
@@ -627,9 +671,16 @@ api!(
 
 /// Nothing is ever being reassigned.
 fn list_partition_reassignments(
-    _call: &Call<'_>,
+    call: &Call<'_>,
     _request: &ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
+    if !call.may_cluster(Operation::Describe) {
+        return ListPartitionReassignmentsResponse::default()
+            .with_error_code(codes::CLUSTER_AUTHORIZATION_FAILED)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )));
+    }
     ListPartitionReassignmentsResponse::default()
         .with_error_message(None)
         .with_topics(Vec::new())

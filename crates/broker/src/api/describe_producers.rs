@@ -2,6 +2,7 @@
 //! producer state ([`crate::producers`]): id, epoch, last sequence, last timestamp,
 //! coordinator epoch and the start offset of its open transaction (-1 if none).
 
+use crate::acl::Operation;
 use std::ops::RangeInclusive;
 
 use coordinator_core::{Clock, TopicPartition};
@@ -23,8 +24,16 @@ async fn handle(call: &Call<'_>, request: DescribeProducersRequest) -> DescribeP
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let mut partitions = Vec::with_capacity(topic.partition_indexes.len());
+        // Kafka: READ on the topic
+        let allowed = call.may_topic(Operation::Read, topic.name.0.as_str());
         for &index in &topic.partition_indexes {
-            partitions.push(describe(call, topic.name.0.as_str(), index).await);
+            partitions.push(if allowed {
+                describe(call, topic.name.0.as_str(), index).await
+            } else {
+                PartitionResponse::default()
+                    .with_partition_index(index)
+                    .with_error_code(codes::TOPIC_AUTHORIZATION_FAILED)
+            });
         }
         topics.push(
             TopicResponse::default()

@@ -97,6 +97,11 @@ async fn add_partitions(
 }
 
 async fn add_offsets(call: &Call<'_>, r: &AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+    // Kafka: READ on the group whose offsets join the transaction
+    if !call.may_group(Operation::Read, r.group_id.as_str()) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(codes::GROUP_AUTHORIZATION_FAILED);
+    }
     let code = match call
         .context
         .txn

@@ -364,3 +364,79 @@ async fn acls_survive_a_restart_in_the_data_directory() {
     assert_eq!(commit_codes(&r), vec![0], "the ACLs came back");
     broker.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn topic_and_cluster_admin_apis_are_refused_without_acls() {
+    let (broker, _dir) = acl_broker(None).await;
+    let mut bob = login(&broker, "bob").await;
+    let created = bob
+        .call(
+            &CreateTopicsRequest::default().with_topics(vec![
+                create_topics_request::CreatableTopic::default()
+                    .with_name(topic_name("new"))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1),
+            ]),
+            5,
+        )
+        .await;
+    assert_eq!(created.topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+    let deleted = bob
+        .call(
+            &DeleteTopicsRequest::default().with_topic_names(vec![topic_name("t")]),
+            4,
+        )
+        .await;
+    assert_eq!(deleted.responses[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+    let offsets = bob
+        .call(
+            &ListOffsetsRequest::default().with_topics(vec![
+                list_offsets_request::ListOffsetsTopic::default()
+                    .with_name(topic_name("t"))
+                    .with_partitions(vec![
+                        list_offsets_request::ListOffsetsPartition::default().with_timestamp(-1)
+                    ]),
+            ]),
+            3,
+        )
+        .await;
+    assert_eq!(
+        offsets.topics[0].partitions[0].error_code,
+        TOPIC_AUTHORIZATION_FAILED
+    );
+    let configs = bob
+        .call(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(s("0"))
+                    .with_configuration_keys(None),
+            ]),
+            1,
+        )
+        .await;
+    assert_eq!(configs.results[0].error_code, CLUSTER_AUTHORIZATION_FAILED);
+    let elect = bob
+        .call(
+            &ElectLeadersRequest::default().with_topic_partitions(None),
+            2,
+        )
+        .await;
+    assert_eq!(elect.error_code, CLUSTER_AUTHORIZATION_FAILED);
+    let quorum = bob.call(&DescribeQuorumRequest::default(), 2).await;
+    assert_eq!(quorum.error_code, CLUSTER_AUTHORIZATION_FAILED);
+    let described = bob
+        .call(
+            &DescribeTopicPartitionsRequest::default().with_response_partition_limit(100),
+            0,
+        )
+        .await;
+    assert!(described.topics.is_empty(), "{:?}", described.topics);
+    // the topic is still there for the super user
+    let mut admin = login(&broker, "admin").await;
+    let all = admin
+        .call(&MetadataRequest::default().with_topics(None), 4)
+        .await;
+    assert_eq!(all.topics.len(), 1);
+    broker.stop().await.unwrap();
+}
