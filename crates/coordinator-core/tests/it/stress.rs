@@ -369,6 +369,17 @@ async fn classic_schedule(seed: u64) -> Outcome {
                 };
                 maybe_yield(&mut rng).await;
                 tokio::task::yield_now().await;
+                // Leave only once the join has made the member known: a leave that came
+                // first would find no member, and the joiner, then a member that never
+                // heartbeats, would hold every later rebalance until its rebalance timeout,
+                // which the manual clock never reaches (the schedule hung that way once in CI).
+                while !c.classic().describe("g").await.is_ok_and(|d| {
+                    d.members
+                        .iter()
+                        .any(|m| m.group_instance_id.as_deref() == Some(instance.as_str()))
+                }) {
+                    tokio::task::yield_now().await;
+                }
                 let leaving = [LeavingMember {
                     member_id: String::new(),
                     group_instance_id: Some(instance),
@@ -433,12 +444,22 @@ fn run<F: std::future::Future<Output = Outcome>>(
         let rt = if multi_thread {
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(4)
+                .enable_time()
                 .build()
         } else {
-            tokio::runtime::Builder::new_current_thread().build()
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
         }
         .unwrap();
-        let o = rt.block_on(schedule(seed));
+        // A schedule that stops making progress fails with its seed (replay it with
+        // STRESS_SEED) instead of hanging the run: a bound, not a timing threshold (a
+        // schedule takes milliseconds).
+        let o = rt
+            .block_on(async {
+                tokio::time::timeout(std::time::Duration::from_secs(120), schedule(seed)).await
+            })
+            .unwrap_or_else(|_| panic!("seed {seed}: the schedule made no progress for 120 s"));
         total.landed += o.landed;
         total.fenced += o.fenced;
         total.rebalances += o.rebalances;
