@@ -172,8 +172,8 @@ pub(crate) struct Acl {
 /// Why an ACL (or a filter) of a request is refused: Kafka's code and message.
 pub(crate) type Refused = (i16, String);
 
-/// INVALID_REQUEST, Kafka's answer to a malformed ACL.
-const INVALID_REQUEST: i16 = 42;
+// INVALID_REQUEST: Kafka's answer to a malformed ACL.
+use crate::api::codes::INVALID_REQUEST;
 
 fn invalid(message: impl Into<String>) -> Refused {
     (INVALID_REQUEST, message.into())

@@ -19,9 +19,7 @@ use super::Call;
 use crate::acl::{Acl, Filter, Operation, ResourceType, WireAcl, CLUSTER_NAME};
 use crate::shutdown::Shutdown;
 
-const SECURITY_DISABLED: i16 = 54;
-use super::codes::CLUSTER_AUTHORIZATION_FAILED;
-const UNKNOWN_SERVER_ERROR: i16 = -1;
+use super::codes::{CLUSTER_AUTHORIZATION_FAILED, SECURITY_DISABLED, UNKNOWN_SERVER_ERROR};
 
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())

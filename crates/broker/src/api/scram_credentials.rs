@@ -20,10 +20,8 @@ use crate::acl::Operation;
 use crate::auth::{Change, ScramCredential, ScramHash};
 use crate::shutdown::Shutdown;
 
-const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
-const RESOURCE_NOT_FOUND: i16 = 91;
-const DUPLICATE_RESOURCE: i16 = 92;
-const UNACCEPTABLE_CREDENTIAL: i16 = 93;
+use super::codes::{DUPLICATE_RESOURCE, RESOURCE_NOT_FOUND, UNACCEPTABLE_CREDENTIAL};
+use crate::auth::codes::UNSUPPORTED_SASL_MECHANISM;
 
 /// Kafka's bounds on a SCRAM credential's iterations (`ScramMechanism`).
 const MIN_ITERATIONS: i32 = 4096;

@@ -112,6 +112,14 @@ impl Pki {
         }
     }
 
+    /// A TLS connection presenting a certificate of this authority for `O=acme, CN=<cn>`.
+    async fn connect_as(&self, addr: SocketAddr, cn: &str) -> TlsClient {
+        let leaf = self.client(&[("O", "acme"), ("CN", cn)]);
+        TlsClient::connect(addr, &self.ca, Some(leaf))
+            .await
+            .unwrap()
+    }
+
     /// A broker config whose first listener is `protocol` on a free loopback port, with this
     /// authority's server certificate (and, with `client_ca`, client certificates required).
     fn config(&self, protocol: SecurityProtocol, client_ca: bool) -> BrokerConfig {
@@ -541,13 +549,8 @@ async fn a_client_certificates_subject_is_the_principal_the_acls_judge() {
         ..pki.config(SecurityProtocol::Ssl, true)
     })
     .await;
-    let connect = |cn: &'static str| {
-        let leaf = pki.client(&[("O", "acme"), ("CN", cn)]);
-        let (addr, ca) = (broker.addr, pki.ca.clone());
-        async move { TlsClient::connect(addr, &ca, Some(leaf)).await.unwrap() }
-    };
     // the super user's subject is CN=admin,O=acme: not the configured User:CN=admin
-    let mut almost = connect("admin").await;
+    let mut almost = pki.connect_as(broker.addr, "admin").await;
     let creation = |kind: i8, name: &str, principal: &str| {
         create_acls_request::AclCreation::default()
             .with_resource_type(kind)
@@ -577,12 +580,7 @@ async fn a_client_certificates_subject_is_the_principal_the_acls_judge() {
         })
         .await
     };
-    let connect = |cn: &'static str| {
-        let leaf = pki.client(&[("O", "acme"), ("CN", cn)]);
-        let (addr, ca) = (broker.addr, pki.ca.clone());
-        async move { TlsClient::connect(addr, &ca, Some(leaf)).await.unwrap() }
-    };
-    let mut admin = connect("admin").await;
+    let mut admin = pki.connect_as(broker.addr, "admin").await;
     let granted = admin.call(&grant, 3).await.unwrap();
     assert_eq!(
         granted
@@ -592,13 +590,13 @@ async fn a_client_certificates_subject_is_the_principal_the_acls_judge() {
             .collect::<Vec<_>>(),
         vec![0, 0]
     );
-    let mut app = connect("orders-app").await;
+    let mut app = pki.connect_as(broker.addr, "orders-app").await;
     let r = app
         .call(&commit("g", "", -1, &[("t", 0, 5)]), 2)
         .await
         .unwrap();
     assert_eq!(commit_codes(&r), vec![0]);
-    let mut other = connect("billing").await;
+    let mut other = pki.connect_as(broker.addr, "billing").await;
     let r = other
         .call(&commit("g", "", -1, &[("t", 0, 0)]), 2)
         .await
