@@ -92,8 +92,8 @@ def kafka_python(case):
 
 
 CLIENTS = {"confluent": confluent, "kafka-python": kafka_python}
-# The cases are independent (each its own producer, group and record value), and a refused one
-# spends its time waiting for a client timeout: run them side by side, not one after another.
+
+
 def run(case):
     start = time.time()
     outcome = CLIENTS[case["client"]](case)
@@ -101,6 +101,8 @@ def run(case):
     return case["name"], outcome
 
 
+# The cases are independent (each its own producer, group and record value), and a refused one
+# spends its time waiting for a client timeout: run them side by side, not one after another.
 with ThreadPoolExecutor(max_workers=len(spec["cases"]) or 1) as pool:
     outcomes = pool.map(run, spec["cases"])
     print(json.dumps(dict(outcomes)))

@@ -24,6 +24,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::codes::INVALID_REQUEST;
 use crate::error::BrokerError;
 
 /// The file of a data directory holding the ACLs.
@@ -172,9 +173,7 @@ pub(crate) struct Acl {
 /// Why an ACL (or a filter) of a request is refused: Kafka's code and message.
 pub(crate) type Refused = (i16, String);
 
-// INVALID_REQUEST: Kafka's answer to a malformed ACL.
-use crate::api::codes::INVALID_REQUEST;
-
+/// A malformed ACL or filter: INVALID_REQUEST, as Kafka answers.
 fn invalid(message: impl Into<String>) -> Refused {
     (INVALID_REQUEST, message.into())
 }
