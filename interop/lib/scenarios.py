@@ -1045,12 +1045,18 @@ def admin_topics(ctx):
     defaults = {"retention.ms": "604800000", "cleanup.policy": "delete", "max.message.bytes": "1048588",
                 "segment.bytes": "1073741824", "min.insync.replicas": "1", "retention.bytes": "-1",
                 "compression.type": "producer"}
-    expect("default_configs", {k: [v, "DEFAULT_CONFIG"] for k, v in defaults.items()})
-    expect("configs", dict({k: [v, "DEFAULT_CONFIG"] for k, v in defaults.items()},
+    # Kafka 4.1+ holds min.insync.replicas at the cluster level (KIP-966, eligible leader
+    # replicas): a topic without its own reports it as a dynamic cluster default.
+    sources = {k: "DYNAMIC_DEFAULT_BROKER_CONFIG" if k == "min.insync.replicas" else "DEFAULT_CONFIG"
+               for k in defaults}
+    expect("default_configs", {k: [v, sources[k]] for k, v in defaults.items()})
+    expect("configs", dict({k: [v, sources[k]] for k, v in defaults.items()},
                            **{"retention.ms": ["60000", "DYNAMIC_TOPIC_CONFIG"],
                               "cleanup.policy": ["compact", "DYNAMIC_TOPIC_CONFIG"]}))
     ctx.check(out["broker_configs"]["num.partitions"][1] == "STATIC_BROKER_CONFIG",
               "the broker's num.partitions: %s" % out["broker_configs"]["num.partitions"])
+    ctx.check(out["broker_configs"]["min.insync.replicas"] == ["1", "DYNAMIC_DEFAULT_BROKER_CONFIG"],
+              "the broker's min.insync.replicas: %s" % out["broker_configs"]["min.insync.replicas"])
     expect("alter", {"adt-orders": "ok"})
     expect("alter_append", {"adt-orders": "ok"})
     expect("alter_unknown", {"adt-orders": "INVALID_CONFIG"})

@@ -57,6 +57,13 @@ fn topic_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refuse
             if e.source == source::TOPIC_CONFIG {
                 synonyms.push((e.spec.name.to_string(), e.value.clone(), e.source));
             }
+            if topic_configs::default_source(e.spec.name) == source::DYNAMIC_DEFAULT_BROKER_CONFIG {
+                synonyms.push((
+                    e.spec.broker_synonym.to_string(),
+                    e.spec.default.to_string(),
+                    source::DYNAMIC_DEFAULT_BROKER_CONFIG,
+                ));
+            }
             synonyms.push((
                 e.spec.broker_synonym.to_string(),
                 e.spec.default.to_string(),
@@ -109,7 +116,8 @@ fn broker_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refus
         synonyms: vec![(name.to_string(), value.to_string(), source::DEFAULT_CONFIG)],
         doc,
     };
-    let mut all = vec![
+    let mut all =
+        vec![
         set(
             "auto.create.topics.enable",
             c.auto_create_topics.to_string(),
@@ -210,12 +218,24 @@ fn broker_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refus
             Kind::Int,
             "The largest record batch size allowed by Kafka (after compression).",
         ),
-        default(
-            "min.insync.replicas",
-            "1",
-            Kind::Int,
-            "The minimum number of replicas that must acknowledge a write with acks=all.",
-        ),
+        Described {
+            // Kafka 4.1+: the controller's cluster-level record (see `CLUSTER_DEFAULTS`).
+            source: source::DYNAMIC_DEFAULT_BROKER_CONFIG,
+            synonyms: vec![
+                (
+                    "min.insync.replicas".into(),
+                    "1".into(),
+                    source::DYNAMIC_DEFAULT_BROKER_CONFIG,
+                ),
+                ("min.insync.replicas".into(), "1".into(), source::DEFAULT_CONFIG),
+            ],
+            ..default(
+                "min.insync.replicas",
+                "1",
+                Kind::Int,
+                "The minimum number of replicas that must acknowledge a write with acks=all.",
+            )
+        },
         set("node.id", NODE_ID.to_string(), Kind::Int, "The node id."),
         set(
             "num.partitions",

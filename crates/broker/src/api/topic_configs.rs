@@ -23,6 +23,9 @@ pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
 pub(crate) mod source {
     /// Set on the topic (Kafka's `DYNAMIC_TOPIC_CONFIG`, "TOPIC_CONFIG" in AdminClients).
     pub(crate) const TOPIC_CONFIG: i8 = 1;
+    /// A cluster-wide default set dynamically (Kafka's `DYNAMIC_DEFAULT_BROKER_CONFIG`): see
+    /// [`CLUSTER_DEFAULTS`](super::CLUSTER_DEFAULTS).
+    pub(crate) const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
     /// A broker setting given at start-up.
     pub(crate) const STATIC_BROKER_CONFIG: i8 = 4;
     /// Kafka's default.
@@ -275,6 +278,23 @@ impl TopicConfigs {
     }
 }
 
+/// The cluster-level dynamic configs a fresh Kafka 4.1+ cluster holds: with eligible leader
+/// replicas on (KIP-966; the default for new clusters since 4.1) the controller writes
+/// `min.insync.replicas` at the cluster level, at the broker's static value, so every topic
+/// without its own reports it as `DYNAMIC_DEFAULT_BROKER_CONFIG`, not `DEFAULT_CONFIG` (as
+/// Kafka 4.0 did). Clients' suites written against Kafka 4.1+ expect it among a topic's
+/// non-default configs.
+pub(crate) const CLUSTER_DEFAULTS: &[&str] = &["min.insync.replicas"];
+
+/// Where a topic config without an override of its own comes from.
+pub(crate) fn default_source(name: &str) -> i8 {
+    if CLUSTER_DEFAULTS.contains(&name) {
+        source::DYNAMIC_DEFAULT_BROKER_CONFIG
+    } else {
+        source::DEFAULT_CONFIG
+    }
+}
+
 /// One config of a topic as reported: its value and where it comes from.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
@@ -296,7 +316,7 @@ pub(crate) fn entries(overrides: &Overrides) -> Vec<Entry> {
             None => Entry {
                 spec,
                 value: spec.default.to_string(),
-                source: source::DEFAULT_CONFIG,
+                source: default_source(spec.name),
             },
         })
         .collect()
@@ -359,6 +379,12 @@ mod tests {
             .find(|e| e.spec.name == "cleanup.policy")
             .unwrap();
         assert_eq!((policy.value.as_str(), policy.source), ("delete", 5));
+        // Kafka 4.1+'s cluster-level min.insync.replicas (KIP-966).
+        let min_isr = all
+            .iter()
+            .find(|e| e.spec.name == "min.insync.replicas")
+            .unwrap();
+        assert_eq!((min_isr.value.as_str(), min_isr.source), ("1", 3));
         configs.remove("t");
         assert!(configs.get("t").is_empty());
     }
