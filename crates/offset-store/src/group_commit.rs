@@ -6,7 +6,9 @@
 //! waits on the receiver. The writer takes every write queued since its last batch, makes the
 //! batch durable its own way (the JSON store: one atomic file replacement; the log store: one
 //! append and one `fdatasync`), publishes it to readers, and then [`answer`]s the batch: the
-//! fences go first, then every caller hears the one outcome of the batch.
+//! fences go first, then every caller hears the one outcome of the batch. (The log store
+//! under a flush interval lets a caller that finds the queue empty write its own batch of
+//! one, [`Queue::start_inline`], and wake the writer if that left it work, [`Queue::poke`].)
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -38,6 +40,9 @@ struct QueueState<R> {
     holds: usize,
     /// No more writes will come: the writer finishes what is queued and stops.
     closed: bool,
+    /// A caller wrote a batch itself ([`start_inline`](Queue::start_inline)) and left the
+    /// writer something to look at (a sync now due, a compaction): the writer's wait ends.
+    poked: bool,
 }
 
 /// What [`Queue::take`] found.
@@ -47,6 +52,8 @@ pub(crate) enum Taken {
     Batch,
     /// The deadline passed with nothing to take.
     TimedOut,
+    /// [`poke`](Queue::poke)d with nothing to take: the writer looks at its state again.
+    Woken,
     /// The queue is closed and empty: the writer stops.
     Closed,
 }
@@ -59,6 +66,7 @@ impl<R> Default for Queue<R> {
                 pending: 0,
                 holds: 0,
                 closed: false,
+                poked: false,
             }),
             changed: Condvar::new(),
         }
@@ -98,6 +106,9 @@ impl<R> Queue<R> {
             if state.closed && state.requests.is_empty() {
                 return Taken::Closed;
             }
+            if std::mem::take(&mut state.poked) {
+                return Taken::Woken;
+            }
             state = match deadline {
                 None => self
                     .changed
@@ -115,6 +126,25 @@ impl<R> Queue<R> {
                 }
             };
         }
+    }
+
+    /// Whether a caller may write its one write itself, now, instead of queueing it: nothing
+    /// is queued (so it overtakes no write that waits), the writer is not held back and not
+    /// stopped. If so the write counts as pending, as if queued, until its batch is
+    /// [`answer`]ed. The caller must hold the writer's state while it asks.
+    pub(crate) fn start_inline(&self) -> bool {
+        let mut state = self.lock();
+        let free = state.requests.is_empty() && state.holds == 0 && !state.closed;
+        if free {
+            state.pending += 1;
+        }
+        free
+    }
+
+    /// Ends the writer's wait in [`take`](Queue::take) (once, even if it was not waiting yet).
+    pub(crate) fn poke(&self) {
+        self.lock().poked = true;
+        self.changed.notify_one();
     }
 
     /// How many writes are waiting for the writer.

@@ -10,7 +10,7 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 
 use self::files::{recover, segment_path};
 use self::record::{commit_size, group_size, transaction_size, MAX_BODY};
-use self::writer::{Change, Policy, Request, Shared, Writer};
+use self::writer::{write_inline, Change, Policy, Request, Shared, Writer};
 use crate::fs::{Fs, StdFs};
 use crate::group_commit::{io_error, run_blocking, WriteHold};
 use coordinator_core::txn::TransactionRecord;
@@ -72,6 +72,14 @@ const MAX_WRITE: usize = MAX_BODY / 4;
 /// succeeds, and a reopen cuts the tail off as torn. (A batch larger than 256 MiB is
 /// written as several frames in its one write; a power cut in the middle of it can keep a
 /// prefix of its writes, each whole, none acknowledged.)
+///
+/// Under a flush interval there is no sync to wait for, so a write that finds the writer
+/// idle (nothing queued, no batch or sync under way, no [`hold_writes`](Self::hold_writes))
+/// is written as a batch of its own by its caller, with one `write(2)` on the calling
+/// thread, instead of a round trip to the writer thread and back: a lone synchronous
+/// committer waits for no thread wake-up. A write that finds it busy queues as above, so
+/// under load writes are batched as before; periodic syncs and compactions stay on the
+/// thread.
 ///
 /// # Durability
 ///
@@ -141,11 +149,15 @@ const MAX_WRITE: usize = MAX_BODY / 4;
 /// # Threads
 ///
 /// One writer thread per store (`offset-log-writer`, started by `open`), and a compaction
-/// thread while a compaction runs. Dropping the store lets the writer finish what is
+/// thread while a compaction runs; under a flush interval, also a caller writing into an
+/// idle store (see *Group commit*). Dropping the store lets the writer finish what is
 /// queued, sync, wait for a running compaction, and then releases the lock; that wait
 /// blocks the dropping thread.
 pub struct LogStore<F: Fs = StdFs> {
     shared: Arc<Shared>,
+    /// The writer's state: the thread's, and under a flush interval also an idle store's
+    /// callers' (see `writer::write_inline`).
+    writer: Arc<Mutex<Writer<F>>>,
     thread: Option<JoinHandle<()>>,
     flush_interval: Option<Duration>,
     /// The owner lock on the directory, released after the writer has stopped.
@@ -422,17 +434,17 @@ impl<F: Fs> LogStore<F> {
             auto,
             flush_interval,
         };
-        let writer = Writer::new(
+        let writer = Arc::new(Mutex::new(Writer::new(
             Arc::new(fs),
             dir.to_path_buf(),
             (seg, file, len),
             log_bytes,
             policy,
-        );
-        let for_thread = Arc::clone(&shared);
+        )));
+        let (for_thread, writer_for_thread) = (Arc::clone(&shared), Arc::clone(&writer));
         let thread = std::thread::Builder::new()
             .name("offset-log-writer".into())
-            .spawn(move || writer.run(&for_thread))
+            .spawn(move || Writer::run(&writer_for_thread, &for_thread))
             .map_err(|e| {
                 io_error(
                     format!(
@@ -444,6 +456,7 @@ impl<F: Fs> LogStore<F> {
             })?;
         Ok(LogStore {
             shared,
+            writer,
             thread: Some(thread),
             flush_interval,
             _lock: lock,
@@ -517,12 +530,20 @@ impl<F: Fs> LogStore<F> {
         fence: CommitFence,
     ) -> Result<(), StorageError> {
         let (ack, answer) = oneshot::channel();
-        let request = Request {
+        let mut request = Request {
             group: group.to_owned(),
             change,
             fence,
             ack,
         };
+        if self.flush_interval.is_some() && !matches!(request.change, Change::Compact) {
+            // No sync to wait for: an idle writer's batch is written here (its answer is
+            // then already in `answer`), a busy one's queued below.
+            match write_inline(&self.writer, &self.shared, request) {
+                Ok(()) => return answer.await.unwrap_or_else(|_| Err(self.writer_gone())),
+                Err(busy) => request = busy,
+            }
+        }
         if self.shared.queue.push(request).is_err() {
             return Err(self.writer_gone());
         }

@@ -1,11 +1,12 @@
 //! The writer thread of a [`LogStore`](super::LogStore): it takes every write queued since
 //! its last batch, encodes them as one frame, appends it with one write and (by default) one
 //! `fdatasync`, publishes the batch to readers, and only then releases the writes' fences and
-//! answers their callers. It also rolls segments and starts compactions.
+//! answers their callers. It also rolls segments and starts compactions. Under a flush
+//! interval a caller may write into an idle store itself ([`write_inline`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -157,36 +158,69 @@ impl<F: Fs> Writer<F> {
     }
 
     /// The writer thread's loop: one batch after another until the queue closes, then a last
-    /// sync and the end of any compaction.
-    pub(crate) fn run(mut self, shared: &Shared) {
+    /// sync and the end of any compaction. The thread holds the writer's state only while it
+    /// works, never while it waits, so that a caller may write a batch itself meanwhile
+    /// ([`write_inline`]).
+    pub(crate) fn run(writer: &Mutex<Self>, shared: &Shared) {
         let _abandon = AbandonOnExit(&shared.queue);
-        self.publish_stats(shared);
+        // A panic while the state was held is a bug; the log itself is recovered at the next
+        // open, so the writer carries on with the state as the panic left it.
+        let lock = || writer.lock().unwrap_or_else(PoisonError::into_inner);
+        lock().publish_stats(shared);
         let mut batch = Vec::new();
         loop {
-            let deadline = match self.policy.flush_interval {
-                // An interval too long for the clock is no deadline at all.
-                Some(every) if self.unsynced || self.sync_failed.is_some() => {
-                    self.last_sync.checked_add(every)
-                }
-                _ => None,
-            };
-            match shared.queue.take(shared.max_batch, &mut batch, deadline) {
-                Taken::Batch => self.write_batch(shared, &mut batch),
+            let deadline = lock().sync_deadline();
+            let taken = shared.queue.take(shared.max_batch, &mut batch, deadline);
+            let mut this = lock();
+            match taken {
+                Taken::Batch => this.write_batch(shared, &mut batch, true),
                 Taken::TimedOut => {}
+                Taken::Woken => this.maintain(shared),
                 Taken::Closed => break,
             }
-            if let Some(every) = self.policy.flush_interval {
-                if (self.unsynced || self.sync_failed.is_some())
-                    && self.last_sync.elapsed() >= every
+            if let Some(every) = this.policy.flush_interval {
+                if (this.unsynced || this.sync_failed.is_some())
+                    && this.last_sync.elapsed() >= every
                 {
-                    let _ = self.sync();
+                    let _ = this.sync();
                 }
             }
         }
-        if self.unsynced {
-            let _ = self.sync();
+        let mut this = lock();
+        if this.unsynced {
+            let _ = this.sync();
         }
-        self.finish_compaction(shared, true);
+        this.finish_compaction(shared, true);
+    }
+
+    /// (flush interval) When the next periodic sync is due, if one is.
+    fn sync_deadline(&self) -> Option<Instant> {
+        match self.policy.flush_interval {
+            // An interval too long for the clock is no deadline at all.
+            Some(every) if self.unsynced || self.sync_failed.is_some() => {
+                self.last_sync.checked_add(every)
+            }
+            _ => None,
+        }
+    }
+
+    /// What follows a batch: taking in a finished compaction, starting one that is due.
+    fn maintain(&mut self, shared: &Shared) {
+        self.finish_compaction(shared, false);
+        if self.should_compact(shared) {
+            if let Err((message, _)) = self.compact(shared, true) {
+                tracing::warn!(dir = %self.dir.display(), error = %message, "compaction failed");
+            }
+        }
+        self.publish_stats(shared);
+    }
+
+    /// Whether [`maintain`](Self::maintain) has something to do.
+    fn wants_maintenance(&self, shared: &Shared) -> bool {
+        self.running
+            .as_ref()
+            .is_some_and(|running| running.thread.is_finished())
+            || self.should_compact(shared)
     }
 
     fn segment(&self) -> PathBuf {
@@ -217,8 +251,9 @@ impl<F: Fs> Writer<F> {
         }
     }
 
-    /// Encodes, appends and publishes one batch, then answers it.
-    fn write_batch(&mut self, shared: &Shared, batch: &mut Vec<Request>) {
+    /// Encodes, appends and publishes one batch, then answers it; then, if `maintain`, does
+    /// what follows a batch (a caller writing inline leaves that to the thread).
+    fn write_batch(&mut self, shared: &Shared, batch: &mut Vec<Request>, maintain: bool) {
         let mut waiting = Vec::with_capacity(batch.len());
         let mut compacts = Vec::new();
         let mut changes = Vec::with_capacity(batch.len());
@@ -303,17 +338,16 @@ impl<F: Fs> Writer<F> {
         }
         // The batch is visible (or failed and changed nothing): only now may the fences go.
         answer(&shared.queue, waiting, &outcome);
-        self.finish_compaction(shared, false);
         if !compacts.is_empty() {
             self.finish_compaction(shared, true);
             let result = self.compact(shared, false);
             answer(&shared.queue, compacts, &result);
-        } else if self.should_compact(shared) {
-            if let Err((message, _)) = self.compact(shared, true) {
-                tracing::warn!(dir = %self.dir.display(), error = %message, "compaction failed");
-            }
+            self.publish_stats(shared);
+        } else if maintain {
+            self.maintain(shared);
+        } else {
+            self.publish_stats(shared);
         }
-        self.publish_stats(shared);
     }
 
     /// Appends `bytes` (one or more whole frames) with one write and, by default, one
@@ -500,6 +534,43 @@ impl<F: Fs> Writer<F> {
             .store(self.log_bytes, Ordering::Relaxed);
         shared.stats.segment.store(self.seg, Ordering::Relaxed);
     }
+}
+
+/// (flush interval) Writes `request` as a batch of its own on the calling thread, when the
+/// writer is idle: nothing queued, no batch or sync under way. That saves the round trip to
+/// the writer thread and back (two wake-ups across threads) that a lone committer would
+/// otherwise wait for; a write costs one `write(2)` into the page cache, with no sync, so it
+/// may run on an async worker. Compactions and periodic syncs stay on the thread, which is
+/// woken when one is due. Hands `request` back, untouched, when the writer is busy (the
+/// caller queues it: under load, writes are batched as before).
+///
+/// Order is kept: a write goes inline only when none is queued, and a batch is appended and
+/// published under the writer's state, so the log and the view agree on every write's place.
+#[expect(
+    clippy::result_large_err,
+    reason = "the request goes back to the caller by move; boxing it would allocate per commit"
+)]
+pub(crate) fn write_inline<F: Fs>(
+    writer: &Mutex<Writer<F>>,
+    shared: &Shared,
+    request: Request,
+) -> Result<(), Request> {
+    debug_assert!(!matches!(request.change, Change::Compact));
+    // Busy (or poisoned by a panic, left to the thread): queue it.
+    let Ok(mut this) = writer.try_lock() else {
+        return Err(request);
+    };
+    if this.policy.flush_interval.is_none() || !shared.queue.start_inline() {
+        return Err(request);
+    }
+    let was_unsynced = this.unsynced || this.sync_failed.is_some();
+    this.write_batch(shared, &mut vec![request], false);
+    let now_unsynced = this.unsynced || this.sync_failed.is_some();
+    if (now_unsynced && !was_unsynced) || this.wants_maintenance(shared) {
+        // The thread may be waiting with no deadline, or without knowing of the compaction.
+        shared.queue.poke();
+    }
+    Ok(())
 }
 
 /// Applies one written change to the live state.

@@ -89,6 +89,15 @@ fn sim_store(fs: &SimFs) -> LogStore<SimFs> {
         .unwrap()
 }
 
+/// A store under a flush interval that never comes: it syncs only when closed.
+fn unsynced_store(fs: &SimFs) -> LogStore<SimFs> {
+    LogStore::builder()
+        .fs(fs.clone())
+        .flush_interval_ms(u64::MAX)
+        .open(DIR)
+        .unwrap()
+}
+
 async fn commit(store: &dyn OffsetStore, group: &str, o: &OffsetMap) {
     store.commit(group, o, CommitFence::none()).await.unwrap();
 }
@@ -558,11 +567,7 @@ async fn a_batch_is_one_write_and_one_fdatasync() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_flush_interval_a_commit_is_acknowledged_before_its_sync() {
     let fs = SimFs::new();
-    let store = LogStore::builder()
-        .fs(fs.clone())
-        .flush_interval_ms(u64::MAX)
-        .open(DIR)
-        .unwrap();
+    let store = unsynced_store(&fs);
     let syncs = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&syncs);
     fs.set_hook(Some(Arc::new(move |op| {
@@ -584,6 +589,105 @@ async fn with_a_flush_interval_a_commit_is_acknowledged_before_its_sync() {
     assert_eq!(syncs.load(Ordering::Relaxed), 1);
     let after = sim_store(&fs.restart(CrashMode::DropBoth));
     assert_eq!(after.list("g").await.unwrap().len(), 20);
+}
+
+/// Which threads made `op`, while the hook is set.
+fn threads_doing(fs: &SimFs, op: FsOp) -> Arc<Mutex<Vec<String>>> {
+    let names = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&names);
+    fs.set_hook(Some(Arc::new(move |o| {
+        if o == op {
+            let name = std::thread::current().name().unwrap_or("?").to_owned();
+            seen.lock().unwrap().push(name);
+        }
+    })));
+    names
+}
+
+#[tokio::test]
+async fn with_a_flush_interval_an_idle_stores_commit_is_written_by_its_caller() {
+    let fs = SimFs::new();
+    let store = unsynced_store(&fs);
+    let writers = threads_doing(&fs, FsOp::WriteAll);
+    for i in 0..5 {
+        commit(&store, "g", &offsets(&[(i, 1)])).await;
+    }
+    // No hand-off to the writer thread and back: the caller's thread appended each one.
+    let here = std::thread::current().name().unwrap_or("?").to_owned();
+    assert_eq!(*writers.lock().unwrap(), vec![here; 5]);
+    assert_eq!(store.list("g").await.unwrap().len(), 5);
+    let stats = store.stats();
+    assert_eq!((stats.batches, stats.writes), (5, 5), "{stats:?}");
+
+    // A held writer is not bypassed: the commit waits in the queue for the thread.
+    let hold = store.hold_writes();
+    let late = offsets(&[(9, 9)]);
+    let mut waiting = store.commit("g", &late, CommitFence::none());
+    assert!(poll_once(&mut waiting).await.is_none());
+    assert_eq!(store.queued_writes(), 1);
+    drop(hold);
+    waiting.await.unwrap();
+    assert_eq!(
+        writers.lock().unwrap().last().map(String::as_str),
+        Some("offset-log-writer")
+    );
+    fs.set_hook(None);
+    drop(store);
+    let after = sim_store(&fs.restart(CrashMode::DropBoth));
+    assert_eq!(after.list("g").await.unwrap().len(), 6);
+}
+
+/// Polls `f` once: its output if it is ready at once.
+async fn poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output> {
+    std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(match std::pin::Pin::new(&mut f).poll(cx) {
+            std::task::Poll::Ready(out) => Some(out),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_flush_interval_concurrent_committers_keep_the_log_and_the_view_in_step() {
+    // Writes made inline and writes batched by the thread mix; whatever order they land in,
+    // the log replays to exactly what the store answered.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        LogStore::builder()
+            .flush_interval_ms(1)
+            .compaction_ratio(2)
+            .compaction_min_bytes(8 << 10)
+            .open(dir.path())
+            .unwrap(),
+    );
+    let tasks: Vec<_> = (0..8u32)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                for round in 0..300i64 {
+                    let o: OffsetMap = (0..3).map(|p| (tp(&format!("t{t}"), p), round)).collect();
+                    commit(&*store, &format!("g{}", t % 3), &o).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let stats = store.stats();
+    assert_eq!(stats.writes, 8 * 300, "{stats:?}");
+    assert!(stats.compactions > 0, "{stats:?}");
+    let snapshot = store.snapshot();
+    for t in 0..8u32 {
+        let group = &snapshot[&format!("g{}", t % 3)];
+        for p in 0..3 {
+            assert_eq!(group[&tp(&format!("t{t}"), p)].offset, 299, "t{t} p{p}");
+        }
+    }
+    drop(Arc::into_inner(store).expect("every task is done"));
+    let reopened = LogStore::open(dir.path()).unwrap();
+    assert_eq!(reopened.snapshot(), snapshot);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
