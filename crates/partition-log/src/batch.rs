@@ -27,6 +27,27 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// A batch known by its offsets, its largest timestamp and its stored encoding, with no
+    /// decoded records: what a log that keeps only the bytes (as
+    /// [`SegmentLog`](crate::SegmentLog) does, or a database-backed log) hands to readers.
+    /// `last_offset` is at or above `base_offset` (batches are never empty); its
+    /// [`records`](Batch::records) are empty and its [`size`](Batch::size) is the encoding's
+    /// length.
+    pub fn from_encoded(
+        base_offset: i64,
+        last_offset: i64,
+        max_timestamp: i64,
+        encoded: Bytes,
+    ) -> Batch {
+        Batch {
+            base_offset,
+            last_offset,
+            max_timestamp,
+            records: Vec::new(),
+            encoded: Some(encoded),
+        }
+    }
+
     /// The offset of the first record.
     pub fn base_offset(&self) -> i64 {
         self.base_offset

@@ -30,6 +30,10 @@
 //! Kafka's flush policy, retention and topic ids (the [`segment`] module documents the
 //! on-disk format and the guarantees). The broker uses it with `--data-dir`.
 //!
+//! With the `testing` feature, [`testing`] is the port's behaviour suite, which every
+//! implementation runs (this crate's on both logs, `consumer-groups-store-postgres`'s on
+//! `PostgresLog`).
+//!
 //! ```
 //! use partition_log::MemoryLog;
 //! use coordinator_core::{NewRecord, TopicPartition};
@@ -50,9 +54,9 @@
 mod batch;
 mod memory_log;
 mod port;
-#[cfg(test)]
-mod port_tests;
 pub mod segment;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use batch::Batch;
 pub use memory_log::{BatchRead, MemoryLog};

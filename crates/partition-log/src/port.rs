@@ -253,7 +253,7 @@ impl PartitionLog for MemoryLog {
     }
 }
 
-// The port's behaviour tests, run on every implementation, are in `port_tests.rs`; these are
+// The port's behaviour tests, run on every implementation, are in `testing.rs`; these are
 // the port's own defaults and the memory log's deletion and growth.
 #[cfg(test)]
 mod tests {

@@ -1,38 +1,151 @@
-//! The behaviour of the [`PartitionLog`] port, written once and run on every implementation
-//! (`MemoryLog` and `SegmentLog`): each test gets a fresh, empty log.
+//! The behaviour of the [`PartitionLog`] port (feature `testing`), written once and run on
+//! every implementation: `MemoryLog` and `SegmentLog` here, `PostgresLog` in
+//! `consumer-groups-store-postgres`. Each test takes a fresh, empty log.
+//!
+//! Two ways to run it from an adapter's tests:
+//!
+//! - [`partition_log_suite!`](crate::partition_log_suite) generates one `#[tokio::test]` per
+//!   test in the module it is called in, from an async factory of [`Fresh`] logs (the caller
+//!   needs `tokio` with the `macros` and `rt` features among its dev-dependencies);
+//! - [`run_suite`] runs every test in turn, each on a fresh log from the factory, in one
+//!   test (for logs whose setup is costly or may be skipped, such as a database server).
+//!
+//! Every test panics with a message naming what broke, so this belongs in tests only.
+//! [`TESTS`] lists them; both ways run all of them.
+//!
+//! ```ignore
+//! use std::sync::Arc;
+//! use partition_log::testing::Fresh;
+//! use partition_log::MemoryLog;
+//!
+//! partition_log::partition_log_suite!(|_name: &'static str| async {
+//!     Fresh::new(Arc::new(MemoryLog::new()))
+//! });
+//! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use coordinator_core::{Bytes, ManualClock, NewRecord, TopicPartition};
+use coordinator_core::{Bytes, NewRecord, TopicPartition};
 
-use crate::{MemoryLog, PartitionLog, SegmentLog};
+use crate::PartitionLog;
 
-/// A fresh log of one kind, and what must live as long as it (a directory).
-pub(crate) struct Fresh {
-    pub(crate) log: Arc<dyn PartitionLog>,
-    _dir: Option<tempfile::TempDir>,
+/// A fresh, empty log for one test, and whatever must live as long as it (a directory, a
+/// database).
+pub struct Fresh {
+    log: Arc<dyn PartitionLog>,
+    _keep: Option<Box<dyn Any + Send>>,
 }
 
-pub(crate) fn memory() -> Fresh {
-    Fresh {
-        log: Arc::new(MemoryLog::with_clock(Arc::new(ManualClock::new()))),
-        _dir: None,
+impl fmt::Debug for Fresh {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fresh").field("log", &self.log).finish()
     }
 }
 
-pub(crate) fn segment() -> Fresh {
-    let dir = tempfile::tempdir().unwrap();
-    let log = SegmentLog::builder(dir.path())
-        .clock(Arc::new(ManualClock::new()))
-        .segment_bytes(1024)
-        .open()
-        .unwrap();
-    Fresh {
-        log: Arc::new(log),
-        _dir: Some(dir),
+impl Fresh {
+    /// A log that needs nothing else kept alive.
+    pub fn new(log: Arc<dyn PartitionLog>) -> Self {
+        Fresh { log, _keep: None }
     }
+
+    /// A log, and `keep`, dropped after it (e.g. the temporary directory it lives in).
+    pub fn keeping(log: Arc<dyn PartitionLog>, keep: impl Any + Send) -> Self {
+        Fresh {
+            log,
+            _keep: Some(Box::new(keep)),
+        }
+    }
+
+    /// The log.
+    pub fn log(&self) -> &dyn PartitionLog {
+        &*self.log
+    }
+}
+
+/// One test of the suite: it takes a fresh log and panics if the log breaks the port's
+/// contract.
+pub type Test = for<'a> fn(&'a dyn PartitionLog) -> Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+macro_rules! tests {
+    ($($test:ident),* $(,)?) => {
+        /// Every test of the suite, by name, in the order [`run_suite`] runs them.
+        pub const TESTS: &[(&str, Test)] = &[
+            $((stringify!($test), |log| Box::pin($test(log)))),*
+        ];
+    };
+}
+
+tests!(
+    topics_are_created_once_and_refused_clearly,
+    appends_get_consecutive_offsets_and_keep_their_bytes,
+    unknown_partitions_and_out_of_range_offsets_are_refused,
+    reads_return_the_first_batch_whatever_its_size_then_respect_the_budget,
+    offset_for_timestamp_finds_the_first_record_at_or_after,
+    offset_of_max_timestamp_finds_the_first_record_with_the_largest,
+    partition_size_grows_with_appends,
+    delete_records_moves_the_log_start_inside_a_batch,
+    a_failed_append_wakes_nobody,
+);
+
+/// Runs every test of [`TESTS`] in turn, each on the log `fresh` makes for it (it gets the
+/// test's name, e.g. to name a database after it). Prints each test's name to stderr before
+/// running it, so a failure's output says which test broke.
+pub async fn run_suite<F, Fut>(mut fresh: F)
+where
+    F: FnMut(&'static str) -> Fut,
+    Fut: Future<Output = Fresh>,
+{
+    for (name, test) in TESTS {
+        eprintln!("partition-log suite: {name}");
+        let log = fresh(name).await;
+        test(log.log()).await;
+    }
+}
+
+/// Generates one `#[tokio::test]` per test of the [`PartitionLog`](crate::PartitionLog)
+/// suite ([`testing::TESTS`](crate::testing::TESTS)), each on the log that `$fresh` (an async
+/// factory: `FnMut(&'static str) -> impl Future<Output = Fresh>`, given the test's name)
+/// makes, and a `#[test]` checking that the generated tests are the whole suite. Call it
+/// in a module of its own; needs feature `testing`, and `tokio` (`macros`, `rt`) in the
+/// caller's dev-dependencies.
+#[macro_export]
+macro_rules! partition_log_suite {
+    ($fresh:expr) => {
+        $crate::partition_log_suite!(@tests $fresh;
+            topics_are_created_once_and_refused_clearly,
+            appends_get_consecutive_offsets_and_keep_their_bytes,
+            unknown_partitions_and_out_of_range_offsets_are_refused,
+            reads_return_the_first_batch_whatever_its_size_then_respect_the_budget,
+            offset_for_timestamp_finds_the_first_record_at_or_after,
+            offset_of_max_timestamp_finds_the_first_record_with_the_largest,
+            partition_size_grows_with_appends,
+            delete_records_moves_the_log_start_inside_a_batch,
+            a_failed_append_wakes_nobody,
+        );
+    };
+    (@tests $fresh:expr; $($test:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $test() {
+                let fresh: $crate::testing::Fresh = ($fresh)(stringify!($test)).await;
+                $crate::testing::$test(fresh.log()).await;
+            }
+        )*
+
+        #[test]
+        fn the_generated_tests_are_the_whole_suite() {
+            let generated: &[&str] = &[$(stringify!($test)),*];
+            let suite: ::std::vec::Vec<&str> =
+                $crate::testing::TESTS.iter().map(|(name, _)| *name).collect();
+            assert_eq!(generated, &suite[..]);
+        }
+    };
 }
 
 fn tp(p: u32) -> TopicPartition {
@@ -59,7 +172,8 @@ async fn put(log: &dyn PartitionLog, tp: &TopicPartition, ts: &[i64], marker: u8
     .unwrap()
 }
 
-pub(crate) async fn topics_are_created_once_and_refused_clearly(log: &dyn PartitionLog) {
+/// Topics: created once, bad names and counts refused with Kafka's codes, listed sorted, each with its own id.
+pub async fn topics_are_created_once_and_refused_clearly(log: &dyn PartitionLog) {
     log.create_topic("a.b", 2).await.unwrap();
     let cases = [
         ("a.b", 3, "TOPIC_ALREADY_EXISTS", Some(36)),
@@ -87,7 +201,8 @@ pub(crate) async fn topics_are_created_once_and_refused_clearly(log: &dyn Partit
     assert_eq!(log.topic_id("x"), None);
 }
 
-pub(crate) async fn appends_get_consecutive_offsets_and_keep_their_bytes(log: &dyn PartitionLog) {
+/// Appends: consecutive offsets per partition, the encoding kept as given, an empty batch refused, the append signalled.
+pub async fn appends_get_consecutive_offsets_and_keep_their_bytes(log: &dyn PartitionLog) {
     log.create_topic("t", 2).await.unwrap();
     let appends = log.appends();
     assert_eq!(put(log, &tp(0), &[10, 30], 1).await, 0);
@@ -116,9 +231,8 @@ pub(crate) async fn appends_get_consecutive_offsets_and_keep_their_bytes(log: &d
     );
 }
 
-pub(crate) async fn unknown_partitions_and_out_of_range_offsets_are_refused(
-    log: &dyn PartitionLog,
-) {
+/// Unknown topics and partitions, and offsets outside `log_start..=high_watermark`, are refused.
+pub async fn unknown_partitions_and_out_of_range_offsets_are_refused(log: &dyn PartitionLog) {
     log.create_topic("t", 1).await.unwrap();
     put(log, &tp(0), &[1, 2], 0).await;
     for missing in [TopicPartition::new("u", 0), tp(1)] {
@@ -157,7 +271,8 @@ pub(crate) async fn unknown_partitions_and_out_of_range_offsets_are_refused(
     }
 }
 
-pub(crate) async fn reads_return_the_first_batch_whatever_its_size_then_respect_the_budget(
+/// Reads: whole batches in order, the first whatever its size, then within `max_bytes`.
+pub async fn reads_return_the_first_batch_whatever_its_size_then_respect_the_budget(
     log: &dyn PartitionLog,
 ) {
     log.create_topic("t", 1).await.unwrap();
@@ -182,9 +297,8 @@ pub(crate) async fn reads_return_the_first_batch_whatever_its_size_then_respect_
     assert_eq!(offsets, (5..15).collect::<Vec<_>>());
 }
 
-pub(crate) async fn offset_for_timestamp_finds_the_first_record_at_or_after(
-    log: &dyn PartitionLog,
-) {
+/// `offset_for_timestamp`: the first record at or after the timestamp, inside batches.
+pub async fn offset_for_timestamp_finds_the_first_record_at_or_after(log: &dyn PartitionLog) {
     log.create_topic("t", 1).await.unwrap();
     put(log, &tp(0), &[5, 20], 0).await;
     put(log, &tp(0), &[10, 30], 0).await;
@@ -203,7 +317,8 @@ pub(crate) async fn offset_for_timestamp_finds_the_first_record_at_or_after(
     }
 }
 
-pub(crate) async fn offset_of_max_timestamp_finds_the_first_record_with_the_largest(
+/// `offset_of_max_timestamp`: the first record with the largest timestamp (KIP-734).
+pub async fn offset_of_max_timestamp_finds_the_first_record_with_the_largest(
     log: &dyn PartitionLog,
 ) {
     log.create_topic("t", 2).await.unwrap();
@@ -225,7 +340,8 @@ pub(crate) async fn offset_of_max_timestamp_finds_the_first_record_with_the_larg
     assert!(log.offset_of_max_timestamp(&missing).await.is_err());
 }
 
-pub(crate) async fn partition_size_grows_with_appends(log: &dyn PartitionLog) {
+/// `partition_size`: grows with every append; an unknown partition is refused.
+pub async fn partition_size_grows_with_appends(log: &dyn PartitionLog) {
     log.create_topic("t", 2).await.unwrap();
     let empty = log.partition_size(&tp(0)).await.unwrap();
     put(log, &tp(0), &[1, 2], 0).await;
@@ -238,7 +354,8 @@ pub(crate) async fn partition_size_grows_with_appends(log: &dyn PartitionLog) {
     assert!(log.partition_size(&missing).await.is_err());
 }
 
-pub(crate) async fn delete_records_moves_the_log_start_inside_a_batch(log: &dyn PartitionLog) {
+/// `delete_records`: moves the log start (inside a batch too), never back, wakes readers; lookups skip what was deleted.
+pub async fn delete_records_moves_the_log_start_inside_a_batch(log: &dyn PartitionLog) {
     log.create_topic("t", 1).await.unwrap();
     put(log, &tp(0), &[10, 50, 20], 0).await;
     put(log, &tp(0), &[30, 40], 0).await;
@@ -276,7 +393,8 @@ pub(crate) async fn delete_records_moves_the_log_start_inside_a_batch(log: &dyn 
     assert_eq!(log.offset_of_max_timestamp(&tp(0)).await.unwrap(), None);
 }
 
-pub(crate) async fn a_failed_append_wakes_nobody(log: &dyn PartitionLog) {
+/// A failed append wakes no reader; a successful one does.
+pub async fn a_failed_append_wakes_nobody(log: &dyn PartitionLog) {
     log.create_topic("t", 1).await.unwrap();
     let mut appends = log.appends();
     assert!(!appends.has_changed().unwrap(), "nothing appended yet");
@@ -297,38 +415,53 @@ pub(crate) async fn a_failed_append_wakes_nobody(log: &dyn PartitionLog) {
     appends.changed().await.unwrap();
 }
 
-/// Runs each behaviour test on each log.
-macro_rules! port_suite {
-    ($($test:ident),* $(,)?) => {
-        mod memory_log {
-            $(
-                #[tokio::test]
-                async fn $test() {
-                    let fresh = super::memory();
-                    super::$test(&*fresh.log).await;
-                }
-            )*
-        }
-        mod segment_log {
-            $(
-                #[tokio::test]
-                async fn $test() {
-                    let fresh = super::segment();
-                    super::$test(&*fresh.log).await;
-                }
-            )*
-        }
-    };
+// The suite on this crate's logs: `testing::memory_log::*` and `testing::segment_log::*`.
+#[cfg(test)]
+mod memory_log {
+    use std::sync::Arc;
+
+    use coordinator_core::ManualClock;
+
+    use super::Fresh;
+    use crate::MemoryLog;
+
+    crate::partition_log_suite!(|_name: &'static str| async {
+        Fresh::new(Arc::new(MemoryLog::with_clock(
+            Arc::new(ManualClock::new()),
+        )))
+    });
 }
 
-port_suite!(
-    topics_are_created_once_and_refused_clearly,
-    appends_get_consecutive_offsets_and_keep_their_bytes,
-    unknown_partitions_and_out_of_range_offsets_are_refused,
-    reads_return_the_first_batch_whatever_its_size_then_respect_the_budget,
-    offset_for_timestamp_finds_the_first_record_at_or_after,
-    offset_of_max_timestamp_finds_the_first_record_with_the_largest,
-    partition_size_grows_with_appends,
-    delete_records_moves_the_log_start_inside_a_batch,
-    a_failed_append_wakes_nobody,
-);
+#[cfg(test)]
+mod segment_log {
+    use std::sync::Arc;
+
+    use coordinator_core::ManualClock;
+
+    use super::Fresh;
+    use crate::SegmentLog;
+
+    crate::partition_log_suite!(|_name: &'static str| async {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SegmentLog::builder(dir.path())
+            .clock(Arc::new(ManualClock::new()))
+            .segment_bytes(1024)
+            .open()
+            .unwrap();
+        Fresh::keeping(Arc::new(log), dir)
+    });
+}
+
+/// `run_suite` runs every test.
+#[cfg(test)]
+#[tokio::test]
+async fn run_suite_runs_every_test_on_a_fresh_log() {
+    let mut names = Vec::new();
+    run_suite(|name| {
+        names.push(name);
+        async { Fresh::new(Arc::new(crate::MemoryLog::new())) }
+    })
+    .await;
+    let all: Vec<&str> = TESTS.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, all);
+}
