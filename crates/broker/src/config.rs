@@ -1,6 +1,6 @@
 //! The broker's settings, with Kafka's names and defaults where Kafka has them.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
 
@@ -102,13 +102,12 @@ impl FromStr for ListenerSpec {
         let (protocol, address) = match s.split_once("://") {
             None => (SecurityProtocol::Plaintext, s),
             Some((name, address)) => {
-                let protocol = match name.to_ascii_uppercase().as_str() {
-                    "PLAINTEXT" => SecurityProtocol::Plaintext,
-                    "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
-                    "SSL" => SecurityProtocol::Ssl,
-                    "SASL_SSL" => SecurityProtocol::SaslSsl,
-                    other => return Err(invalid(format!("unknown security protocol `{other}`"))),
-                };
+                let protocol = protocol_named(name).ok_or_else(|| {
+                    invalid(format!(
+                        "unknown security protocol `{}`",
+                        name.to_ascii_uppercase()
+                    ))
+                })?;
                 (protocol, address)
             }
         };
@@ -116,6 +115,140 @@ impl FromStr for ListenerSpec {
             .parse::<SocketAddr>()
             .map_err(|_| invalid("not an IP address and port".into()))?;
         Ok(ListenerSpec { protocol, address })
+    }
+}
+
+/// Kafka's `ssl.client.auth`: whether a TLS listener asks its clients for a certificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SslClientAuth {
+    /// A certificate of `--ssl-client-ca` is required: a client without one is refused in
+    /// the handshake.
+    Required,
+    /// A certificate is asked for and, when one is presented, checked against
+    /// `--ssl-client-ca`; a client may also come in without one.
+    Requested,
+    /// No certificate is asked for.
+    None,
+}
+
+impl SslClientAuth {
+    /// Kafka's name of the setting's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            SslClientAuth::Required => "required",
+            SslClientAuth::Requested => "requested",
+            SslClientAuth::None => "none",
+        }
+    }
+}
+
+/// A `--listener-ssl-client-auth` value, `NAME=required|requested|none`: client
+/// authentication on one TLS listener, as Kafka's listener-prefixed
+/// `listener.name.<name>.ssl.client.auth` (KIP-684). A listener's name is its security
+/// protocol's (Kafka's default `listener.security.protocol.map`): `SSL` or `SASL_SSL`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenerClientAuth {
+    /// The listener (by its name, which is its protocol's).
+    pub listener: SecurityProtocol,
+    /// Its setting.
+    pub mode: SslClientAuth,
+}
+
+impl FromStr for ListenerClientAuth {
+    type Err = BrokerError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let invalid = |reason: String| BrokerError::InvalidConfig {
+            setting: "listener-ssl-client-auth",
+            reason: format!(
+                "{s:?}: {reason}; write NAME=required|requested|none with NAME a TLS \
+                 listener's name (SSL or SASL_SSL), e.g. SASL_SSL=requested"
+            ),
+        };
+        let (name, mode) = s.split_once('=').ok_or_else(|| invalid("no `=`".into()))?;
+        let listener = protocol_named(name).ok_or_else(|| {
+            invalid(format!(
+                "`{name}` names no listener (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)"
+            ))
+        })?;
+        if !listener.uses_tls() {
+            return Err(invalid(format!(
+                "{} is not a TLS listener: it has no client certificates",
+                listener.name()
+            )));
+        }
+        let mode = match mode.to_ascii_lowercase().as_str() {
+            "required" => SslClientAuth::Required,
+            "requested" => SslClientAuth::Requested,
+            "none" => SslClientAuth::None,
+            other => return Err(invalid(format!("`{other}` is not a setting"))),
+        };
+        Ok(ListenerClientAuth { listener, mode })
+    }
+}
+
+/// An `--advertised-listeners` value, `NAME://HOST:PORT`: what Metadata, FindCoordinator and
+/// DescribeCluster tell the clients that came in through the listener of that name (Kafka's
+/// `advertised.listeners`), e.g. the host name a server certificate names
+/// (`SSL://localhost:9093`) or an address clients reach through a proxy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdvertisedListener {
+    /// The listener (by its name, which is its protocol's).
+    pub listener: SecurityProtocol,
+    /// The host clients are told (a name or an address, not resolved here).
+    pub host: String,
+    /// The port clients are told.
+    pub port: u16,
+}
+
+impl FromStr for AdvertisedListener {
+    type Err = BrokerError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let invalid = |reason: String| BrokerError::InvalidConfig {
+            setting: "advertised-listeners",
+            reason: format!(
+                "{s:?}: {reason}; write NAME://HOST:PORT with NAME a listener's name (PLAINTEXT, \
+                 SSL, SASL_PLAINTEXT or SASL_SSL), e.g. SSL://localhost:9093"
+            ),
+        };
+        let (name, rest) = s
+            .split_once("://")
+            .ok_or_else(|| invalid("no `://`".into()))?;
+        let listener =
+            protocol_named(name).ok_or_else(|| invalid(format!("`{name}` names no listener")))?;
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| invalid("no `:PORT`".into()))?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if host.is_empty() || host.contains(['/', ' ', ',']) {
+            return Err(invalid(format!("`{host}` is not a host")));
+        }
+        let port = port
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| invalid(format!("`{port}` is not a port (1-65535)")))?;
+        Ok(AdvertisedListener {
+            listener,
+            host: host.to_string(),
+            port,
+        })
+    }
+}
+
+/// The security protocol a listener name stands for (case-insensitive).
+fn protocol_named(name: &str) -> Option<SecurityProtocol> {
+    match name.to_ascii_uppercase().as_str() {
+        "PLAINTEXT" => Some(SecurityProtocol::Plaintext),
+        "SASL_PLAINTEXT" => Some(SecurityProtocol::SaslPlaintext),
+        "SSL" => Some(SecurityProtocol::Ssl),
+        "SASL_SSL" => Some(SecurityProtocol::SaslSsl),
+        _ => None,
     }
 }
 
@@ -192,10 +325,21 @@ pub struct BrokerConfig {
     /// (PKCS#8, PKCS#1 or SEC1).
     pub ssl_key: Option<PathBuf>,
     /// `--ssl-client-ca PEM`: the certificate authorities client certificates must chain to.
-    /// When given, SSL and SASL_SSL listeners require a client certificate (Kafka's
-    /// `ssl.client.auth=required`), and an SSL connection's principal is its subject,
-    /// `User:CN=…` (Kafka's default principal builder).
+    /// When given, SSL listeners require a client certificate (Kafka's
+    /// `ssl.client.auth=required`) unless [`listener_ssl_client_auth`]
+    /// (Self::listener_ssl_client_auth) says otherwise, and an SSL connection's principal is
+    /// its subject, `User:CN=…` (Kafka's default principal builder). SASL_SSL listeners ask
+    /// for certificates only when [`listener_ssl_client_auth`](Self::listener_ssl_client_auth)
+    /// names them: their clients authenticate with SASL (as Kafka, KIP-684).
     pub ssl_client_ca: Option<PathBuf>,
+    /// `--listener-ssl-client-auth NAME=required|requested|none`: client authentication per
+    /// TLS listener (Kafka's `listener.name.<name>.ssl.client.auth`); see
+    /// [`ssl_client_auth`](Self::ssl_client_auth) for the defaults. Default none given.
+    pub listener_ssl_client_auth: Vec<ListenerClientAuth>,
+    /// `--advertised-listeners NAME://HOST:PORT`: what the clients of a listener are told to
+    /// connect to (Kafka's `advertised.listeners`); a listener not named here advertises the
+    /// address it is bound to. Default none given.
+    pub advertised_listeners: Vec<AdvertisedListener>,
     /// `--allow-plaintext-remote`: let a listener on an address that is not loopback serve
     /// connections that do not authenticate (PLAINTEXT, or SSL without `--ssl-client-ca`);
     /// without it the broker refuses to start. Default `false`.
@@ -368,6 +512,8 @@ impl Default for BrokerConfig {
             ssl_certificate: None,
             ssl_key: None,
             ssl_client_ca: None,
+            listener_ssl_client_auth: Vec::new(),
+            advertised_listeners: Vec::new(),
             allow_plaintext_remote: false,
             authorizer: false,
             super_users: Vec::new(),
@@ -533,9 +679,138 @@ impl BrokerConfig {
             .collect()
     }
 
-    /// Whether a listener's connections authenticate: SASL, or a client certificate.
+    /// Client authentication on the listeners of `protocol` (Kafka's `ssl.client.auth`, with
+    /// its rules): what [`listener_ssl_client_auth`](Self::listener_ssl_client_auth) says for
+    /// the listener; else `required` on an SSL listener when
+    /// [`ssl_client_ca`](Self::ssl_client_ca) is given; else `none` (a SASL_SSL listener's
+    /// clients authenticate with SASL; a listener without TLS has no certificates).
+    pub fn ssl_client_auth(&self, protocol: SecurityProtocol) -> SslClientAuth {
+        if !protocol.uses_tls() {
+            return SslClientAuth::None;
+        }
+        if let Some(set) = self
+            .listener_ssl_client_auth
+            .iter()
+            .find(|l| l.listener == protocol)
+        {
+            return set.mode;
+        }
+        if protocol == SecurityProtocol::Ssl && self.ssl_client_ca.is_some() {
+            SslClientAuth::Required
+        } else {
+            SslClientAuth::None
+        }
+    }
+
+    /// The host and port the clients of a listener of `protocol` bound to `address` are told
+    /// to connect to: its [`advertised_listeners`](Self::advertised_listeners) entry, else the
+    /// bound address (a wildcard advertised as loopback: it cannot be connected to).
+    pub(crate) fn advertised(
+        &self,
+        protocol: SecurityProtocol,
+        address: SocketAddr,
+    ) -> (String, u16) {
+        if let Some(a) = self
+            .advertised_listeners
+            .iter()
+            .find(|a| a.listener == protocol)
+        {
+            return (a.host.clone(), a.port);
+        }
+        let host = match address.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => Ipv4Addr::LOCALHOST.to_string(),
+            IpAddr::V6(ip) if ip.is_unspecified() => "::1".to_string(),
+            ip => ip.to_string(),
+        };
+        (host, address.port())
+    }
+
+    /// Whether a listener's connections authenticate: SASL, or a required client certificate.
     fn authenticates(&self, protocol: SecurityProtocol) -> bool {
-        protocol.uses_sasl() || (protocol.uses_tls() && self.ssl_client_ca.is_some())
+        protocol.uses_sasl()
+            || (protocol.uses_tls() && self.ssl_client_auth(protocol) == SslClientAuth::Required)
+    }
+
+    /// The per-listener settings name configured listeners, once each, and ask for client
+    /// certificates only with an authority to check them against.
+    fn validate_listener_settings(&self, listeners: &[ListenerSpec]) -> Result<(), BrokerError> {
+        let invalid = |setting, reason: String| Err(BrokerError::InvalidConfig { setting, reason });
+        let count = |p: SecurityProtocol| listeners.iter().filter(|l| l.protocol == p).count();
+        for (i, set) in self.listener_ssl_client_auth.iter().enumerate() {
+            let name = set.listener.name();
+            if !set.listener.uses_tls() {
+                return invalid(
+                    "listener-ssl-client-auth",
+                    format!("{name} is not a TLS listener: it has no client certificates"),
+                );
+            }
+            if count(set.listener) == 0 {
+                return invalid(
+                    "listener-ssl-client-auth",
+                    format!(
+                        "{name}={}: no {name} listener is configured",
+                        set.mode.name()
+                    ),
+                );
+            }
+            if self.listener_ssl_client_auth[..i]
+                .iter()
+                .any(|o| o.listener == set.listener)
+            {
+                return invalid("listener-ssl-client-auth", format!("{name} is set twice"));
+            }
+            if set.mode != SslClientAuth::None && self.ssl_client_ca.is_none() {
+                return invalid(
+                    "listener-ssl-client-auth",
+                    format!(
+                        "{name}={} needs --ssl-client-ca PEM (the authorities client                          certificates must chain to)",
+                        set.mode.name()
+                    ),
+                );
+            }
+        }
+        if self.ssl_client_ca.is_some()
+            && listeners.iter().any(|l| l.protocol.uses_tls())
+            && !listeners
+                .iter()
+                .any(|l| self.ssl_client_auth(l.protocol) != SslClientAuth::None)
+        {
+            return invalid(
+                "ssl-client-ca",
+                "no listener asks for client certificates: an SSL listener requires them with                  --ssl-client-ca, a SASL_SSL listener only with --listener-ssl-client-auth                  SASL_SSL=required (or requested); its clients authenticate with SASL"
+                    .into(),
+            );
+        }
+        for (i, a) in self.advertised_listeners.iter().enumerate() {
+            let name = a.listener.name();
+            match count(a.listener) {
+                0 => {
+                    return invalid(
+                        "advertised-listeners",
+                        format!("{name}://{}:{}: no {name} listener is configured", a.host, a.port),
+                    )
+                }
+                1 => {}
+                n => {
+                    return invalid(
+                        "advertised-listeners",
+                        format!(
+                            "{name} names {n} listeners: advertise a name that only one                              listener has"
+                        ),
+                    )
+                }
+            }
+            if self.advertised_listeners[..i]
+                .iter()
+                .any(|o| o.listener == a.listener)
+            {
+                return invalid(
+                    "advertised-listeners",
+                    format!("{name} is advertised twice"),
+                );
+            }
+        }
+        Ok(())
     }
 
     fn validate_security(&self) -> Result<(), BrokerError> {
@@ -543,6 +818,7 @@ impl BrokerConfig {
         let listeners = self.all_listeners();
         let sasl = listeners.iter().any(|l| l.protocol.uses_sasl());
         let tls = listeners.iter().any(|l| l.protocol.uses_tls());
+        self.validate_listener_settings(&listeners)?;
         for (i, l) in listeners.iter().enumerate() {
             if l.address.port() != 0
                 && listeners[..i].iter().any(|o| {

@@ -1,7 +1,7 @@
 //! What every request handler shares: the log, the coordinator, the settings and the
 //! broker's own addresses.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -95,26 +95,6 @@ pub(crate) struct Endpoint {
     pub(crate) address: SocketAddr,
     pub(crate) host: String,
     pub(crate) port: i32,
-}
-
-impl Endpoint {
-    /// The endpoint of a listener bound to `address` (a wildcard address is advertised as
-    /// loopback: it cannot be connected to).
-    pub(crate) fn new(protocol: SecurityProtocol, address: SocketAddr) -> Endpoint {
-        let host = match address.ip() {
-            ip if ip.is_unspecified() => match ip {
-                IpAddr::V4(_) => Ipv4Addr::LOCALHOST.to_string(),
-                IpAddr::V6(_) => "::1".to_string(),
-            },
-            ip => ip.to_string(),
-        };
-        Endpoint {
-            protocol,
-            address,
-            host,
-            port: i32::from(address.port()),
-        }
-    }
 }
 
 /// What the server builds besides the coordinator and passes to [`Context::new`].

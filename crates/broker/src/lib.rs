@@ -83,8 +83,8 @@ mod tls;
 mod txn_markers;
 
 pub use config::{
-    default_max_connections, BrokerConfig, ListenerSpec, RecordsConfig, SaslMechanism,
-    SecurityProtocol, TopicSpec,
+    default_max_connections, AdvertisedListener, BrokerConfig, ListenerClientAuth, ListenerSpec,
+    RecordsConfig, SaslMechanism, SecurityProtocol, SslClientAuth, TopicSpec,
 };
 pub use error::BrokerError;
 pub use server::Server;

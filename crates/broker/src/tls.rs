@@ -18,14 +18,15 @@ use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use crate::config::SslClientAuth;
 use crate::error::BrokerError;
 
 /// The TLS side of the SSL and SASL_SSL listeners, built once at start.
 #[derive(Clone)]
 pub(crate) struct Tls {
     pub(crate) acceptor: TlsAcceptor,
-    /// Whether clients must present a certificate (`--ssl-client-ca`).
-    pub(crate) client_auth: bool,
+    /// Whether clients are asked for a certificate, and must present one.
+    pub(crate) client_auth: SslClientAuth,
 }
 
 impl fmt::Debug for Tls {
@@ -68,6 +69,8 @@ fn pem_error(e: &rustls::pki_types::pem::Error) -> String {
 impl Tls {
     /// Reads the certificate chain, its key and, for client authentication, the authorities
     /// client certificates must chain to. TLS 1.2 and 1.3, rustls's safe cipher suites.
+    /// `client_auth` says whether a certificate is asked for (`requested`: checked when
+    /// presented, a client may come without) and required; it is `none` without `client_ca`.
     ///
     /// # Errors
     /// `INVALID_CONFIG` naming the setting and the file: unreadable, not PEM, no certificate
@@ -76,7 +79,9 @@ impl Tls {
         certificate: &Path,
         key: &Path,
         client_ca: Option<&Path>,
+        client_auth: SslClientAuth,
     ) -> Result<Tls, BrokerError> {
+        let client_ca = client_ca.filter(|_| client_auth != SslClientAuth::None);
         let chain = certificates("ssl-certificate", certificate)?;
         let private_key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
             invalid(
@@ -109,9 +114,15 @@ impl Tls {
                     })?;
                 }
                 let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                        .build()
-                        .map_err(|e| invalid("ssl-client-ca", ca, e))?;
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                let verifier = if client_auth == SslClientAuth::Requested {
+                    verifier.allow_unauthenticated()
+                } else {
+                    verifier
+                };
+                let verifier = verifier
+                    .build()
+                    .map_err(|e| invalid("ssl-client-ca", ca, e))?;
                 builder.with_client_cert_verifier(verifier)
             }
         };
@@ -124,7 +135,11 @@ impl Tls {
         })?;
         Ok(Tls {
             acceptor: TlsAcceptor::from(Arc::new(config)),
-            client_auth: client_ca.is_some(),
+            client_auth: if client_ca.is_some() {
+                client_auth
+            } else {
+                SslClientAuth::None
+            },
         })
     }
 }

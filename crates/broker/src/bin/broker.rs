@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use broker::{
-    BrokerConfig, ListenerSpec, OffsetsStore, RecordsConfig, SaslMechanism, Server, TopicSpec,
+    AdvertisedListener, BrokerConfig, ListenerClientAuth, ListenerSpec, OffsetsStore,
+    RecordsConfig, SaslMechanism, Server, TopicSpec,
 };
 use clap::Parser;
 
@@ -54,11 +55,27 @@ struct Args {
     /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of --ssl-certificate.
     #[arg(long, value_name = "PEM")]
     ssl_key: Option<PathBuf>,
-    /// The authorities (PEM) client certificates must chain to: SSL and SASL_SSL listeners
-    /// then require a client certificate (Kafka's ssl.client.auth=required), and an SSL
-    /// connection's principal is its subject, User:CN=... (Kafka's default principal builder).
+    /// The authorities (PEM) client certificates must chain to: SSL listeners then require a
+    /// client certificate (Kafka's ssl.client.auth=required) unless
+    /// --listener-ssl-client-auth says otherwise, and an SSL connection's principal is its
+    /// subject, User:CN=... (Kafka's default principal builder). SASL_SSL listeners ask for
+    /// one only when --listener-ssl-client-auth names them (their clients authenticate with
+    /// SASL).
     #[arg(long, value_name = "PEM")]
     ssl_client_ca: Option<PathBuf>,
+    /// Client authentication on one TLS listener, NAME=required|requested|none, NAME being
+    /// the listener's (SSL or SASL_SSL): Kafka's listener.name.NAME.ssl.client.auth. requested
+    /// checks a certificate when one is presented and lets a client in without one. Repeat
+    /// it, or separate the settings with commas.
+    #[arg(long, value_name = "NAME=MODE", value_delimiter = ',', value_parser = parse_client_auth)]
+    listener_ssl_client_auth: Vec<ListenerClientAuth>,
+    /// What the clients of a listener are told to connect to, NAME://HOST:PORT (Kafka's
+    /// advertised.listeners), e.g. SSL://localhost:9093 when the server certificate names
+    /// localhost (clients check the certificate against the host they are told). Repeat it,
+    /// or separate listeners with commas. A listener not named advertises the address it is
+    /// bound to.
+    #[arg(long, value_name = "NAME://HOST:PORT", value_delimiter = ',', value_parser = parse_advertised)]
+    advertised_listeners: Vec<AdvertisedListener>,
     /// Kafka's sasl.enabled.mechanisms on SASL_PLAINTEXT and SASL_SSL listeners: any of PLAIN,
     /// SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's default, needs Kerberos and is not served).
     #[arg(long, value_delimiter = ',', default_value = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", value_parser = parse_mechanism)]
@@ -218,6 +235,14 @@ fn parse_mechanism(s: &str) -> Result<SaslMechanism, String> {
     s.parse().map_err(|e: broker::BrokerError| e.to_string())
 }
 
+fn parse_client_auth(s: &str) -> Result<ListenerClientAuth, String> {
+    s.parse().map_err(|e: broker::BrokerError| e.to_string())
+}
+
+fn parse_advertised(s: &str) -> Result<AdvertisedListener, String> {
+    s.parse().map_err(|e: broker::BrokerError| e.to_string())
+}
+
 fn parse_topic(s: &str) -> Result<TopicSpec, String> {
     s.parse().map_err(|e: broker::BrokerError| e.to_string())
 }
@@ -237,6 +262,8 @@ impl Args {
             ssl_certificate: self.ssl_certificate,
             ssl_key: self.ssl_key,
             ssl_client_ca: self.ssl_client_ca,
+            listener_ssl_client_auth: self.listener_ssl_client_auth,
+            advertised_listeners: self.advertised_listeners,
             allow_plaintext_remote: self.allow_plaintext_remote,
             authorizer: self.authorizer,
             super_users: self.super_users,

@@ -606,3 +606,297 @@ async fn a_client_certificates_subject_is_the_principal_the_acls_judge() {
     assert_eq!(fetched(&fetched_back), vec![5]);
     broker.stop().await.unwrap();
 }
+
+/// The SASL PLAIN exchange (SaslHandshake v1, SaslAuthenticate v2) as `user`: its error code.
+fn plain_login(user: &str, password: &str) -> (SaslHandshakeRequest, SaslAuthenticateRequest) {
+    (
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+        SaslAuthenticateRequest::default()
+            .with_auth_bytes(bytes::Bytes::from(format!("\0{user}\0{password}"))),
+    )
+}
+
+/// One ACL creation: READ on a LITERAL resource of `kind` for `principal`.
+fn read_acl(kind: i8, name: &str, principal: &str) -> CreateAclsRequest {
+    CreateAclsRequest::default().with_creations(vec![create_acls_request::AclCreation::default()
+        .with_resource_type(kind)
+        .with_resource_name(StrBytes::from_string(name.to_string()))
+        .with_resource_pattern_type(3)
+        .with_principal(StrBytes::from_string(principal.to_string()))
+        .with_host(StrBytes::from_static_str("*"))
+        .with_operation(3)
+        .with_permission_type(3)])
+}
+
+/// A users file (PLAIN) beside the authority's files.
+fn users_file(pki: &Pki) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let users = pki.path("users");
+    std::fs::write(&users, "alice:alice-secret\n").unwrap();
+    std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o600)).unwrap();
+    users
+}
+
+/// Three listeners in one broker as Kafka runs them (issue: SASL_SSL clients were refused for
+/// lack of a certificate that only the SSL listener asks for): SASL_SSL authenticates by SASL
+/// without a client certificate although `--ssl-client-ca` is given; SSL requires one;
+/// SASL_PLAINTEXT beside them. Each listener advertises itself, as the broker and as the
+/// controller, in Metadata and DescribeCluster; ACLs are created over SSL by a certificate
+/// super user and refused to another certificate.
+#[tokio::test]
+async fn sasl_ssl_without_certificates_beside_mutual_tls_and_sasl_plaintext() {
+    let pki = Pki::new("test-ca");
+    let broker = TestBroker::with(BrokerConfig {
+        listeners: vec![
+            "SASL_PLAINTEXT://127.0.0.1:0".parse().unwrap(),
+            "SSL://127.0.0.1:0".parse().unwrap(),
+        ],
+        users_file: Some(users_file(&pki)),
+        authorizer: true,
+        super_users: vec!["User:alice".into(), "User:CN=admin,O=acme".into()],
+        connection_failed_authentication_delay_ms: 10,
+        ..pki.config(SecurityProtocol::SaslSsl, true)
+    })
+    .await;
+    let port = |p: SecurityProtocol| {
+        let a = broker.addrs.iter().find(|(q, _)| *q == p).unwrap().1;
+        (a, i32::from(a.port()))
+    };
+    let (sasl_ssl, sasl_ssl_port) = port(SecurityProtocol::SaslSsl);
+    let (sasl_plain, sasl_plain_port) = port(SecurityProtocol::SaslPlaintext);
+    let (ssl, ssl_port) = port(SecurityProtocol::Ssl);
+    let (handshake, login) = plain_login("alice", "alice-secret");
+
+    // SASL_SSL, no client certificate: the handshake passes, SASL authenticates
+    let mut c = TlsClient::connect(sasl_ssl, &pki.ca, None)
+        .await
+        .expect("a SASL_SSL client without a certificate completes the TLS handshake");
+    assert_eq!(c.call(&handshake, 1).await.unwrap().error_code, 0);
+    assert_eq!(c.call(&login, 2).await.unwrap().error_code, 0);
+    let r = c.call(&metadata(), 12).await.unwrap();
+    assert_eq!(r.brokers[0].port, sasl_ssl_port);
+    assert_eq!(r.controller_id, r.brokers[0].node_id);
+
+    // SASL_PLAINTEXT
+    let mut p = Client::connect(sasl_plain).await;
+    assert_eq!(p.call(&handshake, 1).await.error_code, 0);
+    assert_eq!(p.call(&login, 2).await.error_code, 0);
+    let r = p.call(&metadata(), 12).await;
+    assert_eq!(r.brokers[0].port, sasl_plain_port);
+
+    // SSL: a certificate is required
+    let refused = match TlsClient::connect(ssl, &pki.ca, None).await {
+        Err(_) => true,
+        Ok(mut c) => c.call(&metadata(), 4).await.is_err(),
+    };
+    assert!(refused, "an SSL client without a certificate is served");
+    let mut admin = pki.connect_as(ssl, "admin").await;
+    let r = admin.call(&metadata(), 12).await.unwrap();
+    assert_eq!(
+        (r.brokers[0].host.to_string(), r.brokers[0].port),
+        ("127.0.0.1".to_string(), ssl_port)
+    );
+    assert_eq!(r.controller_id, r.brokers[0].node_id, "the controller");
+    for endpoint_type in [1, 2] {
+        let d = admin
+            .call(
+                &DescribeClusterRequest::default().with_endpoint_type(endpoint_type),
+                1,
+            )
+            .await
+            .unwrap();
+        assert_eq!(d.error_code, 0);
+        assert_eq!(d.brokers[0].port, ssl_port, "endpoint type {endpoint_type}");
+        assert_eq!(d.controller_id, d.brokers[0].broker_id);
+    }
+    // the ACL APIs the admin client sends to the controller, over SSL
+    let created = admin
+        .call(&read_acl(2, "t", "User:CN=app,O=acme"), 3)
+        .await
+        .unwrap();
+    assert_eq!(created.results[0].error_code, 0);
+    let mut app = pki.connect_as(ssl, "app").await;
+    let refused = app
+        .call(&read_acl(2, "t", "User:CN=app,O=acme"), 3)
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.results[0].error_code, 31,
+        "CLUSTER_AUTHORIZATION_FAILED"
+    );
+    broker.stop().await.unwrap();
+}
+
+/// `--listener-ssl-client-auth`: SASL_SSL=required asks SASL_SSL clients for a certificate;
+/// SSL=requested lets an SSL client in without one (as User:ANONYMOUS) and names a client that
+/// presents one by its subject; a certificate of another authority is refused even there.
+#[tokio::test]
+async fn client_authentication_is_set_per_listener() {
+    let pki = Pki::new("test-ca");
+    let broker = TestBroker::with(BrokerConfig {
+        listeners: vec!["SSL://127.0.0.1:0".parse().unwrap()],
+        users_file: Some(users_file(&pki)),
+        authorizer: true,
+        super_users: vec!["User:CN=admin,O=acme".into()],
+        listener_ssl_client_auth: vec![
+            "SASL_SSL=required".parse().unwrap(),
+            "ssl=requested".parse().unwrap(),
+        ],
+        ..pki.config(SecurityProtocol::SaslSsl, true)
+    })
+    .await;
+    let (sasl_ssl, ssl) = (broker.addrs[0].1, broker.addrs[1].1);
+    // SASL_SSL=required: without a certificate, refused
+    let refused = match TlsClient::connect(sasl_ssl, &pki.ca, None).await {
+        Err(_) => true,
+        Ok(mut c) => c.call(&ApiVersionsRequest::default(), 3).await.is_err(),
+    };
+    assert!(
+        refused,
+        "SASL_SSL=required served a client without a certificate"
+    );
+    // with one, SASL still decides who it is
+    let mut c = pki.connect_as(sasl_ssl, "admin").await;
+    let (handshake, login) = plain_login("alice", "alice-secret");
+    assert!(
+        c.call(&metadata(), 4).await.is_err(),
+        "a certificate is no SASL login"
+    );
+    let mut c = pki.connect_as(sasl_ssl, "admin").await;
+    assert_eq!(c.call(&handshake, 1).await.unwrap().error_code, 0);
+    assert_eq!(c.call(&login, 2).await.unwrap().error_code, 0);
+    // alice is no super user: her ACL creation is refused (the certificate's subject is not
+    // her principal)
+    let r = c.call(&read_acl(2, "t", "User:x"), 3).await.unwrap();
+    assert_eq!(r.results[0].error_code, 31);
+    // SSL=requested: in without a certificate, as User:ANONYMOUS (no super user)
+    let mut anonymous = TlsClient::connect(ssl, &pki.ca, None).await.unwrap();
+    let r = anonymous
+        .call(&read_acl(2, "t", "User:x"), 3)
+        .await
+        .unwrap();
+    assert_eq!(r.results[0].error_code, 31);
+    // with one, its subject
+    let mut admin = pki.connect_as(ssl, "admin").await;
+    let r = admin.call(&read_acl(2, "t", "User:x"), 3).await.unwrap();
+    assert_eq!(r.results[0].error_code, 0);
+    // a certificate of another authority: refused
+    let other = Pki::new("other-ca");
+    let refused = match TlsClient::connect(ssl, &pki.ca, Some(other.client(&[("CN", "x")]))).await {
+        Err(_) => true,
+        Ok(mut c) => c.call(&metadata(), 4).await.is_err(),
+    };
+    assert!(refused, "a certificate of another authority is served");
+    broker.stop().await.unwrap();
+}
+
+/// `--advertised-listeners`: the clients of the named listener are told its host and port
+/// (the host name the server certificate names, here), the others their bound address.
+#[tokio::test]
+async fn an_advertised_listener_is_what_its_clients_are_told() {
+    let pki = Pki::new("test-ca");
+    let broker = TestBroker::with(BrokerConfig {
+        listeners: vec!["SSL://127.0.0.1:0".parse().unwrap()],
+        advertised_listeners: vec!["SSL://localhost:19093".parse().unwrap()],
+        ..pki.config(SecurityProtocol::Plaintext, false)
+    })
+    .await;
+    let (plain, ssl) = (broker.addrs[0].1, broker.addrs[1].1);
+    let mut c = TlsClient::connect(ssl, &pki.ca, None).await.unwrap();
+    assert_eq!(advertised(&mut c).await, ("localhost".to_string(), 19093));
+    let coordinator = c
+        .call(
+            &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")),
+            1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (coordinator.host.to_string(), coordinator.port),
+        ("localhost".to_string(), 19093)
+    );
+    let mut p = Client::connect(plain).await;
+    let r = p.call(&metadata(), 4).await;
+    assert_eq!(
+        (r.brokers[0].host.to_string(), r.brokers[0].port),
+        ("127.0.0.1".to_string(), i32::from(plain.port()))
+    );
+    broker.stop().await.unwrap();
+}
+
+/// The per-listener settings are checked at start, naming the setting.
+#[tokio::test]
+async fn per_listener_settings_that_cannot_hold_are_refused_at_start() {
+    let pki = Pki::new("test-ca");
+    let ssl = || BrokerConfig {
+        listeners: vec!["SASL_SSL://127.0.0.1:0".parse().unwrap()],
+        users_file: Some(users_file(&pki)),
+        ..pki.config(SecurityProtocol::Ssl, false)
+    };
+    let cases = [
+        (
+            BrokerConfig {
+                listener_ssl_client_auth: vec!["SSL=required".parse().unwrap()],
+                ..ssl()
+            },
+            "SSL=required needs --ssl-client-ca",
+        ),
+        (
+            BrokerConfig {
+                listeners: vec![],
+                users_file: None,
+                ssl_client_ca: Some(pki.path("ca.pem")),
+                listener_ssl_client_auth: vec!["SASL_SSL=requested".parse().unwrap()],
+                ..ssl()
+            },
+            "no SASL_SSL listener is configured",
+        ),
+        (
+            BrokerConfig {
+                security_protocol: SecurityProtocol::SaslSsl,
+                listeners: vec![],
+                ssl_client_ca: Some(pki.path("ca.pem")),
+                ..ssl()
+            },
+            "no listener asks for client certificates",
+        ),
+        (
+            BrokerConfig {
+                advertised_listeners: vec!["SASL_PLAINTEXT://h:1".parse().unwrap()],
+                ..ssl()
+            },
+            "no SASL_PLAINTEXT listener is configured",
+        ),
+        (
+            BrokerConfig {
+                listeners: vec!["SSL://127.0.0.1:0".parse().unwrap()],
+                users_file: None,
+                advertised_listeners: vec!["SSL://h:1".parse().unwrap()],
+                ..ssl()
+            },
+            "SSL names 2 listeners",
+        ),
+    ];
+    for (config, want) in cases {
+        let Err(err) = Server::bind(config).await else {
+            panic!("started, wanted {want:?}");
+        };
+        assert!(err.to_string().contains(want), "{err} (wanted {want:?})");
+    }
+    for (bad, want) in [
+        ("PLAINTEXT=required", "PLAINTEXT is not a TLS listener"),
+        ("SSL=maybe", "`maybe` is not a setting"),
+        ("SSL", "no `=`"),
+    ] {
+        let err = bad.parse::<broker::ListenerClientAuth>().unwrap_err();
+        assert!(err.to_string().contains(want), "{bad}: {err}");
+    }
+    for (bad, want) in [
+        ("SSL://localhost:0", "is not a port"),
+        ("SSL://:9093", "is not a host"),
+        ("HTTP://h:1", "names no listener"),
+    ] {
+        let err = bad.parse::<broker::AdvertisedListener>().unwrap_err();
+        assert!(err.to_string().contains(want), "{bad}: {err}");
+    }
+}
