@@ -5,6 +5,7 @@ each one checks and why.
 import json
 import os
 import random
+import re
 import select
 import socket
 import struct
@@ -1216,6 +1217,68 @@ def tls_clients(ctx):
     ctx.check('principal="User:CN=interop-client,O=interop"' in log,
               "no connection of the client certificate's principal User:CN=interop-client,O=interop in the log")
     ctx.check("TLS handshake failed" in log, "the refused handshakes are not logged")
+
+
+# -------------------------------------------------------------------------------------------
+# 13b'. Three listeners in one broker, as Kafka runs them: SCRAM over SASL_SSL without a client
+#       certificate beside mutual TLS on SSL (--ssl-client-ca asks SSL clients only), PLAIN over
+#       SASL_PLAINTEXT, and the admin client's controller-bound ACL calls on SSL
+
+@scenario("listeners-confluent-kafka-python", topics={"lst": 2}, budget=120, own_broker=True,
+          mock_note="the mock's listener is PLAINTEXT")
+def three_listeners(ctx):
+    pki = make_pki(ctx)
+
+    def at(name):
+        return os.path.join(pki, name)
+
+    users = os.path.join(ctx.dir, "listener-users.txt")
+    fd = os.open(users, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("alice:alice-secret\nbob:bob-secret\n")
+    b = ctx.start_broker("broker-listeners", {"lst": 2}, listen="SASL_SSL://127.0.0.1:0",
+                         extra=["--listen", "SASL_PLAINTEXT://127.0.0.1:0", "--listen", "SSL://127.0.0.1:0",
+                                "--users", users, "--ssl-certificate", at("server.pem"),
+                                "--ssl-key", at("server.key"), "--ssl-client-ca", at("ca.pem"),
+                                "--authorizer", "--super-users",
+                                "User:alice;User:CN=interop-client,O=interop"])
+    sasl_ssl = dict(bootstrap=b.address, protocol="SASL_SSL")
+    sasl_plain = dict(bootstrap=b.listener("SASL_PLAINTEXT"), protocol="SASL_PLAINTEXT")
+    ssl = dict(bootstrap=b.listener("SSL"), protocol="SSL")
+    cert = dict(cert=at("client.pem"), key=at("client.key"))
+    out = run_auth_clients(ctx, b, {"topic": "lst", "user": "alice", "password": "alice-secret",
+                                    "ca": at("ca.pem"), "cases": [
+        dict(sasl_ssl, name="confluent SCRAM-SHA-512 over SASL_SSL without a certificate",
+             client="confluent", mechanism="SCRAM-SHA-512"),
+        dict(sasl_ssl, name="kafka-python SCRAM-SHA-256 over SASL_SSL without a certificate",
+             client="kafka-python", mechanism="SCRAM-SHA-256"),
+        dict(sasl_plain, name="kafka-python PLAIN over SASL_PLAINTEXT", client="kafka-python",
+             mechanism="PLAIN"),
+        dict(ssl, name="confluent client certificate over SSL", client="confluent", **cert),
+        dict(ssl, name="confluent without a certificate over SSL", client="confluent"),
+        dict(ssl, name="confluent-admin ACLs over SSL as a certificate super user", client="confluent-admin",
+             grantee="User:bob", **cert),
+        dict(sasl_ssl, name="confluent-admin ACLs over SASL_SSL as alice", client="confluent-admin",
+             mechanism="SCRAM-SHA-256", grantee="User:carol"),
+        dict(sasl_plain, name="confluent-admin ACLs over SASL_PLAINTEXT as bob", client="confluent-admin",
+             mechanism="PLAIN", user="bob", password="bob-secret", grantee="User:bob"),
+    ]})
+    for key in ("confluent SCRAM-SHA-512 over SASL_SSL without a certificate",
+                "kafka-python SCRAM-SHA-256 over SASL_SSL without a certificate",
+                "kafka-python PLAIN over SASL_PLAINTEXT", "confluent client certificate over SSL",
+                "confluent-admin ACLs over SSL as a certificate super user",
+                "confluent-admin ACLs over SASL_SSL as alice"):
+        ctx.check(out.get(key) == "ok", "%s: %s" % (key, out.get(key)))
+    ctx.check(out.get("confluent without a certificate over SSL", "ok") != "ok",
+              "an SSL client without a certificate: %s" % out.get("confluent without a certificate over SSL"))
+    ctx.check(out.get("confluent-admin ACLs over SASL_PLAINTEXT as bob") == "CLUSTER_AUTHORIZATION_FAILED",
+              "bob (no super user) creating ACLs: %s" % out.get("confluent-admin ACLs over SASL_PLAINTEXT as bob"))
+    with open(b.log_path, errors="replace") as f:
+        log = f.read()
+    for protocol, auth in (("SASL_SSL", "none"), ("SASL_PLAINTEXT", "none"), ("SSL", "required")):
+        ctx.check('protocol="%s"' % protocol in log and re.search(
+            r'listener protocol="%s" .*client_auth="%s"' % (protocol, auth), log) is not None,
+                  "the start line of the %s listener does not say client_auth=%s" % (protocol, auth))
 
 
 # -------------------------------------------------------------------------------------------

@@ -7,10 +7,12 @@ check it).
     sasl_clients.py SPEC_JSON
 
 SPEC: topic, user, password, ca (PEM, for TLS), and cases: a list of
-  {"name", "client": "confluent"|"kafka-python", "bootstrap", "protocol": SASL_PLAINTEXT|SASL_SSL|SSL,
-   "mechanism" (SASL), "password" (SASL; default spec's), "cert", "key" (a client certificate)}
+  {"name", "client": "confluent"|"kafka-python"|"confluent-admin", "bootstrap",
+   "protocol": SASL_PLAINTEXT|SASL_SSL|SSL, "mechanism" (SASL), "user", "password" (SASL; default
+   spec's), "cert", "key" (a client certificate), "grantee" (confluent-admin: the ACL's principal)}
 
-Each outcome is "ok" (produced, consumed that record in a group, committed it) or the error.
+Each outcome is "ok" (produced, consumed that record in a group, committed it; for
+confluent-admin: created an ACL and described it back) or the error.
 The cases run side by side, one thread each.
 """
 import json
@@ -91,7 +93,36 @@ def kafka_python(case):
         return "error: %s" % type(e).__name__
 
 
-CLIENTS = {"confluent": confluent, "kafka-python": kafka_python}
+def confluent_admin(case):
+    """confluent-kafka's AdminClient: creates an ACL (READ on the topic for the case's
+    "grantee"; librdkafka sends CreateAcls to the controller the listener advertises), then
+    describes it back: "ok", or the first error."""
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                       AdminClient, ResourcePatternType, ResourceType)
+    conf = {"bootstrap.servers": case["bootstrap"], "security.protocol": case["protocol"]}
+    if case["protocol"].startswith("SASL"):
+        conf.update({"sasl.mechanism": case["mechanism"], "sasl.username": case.get("user", USER),
+                     "sasl.password": case.get("password", spec.get("password"))})
+    if case["protocol"].endswith("SSL"):
+        conf["ssl.ca.location"] = spec["ca"]
+        if case.get("cert"):
+            conf.update({"ssl.certificate.location": case["cert"], "ssl.key.location": case["key"]})
+    admin = AdminClient(conf)
+    binding = AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, case["grantee"], "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    try:
+        for f in admin.create_acls([binding], request_timeout=10).values():
+            f.result()
+        found = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, TOPIC, ResourcePatternType.ANY,
+                                                     case["grantee"], None, AclOperation.ANY,
+                                                     AclPermissionType.ANY), request_timeout=10).result()
+    except Exception as e:
+        err = e.args[0] if e.args else e
+        return err.name() if hasattr(err, "name") else "error: %s" % err
+    return "ok" if binding in found else "not described: %s" % found
+
+
+CLIENTS = {"confluent": confluent, "kafka-python": kafka_python, "confluent-admin": confluent_admin}
 
 
 def run(case):
