@@ -281,6 +281,12 @@ def memory(addr, broker, idle=200, members=16, timeout=90):
         return {"error": "no broker process"}
     from confluent_kafka import Consumer
     host, port = kproto.split_hostport(addr)
+    # One connection served and closed first, on both sides: what the first connection
+    # brings (a worker thread's allocator arena and stack pages, lazily built tables) is
+    # paid once per process, not per connection.
+    warm = kproto.Conn(host, port, timeout=10)
+    warm.api_versions()
+    warm.close()
     time.sleep(0.5)
     base = rss_kib(broker.pid)
     socks = []
