@@ -41,8 +41,10 @@
 mod error;
 #[cfg(feature = "harness")]
 pub mod harness;
+pub mod log;
 pub mod migrations;
 mod record;
+mod target;
 
 use std::fmt;
 use std::time::Duration;
@@ -56,7 +58,9 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
 use crate::error::{db_error, pool_error};
+pub use crate::log::PostgresLog;
 pub use crate::migrations::SCHEMA_VERSION;
+pub use crate::target::describe_target;
 
 /// The largest encoded group record the store writes (16 MiB): a larger one is refused
 /// before anything is written. PostgreSQL's own limit for a `jsonb` value is 255 MiB.
@@ -121,41 +125,10 @@ impl PostgresStore {
 
     /// [`connect`](Self::connect) with a parsed configuration.
     pub async fn connect_with(
-        mut config: tokio_postgres::Config,
+        config: tokio_postgres::Config,
         pool_size: usize,
     ) -> Result<Self, StorageError> {
-        if pool_size == 0 {
-            return Err(StorageError::new(
-                StorageErrorKind::Other,
-                "a PostgreSQL store needs a pool of at least one connection (pool size 0)",
-            ));
-        }
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("consumer-groups-store-postgres");
-        }
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(pool_size)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(POOL_WAIT_TIMEOUT))
-            .create_timeout(Some(DEFAULT_CONNECT_TIMEOUT))
-            .recycle_timeout(Some(DEFAULT_CONNECT_TIMEOUT))
-            .build()
-            .map_err(|e| {
-                StorageError::new(
-                    StorageErrorKind::Other,
-                    format!("cannot build the PostgreSQL connection pool: {e}"),
-                )
-            })?;
+        let pool = build_pool(config, pool_size, "store")?;
         let store = PostgresStore { pool };
         store.migrate().await?;
         Ok(store)
@@ -262,6 +235,53 @@ impl PostgresStore {
         }
         Ok(out)
     }
+}
+
+/// `config` with the crate's defaults filled in: [`DEFAULT_CONNECT_TIMEOUT`] and the
+/// application name, unless the configuration sets them.
+pub(crate) fn with_defaults(mut config: tokio_postgres::Config) -> tokio_postgres::Config {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("consumer-groups-store-postgres");
+    }
+    config
+}
+
+/// A pool of at most `pool_size` connections to the database of `config` (with the crate's
+/// defaults, see [`with_defaults`]), for a PostgreSQL `what` (`store`, `log`).
+pub(crate) fn build_pool(
+    config: tokio_postgres::Config,
+    pool_size: usize,
+    what: &str,
+) -> Result<Pool, StorageError> {
+    if pool_size == 0 {
+        return Err(StorageError::new(
+            StorageErrorKind::Other,
+            format!("a PostgreSQL {what} needs a pool of at least one connection (pool size 0)"),
+        ));
+    }
+    let manager = Manager::from_config(
+        with_defaults(config),
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(pool_size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(POOL_WAIT_TIMEOUT))
+        .create_timeout(Some(DEFAULT_CONNECT_TIMEOUT))
+        .recycle_timeout(Some(DEFAULT_CONNECT_TIMEOUT))
+        .build()
+        .map_err(|e| {
+            StorageError::new(
+                StorageErrorKind::Other,
+                format!("cannot build the PostgreSQL connection pool: {e}"),
+            )
+        })
 }
 
 /// One write, owned so that it can move into the task that runs it.

@@ -25,14 +25,21 @@ pub struct Migration {
 
 /// Every migration, in order. Released migrations are never edited: a change of schema is
 /// a new one.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "offsets, groups and coordinator_slots",
-    sql: include_str!("../migrations/0001_initial.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "offsets, groups and coordinator_slots",
+        sql: include_str!("../migrations/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "the partition log: topics, partitions and batches",
+        sql: include_str!("../migrations/0002_partition_log.sql"),
+    },
+];
 
 /// The schema version this build serves: the last migration's.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The key of the advisory lock every migration transaction takes (the bytes of
 /// `cgstore1`), the same in every database.
