@@ -299,6 +299,12 @@ impl PostgresLog {
         pool_size: usize,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, LogError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            storage(StorageError::new(
+                StorageErrorKind::Other,
+                "a PostgreSQL log runs on a tokio runtime, and `connect` was not called on one",
+            ))
+        })?;
         let config = with_defaults(config);
         let pool = build_pool(config.clone(), pool_size, "log").map_err(storage)?;
         {
@@ -309,7 +315,7 @@ impl PostgresLog {
         let instance = instance_id();
         let appended = Arc::new(watch::Sender::new(0));
         let listener = Listener::open(&config).await.map_err(storage)?;
-        let task = tokio::spawn(listen(config, instance.clone(), appended.clone(), listener));
+        let task = runtime.spawn(listen(config, instance.clone(), appended.clone(), listener));
         let log = PostgresLog {
             pool,
             clock,

@@ -121,6 +121,38 @@ async fn an_append_by_a_second_log_wakes_the_first_ones_readers() {
 }
 
 #[tokio::test]
+async fn a_topic_created_elsewhere_is_in_the_metadata_after_topics() {
+    let Some(pg) = server().await else { return };
+    let first = log(&pg, "elsewhere").await;
+    let second = bounded("connect", PostgresLog::connect(&pg.url("elsewhere"), 1))
+        .await
+        .unwrap();
+    bounded("create", second.create_topic("u", 3))
+        .await
+        .unwrap();
+    assert_eq!(first.partition_count("u"), None, "not seen before topics()");
+    // The database's rules see it at once: the name is taken.
+    let err = bounded("create", first.create_topic("u", 1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "TOPIC_ALREADY_EXISTS");
+    assert_eq!(
+        bounded("topics", first.topics()).await.unwrap(),
+        [("u".to_string(), 3)]
+    );
+    assert_eq!(
+        first.partition_count("u"),
+        Some(3),
+        "the cache is refreshed"
+    );
+    assert_eq!(first.topic_id("u"), second.topic_id("u"), "one id");
+    assert_eq!(first.topic_names(), ["u"]);
+    bounded("delete", second.delete_topic("u")).await.unwrap();
+    assert!(bounded("topics", first.topics()).await.unwrap().is_empty());
+    assert_eq!(first.partition_count("u"), None, "and so is a deletion");
+}
+
+#[tokio::test]
 async fn records_survive_the_log_and_a_new_one_serves_them() {
     let Some(pg) = server().await else { return };
     let (id, bytes) = {
