@@ -19,12 +19,12 @@
 //! data directory.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
 use crate::api::codes::INVALID_REQUEST;
+use crate::documents::Documents;
 use crate::error::BrokerError;
 
 /// The file of a data directory holding the ACLs.
@@ -323,7 +323,8 @@ pub(crate) struct Authorizer {
     write: tokio::sync::Mutex<()>,
     super_users: Vec<String>,
     allow_if_no_acl: bool,
-    path: Option<PathBuf>,
+    /// Where the ACLs are kept (none: in memory only).
+    documents: Option<Documents>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -333,43 +334,50 @@ struct AclsFile {
 }
 
 impl Authorizer {
-    /// The authorizer, with the ACLs of `data_dir` if it has an `acls.json`.
+    /// The authorizer, with the ACLs `documents` keep (`acls.json`), if any.
     ///
     /// # Errors
-    /// `INVALID_CONFIG` (setting `authorizer`) if the file cannot be read or parsed: a
+    /// `INVALID_CONFIG` (setting `authorizer`) if the document cannot be read or parsed: a
     /// broker does not start with ACLs it cannot read.
-    pub(crate) fn open(
-        data_dir: Option<&Path>,
+    pub(crate) async fn open(
+        documents: Option<Documents>,
         super_users: Vec<String>,
         allow_if_no_acl: bool,
     ) -> Result<Authorizer, BrokerError> {
-        let path = data_dir.map(|d| d.join(ACLS_FILE));
-        let acls = match &path {
-            Some(path) if path.exists() => {
+        let acls = match &documents {
+            Some(documents) => {
+                let shown = documents.shown(ACLS_FILE);
                 let refuse = |reason: String| BrokerError::InvalidConfig {
                     setting: "authorizer",
-                    reason: format!("`{}`: {reason}", path.display()),
+                    reason: format!("`{shown}`: {reason}"),
                 };
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| refuse(format!("cannot read the ACLs: {e}")))?;
-                let file: AclsFile = serde_json::from_str(&text)
-                    .map_err(|e| refuse(format!("not an ACL file of this broker: {e}")))?;
-                if file.version != 1 {
-                    return Err(refuse(format!(
-                        "ACL file version {} is not known to this broker (1 is)",
-                        file.version
-                    )));
+                match documents
+                    .load(ACLS_FILE)
+                    .await
+                    .map_err(|e| refuse(format!("cannot read the ACLs: {e}")))?
+                {
+                    None => Vec::new(),
+                    Some(bytes) => {
+                        let file: AclsFile = serde_json::from_slice(&bytes)
+                            .map_err(|e| refuse(format!("not an ACL file of this broker: {e}")))?;
+                        if file.version != 1 {
+                            return Err(refuse(format!(
+                                "ACL file version {} is not known to this broker (1 is)",
+                                file.version
+                            )));
+                        }
+                        file.acls
+                    }
                 }
-                file.acls
             }
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         Ok(Authorizer {
             acls: RwLock::new(Arc::new(acls)),
             write: tokio::sync::Mutex::new(()),
             super_users,
             allow_if_no_acl,
-            path,
+            documents,
         })
     }
 
@@ -431,16 +439,14 @@ impl Authorizer {
         let answer = change(&mut next);
         next.sort();
         next.dedup();
-        if let Some(path) = self.path.clone() {
+        if let Some(documents) = &self.documents {
             let file = AclsFile {
                 version: 1,
                 acls: next.clone(),
             };
             let bytes =
                 serde_json::to_vec_pretty(&file).map_err(|e| format!("encoding the ACLs: {e}"))?;
-            tokio::task::spawn_blocking(move || crate::files::replace(&path, &bytes, false))
-                .await
-                .map_err(|e| format!("writing the ACLs failed: {e}"))??;
+            documents.replace(ACLS_FILE, bytes, false).await?;
         }
         *self
             .acls
@@ -474,9 +480,13 @@ mod tests {
     }
 
     fn authorizer(acls: Vec<Acl>, allow_if_no_acl: bool) -> Authorizer {
-        let a = Authorizer::open(None, vec!["User:admin".into()], allow_if_no_acl).unwrap();
-        *a.acls.write().unwrap() = Arc::new(acls);
-        a
+        Authorizer {
+            acls: RwLock::new(Arc::new(acls)),
+            write: tokio::sync::Mutex::new(()),
+            super_users: vec!["User:admin".into()],
+            allow_if_no_acl,
+            documents: None,
+        }
     }
 
     const HOST: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
@@ -706,7 +716,10 @@ mod tests {
     #[tokio::test]
     async fn acls_persist_in_the_data_directory_and_a_failed_write_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let a = Authorizer::open(Some(dir.path()), Vec::new(), false).unwrap();
+        let docs = |d: &std::path::Path| Some(Documents::Dir(d.to_path_buf()));
+        let a = Authorizer::open(docs(dir.path()), Vec::new(), false)
+            .await
+            .unwrap();
         let g = acl(
             ResourceType::Group,
             "g",
@@ -716,15 +729,21 @@ mod tests {
             Permission::Allow,
         );
         a.update(|acls| acls.push(g.clone())).await.unwrap();
-        let reopened = Authorizer::open(Some(dir.path()), Vec::new(), false).unwrap();
+        let reopened = Authorizer::open(docs(dir.path()), Vec::new(), false)
+            .await
+            .unwrap();
         assert_eq!(*reopened.acls(), vec![g.clone()]);
         // the directory is gone: the write fails and the ACLs in force stay as they were
         let gone = dir.path().join("gone");
-        let b = Authorizer::open(Some(&gone), Vec::new(), false).unwrap();
+        let b = Authorizer::open(docs(&gone), Vec::new(), false)
+            .await
+            .unwrap();
         assert!(b.update(|acls| acls.push(g.clone())).await.is_err());
         assert!(b.acls().is_empty());
         std::fs::write(dir.path().join(ACLS_FILE), "{not json").unwrap();
-        let err = Authorizer::open(Some(dir.path()), Vec::new(), false).unwrap_err();
+        let err = Authorizer::open(docs(dir.path()), Vec::new(), false)
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), "INVALID_CONFIG");
     }
 }

@@ -1,5 +1,6 @@
 //! The broker's settings, with Kafka's names and defaults where Kafka has them.
 
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -252,6 +253,104 @@ fn protocol_named(name: &str) -> Option<SecurityProtocol> {
     }
 }
 
+/// A PostgreSQL connection string (`--postgres`): a `postgres://` URL or libpq's
+/// `key=value` form. Shown (Debug, Display, logs, errors) with its password replaced by `***`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PostgresUrl(String);
+
+impl PostgresUrl {
+    /// Wraps a connection string (parsed when the broker connects).
+    pub fn new(url: impl Into<String>) -> PostgresUrl {
+        PostgresUrl(url.into())
+    }
+
+    /// The connection string as given, password included.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The connection string with any password replaced by `***`.
+    pub fn redacted(&self) -> String {
+        redact_password(&self.0)
+    }
+}
+
+impl fmt::Debug for PostgresUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PostgresUrl({})", self.redacted())
+    }
+}
+
+impl fmt::Display for PostgresUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl FromStr for PostgresUrl {
+    type Err = BrokerError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().is_empty() {
+            return Err(BrokerError::InvalidConfig {
+                setting: "postgres",
+                reason: "empty; write postgres://USER:PASSWORD@HOST:PORT/DATABASE or libpq's \
+                         `host=… dbname=…` form"
+                    .into(),
+            });
+        }
+        Ok(PostgresUrl(s.to_string()))
+    }
+}
+
+/// `s` with the password of a `postgres://user:password@…` URL, and any `password=…`
+/// parameter (URL query or libpq's `key=value` form, quoted or not), replaced by `***`.
+fn redact_password(s: &str) -> String {
+    let mut out = s.to_string();
+    for scheme in ["postgres://", "postgresql://"] {
+        if let Some(rest) = out.strip_prefix(scheme) {
+            let end = rest.find(['/', '?']).unwrap_or(rest.len());
+            if let Some(at) = rest[..end].rfind('@') {
+                if let Some(colon) = rest[..at].find(':') {
+                    out = format!("{scheme}{}:***{}", &rest[..colon], &rest[at..]);
+                }
+            }
+            break;
+        }
+    }
+    let mut from = 0;
+    while let Some(i) = out[from..].find("password=").map(|i| i + from) {
+        let value = i + "password=".len();
+        let preceded = i == 0 || out[..i].ends_with([' ', '?', '&', '\t']);
+        if !preceded {
+            from = value;
+            continue;
+        }
+        let rest = &out[value..];
+        let len = if let Some(quoted) = rest.strip_prefix('\'') {
+            // libpq: a quoted value ends at the first unescaped quote
+            let mut escaped = false;
+            let mut n = quoted.len();
+            for (k, c) in quoted.char_indices() {
+                match c {
+                    '\\' if !escaped => escaped = true,
+                    '\'' if !escaped => {
+                        n = k + 1;
+                        break;
+                    }
+                    _ => escaped = false,
+                }
+            }
+            1 + n
+        } else {
+            rest.find([' ', '&', '\t']).unwrap_or(rest.len())
+        };
+        out.replace_range(value..value + len, "***");
+        from = value + 3;
+    }
+    out
+}
+
 /// A SASL mechanism the broker serves (`--sasl-enabled-mechanisms`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -362,6 +461,15 @@ pub struct BrokerConfig {
     /// `Json`, in `<dir>/offsets.json`; topics and records in `<dir>/records/` (the
     /// `SegmentLog`). `None` keeps everything in memory.
     pub data_dir: Option<PathBuf>,
+    /// `--postgres URL`: the whole state — topics, records, offsets, group records,
+    /// transactions, ACLs and SCRAM credentials — in this PostgreSQL database (the
+    /// `store-postgres` crate's schema, migrated at start), and nothing on this machine's
+    /// disk: another broker process started on the same database carries on. Refused with
+    /// [`data_dir`](Self::data_dir). Default none.
+    pub postgres: Option<PostgresUrl>,
+    /// `--postgres-pool-size`: the most connections to PostgreSQL for the offset store and as
+    /// many again for the log (default 16 each).
+    pub postgres_pool_size: usize,
     /// `--offsets-store`: which store of the data directory keeps the offsets (default the
     /// log). Without a data directory, ignored.
     pub offsets_store: OffsetsStore,
@@ -521,6 +629,8 @@ impl Default for BrokerConfig {
             connection_failed_authentication_delay_ms: 100,
             data_dir: None,
             offsets_store: OffsetsStore::Log,
+            postgres: None,
+            postgres_pool_size: 16,
             offsets_flush_interval_ms: None,
             topics: Vec::new(),
             auto_create_topics: false,
@@ -553,6 +663,12 @@ impl Default for BrokerConfig {
 impl BrokerConfig {
     /// The offset store these settings choose (see [`StoreConfig`]).
     pub fn store(&self) -> StoreConfig {
+        if let Some(url) = &self.postgres {
+            return StoreConfig::Postgres {
+                url: url.clone(),
+                pool_size: self.postgres_pool_size,
+            };
+        }
         StoreConfig::of(
             self.data_dir.as_deref(),
             self.offsets_store,
@@ -647,8 +763,29 @@ impl BrokerConfig {
                 "must be at least 1 and below group-consumer-session-timeout-ms".into(),
             );
         }
+        if self.postgres.is_some() {
+            if let Some(dir) = &self.data_dir {
+                return invalid(
+                    "postgres",
+                    format!(
+                        "--postgres and --data-dir `{}` both keep the broker's state: give one \
+                         (--postgres keeps everything in the database, --data-dir on this \
+                         machine's disk)",
+                        dir.display()
+                    ),
+                );
+            }
+            if self.postgres_pool_size == 0 {
+                return invalid("postgres-pool-size", "must be at least 1".into());
+            }
+        }
         if let Some(ms) = self.offsets_flush_interval_ms {
-            let why = if self.data_dir.is_none() {
+            let why = if self.postgres.is_some() {
+                Some(
+                    "applies to the group log of --data-dir; with --postgres every commit is \
+                     durable when PostgreSQL commits it",
+                )
+            } else if self.data_dir.is_none() {
                 Some("needs --data-dir: without one, offsets live in memory and nothing is synced")
             } else if self.offsets_store == OffsetsStore::Json {
                 Some(
@@ -763,7 +900,8 @@ impl BrokerConfig {
                 return invalid(
                     "listener-ssl-client-auth",
                     format!(
-                        "{name}={} needs --ssl-client-ca PEM (the authorities client                          certificates must chain to)",
+                        "{name}={} needs --ssl-client-ca PEM (the authorities client \
+                         certificates must chain to)",
                         set.mode.name()
                     ),
                 );
@@ -777,7 +915,9 @@ impl BrokerConfig {
         {
             return invalid(
                 "ssl-client-ca",
-                "no listener asks for client certificates: an SSL listener requires them with                  --ssl-client-ca, a SASL_SSL listener only with --listener-ssl-client-auth                  SASL_SSL=required (or requested); its clients authenticate with SASL"
+                "no listener asks for client certificates: an SSL listener requires them with \
+                 --ssl-client-ca, a SASL_SSL listener only with --listener-ssl-client-auth \
+                 SASL_SSL=required (or requested); its clients authenticate with SASL"
                     .into(),
             );
         }
@@ -787,7 +927,10 @@ impl BrokerConfig {
                 0 => {
                     return invalid(
                         "advertised-listeners",
-                        format!("{name}://{}:{}: no {name} listener is configured", a.host, a.port),
+                        format!(
+                            "{name}://{}:{}: no {name} listener is configured",
+                            a.host, a.port
+                        ),
                     )
                 }
                 1 => {}
@@ -795,7 +938,8 @@ impl BrokerConfig {
                     return invalid(
                         "advertised-listeners",
                         format!(
-                            "{name} names {n} listeners: advertise a name that only one                              listener has"
+                            "{name} names {n} listeners: advertise a name that only one \
+                             listener has"
                         ),
                     )
                 }
@@ -950,6 +1094,75 @@ pub fn default_max_connections() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_postgres_url_is_shown_without_its_password() {
+        for (given, shown) in [
+            (
+                "postgres://broker:s3cret@db:5432/kafka",
+                "postgres://broker:***@db:5432/kafka",
+            ),
+            (
+                "postgresql://broker:s3:cr@t@db/kafka?sslmode=disable",
+                "postgresql://broker:***@db/kafka?sslmode=disable",
+            ),
+            (
+                "postgres://db/kafka?password=s3cret&x=1",
+                "postgres://db/kafka?password=***&x=1",
+            ),
+            (
+                "host=db user=broker password='s3 \\' cret' dbname=kafka",
+                "host=db user=broker password=*** dbname=kafka",
+            ),
+            ("host=db password=s3cret", "host=db password=***"),
+            ("postgres://broker@db/kafka", "postgres://broker@db/kafka"),
+            ("host=db mypassword=x", "host=db mypassword=x"),
+        ] {
+            let url: PostgresUrl = given.parse().unwrap();
+            assert_eq!(url.redacted(), shown, "{given}");
+            assert_eq!(format!("{url}"), shown);
+            assert!(!format!("{url:?}").contains("s3"), "{url:?}");
+            assert_eq!(url.as_str(), given);
+        }
+        assert!(" ".parse::<PostgresUrl>().is_err());
+    }
+
+    #[test]
+    fn postgres_and_a_data_directory_are_refused_together() {
+        let both = BrokerConfig {
+            postgres: Some(PostgresUrl::new("postgres://u:p@h/d")),
+            data_dir: Some("/var/lib/broker".into()),
+            ..BrokerConfig::default()
+        };
+        let err = both.validate().unwrap_err();
+        assert_eq!(err.code(), "INVALID_CONFIG");
+        assert!(
+            err.to_string()
+                .contains("--postgres and --data-dir `/var/lib/broker`"),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("u:p@"), "{err}");
+        let flush = BrokerConfig {
+            postgres: Some(PostgresUrl::new("postgres://u:p@h/d")),
+            offsets_flush_interval_ms: Some(100),
+            ..BrokerConfig::default()
+        };
+        assert!(flush
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("with --postgres"));
+        let ok = BrokerConfig {
+            postgres: Some(PostgresUrl::new("postgres://u:p@h/d")),
+            ..BrokerConfig::default()
+        };
+        ok.validate().unwrap();
+        assert!(matches!(
+            ok.store(),
+            StoreConfig::Postgres { pool_size: 16, .. }
+        ));
+        assert!(!format!("{:?}", ok.store()).contains("u:p@"));
+    }
 
     #[test]
     fn transaction_settings_are_checked() {

@@ -28,6 +28,16 @@ pub enum BrokerError {
         source: std::io::Error,
     },
 
+    /// PostgreSQL (`--postgres`) could not be reached or used at start; `target` names the
+    /// host, port, database and user, never the password.
+    #[error("PostgreSQL ({target}): {reason}")]
+    Postgres {
+        /// Where the broker tried to connect.
+        target: String,
+        /// What failed.
+        reason: String,
+    },
+
     /// The offset store could not be opened or written: another broker holds the data
     /// directory's lock, or the directory is unusable.
     #[error("offset store: {0}")]
@@ -49,14 +59,16 @@ pub enum BrokerError {
 impl BrokerError {
     /// Every code [`BrokerError::code`] can return, besides those forwarded from the store and
     /// the coordinator.
-    pub const CODES: &'static [&'static str] = &["INVALID_CONFIG", "BIND_FAILED"];
+    pub const CODES: &'static [&'static str] =
+        &["INVALID_CONFIG", "BIND_FAILED", "POSTGRES_UNAVAILABLE"];
 
-    /// The stable code: `INVALID_CONFIG`, `BIND_FAILED`, or the store's, log's or
+    /// The stable code: `INVALID_CONFIG`, `BIND_FAILED`, `POSTGRES_UNAVAILABLE`, or the store's, log's or
     /// coordinator's own code.
     pub fn code(&self) -> &'static str {
         match self {
             BrokerError::InvalidConfig { .. } => "INVALID_CONFIG",
             BrokerError::Bind { .. } => "BIND_FAILED",
+            BrokerError::Postgres { .. } => "POSTGRES_UNAVAILABLE",
             BrokerError::Store(e) => e.code(),
             BrokerError::Topic(e) => e.code(),
             BrokerError::Coordinator(e) => e.code(),

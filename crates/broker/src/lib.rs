@@ -72,6 +72,7 @@ mod codec;
 mod config;
 mod connection;
 mod context;
+mod documents;
 mod error;
 mod files;
 mod producers;
@@ -84,7 +85,7 @@ mod txn_markers;
 
 pub use config::{
     default_max_connections, AdvertisedListener, BrokerConfig, ListenerClientAuth, ListenerSpec,
-    RecordsConfig, SaslMechanism, SecurityProtocol, SslClientAuth, TopicSpec,
+    PostgresUrl, RecordsConfig, SaslMechanism, SecurityProtocol, SslClientAuth, TopicSpec,
 };
 pub use error::BrokerError;
 pub use server::Server;

@@ -22,6 +22,7 @@ use crate::codec::{self, Incoming};
 use crate::config::{BrokerConfig, SecurityProtocol};
 use crate::connection::{Connection, FrameError};
 use crate::context::{Context, Endpoint, ProducerIds, Transactions, WallClock};
+use crate::documents::Documents;
 use crate::error::BrokerError;
 use crate::producers::Producers;
 use crate::retention::Retention;
@@ -33,7 +34,17 @@ use coordinator_core::txn::TransactionCoordinator;
 
 /// The partitions' log: with a data directory the segment log in `DIR/records/` (topics,
 /// ids, records and bounds survive a restart), otherwise in memory.
-fn open_log(config: &BrokerConfig) -> Result<Arc<dyn PartitionLog>, BrokerError> {
+async fn open_log(config: &BrokerConfig) -> Result<Arc<dyn PartitionLog>, BrokerError> {
+    if let Some(url) = &config.postgres {
+        let log = store_postgres::PostgresLog::connect(url.as_str(), config.postgres_pool_size)
+            .await
+            .map_err(|e| BrokerError::Postgres {
+                target: store_postgres::describe_target(url.as_str()),
+                reason: e.to_string(),
+            })?;
+        info!(database = %store_postgres::describe_target(url.as_str()), "topics and records are kept in PostgreSQL");
+        return Ok(Arc::new(log));
+    }
     let Some(dir) = &config.data_dir else {
         warn!("no --data-dir: topics and records live in memory and are lost at exit");
         return Ok(Arc::new(MemoryLog::with_clock(Arc::new(WallClock))));
@@ -87,7 +98,8 @@ impl Server {
     /// created, `BIND_FAILED`.
     pub async fn bind(config: BrokerConfig) -> Result<Server, BrokerError> {
         config.validate()?;
-        let authenticator = authenticator(&config).await?;
+        let documents = documents(&config).await?;
+        let authenticator = authenticator(&config, documents.clone()).await?;
         // One TLS configuration per client-authentication setting the listeners use.
         let mut tls_by_auth: Vec<Tls> = Vec::new();
         if let (Some(cert), Some(key)) = (&config.ssl_certificate, &config.ssl_key) {
@@ -115,6 +127,10 @@ impl Server {
         }
         let store = store_config.open().await?;
         match &store_config {
+            StoreConfig::Postgres { url, .. } => info!(
+                database = %store_postgres::describe_target(url.as_str()),
+                "committed offsets and group records are kept in PostgreSQL"
+            ),
             StoreConfig::Log {
                 flush_interval_ms, ..
             } => info!(
@@ -130,7 +146,7 @@ impl Server {
                 "committed offsets are kept in this file"
             ),
         }
-        let log = open_log(&config)?;
+        let log = open_log(&config).await?;
         for topic in &config.topics {
             match log.partition_count(&topic.name) {
                 Some(kept) if kept == topic.partitions => {
@@ -232,10 +248,11 @@ impl Server {
         let endpoints = listeners.iter().map(|l| l.endpoint.clone()).collect();
         let authorizer = if config.authorizer {
             let a = crate::acl::Authorizer::open(
-                config.data_dir.as_deref(),
+                documents.clone(),
                 config.super_users.clone(),
                 config.allow_everyone_if_no_acl_found,
-            )?;
+            )
+            .await?;
             info!(
                 acls = a.acls().len(),
                 super_users = %config.super_users.join(";"),
@@ -348,7 +365,25 @@ async fn handshake(
 /// The users and mechanisms of the SASL_PLAINTEXT and SASL_SSL listeners, read from
 /// `--users` (the SCRAM credentials are derived here, off the async workers: 8192 PBKDF2
 /// rounds per user).
-async fn authenticator(config: &BrokerConfig) -> Result<Option<Arc<Authenticator>>, BrokerError> {
+/// Where the ACLs and the SCRAM credentials changed at run time are kept: PostgreSQL with
+/// `--postgres`, the data directory with `--data-dir`, else nowhere (memory).
+async fn documents(config: &BrokerConfig) -> Result<Option<Documents>, BrokerError> {
+    if let Some(url) = &config.postgres {
+        let db = store_postgres::PostgresDocuments::connect(url.as_str(), 2)
+            .await
+            .map_err(|e| BrokerError::Postgres {
+                target: store_postgres::describe_target(url.as_str()),
+                reason: e.to_string(),
+            })?;
+        return Ok(Some(Documents::Postgres(Arc::new(db))));
+    }
+    Ok(config.data_dir.clone().map(Documents::Dir))
+}
+
+async fn authenticator(
+    config: &BrokerConfig,
+    documents: Option<Documents>,
+) -> Result<Option<Arc<Authenticator>>, BrokerError> {
     let sasl = config
         .all_listeners()
         .iter()
@@ -356,10 +391,19 @@ async fn authenticator(config: &BrokerConfig) -> Result<Option<Arc<Authenticator
     let (true, Some(path)) = (sasl, config.users_file.clone()) else {
         return Ok(None);
     };
-    let data_dir = config.data_dir.clone();
-    let users = tokio::task::spawn_blocking(move || match data_dir {
-        // credentials changed by AlterUserScramCredentials apply over the file
-        Some(dir) => Users::load(&path).and_then(|u| u.with_store(&dir)),
+    // credentials changed by AlterUserScramCredentials apply over the file
+    let kept = match &documents {
+        Some(d) => d
+            .load(crate::auth::users::CREDENTIALS_FILE)
+            .await
+            .map_err(|reason| BrokerError::InvalidConfig {
+                setting: "users",
+                reason,
+            })?,
+        None => None,
+    };
+    let users = tokio::task::spawn_blocking(move || match documents {
+        Some(d) => Users::load(&path).and_then(|u| u.with_store(d, kept.as_deref())),
         None => Users::load(&path),
     })
     .await

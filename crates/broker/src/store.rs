@@ -25,6 +25,8 @@ use coordinator_core::{
 };
 use offset_store::{JsonFileStore, LogStore, MemoryStore};
 
+use crate::config::PostgresUrl;
+
 /// The name of the JSON store's offset file inside a data directory.
 pub const OFFSETS_FILE: &str = "offsets.json";
 /// The name of the group log's directory inside a data directory.
@@ -74,6 +76,14 @@ pub enum StoreConfig {
         /// most this many ms later; `None` syncs every batch before acknowledging it.
         flush_interval_ms: Option<u64>,
     },
+    /// Offsets and group records live in a PostgreSQL database (the `store-postgres` crate's
+    /// `PostgresStore`), which may be shared with other processes.
+    Postgres {
+        /// The connection string.
+        url: PostgresUrl,
+        /// The most connections the store opens.
+        pool_size: usize,
+    },
 }
 
 impl fmt::Debug for StoreConfig {
@@ -89,6 +99,7 @@ impl fmt::Debug for StoreConfig {
                 dir,
                 flush_interval_ms: Some(ms),
             } => write!(f, "Log({}, flush every {ms} ms)", dir.display()),
+            StoreConfig::Postgres { url, .. } => write!(f, "Postgres({url})"),
         }
     }
 }
@@ -148,6 +159,7 @@ impl StoreConfig {
             StoreConfig::Memory => None,
             StoreConfig::JsonFile { dir } => Some(dir.join(OFFSETS_FILE)),
             StoreConfig::Log { dir, .. } => Some(dir.join(GROUPS_DIR)),
+            StoreConfig::Postgres { .. } => None,
         }
     }
 
@@ -191,6 +203,18 @@ impl StoreConfig {
                 dir,
                 flush_interval_ms,
             } => Ok(Arc::new(open_log(dir, *flush_interval_ms).await?)),
+            StoreConfig::Postgres { url, pool_size } => {
+                let store = store_postgres::PostgresStore::connect(url.as_str(), *pool_size)
+                    .await
+                    .map_err(|e| {
+                        let target = store_postgres::describe_target(url.as_str());
+                        StorageError::new(
+                            e.kind(),
+                            format!("cannot open the offset store in PostgreSQL ({target}): {e}"),
+                        )
+                    })?;
+                Ok(Arc::new(store))
+            }
         }
     }
 }

@@ -38,6 +38,7 @@
 
 #![forbid(unsafe_code)]
 
+mod documents;
 mod error;
 #[cfg(feature = "harness")]
 pub mod harness;
@@ -57,6 +58,7 @@ use coordinator_core::{
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
+pub use crate::documents::{PostgresDocuments, MAX_DOCUMENT_BYTES};
 use crate::error::{db_error, pool_error};
 pub use crate::log::PostgresLog;
 pub use crate::migrations::SCHEMA_VERSION;

@@ -36,10 +36,15 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "the partition log: topics, partitions and batches",
         sql: include_str!("../migrations/0002_partition_log.sql"),
     },
+    Migration {
+        version: 3,
+        name: "documents: a broker's ACLs and SCRAM credentials",
+        sql: include_str!("../migrations/0003_documents.sql"),
+    },
 ];
 
 /// The schema version this build serves: the last migration's.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The key of the advisory lock every migration transaction takes (the bytes of
 /// `cgstore1`), the same in every database.

@@ -9,7 +9,7 @@
 
 mod plain;
 mod scram;
-mod users;
+pub(crate) mod users;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -7,7 +7,7 @@
 //! deleted through the API stays so across restarts.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{PoisonError, RwLock};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -15,6 +15,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use super::scram::{ScramCredential, ScramHash, ITERATIONS};
+use crate::documents::Documents;
 use crate::error::BrokerError;
 
 /// The file of a data directory holding the credentials changed at run time.
@@ -31,7 +32,7 @@ pub(crate) struct Users {
     /// The changes made at run time, (user, mechanism) → the credential, or `None` for a
     /// deletion; written whole to `store` before they take effect.
     changes: tokio::sync::Mutex<BTreeMap<(String, String), Option<StoredCredential>>>,
-    store: Option<PathBuf>,
+    store: Option<Documents>,
 }
 
 /// One credential as the data directory keeps it.
@@ -118,17 +119,19 @@ impl Users {
             .map_err(|e| invalid(format!("cannot read `{shown}`: {e}")))?;
         Users::parse(&text, random_salt).map_err(|e| invalid(format!("`{shown}`: {e}")))
     }
-    /// Keeps run-time changes in `data_dir` from now on, after applying those it holds.
+    /// Keeps run-time changes in `documents` from now on, after applying those `kept` holds
+    /// (the document [`CREDENTIALS_FILE`] as loaded from there, if any).
     ///
     /// # Errors
-    /// `INVALID_CONFIG` (setting `users`) if the file cannot be read or parsed.
-    pub(crate) fn with_store(mut self, data_dir: &Path) -> Result<Users, BrokerError> {
-        let path = data_dir.join(CREDENTIALS_FILE);
-        if path.exists() {
-            let shown = path.display();
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| invalid(format!("cannot read `{shown}`: {e}")))?;
-            let file: CredentialsFile = serde_json::from_str(&text)
+    /// `INVALID_CONFIG` (setting `users`) if the document cannot be parsed.
+    pub(crate) fn with_store(
+        mut self,
+        documents: Documents,
+        kept: Option<&[u8]>,
+    ) -> Result<Users, BrokerError> {
+        if let Some(bytes) = kept {
+            let shown = documents.shown(CREDENTIALS_FILE);
+            let file: CredentialsFile = serde_json::from_slice(bytes)
                 .map_err(|e| invalid(format!("`{shown}` is not a credentials file: {e}")))?;
             if file.version != 1 {
                 return Err(invalid(format!(
@@ -162,7 +165,7 @@ impl Users {
             self.credentials = RwLock::new(credentials);
             self.changes = tokio::sync::Mutex::new(changes);
         }
-        self.store = Some(path);
+        self.store = Some(documents);
         Ok(self)
     }
 
@@ -198,7 +201,7 @@ impl Users {
                 }
             };
         }
-        if let Some(path) = self.store.clone() {
+        if let Some(documents) = &self.store {
             let file = CredentialsFile {
                 version: 1,
                 changes: next
@@ -208,9 +211,7 @@ impl Users {
             };
             let bytes = serde_json::to_vec_pretty(&file)
                 .map_err(|e| format!("encoding the credentials: {e}"))?;
-            tokio::task::spawn_blocking(move || crate::files::replace(&path, &bytes, true))
-                .await
-                .map_err(|e| format!("writing the credentials failed: {e}"))??;
+            documents.replace(CREDENTIALS_FILE, bytes, true).await?;
         }
         *kept = next;
         let mut credentials = self
@@ -345,9 +346,11 @@ mod tests {
     #[tokio::test]
     async fn changes_take_effect_persist_and_survive_a_restart() {
         let dir = tempfile::tempdir().unwrap();
+        let docs = |d: &Path| Documents::Dir(d.to_path_buf());
+        let kept = |d: &Path| std::fs::read(d.join(CREDENTIALS_FILE)).ok();
         let users = Users::parse("alice:secret\nbob:b", random_salt)
             .unwrap()
-            .with_store(dir.path())
+            .with_store(docs(dir.path()), kept(dir.path()).as_deref())
             .unwrap();
         let salt = b"fresh-salt".to_vec();
         let salted = ScramHash::Sha512.salted_password(b"new-secret", &salt, 8192);
@@ -393,13 +396,13 @@ mod tests {
         assert!(!std::fs::read_to_string(&path).unwrap().contains("secret"));
         let again = Users::parse("alice:secret\nbob:b", random_salt)
             .unwrap()
-            .with_store(dir.path())
+            .with_store(docs(dir.path()), kept(dir.path()).as_deref())
             .unwrap();
         check(&again);
         // a store that cannot be written: nothing changes
         let gone = Users::parse("alice:secret", random_salt)
             .unwrap()
-            .with_store(&dir.path().join("missing"))
+            .with_store(docs(&dir.path().join("missing")), None)
             .unwrap();
         assert!(gone
             .alter(vec![Change::Delete("alice".into(), ScramHash::Sha256)])

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use broker::{
-    AdvertisedListener, BrokerConfig, ListenerClientAuth, ListenerSpec, OffsetsStore,
+    AdvertisedListener, BrokerConfig, ListenerClientAuth, ListenerSpec, OffsetsStore, PostgresUrl,
     RecordsConfig, SaslMechanism, Server, TopicSpec,
 };
 use clap::Parser;
@@ -89,6 +89,16 @@ struct Args {
     /// failed is closed this long after its SASL_AUTHENTICATION_FAILED answer.
     #[arg(long, default_value_t = 100)]
     connection_failed_authentication_delay_ms: u64,
+    /// Keep the whole state — topics, records, offsets, group records, transactions, ACLs,
+    /// SCRAM credentials — in this PostgreSQL database and nothing on local disk
+    /// (postgres://USER:PASSWORD@HOST:PORT/DATABASE, or libpq's key=value form; the schema is
+    /// created or migrated at start). Another broker process started on the same database
+    /// carries on where this one stopped. Not with --data-dir.
+    #[arg(long, value_name = "URL", env = "BROKER_POSTGRES", value_parser = parse_postgres, hide_env_values = true)]
+    postgres: Option<PostgresUrl>,
+    /// The most connections to PostgreSQL of the offset store, and as many again of the log.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    postgres_pool_size: usize,
     /// Directory for committed offsets and group records (DATA_DIR/groups/, the group log;
     /// an older broker's DATA_DIR/offsets.json is imported at the first start and kept as
     /// offsets.json.imported) and the partitions' records (DATA_DIR/records/); without it
@@ -243,6 +253,10 @@ fn parse_advertised(s: &str) -> Result<AdvertisedListener, String> {
     s.parse().map_err(|e: broker::BrokerError| e.to_string())
 }
 
+fn parse_postgres(s: &str) -> Result<PostgresUrl, String> {
+    s.parse().map_err(|e: broker::BrokerError| e.to_string())
+}
+
 fn parse_topic(s: &str) -> Result<TopicSpec, String> {
     s.parse().map_err(|e: broker::BrokerError| e.to_string())
 }
@@ -273,6 +287,8 @@ impl Args {
             connection_failed_authentication_delay_ms: self
                 .connection_failed_authentication_delay_ms,
             data_dir: self.data_dir,
+            postgres: self.postgres,
+            postgres_pool_size: self.postgres_pool_size,
             offsets_store: self.offsets_store.into(),
             offsets_flush_interval_ms: self.offsets_flush_interval_ms,
             topics: self.topics,

@@ -18,6 +18,7 @@ mod consumer_groups;
 mod groups;
 mod groups_tool;
 mod idempotence;
+mod postgres;
 mod sasl;
 mod scram_admin;
 mod tls;

@@ -1,0 +1,183 @@
+//! `--postgres URL`: a broker whose whole state is in PostgreSQL (a throwaway server of the
+//! store-postgres harness, on a unix socket): a second broker process on another port, with no
+//! local files, carries on with the first one's topics, records and committed offsets.
+
+use std::time::Duration;
+
+use broker::{BrokerConfig, PostgresUrl, Server};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
+use store_postgres::harness::{HarnessError, TempPostgres};
+use uuid::Uuid;
+
+use crate::common::*;
+
+/// A started server; `None` (after saying why) when PostgreSQL is not installed and `CI` is
+/// not set. Under CI a missing PostgreSQL fails the test.
+async fn server() -> Option<TempPostgres> {
+    match tokio::time::timeout(Duration::from_secs(180), TempPostgres::start()).await {
+        Ok(Ok(pg)) => Some(pg),
+        Ok(Err(HarnessError::NotInstalled(why))) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set, so PostgreSQL must be installed for these tests: {why}"
+            );
+            eprintln!("skipping: {why}");
+            None
+        }
+        Ok(Err(e)) => panic!("{e}"),
+        Err(_) => panic!("the test PostgreSQL did not start within 180 s"),
+    }
+}
+
+fn on(url: &str) -> BrokerConfig {
+    BrokerConfig {
+        postgres: Some(PostgresUrl::new(url)),
+        postgres_pool_size: 4,
+        // ACLs are kept in the database too (PLAINTEXT clients are User:ANONYMOUS)
+        authorizer: true,
+        super_users: vec!["User:ANONYMOUS".into()],
+        ..config()
+    }
+}
+
+fn acl_filter() -> DescribeAclsRequest {
+    DescribeAclsRequest::default()
+        .with_resource_type_filter(1)
+        .with_resource_name_filter(None)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_pattern_type_filter(1)
+        .with_operation(1)
+        .with_permission_type(1)
+}
+
+async fn topic_id(c: &mut Client, topic: &str) -> Uuid {
+    let r = c
+        .call(
+            &MetadataRequest::default()
+                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+                )
+                .with_name(Some(topic_name(topic)))])),
+            12,
+        )
+        .await;
+    assert_eq!(r.topics[0].error_code, 0);
+    r.topics[0].topic_id
+}
+
+#[tokio::test]
+async fn a_second_broker_on_the_same_database_carries_on() {
+    let Some(pg) = server().await else { return };
+    let url = bounded("create database", pg.create_database("carry_on"))
+        .await
+        .unwrap();
+    let first = TestBroker::with(on(&url)).await;
+    let mut c = first.client().await;
+    let id = topic_id(&mut c, "t").await;
+    let records: Vec<_> = (0..3).map(|i| record(i, 1_000 + i as i64)).collect();
+    let (code, base) = produce(&mut c, "t", 1, batch(&records, Compression::None), 9).await;
+    assert_eq!((code, base), (0, 0));
+    let (code, base) = produce(&mut c, "t", 1, batch(&records[..1], Compression::None), 9).await;
+    assert_eq!((code, base), (0, 3));
+    let r = c.call(&commit("g", "", -1, &[("t", 1, 4)]), 2).await;
+    assert_eq!(commit_codes(&r), vec![0]);
+    let created = c
+        .call(
+            &CreateTopicsRequest::default().with_topics(vec![
+                create_topics_request::CreatableTopic::default()
+                    .with_name(topic_name("later"))
+                    .with_num_partitions(3)
+                    .with_replication_factor(1),
+            ]),
+            5,
+        )
+        .await;
+    assert_eq!(created.topics[0].error_code, 0);
+    let acl = CreateAclsRequest::default().with_creations(vec![
+        create_acls_request::AclCreation::default()
+            .with_resource_type(3)
+            .with_resource_name(StrBytes::from_static_str("g"))
+            .with_resource_pattern_type(3)
+            .with_principal(StrBytes::from_static_str("User:alice"))
+            .with_host(StrBytes::from_static_str("*"))
+            .with_operation(3)
+            .with_permission_type(3),
+    ]);
+    assert_eq!(c.call(&acl, 3).await.results[0].error_code, 0);
+    assert_eq!(c.call(&acl_filter(), 3).await.resources.len(), 1);
+    drop(c);
+    first.stop().await.unwrap();
+
+    // another process would do the same: a new broker, a new port, nothing but the URL
+    let second = TestBroker::with(on(&url)).await;
+    let mut c = second.client().await;
+    assert_eq!(topic_id(&mut c, "t").await, id, "the topic keeps its id");
+    let r = c.call(&fetch_request("t", 1, 0), 12).await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(p.high_watermark, 4);
+    let fetched_records = decode_records(p);
+    assert_eq!(
+        fetched_records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
+    assert_eq!(fetched_records[1].value, records[1].value);
+    let r = c.call(&offset_fetch("g", &[1]), 1).await;
+    assert_eq!(fetched(&r), vec![4], "the committed offset");
+    let r = c
+        .call(
+            &MetadataRequest::default()
+                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+                )
+                .with_name(Some(topic_name("later")))])),
+            12,
+        )
+        .await;
+    assert_eq!(
+        r.topics[0].partitions.len(),
+        3,
+        "a topic created at run time"
+    );
+    let acls = c.call(&acl_filter(), 3).await;
+    assert_eq!(acls.error_code, 0);
+    assert_eq!(
+        acls.resources
+            .iter()
+            .map(|r| (r.resource_name.to_string(), r.acls[0].principal.to_string()))
+            .collect::<Vec<_>>(),
+        vec![("g".to_string(), "User:alice".to_string())],
+        "the ACL created through the first broker"
+    );
+    let (code, base) = produce(&mut c, "t", 1, batch(&records[..1], Compression::None), 9).await;
+    assert_eq!((code, base), (0, 4), "appends go on after the last offset");
+    second.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_named_at_start_without_its_password() {
+    let Some(pg) = server().await else { return };
+    // a database that does not exist on a running server
+    let url = format!(
+        "postgres://postgres:hunter2@/no_such_db?host={}",
+        pg.socket_dir().display()
+    );
+    let Err(err) = Server::bind(on(&url)).await else {
+        panic!("started on a database that does not exist");
+    };
+    let text = err.to_string();
+    assert!(text.contains("dbname=no_such_db"), "{text}");
+    assert!(text.contains("port=5432"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+    // nothing listens there at all
+    let Err(err) = Server::bind(on("postgres://u:hunter2@127.0.0.1:1/kafka")).await else {
+        panic!("started without a database");
+    };
+    let text = err.to_string();
+    assert!(
+        text.contains("host=127.0.0.1 port=1 dbname=kafka"),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
+}
