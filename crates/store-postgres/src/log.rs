@@ -1104,3 +1104,69 @@ async fn listen(
         bump(&appended);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// Four batches of 4 bytes, one record each, at 1000, 2000, 3000 and 4000 ms.
+    const BATCHES: [(i64, i64, i64); 4] =
+        [(0, 1_000, 4), (1, 2_000, 4), (2, 3_000, 4), (3, 4_000, 4)];
+
+    #[test]
+    fn retention_removes_leading_batches_by_time_and_by_size() {
+        let target = |hw, ms, bytes| retention_target(&BATCHES, 0, hw, 5_000, ms, bytes);
+        assert_eq!(target(4, -1, -1), 0, "both rules off");
+        assert_eq!(target(4, 2_500, -1), 2, "older than 2500 ms: two batches");
+        assert_eq!(target(4, 3_000, -1), 1, "exactly 3000 ms old is kept");
+        assert_eq!(target(4, -1, 8), 2, "the partition keeps 8 bytes");
+        assert_eq!(target(4, -1, 5), 2, "at or above 5 bytes: two batches left");
+        assert_eq!(target(4, -1, 4), 3, "at or above 4 bytes: one batch left");
+        assert_eq!(target(4, -1, 0), 4, "0 bytes: everything");
+        assert_eq!(target(4, 2_500, 12), 2, "the rule removing more wins");
+    }
+
+    #[test]
+    fn retention_never_reaches_the_high_watermark() {
+        assert_eq!(retention_target(&BATCHES, 0, 2, 5_000, 0, -1), 2);
+        assert_eq!(retention_target(&BATCHES, 0, 2, 5_000, -1, 0), 2);
+        assert_eq!(
+            retention_target(&BATCHES, 3, 4, 5_000, -1, -1),
+            3,
+            "the log start never moves back"
+        );
+    }
+
+    #[test]
+    fn new_topics_are_checked_as_the_memory_log_checks_them() {
+        let code = |name, parts, existing: &[&str]| {
+            check_new_topic(name, parts, existing.iter().copied())
+                .err()
+                .map(|e| e.code())
+        };
+        assert_eq!(code("a.b", 1, &["x"]), None);
+        assert_eq!(code("a.b", 1, &["a.b"]), Some("TOPIC_ALREADY_EXISTS"));
+        assert_eq!(code("a.b", 1, &["a_b"]), Some("INVALID_TOPIC_EXCEPTION"));
+        assert_eq!(code("a b", 1, &[]), Some("INVALID_TOPIC_EXCEPTION"));
+        assert_eq!(code("t", 0, &[]), Some("INVALID_PARTITIONS"));
+        let too_many = coordinator_core::MAX_PARTITIONS_PER_TOPIC + 1;
+        assert_eq!(code("t", too_many, &[]), Some("INVALID_PARTITIONS"));
+    }
+
+    #[test]
+    fn a_name_with_nul_is_an_unknown_topic_and_never_reaches_the_database() {
+        let tp = TopicPartition::new("a\0b", 0);
+        assert_eq!(key(&tp).unwrap_err().kafka_code(), Some(3));
+        assert_eq!(
+            key(&TopicPartition::new("t", u32::MAX)).unwrap(),
+            ("t", 4_294_967_295)
+        );
+    }
+
+    #[test]
+    fn instance_ids_differ() {
+        assert_ne!(instance_id(), instance_id());
+    }
+}
