@@ -7,7 +7,7 @@ use std::time::Duration;
 use broker::{BrokerConfig, PostgresUrl, Server};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::Compression;
+use kafka_protocol::records::{Compression, Record};
 use store_postgres::harness::{HarnessError, TempPostgres};
 use uuid::Uuid;
 
@@ -180,4 +180,67 @@ async fn an_unreachable_database_is_named_at_start_without_its_password() {
         "{text}"
     );
     assert!(!text.contains("hunter2"), "{text}");
+}
+
+/// Produces `records` to `t-0` every 100 ms until it is acknowledged (bounded by
+/// [`BOUND`]): its base offset.
+async fn produce_until_acknowledged(c: &mut Client, records: &[Record]) -> i64 {
+    bounded("a produce once PostgreSQL is back", async {
+        loop {
+            let (code, base) = produce(c, "t", 0, batch(records, Compression::None), 9).await;
+            if code == 0 {
+                return base;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+}
+
+/// PostgreSQL stopped under a running broker: produce and commit fail with Kafka's retriable
+/// storage error (the broker neither hangs nor dies, ApiVersions is still answered); once the
+/// server is back the broker reconnects by itself, and nothing acknowledged before is lost.
+#[tokio::test]
+async fn the_broker_rides_out_a_postgresql_restart() {
+    let Some(mut pg) = server().await else { return };
+    let url = bounded("create database", pg.create_database("restart"))
+        .await
+        .unwrap();
+    let broker = TestBroker::with(on(&url)).await;
+    let mut c = broker.client().await;
+    let one = vec![record(0, 1_000)];
+    assert_eq!(
+        produce(&mut c, "t", 0, batch(&one, Compression::None), 9).await,
+        (0, 0)
+    );
+    let r = c.call(&commit("g", "", -1, &[("t", 0, 1)]), 2).await;
+    assert_eq!(commit_codes(&r), vec![0]);
+
+    pg.stop().unwrap();
+    let (code, _) = produce(&mut c, "t", 0, batch(&one, Compression::None), 9).await;
+    assert_eq!(code, 56, "KAFKA_STORAGE_ERROR while PostgreSQL is down");
+    let r = c.call(&commit("g", "", -1, &[("t", 0, 2)]), 2).await;
+    let code = commit_codes(&r)[0];
+    assert_eq!(code, 56, "KAFKA_STORAGE_ERROR for a commit while PostgreSQL is down");
+    let versions = c.call(&ApiVersionsRequest::default(), 3).await;
+    assert_eq!(versions.error_code, 0, "the broker still answers");
+
+    bounded("restart PostgreSQL", pg.start_again())
+        .await
+        .unwrap();
+    let base = produce_until_acknowledged(&mut c, &one).await;
+    assert_eq!(base, 1, "the refused produce wrote nothing");
+    let r = c.call(&offset_fetch("g", &[0]), 1).await;
+    assert_eq!(fetched(&r), vec![1], "the acknowledged commit, not the refused one");
+    let r = c.call(&commit("g", "", -1, &[("t", 0, 2)]), 2).await;
+    assert_eq!(commit_codes(&r), vec![0]);
+    // a long poll is woken by an append again (the LISTEN connection came back)
+    let mut reader = broker.client().await;
+    let poll = fetch_request("t", 0, 2).with_max_wait_ms(10_000);
+    let waiting = tokio::spawn(async move { reader.call(&poll, 12).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(produce_until_acknowledged(&mut c, &one).await, 2);
+    let r = bounded("the long poll", waiting).await.unwrap();
+    assert_eq!(decode_records(&r.responses[0].partitions[0]).len(), 1);
+    broker.stop().await.unwrap();
 }
