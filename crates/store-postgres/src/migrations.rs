@@ -41,10 +41,15 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "documents: a broker's ACLs and SCRAM credentials",
         sql: include_str!("../migrations/0003_documents.sql"),
     },
+    Migration {
+        version: 4,
+        name: "transactions: the transaction coordinator's records",
+        sql: include_str!("../migrations/0004_transactions.sql"),
+    },
 ];
 
 /// The schema version this build serves: the last migration's.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The key of the advisory lock every migration transaction takes (the bytes of
 /// `cgstore1`), the same in every database.
