@@ -1,6 +1,6 @@
 //! A PostgreSQL adapter of [`coordinator_core`]'s [`OffsetStore`] port: committed offsets
-//! with Kafka's metadata, and groups' durable records with their tombstones, in one
-//! PostgreSQL database that several brokers can share (the first step of issue 18).
+//! with Kafka's metadata, groups' durable records and the transaction coordinator's records
+//! with their tombstones, in one PostgreSQL database that several brokers can share (the first step of issue 18).
 //!
 //! [`PostgresStore::connect`] opens a pool of connections, applies the
 //! [versioned migrations](migrations) under an advisory lock, and serves the port:
@@ -12,14 +12,15 @@
 //! - a commit is one `INSERT … SELECT FROM UNNEST(…) ON CONFLICT DO UPDATE` of every
 //!   partition, so it lands whole or not at all;
 //! - [`write_group`](OffsetStore::write_group) upserts the group's row, or deletes it for a
-//!   tombstone;
+//!   tombstone; [`write_transaction`](OffsetStore::write_transaction) does the same with the
+//!   transactional id's row;
 //! - every write goes through one function, where the multi-broker work will check the
 //!   writer's coordinator-slot epoch inside the same transaction (see
 //!   [`PostgresStore`]'s "Slot fencing" section and `docs/postgres.md`).
 //!
 //! The store keeps nothing in memory that a client can grow: every row is in the database,
 //! whose size the coordinator's own bounds (groups, partitions, `offset.metadata.max.bytes`)
-//! limit; a group record is refused above [`MAX_RECORD_BYTES`].
+//! limit; a group or transaction record is refused above [`MAX_RECORD_BYTES`].
 //!
 //! With the `harness` feature, `harness::TempPostgres` starts a throwaway server for tests.
 //!
@@ -46,11 +47,13 @@ pub mod log;
 pub mod migrations;
 mod record;
 mod target;
+mod txn_record;
 
 use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use coordinator_core::txn::TransactionRecord;
 use coordinator_core::{
     validate_committed, validate_offsets, CommitFence, CommittedOffsets, GroupRecord,
     OffsetAndMetadata, OffsetMap, OffsetStore, StorageError, StorageErrorKind, TopicPartition,
@@ -64,8 +67,8 @@ pub use crate::log::PostgresLog;
 pub use crate::migrations::SCHEMA_VERSION;
 pub use crate::target::describe_target;
 
-/// The largest encoded group record the store writes (16 MiB): a larger one is refused
-/// before anything is written. PostgreSQL's own limit for a `jsonb` value is 255 MiB.
+/// The largest encoded group or transaction record the store writes (16 MiB): a larger one
+/// is refused before anything is written. PostgreSQL's own limit for a `jsonb` value is 255 MiB.
 pub const MAX_RECORD_BYTES: usize = 16 << 20;
 
 /// How long opening a connection may take when the connection string sets no
@@ -311,25 +314,41 @@ enum Write {
     },
     /// A tombstone: deletion of the group's record.
     DeleteGroup { group: String },
+    /// Upsert of a transactional id's record (already encoded).
+    PutTransaction {
+        id: String,
+        record: serde_json::Value,
+    },
+    /// A tombstone: deletion of a transactional id's record.
+    DeleteTransaction { id: String },
 }
 
 impl Write {
-    fn group(&self) -> &str {
+    /// The group, or the transactional id, the write is about: the key of the coordinator
+    /// slot `check_slot` will check.
+    fn key(&self) -> &str {
         match self {
             Write::Commit { group, .. }
             | Write::Delete { group, .. }
             | Write::PutGroup { group, .. }
             | Write::DeleteGroup { group } => group,
+            Write::PutTransaction { id, .. } | Write::DeleteTransaction { id } => id,
         }
     }
 
     fn describe(&self) -> String {
-        let g = self.group();
+        let k = self.key();
         match self {
-            Write::Commit { .. } => format!("commit offsets of group `{g}`"),
-            Write::Delete { .. } => format!("delete offsets of group `{g}`"),
-            Write::PutGroup { .. } => format!("write the record of group `{g}`"),
-            Write::DeleteGroup { .. } => format!("delete the record of group `{g}`"),
+            Write::Commit { .. } => format!("commit offsets of group `{k}`"),
+            Write::Delete { .. } => format!("delete offsets of group `{k}`"),
+            Write::PutGroup { .. } => format!("write the record of group `{k}`"),
+            Write::DeleteGroup { .. } => format!("delete the record of group `{k}`"),
+            Write::PutTransaction { .. } => {
+                format!("write the record of transactional id `{k}`")
+            }
+            Write::DeleteTransaction { .. } => {
+                format!("delete the record of transactional id `{k}`")
+            }
         }
     }
 }
@@ -340,7 +359,7 @@ async fn apply(pool: &Pool, write: &Write) -> Result<(), StorageError> {
     let op = write.describe();
     let mut client = pool.get().await.map_err(|e| pool_error(&op, e))?;
     let tx = client.transaction().await.map_err(|e| db_error(&op, e))?;
-    check_slot(&tx, write.group()).await?;
+    check_slot(&tx, write.key()).await?;
     let sql = match write {
         Write::Commit { .. } => {
             "INSERT INTO offsets (group_id, topic, partition, committed_offset, leader_epoch, \
@@ -370,6 +389,13 @@ async fn apply(pool: &Pool, write: &Write) -> Result<(), StorageError> {
              updated_at = EXCLUDED.updated_at"
         }
         Write::DeleteGroup { .. } => "DELETE FROM groups WHERE group_id = $1",
+        Write::PutTransaction { .. } => {
+            "INSERT INTO transactions (transactional_id, record, updated_at) \
+             VALUES ($1, $2, now()) \
+             ON CONFLICT (transactional_id) DO UPDATE SET record = EXCLUDED.record, \
+             updated_at = EXCLUDED.updated_at"
+        }
+        Write::DeleteTransaction { .. } => "DELETE FROM transactions WHERE transactional_id = $1",
     };
     let stmt = tx.prepare_cached(sql).await.map_err(|e| db_error(&op, e))?;
     let result = match write {
@@ -394,32 +420,37 @@ async fn apply(pool: &Pool, write: &Write) -> Result<(), StorageError> {
             group,
             partitions: None,
         }
-        | Write::DeleteGroup { group } => tx.execute(&stmt, &[group]).await,
+        | Write::DeleteGroup { group }
+        | Write::DeleteTransaction { id: group } => tx.execute(&stmt, &[group]).await,
         Write::Delete {
             group,
             partitions: Some((topics, partitions)),
         } => tx.execute(&stmt, &[group, topics, partitions]).await,
-        Write::PutGroup { group, record } => tx.execute(&stmt, &[group, record]).await,
+        Write::PutGroup { group, record } | Write::PutTransaction { id: group, record } => {
+            tx.execute(&stmt, &[group, record]).await
+        }
     };
     result.map_err(|e| db_error(&op, e))?;
     tx.commit().await.map_err(|e| db_error(&op, e))
 }
 
 /// Where the multi-broker work will check, inside the write's transaction, that this node
-/// still owns `group`'s coordinator slot at its epoch (`coordinator_slots`). Today every
-/// write is allowed: one broker owns the database.
+/// still owns the coordinator slot of `key` (a group id, or a transactional id for the
+/// transaction coordinator's records) at its epoch (`coordinator_slots`). Today every write
+/// is allowed: one broker owns the database.
 async fn check_slot(
     tx: &deadpool_postgres::Transaction<'_>,
-    group: &str,
+    key: &str,
 ) -> Result<(), StorageError> {
-    let _ = (tx, group);
+    let _ = (tx, key);
     Ok(())
 }
 
 /// Refuses a string PostgreSQL's `text` and `jsonb` cannot hold (one with U+0000) before
-/// anything is written.
+/// anything is written. `owner` says whose strings they are (`group`, `transactional id`).
 fn check_text<'a>(
-    group: &str,
+    owner: &str,
+    id: &str,
     what: &str,
     mut strings: impl Iterator<Item = &'a str>,
 ) -> Result<(), StorageError> {
@@ -427,19 +458,88 @@ fn check_text<'a>(
         return Err(StorageError::new(
             StorageErrorKind::Other,
             format!(
-                "group `{}`: {what} contains a NUL character (U+0000), which PostgreSQL \
+                "{owner} `{}`: {what} contains a NUL character (U+0000), which PostgreSQL \
                  cannot store; nothing was written",
-                group.escape_debug()
+                id.escape_debug()
             ),
         ));
     }
     Ok(())
 }
 
+/// Refuses an encoded record larger than [`MAX_RECORD_BYTES`] before anything is written.
+fn check_size(owner: &str, id: &str, doc: &serde_json::Value) -> Result<(), StorageError> {
+    let size = doc.to_string().len();
+    if size > MAX_RECORD_BYTES {
+        return Err(StorageError::new(
+            StorageErrorKind::Other,
+            format!(
+                "the record of {owner} `{}` is {size} bytes encoded, more than the store's \
+                 {MAX_RECORD_BYTES}; nothing was written",
+                id.escape_debug()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The write of transactional id `id`'s record (an upsert) or tombstone (a delete), after
+/// the checks that refuse what must not be written; `None` when there is nothing to write
+/// (a tombstone for an id no row can have).
+fn transaction_write(
+    id: &str,
+    record: Option<&TransactionRecord>,
+) -> Result<Option<Write>, StorageError> {
+    const OWNER: &str = "transactional id";
+    let Some(r) = record else {
+        if id.contains('\0') {
+            return Ok(None); // nothing stored can have this id
+        }
+        return Ok(Some(Write::DeleteTransaction { id: id.to_string() }));
+    };
+    if r.transactional_id != id {
+        return Err(StorageError::new(
+            StorageErrorKind::Other,
+            format!(
+                "the record of transactional id `{}` cannot be written as `{}`; nothing was \
+                 written",
+                r.transactional_id.escape_debug(),
+                id.escape_debug()
+            ),
+        ));
+    }
+    check_text(
+        OWNER,
+        id,
+        "a string of the transaction's record",
+        txn_record::strings(r),
+    )?;
+    // An offset the coordinator would have refused, which would not decode once stored.
+    for (group, offsets) in &r.pending_offsets {
+        validate_committed(group, offsets).map_err(|e| {
+            StorageError::new(
+                e.kind(),
+                format!(
+                    "transactional id `{}`, pending offsets: {}; nothing was written",
+                    id.escape_debug(),
+                    e.message()
+                ),
+            )
+        })?;
+    }
+    let doc = txn_record::encode(r);
+    check_size(OWNER, id, &doc)?;
+    Ok(Some(Write::PutTransaction {
+        id: id.to_string(),
+        record: doc,
+    }))
+}
+
 /// The arrays of a commit, after checking what PostgreSQL cannot store.
 fn commit_write(group: &str, offsets: &CommittedOffsets) -> Result<Write, StorageError> {
-    check_text(group, "the group id", std::iter::once(group))?;
+    check_text("group", group, "the group id", std::iter::once(group))?;
     check_text(
+        "group",
         group,
         "a topic name or metadata string",
         offsets
@@ -612,18 +712,14 @@ impl OffsetStore for PostgresStore {
                         ),
                     ));
                 }
-                check_text(group, "a string of the group's record", record::strings(r))?;
+                check_text(
+                    "group",
+                    group,
+                    "a string of the group's record",
+                    record::strings(r),
+                )?;
                 let doc = record::encode(r);
-                let size = doc.to_string().len();
-                if size > MAX_RECORD_BYTES {
-                    return Err(StorageError::new(
-                        StorageErrorKind::Other,
-                        format!(
-                            "the record of group `{group}` is {size} bytes encoded, more than \
-                             the store's {MAX_RECORD_BYTES}; nothing was written"
-                        ),
-                    ));
-                }
+                check_size("group", group, &doc)?;
                 Write::PutGroup {
                     group: group.to_string(),
                     record: doc,
@@ -661,6 +757,52 @@ impl OffsetStore for PostgresStore {
             records.push(r);
         }
         records.sort_unstable_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(records)
+    }
+
+    fn keeps_transactions(&self) -> bool {
+        true
+    }
+
+    async fn write_transaction(
+        &self,
+        id: &str,
+        record: Option<&TransactionRecord>,
+        fence: CommitFence,
+    ) -> Result<(), StorageError> {
+        match transaction_write(id, record)? {
+            Some(write) => self.write(write, fence).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn load_transactions(&self) -> Result<Vec<TransactionRecord>, StorageError> {
+        const OP: &str = "load the transactions' records";
+        let client = self.client(OP).await?;
+        let rows = client
+            .query("SELECT transactional_id, record FROM transactions", &[])
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in rows {
+            let id: String = row.try_get(0).map_err(|e| db_error(OP, e))?;
+            let doc: serde_json::Value = row.try_get(1).map_err(|e| db_error(OP, e))?;
+            let corrupt = |why: String| {
+                StorageError::new(
+                    StorageErrorKind::Corrupt,
+                    format!("table transactions, transactional id `{id}`: {why}"),
+                )
+            };
+            let r = txn_record::decode(&doc).map_err(corrupt)?;
+            if r.transactional_id != id {
+                return Err(corrupt(format!(
+                    "the record names transactional id `{}`",
+                    r.transactional_id
+                )));
+            }
+            records.push(r);
+        }
+        records.sort_unstable_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
         Ok(records)
     }
 }
@@ -717,5 +859,76 @@ mod tests {
             err.message().contains("group `g\\0h`"),
             "the id is escaped: {err}"
         );
+    }
+
+    fn txn(id: &str) -> TransactionRecord {
+        TransactionRecord {
+            transactional_id: id.to_string(),
+            producer_id: 7,
+            producer_epoch: 1,
+            last_producer_id: -1,
+            last_producer_epoch: -1,
+            timeout_ms: 60_000,
+            state: coordinator_core::txn::TxnState::PrepareCommit,
+            partitions: [TopicPartition::new("t", 0)].into(),
+            groups: ["g".to_string()].into(),
+            pending_offsets: [("g".to_string(), committed(&[("t", 0, 5, "m", 9)]))].into(),
+            start_ms: Some(1),
+            last_update_ms: 2,
+        }
+    }
+
+    #[test]
+    fn a_transaction_record_becomes_an_upsert_and_a_tombstone_a_delete() {
+        let r = txn("tx");
+        let Some(Write::PutTransaction { id, record }) = transaction_write("tx", Some(&r)).unwrap()
+        else {
+            panic!("not an upsert");
+        };
+        assert_eq!(id, "tx");
+        assert_eq!(txn_record::decode(&record), Ok(r));
+        let Some(Write::DeleteTransaction { id }) = transaction_write("tx", None).unwrap() else {
+            panic!("not a delete");
+        };
+        assert_eq!(id, "tx");
+        assert!(
+            transaction_write("t\0x", None).unwrap().is_none(),
+            "no row can have an id with NUL: nothing to delete"
+        );
+    }
+
+    #[test]
+    fn a_transaction_record_that_must_not_be_written_is_refused() {
+        let err = transaction_write("other", Some(&txn("tx"))).unwrap_err();
+        assert_eq!(err.kind(), StorageErrorKind::Other);
+        assert!(
+            err.message().contains("cannot be written as `other`"),
+            "{err}"
+        );
+
+        let err = transaction_write("t\0x", Some(&txn("t\0x"))).unwrap_err();
+        assert!(err.message().contains("transactional id `t\\0x`"), "{err}");
+        assert!(err.message().contains("NUL"), "{err}");
+        let mut r = txn("tx");
+        r.pending_offsets
+            .insert("g2".into(), committed(&[("t", 1, 1, "m\0", 0)]));
+        let err = transaction_write("tx", Some(&r)).unwrap_err();
+        assert!(err.message().contains("NUL"), "{err}");
+
+        let mut r = txn("tx");
+        r.pending_offsets
+            .insert("g2".into(), committed(&[("t", 1, -1, "", 0)]));
+        let err = transaction_write("tx", Some(&r)).unwrap_err();
+        assert_eq!(err.kind(), StorageErrorKind::InvalidOffset);
+        assert!(err.message().contains("transactional id `tx`"), "{err}");
+        assert!(err.message().contains("group `g2`"), "{err}");
+
+        let mut r = txn("tx");
+        r.pending_offsets.insert(
+            "big".into(),
+            committed(&[("t", 1, 1, &"x".repeat(MAX_RECORD_BYTES), 0)]),
+        );
+        let err = transaction_write("tx", Some(&r)).unwrap_err();
+        assert!(err.message().contains("bytes encoded, more than"), "{err}");
     }
 }

@@ -212,14 +212,15 @@ fn decode_member(o: &Obj<'_>) -> Result<MemberRecord, String> {
     })
 }
 
-/// A JSON object being decoded, with its path for error messages.
-struct Obj<'a> {
+/// A JSON object being decoded, with its path for error messages (shared with
+/// [`txn_record`](crate::txn_record)).
+pub(crate) struct Obj<'a> {
     map: &'a Map<String, Value>,
-    path: String,
+    pub(crate) path: String,
 }
 
 impl<'a> Obj<'a> {
-    fn new(v: &'a Value, path: &str) -> Result<Self, String> {
+    pub(crate) fn new(v: &'a Value, path: &str) -> Result<Self, String> {
         match v {
             Value::Object(map) => Ok(Obj {
                 map,
@@ -229,27 +230,27 @@ impl<'a> Obj<'a> {
         }
     }
 
-    fn get(&self, key: &str) -> Result<&'a Value, String> {
+    pub(crate) fn get(&self, key: &str) -> Result<&'a Value, String> {
         self.map
             .get(key)
             .ok_or_else(|| format!("{}: field `{key}` is missing", self.path))
     }
 
-    fn wrong(&self, key: &str, what: &str) -> String {
+    pub(crate) fn wrong(&self, key: &str, what: &str) -> String {
         format!("{}: field `{key}` is not {what}", self.path)
     }
 
-    fn str(&self, key: &str) -> Result<&'a str, String> {
+    pub(crate) fn str(&self, key: &str) -> Result<&'a str, String> {
         self.get(key)?
             .as_str()
             .ok_or_else(|| self.wrong(key, "a string"))
     }
 
-    fn string(&self, key: &str) -> Result<String, String> {
+    pub(crate) fn string(&self, key: &str) -> Result<String, String> {
         self.str(key).map(str::to_string)
     }
 
-    fn opt_string(&self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn opt_string(&self, key: &str) -> Result<Option<String>, String> {
         match self.get(key)? {
             Value::Null => Ok(None),
             Value::String(s) => Ok(Some(s.clone())),
@@ -258,33 +259,33 @@ impl<'a> Obj<'a> {
     }
 
     /// A field added after the first documents were written: absent reads as null.
-    fn opt_string_or_absent(&self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn opt_string_or_absent(&self, key: &str) -> Result<Option<String>, String> {
         match self.map.get(key) {
             None => Ok(None),
             Some(_) => self.opt_string(key),
         }
     }
 
-    fn u64(&self, key: &str) -> Result<u64, String> {
+    pub(crate) fn u64(&self, key: &str) -> Result<u64, String> {
         self.get(key)?
             .as_u64()
             .ok_or_else(|| self.wrong(key, "an unsigned 64-bit integer"))
     }
 
-    fn i32(&self, key: &str) -> Result<i32, String> {
+    pub(crate) fn i32(&self, key: &str) -> Result<i32, String> {
         self.get(key)?
             .as_i64()
             .and_then(|n| i32::try_from(n).ok())
             .ok_or_else(|| self.wrong(key, "a 32-bit integer"))
     }
 
-    fn array(&self, key: &str) -> Result<&'a Vec<Value>, String> {
+    pub(crate) fn array(&self, key: &str) -> Result<&'a Vec<Value>, String> {
         self.get(key)?
             .as_array()
             .ok_or_else(|| self.wrong(key, "an array"))
     }
 
-    fn strings(&self, key: &str) -> Result<Vec<String>, String> {
+    pub(crate) fn strings(&self, key: &str) -> Result<Vec<String>, String> {
         self.array(key)?
             .iter()
             .map(|v| v.as_str().map(str::to_string))
@@ -292,7 +293,7 @@ impl<'a> Obj<'a> {
             .ok_or_else(|| self.wrong(key, "an array of strings"))
     }
 
-    fn partitions(&self, key: &str) -> Result<Vec<TopicPartition>, String> {
+    pub(crate) fn partitions(&self, key: &str) -> Result<Vec<TopicPartition>, String> {
         self.array(key)?
             .iter()
             .map(|v| match v.as_array().map(Vec::as_slice) {
@@ -306,7 +307,7 @@ impl<'a> Obj<'a> {
             .ok_or_else(|| self.wrong(key, "an array of [topic, partition] pairs"))
     }
 
-    fn bytes(&self, key: &str) -> Result<Arc<[u8]>, String> {
+    pub(crate) fn bytes(&self, key: &str) -> Result<Arc<[u8]>, String> {
         let s = self.str(key)?.as_bytes();
         let digit = |c: u8| match c {
             b'0'..=b'9' => Some(c - b'0'),
