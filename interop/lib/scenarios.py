@@ -474,6 +474,73 @@ def restart_keeps_groups(ctx):
 
 
 # -------------------------------------------------------------------------------------------
+# 7b'. --postgres: the broker keeps nothing on its own disk. SIGKILLed under a group of three
+#      clients and a producer, it is replaced by a fresh process with nothing but the database
+#      URL (no data directory, nothing shared with the first but the address clients know);
+#      the group carries on without a rebalance, no record or commit lost
+
+@scenario("postgres-broker-replaced", topics={"pgr": 6}, budget=150, own_broker=True, clients=PY_CLIENTS,
+          mock_note="the mock keeps no state outside its process")
+def postgres_broker_replaced(ctx):
+    import pgtemp
+    topics = {"pgr": 6}
+    group = "pgr-group"
+    all_parts = parts(topics)
+    try:
+        pg = pgtemp.TempPostgres(os.path.join(ctx.dir, "postgres.log"), timeout=ctx.left(60))
+    except pgtemp.PgUnavailable as e:
+        raise Failed("PostgreSQL is needed: %s" % e)
+    try:
+        url = pg.create_database("interop")
+        broker = ctx.start_broker("pgr-broker-1", topics, extra=["--postgres", url])
+        # The replacement comes back on the address the clients know (a service address or a
+        # DNS name in production). On another port, kafka-python and aiokafka never reach it:
+        # they do not go back to their bootstrap list once they know the cluster (tried here:
+        # both lost their sessions), while librdkafka does.
+        first = spare = bootstrap = broker.address
+        kw = dict(session_ms=10000, heartbeat_ms=500, bootstrap=bootstrap)
+        labels = {"kafka-python": "kp", "aiokafka": "aio", "confluent": "rdk"}
+        consumers = [ctx.consumer(c, labels[c], group, ["pgr"], **kw) for c in PY_CLIENTS]
+        prods = [ctx.producer("confluent", "producer-0", ["pgr"], 600, "pgr-0", rate=600, bootstrap=bootstrap)]
+        ctx.wait_done(prods[0], 60)
+        ctx.wait_consumed(consumers, [(t, k) for t, k, _, _ in ctx.produced(prods)], 60)
+        gen = ctx.wait_stable(consumers, all_parts, 40)
+        owned = {p.label: ctx.owned(p) for p in consumers}
+        ctx.note("stable in generation %s: %s" % (gen, owned))
+        ctx.sleep(1.0)
+        marks = {p.label: len(p.snapshot()) for p in consumers}
+        committed = fetch_committed(ctx, group, all_parts, first)
+        broker.proc.kill()
+        broker.proc.p.wait(ctx.left(15))
+        t_down = now()
+        broker = ctx.start_broker("pgr-broker-2", topics, listen=spare, extra=["--postgres", url])
+        ctx.note("SIGKILL: a fresh process on the same database listened after %.2f s" % (now() - t_down))
+        after = fetch_committed(ctx, group, all_parts, spare)
+        ctx.check(after == committed, "committed offsets %s before the replacement, %s after" % (committed, after))
+        prod = ctx.producer("confluent", "producer-1", ["pgr"], 600, "pgr-1", start=600, rate=600, bootstrap=spare)
+        prods.append(prod)
+        ctx.wait_done(prod, 60)
+        ctx.wait_consumed(consumers, [(t, k) for t, k, _, _ in ctx.produced([prod])], 90)
+        for p in consumers:
+            moved = [e for e in p.snapshot()[marks[p.label]:] if e["ev"] in ("assigned", "revoked", "lost")]
+            ctx.check(not moved, "member %s saw a rebalance across the replacement: %s"
+                      % (p.label, [(e["ev"], e.get("gen"), e.get("owned")) for e in moved]))
+            ctx.check(ctx.owned(p) == owned[p.label], "member %s owns %s, before it owned %s"
+                      % (p.label, ctx.owned(p), owned[p.label]))
+        later = fetch_committed(ctx, group, all_parts, spare)
+        ctx.check(any(later[tp] > after[tp] for tp in all_parts),
+                  "no commit advanced after the replacement: %s" % later)
+        for p in consumers:
+            ctx.stop(p)
+        check_final_commits(ctx, consumers, group)
+        ctx.run_checker(consumers, prods)
+        code, took, killed = broker.stop(15)
+        ctx.check(code == 0 and not killed, "the replacement broker on SIGTERM: exit %s" % code)
+    finally:
+        pg.stop()
+
+
+# -------------------------------------------------------------------------------------------
 # 7c. Kafka's consumer group protocol (KIP-848, group.protocol=consumer) with confluent-kafka:
 #     the broker assigns; a balanced split, a member that closes, a fourth that joins
 
