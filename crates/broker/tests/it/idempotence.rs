@@ -367,10 +367,17 @@ async fn describe_producers_lists_each_partitions_producers() {
 #[tokio::test]
 async fn producer_state_is_rebuilt_from_the_records_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let with_dir = || broker::BrokerConfig {
+    producer_state_survives_a_restart(|| broker::BrokerConfig {
         data_dir: Some(dir.path().to_path_buf()),
         ..config()
-    };
+    })
+    .await;
+}
+
+/// A broker of `with_dir()`'s config remembers, after a restart on the same state, a
+/// retried batch as a duplicate, the producer's sequence, and an open transaction (the
+/// last stable offset): for the data directory here, for PostgreSQL in `postgres.rs`.
+pub(crate) async fn producer_state_survives_a_restart(with_dir: impl Fn() -> broker::BrokerConfig) {
     let retried = producer_batch(7000, 0, 0, 2, false);
     {
         let broker = TestBroker::with(with_dir()).await;

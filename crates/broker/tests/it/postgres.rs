@@ -221,7 +221,10 @@ async fn the_broker_rides_out_a_postgresql_restart() {
     assert_eq!(code, 56, "KAFKA_STORAGE_ERROR while PostgreSQL is down");
     let r = c.call(&commit("g", "", -1, &[("t", 0, 2)]), 2).await;
     let code = commit_codes(&r)[0];
-    assert_eq!(code, 56, "KAFKA_STORAGE_ERROR for a commit while PostgreSQL is down");
+    assert_eq!(
+        code, 56,
+        "KAFKA_STORAGE_ERROR for a commit while PostgreSQL is down"
+    );
     let versions = c.call(&ApiVersionsRequest::default(), 3).await;
     assert_eq!(versions.error_code, 0, "the broker still answers");
 
@@ -231,7 +234,11 @@ async fn the_broker_rides_out_a_postgresql_restart() {
     let base = produce_until_acknowledged(&mut c, &one).await;
     assert_eq!(base, 1, "the refused produce wrote nothing");
     let r = c.call(&offset_fetch("g", &[0]), 1).await;
-    assert_eq!(fetched(&r), vec![1], "the acknowledged commit, not the refused one");
+    assert_eq!(
+        fetched(&r),
+        vec![1],
+        "the acknowledged commit, not the refused one"
+    );
     let r = c.call(&commit("g", "", -1, &[("t", 0, 2)]), 2).await;
     assert_eq!(commit_codes(&r), vec![0]);
     // a long poll is woken by an append again (the LISTEN connection came back)
@@ -243,4 +250,15 @@ async fn the_broker_rides_out_a_postgresql_restart() {
     let r = bounded("the long poll", waiting).await.unwrap();
     assert_eq!(decode_records(&r.responses[0].partitions[0]).len(), 1);
     broker.stop().await.unwrap();
+}
+
+/// Idempotent and transactional producers' state (duplicates, sequences, the last stable
+/// offset of an open transaction) is rebuilt from the batches PostgreSQL keeps.
+#[tokio::test]
+async fn producer_state_survives_a_restart_on_postgresql() {
+    let Some(pg) = server().await else { return };
+    let url = bounded("create database", pg.create_database("producers"))
+        .await
+        .unwrap();
+    crate::idempotence::producer_state_survives_a_restart(|| on(&url)).await;
 }
