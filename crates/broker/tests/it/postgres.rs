@@ -262,3 +262,14 @@ async fn producer_state_survives_a_restart_on_postgresql() {
         .unwrap();
     crate::idempotence::producer_state_survives_a_restart(|| on(&url)).await;
 }
+
+/// The transaction coordinator's records are kept in PostgreSQL: a committed transaction,
+/// an open one aborted at load with its producer fenced, producer ids continued.
+#[tokio::test]
+async fn transactions_survive_a_restart_on_postgresql() {
+    let Some(pg) = server().await else { return };
+    let url = bounded("create database", pg.create_database("transactions"))
+        .await
+        .unwrap();
+    crate::transactions::transactions_survive_a_restart(|| on(&url)).await;
+}

@@ -367,10 +367,18 @@ async fn describe_and_list_transactions() {
 #[tokio::test]
 async fn transactions_survive_a_restart_with_a_data_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let with_dir = || broker::BrokerConfig {
+    transactions_survive_a_restart(|| broker::BrokerConfig {
         data_dir: Some(dir.path().to_path_buf()),
         ..config()
-    };
+    })
+    .await;
+}
+
+/// After a restart on the same state (the data directory here, PostgreSQL in `postgres.rs`):
+/// a committed transaction is described as CompleteCommit with its offsets, an open one was
+/// aborted at load and its producer fenced by an epoch bump (as Kafka after a coordinator
+/// move), and the committed one's next instance continues its producer id.
+pub(crate) async fn transactions_survive_a_restart(with_dir: impl Fn() -> broker::BrokerConfig) {
     let (done, open) = {
         let broker = TestBroker::with(with_dir()).await;
         let mut c = broker.client().await;
