@@ -28,7 +28,10 @@ def find_bin():
 
 
 class TempPostgres:
-    def __init__(self, log_path, timeout=60):
+    def __init__(self, log_path, timeout=60, durable=False):
+        """`durable`: PostgreSQL's own defaults (fsync on, synchronous_commit on), for
+        measurements; otherwise fsync=off, for tests."""
+        self.durable = durable
         self.bin = find_bin()
         self.dir = tempfile.mkdtemp(prefix="interop-pg-", dir="/tmp")
         os.chmod(self.dir, 0o700)
@@ -57,8 +60,10 @@ class TempPostgres:
 
     def start(self, timeout=60):
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([os.path.join(self.bin, "postgres"), "-D", self.data, "-k", self.dir,
-                                      "-c", "listen_addresses=", "-c", "fsync=off", "-c", "max_connections=200"],
+        settings = ["-c", "listen_addresses=", "-c", "max_connections=200"]
+        if not self.durable:
+            settings += ["-c", "fsync=off"]
+        self.proc = subprocess.Popen([os.path.join(self.bin, "postgres"), "-D", self.data, "-k", self.dir] + settings,
                                      stdout=log, stderr=subprocess.STDOUT, preexec_fn=self.demote)
         log.close()
         deadline = time.time() + timeout
