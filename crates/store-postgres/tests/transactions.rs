@@ -1,17 +1,26 @@
 //! The transaction coordinator's records in PostgreSQL: durable across stores, the latest of
-//! each transactional id until its tombstone, sorted by id, the refusals writing nothing,
-//! and a stored record that does not decode refused with a clear error.
+//! each transactional id until its tombstone, sorted by id, the refusals writing nothing, a
+//! stored record that does not decode refused with a clear error, and the core's transaction
+//! coordinator recovering from them after a restart.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 
+use async_trait::async_trait;
 use common::{bounded, server, store};
-use coordinator_core::txn::{TransactionRecord, TxnState};
+use coordinator_core::txn::{
+    MarkerError, MarkerWriter, ProducerIdSource, TransactionCoordinator, TransactionRecord,
+    TxnMarkers, TxnState,
+};
 use coordinator_core::{
-    CommitFence, CommittedOffsets, OffsetAndMetadata, OffsetStore, StorageErrorKind, TopicPartition,
+    AssignError, Assignment, AssignmentInput, Assignor, CommitFence, CommittedOffsets, Coordinator,
+    OffsetAndMetadata, OffsetStore, StorageErrorKind, TopicIndex, TopicPartition,
+    TxnOffsetCommitRequest,
 };
 use store_postgres::harness::TempPostgres;
 use store_postgres::{PostgresStore, MAX_RECORD_BYTES};
@@ -284,5 +293,229 @@ async fn a_record_that_does_not_decode_is_refused_naming_the_table_and_id() {
              `fine`"
         ),
         "{err}"
+    );
+}
+
+/// Every partition to the first member (no group here joins; the coordinator needs one).
+struct FirstMember;
+
+impl Assignor for FirstMember {
+    fn name(&self) -> &str {
+        "first-member"
+    }
+    fn assign(&self, input: &AssignmentInput<'_>) -> Result<Assignment, AssignError> {
+        let mut out = Assignment::new(input);
+        for t in 0..TopicIndex::try_from(input.topics().len()).unwrap() {
+            out.topic_owners_mut(t).fill(0);
+        }
+        Ok(out)
+    }
+}
+
+/// Records the markers it is asked for; fails those of the partitions in `failing`.
+#[derive(Default)]
+struct Markers {
+    calls: Mutex<Vec<TxnMarkers>>,
+    failing: Mutex<BTreeSet<TopicPartition>>,
+}
+
+#[async_trait]
+impl MarkerWriter for Markers {
+    async fn write_markers(
+        &self,
+        markers: &TxnMarkers,
+    ) -> Vec<(TopicPartition, Result<(), MarkerError>)> {
+        self.calls.lock().unwrap().push(markers.clone());
+        let failing = self.failing.lock().unwrap().clone();
+        markers
+            .partitions
+            .iter()
+            .map(|tp| {
+                let r = if failing.contains(tp) {
+                    Err(MarkerError {
+                        kafka_code: 56,
+                        message: "disk full".into(),
+                    })
+                } else {
+                    Ok(())
+                };
+                (tp.clone(), r)
+            })
+            .collect()
+    }
+}
+
+struct Ids(AtomicI64);
+
+impl ProducerIdSource for Ids {
+    fn next_producer_id(&self) -> i64 {
+        self.0.fetch_add(1, Ordering::SeqCst)
+    }
+}
+
+/// A group coordinator and a transaction coordinator over `store`, the groups loaded from
+/// it as the broker does at start.
+async fn coordinators(
+    store: PostgresStore,
+    markers: Arc<Markers>,
+    first_producer_id: i64,
+) -> (Arc<Coordinator>, TransactionCoordinator) {
+    let topics: BTreeMap<String, u32> = [("orders".to_string(), 4)].into();
+    let groups = Arc::new(
+        Coordinator::builder(Arc::new(store), Arc::new(topics), Arc::new(FirstMember))
+            .build()
+            .unwrap(),
+    );
+    bounded("load groups", groups.load()).await.unwrap();
+    let txn = TransactionCoordinator::builder(
+        groups.clone(),
+        markers,
+        Arc::new(Ids(AtomicI64::new(first_producer_id))),
+    )
+    .build()
+    .unwrap();
+    (groups, txn)
+}
+
+/// The transaction coordinator's recovery over PostgreSQL: a commit decided before a
+/// restart (PrepareCommit, one marker still due, the group's offsets kept in the record) is
+/// finished by the next coordinator on the same database, the offsets with their metadata;
+/// an open transaction is aborted and its producer fenced; producer ids and epochs carry on.
+#[tokio::test]
+async fn a_restarted_transaction_coordinator_finishes_what_the_database_kept() {
+    let Some(pg) = server().await else { return };
+    let orders = |p| TopicPartition::new("orders", p);
+    let with_metadata = OffsetAndMetadata::new(42)
+        .with_leader_epoch(Some(5))
+        .with_metadata("txn meta");
+    {
+        let markers = Arc::new(Markers::default());
+        let first = store(&pg, "txn_recovery").await;
+        let (_groups, txn) = coordinators(first, markers.clone(), 1000).await;
+        let p = txn.init_producer_id("app-1", 60_000, None).await.unwrap();
+        txn.add_partitions("app-1", p.producer_id, p.epoch, &[orders(0), orders(1)])
+            .await
+            .unwrap();
+        txn.add_offsets("app-1", p.producer_id, p.epoch, "g")
+            .await
+            .unwrap();
+        let request = TxnOffsetCommitRequest {
+            group_id: "g".into(),
+            producer_id: p.producer_id,
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            offsets: [(orders(0), with_metadata.clone())].into(),
+        };
+        txn.txn_offset_commit("app-1", p.epoch, &request)
+            .await
+            .unwrap();
+        // The commit is decided, but a marker fails: PrepareCommit stays, durably.
+        markers.failing.lock().unwrap().insert(orders(1));
+        let e = txn
+            .end_txn("app-1", p.producer_id, p.epoch, true)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "CONCURRENT_TRANSACTIONS");
+        assert_eq!(
+            txn.record("app-1").await.unwrap().state,
+            TxnState::PrepareCommit
+        );
+        // app-2: an open transaction.
+        let q = txn.init_producer_id("app-2", 60_000, None).await.unwrap();
+        txn.add_partitions("app-2", q.producer_id, q.epoch, &[orders(3)])
+            .await
+            .unwrap();
+    }
+
+    let second = bounded(
+        "connect",
+        PostgresStore::connect(&pg.url("txn_recovery"), 2),
+    )
+    .await
+    .unwrap();
+    let stored = load(&second).await;
+    assert_eq!(
+        stored
+            .iter()
+            .map(|r| (r.transactional_id.as_str(), r.state))
+            .collect::<Vec<_>>(),
+        [
+            ("app-1", TxnState::PrepareCommit),
+            ("app-2", TxnState::Ongoing)
+        ]
+    );
+    let pending = &stored[0].pending_offsets["g"][&orders(0)];
+    assert_eq!(
+        (
+            pending.offset,
+            pending.leader_epoch,
+            pending.metadata.as_str()
+        ),
+        (42, Some(5), "txn meta"),
+        "the decided commit's offsets, with their metadata"
+    );
+    let markers = Arc::new(Markers::default());
+    let (groups, txn) = coordinators(second, markers.clone(), 2000).await;
+    assert_eq!(bounded("load", txn.load()).await.unwrap(), 2);
+
+    let one = txn.record("app-1").await.unwrap();
+    assert_eq!(
+        (one.state, one.producer_id, one.producer_epoch),
+        (TxnState::CompleteCommit, 1000, 0)
+    );
+    let applied = groups
+        .committed_with_metadata("g", &orders(0))
+        .await
+        .unwrap()
+        .expect("the transaction's offsets are committed");
+    assert_eq!(
+        (
+            applied.offset,
+            applied.leader_epoch,
+            applied.metadata.as_str()
+        ),
+        (42, Some(5), "txn meta")
+    );
+    let two = txn.record("app-2").await.unwrap();
+    assert_eq!(
+        (two.state, two.producer_id, two.producer_epoch),
+        (TxnState::CompleteAbort, 1001, 1),
+        "the open transaction is aborted with an epoch bump"
+    );
+    let calls = markers.calls.lock().unwrap().clone();
+    assert!(
+        calls
+            .iter()
+            .any(|m| m.commit && m.producer_id == 1000 && m.partitions.contains(&orders(1))),
+        "the commit marker still due is written again: {calls:?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|m| !m.commit && m.producer_id == 1001 && m.partitions == vec![orders(3)]),
+        "abort markers for the open transaction: {calls:?}"
+    );
+    // The producer of app-1 carries on with its producer id at the next epoch.
+    let again = txn.init_producer_id("app-1", 60_000, None).await.unwrap();
+    assert_eq!((again.producer_id, again.epoch), (1000, 1));
+    // What the coordinator wrote meanwhile is in the database too.
+    let reopened = bounded(
+        "connect",
+        PostgresStore::connect(&pg.url("txn_recovery"), 1),
+    )
+    .await
+    .unwrap();
+    let states: Vec<_> = load(&reopened)
+        .await
+        .into_iter()
+        .map(|r| (r.transactional_id, r.state, r.producer_id, r.producer_epoch))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("app-1".to_string(), TxnState::Empty, 1000, 1),
+            ("app-2".to_string(), TxnState::CompleteAbort, 1001, 1)
+        ]
     );
 }
