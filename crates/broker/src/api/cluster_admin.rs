@@ -90,7 +90,14 @@ fn log_dir(call: &Call<'_>) -> String {
             let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
             dir.join(crate::server::RECORDS_DIR).display().to_string()
         }
-        None => MEMORY_LOG_DIR.to_string(),
+        None => match &call.context.config.postgres {
+            // not a path: where the records are, as DescribeLogDirs reports a directory
+            Some(url) => format!(
+                "(postgresql {})",
+                store_postgres::describe_target(url.as_str())
+            ),
+            None => MEMORY_LOG_DIR.to_string(),
+        },
     }
 }
 

@@ -140,6 +140,14 @@ async fn a_second_broker_on_the_same_database_carries_on() {
         3,
         "a topic created at run time"
     );
+    let dirs = c
+        .call(&DescribeLogDirsRequest::default().with_topics(None), 1)
+        .await;
+    assert!(
+        dirs.results[0].log_dir.starts_with("(postgresql host="),
+        "DescribeLogDirs names the database: {}",
+        dirs.results[0].log_dir.as_str()
+    );
     let acls = c.call(&acl_filter(), 3).await;
     assert_eq!(acls.error_code, 0);
     assert_eq!(
