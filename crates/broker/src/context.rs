@@ -130,6 +130,13 @@ impl Context {
         }
     }
 
+    /// This context with `topic_configs` (the ones kept where the broker keeps its state)
+    /// instead of none.
+    pub(crate) fn with_topic_configs(mut self, topic_configs: TopicConfigs) -> Context {
+        self.topic_configs = topic_configs;
+        self
+    }
+
     /// Topic `name`'s id (Kafka's topic id, which Metadata v10+ and the consumer group
     /// protocol name topics by): the log's, drawn at the topic's creation (and kept across
     /// restarts by the segment log); for a log that keeps no ids, one derived from the name

@@ -17,6 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tracing::{debug, error, info, warn, Instrument};
 
+use crate::api::topic_configs::TopicConfigs;
 use crate::auth::{allowed_before_authentication, Authenticator, Session, Users};
 use crate::codec::{self, Incoming};
 use crate::config::{BrokerConfig, SecurityProtocol};
@@ -263,15 +264,18 @@ impl Server {
         } else {
             None
         };
-        let context = Arc::new(Context::new(
-            config,
-            log,
-            coordinator,
-            transactions,
-            endpoints,
-            authorizer,
-            authenticator,
-        ));
+        let context = Arc::new(
+            Context::new(
+                config,
+                log,
+                coordinator,
+                transactions,
+                endpoints,
+                authorizer,
+                authenticator,
+            )
+            .with_topic_configs(TopicConfigs::open(documents).await?),
+        );
         Ok(Server { listeners, context })
     }
 

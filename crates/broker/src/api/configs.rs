@@ -474,12 +474,13 @@ fn append_or_subtract(
     Ok(list.join(","))
 }
 
-/// Applies one resource's incremental changes, all or none.
+/// One resource's incremental changes, all or none: the topic and its configs to keep (none
+/// when only validating), or why not.
 fn alter_incrementally(
     context: &Context,
     resource: &kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
     validate_only: bool,
-) -> Result<(), Refused> {
+) -> Result<Option<(String, Overrides)>, Refused> {
     let name = resource.resource_name.as_str();
     let mut overrides = alterable(context, resource.resource_type, name)?;
     duplicate_keys(resource.configs.iter().map(|c| c.name.as_str()))?;
@@ -520,39 +521,55 @@ fn alter_incrementally(
             }
         }
     }
-    if !validate_only {
-        context.topic_configs.set(name, overrides);
-        tracing::info!(topic = name, "topic configs altered");
-    }
+    Ok((!validate_only).then(|| (name.to_string(), overrides)))
+}
+
+/// Keeps a topic's altered configs (where the broker keeps its state: memory, the data
+/// directory, PostgreSQL); a failed write changes nothing and is KAFKA_STORAGE_ERROR.
+async fn keep(context: &Context, change: Option<(String, Overrides)>) -> Result<(), Refused> {
+    let Some((name, overrides)) = change else {
+        return Ok(());
+    };
+    context
+        .topic_configs
+        .set(&name, overrides)
+        .await
+        .map_err(|e| {
+            Refused::new(
+                codes::KAFKA_STORAGE_ERROR,
+                format!("The configs of topic '{name}' could not be kept: {e}"),
+            )
+        })?;
+    tracing::info!(topic = name.as_str(), "topic configs altered");
     Ok(())
 }
 
-fn incremental_alter_configs(
+async fn incremental_alter_configs(
     call: &Call<'_>,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let responses = request
-        .resources
-        .iter()
-        .map(|resource| {
-            let response =
-                incremental_alter_configs_response::AlterConfigsResourceResponse::default()
-                    .with_resource_type(resource.resource_type)
-                    .with_resource_name(resource.resource_name.clone());
-            match may_alter(
-                call,
-                resource.resource_type,
-                resource.resource_name.as_str(),
-            )
-            .and_then(|()| alter_incrementally(call.context, resource, request.validate_only))
-            {
-                Ok(()) => response.with_error_message(None),
-                Err(refused) => response
-                    .with_error_code(refused.code)
-                    .with_error_message(Some(str_bytes(refused.message))),
-            }
-        })
-        .collect();
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in &request.resources {
+        let response = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+            .with_resource_type(resource.resource_type)
+            .with_resource_name(resource.resource_name.clone());
+        let outcome = match may_alter(
+            call,
+            resource.resource_type,
+            resource.resource_name.as_str(),
+        )
+        .and_then(|()| alter_incrementally(call.context, resource, request.validate_only))
+        {
+            Ok(change) => keep(call.context, change).await,
+            Err(refused) => Err(refused),
+        };
+        responses.push(match outcome {
+            Ok(()) => response.with_error_message(None),
+            Err(refused) => response
+                .with_error_code(refused.code)
+                .with_error_message(Some(str_bytes(refused.message))),
+        });
+    }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
@@ -568,7 +585,7 @@ impl Api for IncrementalAlterConfigs {
         request: IncrementalAlterConfigsRequest,
         _shutdown: &mut Shutdown,
     ) -> Option<IncrementalAlterConfigsResponse> {
-        Some(incremental_alter_configs(call, request))
+        Some(incremental_alter_configs(call, request).await)
     }
 }
 
@@ -578,7 +595,7 @@ fn alter_whole(
     context: &Context,
     resource: &kafka_protocol::messages::alter_configs_request::AlterConfigsResource,
     validate_only: bool,
-) -> Result<(), Refused> {
+) -> Result<Option<(String, Overrides)>, Refused> {
     let name = resource.resource_name.as_str();
     alterable(context, resource.resource_type, name)?;
     duplicate_keys(resource.configs.iter().map(|c| c.name.as_str()))?;
@@ -590,35 +607,32 @@ fn alter_whole(
             overrides.insert(config.name.to_string(), value.to_string());
         }
     }
-    if !validate_only {
-        context.topic_configs.set(name, overrides);
-        tracing::info!(topic = name, "topic configs replaced");
-    }
-    Ok(())
+    Ok((!validate_only).then(|| (name.to_string(), overrides)))
 }
 
-fn alter_configs(call: &Call<'_>, request: AlterConfigsRequest) -> AlterConfigsResponse {
-    let responses = request
-        .resources
-        .iter()
-        .map(|resource| {
-            let response = alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            match may_alter(
-                call,
-                resource.resource_type,
-                resource.resource_name.as_str(),
-            )
-            .and_then(|()| alter_whole(call.context, resource, request.validate_only))
-            {
-                Ok(()) => response.with_error_message(None),
-                Err(refused) => response
-                    .with_error_code(refused.code)
-                    .with_error_message(Some(str_bytes(refused.message))),
-            }
-        })
-        .collect();
+async fn alter_configs(call: &Call<'_>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in &request.resources {
+        let response = alter_configs_response::AlterConfigsResourceResponse::default()
+            .with_resource_type(resource.resource_type)
+            .with_resource_name(resource.resource_name.clone());
+        let outcome = match may_alter(
+            call,
+            resource.resource_type,
+            resource.resource_name.as_str(),
+        )
+        .and_then(|()| alter_whole(call.context, resource, request.validate_only))
+        {
+            Ok(change) => keep(call.context, change).await,
+            Err(refused) => Err(refused),
+        };
+        responses.push(match outcome {
+            Ok(()) => response.with_error_message(None),
+            Err(refused) => response
+                .with_error_code(refused.code)
+                .with_error_message(Some(str_bytes(refused.message))),
+        });
+    }
     AlterConfigsResponse::default().with_responses(responses)
 }
 
@@ -634,6 +648,6 @@ impl Api for AlterConfigs {
         request: AlterConfigsRequest,
         _shutdown: &mut Shutdown,
     ) -> Option<AlterConfigsResponse> {
-        Some(alter_configs(call, request))
+        Some(alter_configs(call, request).await)
     }
 }

@@ -2,17 +2,21 @@
 //! and broker-level synonyms), the values clients set at creation or alter later, and the
 //! entries DescribeConfigs and CreateTopics v5+ report.
 //!
-//! The values are kept in memory only ([`TopicConfigs`]): they are accepted, validated and
-//! reported, but the in-memory log enforces none of them. A durable log persists them next to
-//! its segments through this one type (the seam: [`TopicConfigs::set`] / [`TopicConfigs::remove`]
-//! are the only writes).
+//! The values are kept where the broker keeps its state ([`TopicConfigs`]: the data directory's
+//! or PostgreSQL's document `topic-configs.json`, else memory), written whole before they take
+//! effect ([`TopicConfigs::set`] / [`TopicConfigs::remove`] are the only writes). The broker's
+//! retention applies `retention.ms` and `retention.bytes`; the others are accepted, validated
+//! and reported.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 use kafka_protocol::protocol::StrBytes;
+use serde::{Deserialize, Serialize};
 
 use super::codes;
+use crate::documents::Documents;
+use crate::error::BrokerError;
 
 /// A wire string of `s` (the admin handlers' messages and names).
 pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
@@ -244,32 +248,115 @@ pub(crate) fn validate(name: &str, value: Option<&str>) -> Result<(), Refused> {
 /// The configs set on one topic (name → value); absent ones are at their defaults.
 pub(crate) type Overrides = BTreeMap<String, String>;
 
-/// The configs set on every topic, in memory. Topics created by auto-creation or the
-/// broker's `--topic` flag have none set until a client alters them.
+/// The configs set on every topic, kept where the broker keeps its state (the document
+/// [`TOPIC_CONFIGS_FILE`] of the data directory or of PostgreSQL; in memory without either).
+/// Topics created by auto-creation or the broker's `--topic` flag have none set until a
+/// client alters them.
 #[derive(Debug, Default)]
 pub(crate) struct TopicConfigs {
     topics: Mutex<BTreeMap<String, Overrides>>,
+    /// Serializes the writers: read, write the document, swap.
+    write: tokio::sync::Mutex<()>,
+    documents: Option<Documents>,
+}
+
+/// The document holding every topic's configs.
+pub(crate) const TOPIC_CONFIGS_FILE: &str = "topic-configs.json";
+
+#[derive(Serialize, Deserialize)]
+struct TopicConfigsFile {
+    version: u32,
+    topics: BTreeMap<String, Overrides>,
 }
 
 impl TopicConfigs {
+    /// The configs `documents` keep, if any.
+    ///
+    /// # Errors
+    /// `INVALID_CONFIG` (setting `topic`) if the document cannot be read or parsed: a broker
+    /// does not start with topic configs it cannot read.
+    pub(crate) async fn open(documents: Option<Documents>) -> Result<TopicConfigs, BrokerError> {
+        let mut topics = BTreeMap::new();
+        if let Some(documents) = &documents {
+            let shown = documents.shown(TOPIC_CONFIGS_FILE);
+            let refuse = |reason: String| BrokerError::InvalidConfig {
+                setting: "topic",
+                reason: format!("`{shown}`: {reason}"),
+            };
+            if let Some(bytes) = documents
+                .load(TOPIC_CONFIGS_FILE)
+                .await
+                .map_err(|e| refuse(format!("cannot read the topic configs: {e}")))?
+            {
+                let file: TopicConfigsFile = serde_json::from_slice(&bytes)
+                    .map_err(|e| refuse(format!("not a topic configs file of this broker: {e}")))?;
+                if file.version != 1 {
+                    return Err(refuse(format!(
+                        "topic configs version {} is not known to this broker (1 is)",
+                        file.version
+                    )));
+                }
+                topics = file.topics;
+            }
+        }
+        Ok(TopicConfigs {
+            topics: Mutex::new(topics),
+            write: tokio::sync::Mutex::new(()),
+            documents,
+        })
+    }
+
     /// The configs set on `topic`.
     pub(crate) fn get(&self, topic: &str) -> Overrides {
         self.lock().get(topic).cloned().unwrap_or_default()
     }
 
-    /// Replaces the configs set on `topic`.
-    pub(crate) fn set(&self, topic: &str, overrides: Overrides) {
-        let mut topics = self.lock();
-        if overrides.is_empty() {
-            topics.remove(topic);
-        } else {
-            topics.insert(topic.to_string(), overrides);
-        }
+    /// Replaces the configs set on `topic` (none: back to the defaults), first where they
+    /// are kept, then in force.
+    ///
+    /// # Errors
+    /// The write's, with the configs in force unchanged.
+    pub(crate) async fn set(&self, topic: &str, overrides: Overrides) -> Result<(), String> {
+        self.change(|topics| {
+            if overrides.is_empty() {
+                topics.remove(topic).is_some()
+            } else {
+                topics.insert(topic.to_string(), overrides.clone()).as_ref() != Some(&overrides)
+            }
+        })
+        .await
     }
 
     /// Forgets `topic`'s configs (it was deleted).
-    pub(crate) fn remove(&self, topic: &str) {
-        self.lock().remove(topic);
+    ///
+    /// # Errors
+    /// As [`set`](Self::set)'s.
+    pub(crate) async fn remove(&self, topic: &str) -> Result<(), String> {
+        self.change(|topics| topics.remove(topic).is_some()).await
+    }
+
+    /// Applies `change` to a copy (it says whether anything changed), writes the copy, then
+    /// makes it the configs in force.
+    async fn change(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, Overrides>) -> bool,
+    ) -> Result<(), String> {
+        let _writer = self.write.lock().await;
+        let mut next = self.lock().clone();
+        if !change(&mut next) {
+            return Ok(());
+        }
+        if let Some(documents) = &self.documents {
+            let file = TopicConfigsFile {
+                version: 1,
+                topics: next.clone(),
+            };
+            let bytes = serde_json::to_vec_pretty(&file)
+                .map_err(|e| format!("encoding the topic configs: {e}"))?;
+            documents.replace(TOPIC_CONFIGS_FILE, bytes, false).await?;
+        }
+        *self.lock() = next;
+        Ok(())
     }
 
     // Nothing panics while the guard is held, so a poisoned map is still consistent.
@@ -363,13 +450,16 @@ mod tests {
         assert_eq!(validate("min.cleanable.dirty.ratio", Some("0.9")), Ok(()));
     }
 
-    #[test]
-    fn entries_report_overrides_as_topic_config_and_the_rest_as_defaults() {
+    #[tokio::test]
+    async fn entries_report_overrides_as_topic_config_and_the_rest_as_defaults() {
         let configs = TopicConfigs::default();
-        configs.set(
-            "t",
-            [("retention.ms".to_string(), "1000".to_string())].into(),
-        );
+        configs
+            .set(
+                "t",
+                [("retention.ms".to_string(), "1000".to_string())].into(),
+            )
+            .await
+            .unwrap();
         let all = entries(&configs.get("t"));
         assert_eq!(all.len(), CATALOGUE.len());
         let retention = all.iter().find(|e| e.spec.name == "retention.ms").unwrap();
@@ -385,7 +475,30 @@ mod tests {
             .find(|e| e.spec.name == "min.insync.replicas")
             .unwrap();
         assert_eq!((min_isr.value.as_str(), min_isr.source), ("1", 3));
-        configs.remove("t");
+        configs.remove("t").await.unwrap();
         assert!(configs.get("t").is_empty());
+    }
+
+    #[tokio::test]
+    async fn configs_are_kept_in_the_documents_and_a_failed_write_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = |d: &std::path::Path| Some(Documents::Dir(d.to_path_buf()));
+        let configs = TopicConfigs::open(docs(dir.path())).await.unwrap();
+        let retention: Overrides = [("retention.ms".to_string(), "1000".to_string())].into();
+        configs.set("t", retention.clone()).await.unwrap();
+        configs.set("u", retention.clone()).await.unwrap();
+        configs.remove("u").await.unwrap();
+        let reopened = TopicConfigs::open(docs(dir.path())).await.unwrap();
+        assert_eq!(reopened.get("t"), retention);
+        assert!(reopened.get("u").is_empty());
+        // a directory that is gone: the write fails and nothing changes in force
+        let gone = TopicConfigs::open(docs(&dir.path().join("gone")))
+            .await
+            .unwrap();
+        assert!(gone.set("t", retention.clone()).await.is_err());
+        assert!(gone.get("t").is_empty());
+        std::fs::write(dir.path().join(TOPIC_CONFIGS_FILE), "{not json").unwrap();
+        let err = TopicConfigs::open(docs(dir.path())).await.unwrap_err();
+        assert_eq!(err.code(), "INVALID_CONFIG");
     }
 }

@@ -183,14 +183,7 @@ async fn create_topics(call: &Call<'_>, request: CreateTopicsRequest) -> CreateT
         } else {
             match check_new_topic(context, topic).await {
                 Ok(new) if request.validate_only => Ok(new),
-                Ok(new) => match context.log.create_topic(name, new.partitions).await {
-                    Ok(()) => {
-                        context.topic_configs.set(name, new.overrides.clone());
-                        tracing::info!(topic = name, partitions = new.partitions, "topic created");
-                        Ok(new)
-                    }
-                    Err(e) => Err(refused_by_log(&e)),
-                },
+                Ok(new) => create(context, name, new).await,
                 Err(refused) => Err(refused),
             }
         };
@@ -228,6 +221,35 @@ fn created(
         .with_num_partitions(i32::try_from(new.partitions).unwrap_or(i32::MAX))
         .with_replication_factor(1)
         .with_configs(Some(configs))
+}
+
+/// Creates topic `name` as checked: its configs kept first (a failed write creates nothing),
+/// then its partitions in the log (a refusal there takes the configs back).
+async fn create(context: &Context, name: &str, new: NewTopic) -> Result<NewTopic, Refused> {
+    context
+        .topic_configs
+        .set(name, new.overrides.clone())
+        .await
+        .map_err(|e| {
+            Refused::new(
+                codes::KAFKA_STORAGE_ERROR,
+                format!("The configs of topic '{name}' could not be kept: {e}"),
+            )
+        })?;
+    match context.log.create_topic(name, new.partitions).await {
+        Ok(()) => {
+            tracing::info!(topic = name, partitions = new.partitions, "topic created");
+            Ok(new)
+        }
+        Err(e) => {
+            if context.log.partition_count(name).is_none() {
+                if let Err(undo) = context.topic_configs.set(name, Overrides::new()).await {
+                    tracing::warn!(topic = name, error = %undo, "the configs of a topic not created could not be taken back");
+                }
+            }
+            Err(refused_by_log(&e))
+        }
+    }
 }
 
 pub(crate) struct CreateTopics;
@@ -307,7 +329,11 @@ async fn delete_topic(context: &Context, name: &str) -> Result<(), Refused> {
         .delete_topic(name)
         .await
         .map_err(|e| refused_by_log(&e))?;
-    context.topic_configs.remove(name);
+    if let Err(e) = context.topic_configs.remove(name).await {
+        // The topic is gone; its stale configs are replaced when a topic of that name is
+        // created again (creation sets them, none included).
+        tracing::warn!(topic = name, error = %e, "the deleted topic's configs could not be forgotten");
+    }
     tracing::info!(topic = name, "topic deleted");
     delete_committed_offsets(context, name).await;
     Ok(())

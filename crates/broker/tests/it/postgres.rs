@@ -107,6 +107,23 @@ async fn a_second_broker_on_the_same_database_carries_on() {
     ]);
     assert_eq!(c.call(&acl, 3).await.results[0].error_code, 0);
     assert_eq!(c.call(&acl_filter(), 3).await.resources.len(), 1);
+    let altered = c
+        .call(
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                incremental_alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("t"))
+                    .with_configs(vec![
+                        incremental_alter_configs_request::AlterableConfig::default()
+                            .with_name(StrBytes::from_static_str("retention.ms"))
+                            .with_config_operation(0)
+                            .with_value(Some(StrBytes::from_static_str("86400000"))),
+                    ]),
+            ]),
+            1,
+        )
+        .await;
+    assert_eq!(altered.responses[0].error_code, 0);
     drop(c);
     first.stop().await.unwrap();
 
@@ -147,6 +164,26 @@ async fn a_second_broker_on_the_same_database_carries_on() {
         dirs.results[0].log_dir.starts_with("(postgresql host="),
         "DescribeLogDirs names the database: {}",
         dirs.results[0].log_dir.as_str()
+    );
+    let described = c
+        .call(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("t"))
+                    .with_configuration_keys(Some(vec![StrBytes::from_static_str("retention.ms")])),
+            ]),
+            4,
+        )
+        .await;
+    let retention = &described.results[0].configs[0];
+    assert_eq!(
+        (
+            retention.value.as_ref().map(|v| v.as_str()),
+            retention.config_source
+        ),
+        (Some("86400000"), 1),
+        "a topic config set through the first broker"
     );
     let acls = c.call(&acl_filter(), 3).await;
     assert_eq!(acls.error_code, 0);
