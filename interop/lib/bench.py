@@ -358,8 +358,78 @@ def txn(addr, broker, n=500, per=10, timeout=120):
             "commit_p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000, "n": len(lat), "errors": errors}
 
 
+def restart1m(addr, broker, groups=1000, partitions=1000, conns=8, timeout=600):
+    """`groups` x `partitions` committed offsets (1,000,000 by default: one OffsetCommit of every
+    partition per group, from `conns` connections), then the broker stopped (SIGTERM) and started
+    again on the same storage: the time from the new process's start to its first correct
+    OffsetFetch (the last group's offsets, all of them)."""
+    host, port = kproto.split_hostport(addr)
+    topic = "bench-1m"
+    c = kproto.Conn(host, port, timeout=60)
+    err, msg = c.create_topics({topic: partitions})[topic]
+    c.close()
+    if err:
+        return {"error": "CreateTopics: %d %s" % (err, msg)}
+
+    def request(corr, group):
+        body = kproto._str(group) + struct.pack(">i", -1) + kproto._str("") + struct.pack(">q", -1)
+        body += struct.pack(">i", 1) + kproto._str(topic) + struct.pack(">i", partitions)
+        body += b"".join(struct.pack(">iq", p, corr * 1000 + p) + kproto._str("") for p in range(partitions))
+        hdr = struct.pack(">hhi", kproto.OFFSET_COMMIT, 2, corr) + kproto._str("bench")
+        msg = hdr + body
+        return struct.pack(">i", len(msg)) + msg
+
+    async def one(i, errors):
+        r, w = await asyncio.open_connection(host, port)
+        try:
+            for g in range(i, groups, conns):
+                w.write(request(g + 1, "bench-1m-%d" % g))
+                size = struct.unpack(">i", await r.readexactly(4))[0]
+                resp = await r.readexactly(size)
+                # correlation, topics[1], name, partitions[n]: (partition, error) pairs (v2)
+                at = 4 + 4 + 2 + len(topic) + 4
+                pairs = [struct.unpack(">ih", resp[k:k + 6]) for k in range(at, len(resp), 6)]
+                errors[0] += sum(1 for _, e in pairs if e) + (partitions - len(pairs))
+        finally:
+            w.close()
+
+    async def commit_all():
+        errors = [0]
+        await asyncio.wait_for(asyncio.gather(*(one(i, errors) for i in range(conns))), timeout)
+        return errors[0]
+    t0 = now()
+    errors = asyncio.run(commit_all())
+    commit_s = now() - t0
+    code, _, killed = broker.stop(60)
+    last = groups - 1
+    want = {(topic, p): (last + 1) * 1000 + p for p in range(partitions)}
+    args = [a if a != addr else "127.0.0.1:0" for a in broker.args]
+    again = Broker(broker.cmd, args, broker.log_path + ".restart", name=broker.name + "-restart")
+    t1 = now()
+    again.start(timeout)
+    try:
+        h, p = kproto.split_hostport(again.address)
+        while True:
+            try:
+                c = kproto.Conn(h, p, timeout=60)
+                got = c.offset_fetch("bench-1m-%d" % last, list(want))
+                c.close()
+                if {tp: o for tp, (o, e) in got.items()} == want:
+                    break
+            except OSError:
+                pass
+            if now() - t1 > timeout:
+                return {"error": "no correct OffsetFetch within %ds of the restart" % timeout}
+            time.sleep(0.05)
+        restart_s = now() - t1
+    finally:
+        again.stop(60)
+    return {"offsets": groups * partitions, "commit_s": commit_s, "commit_errors": errors,
+            "stopped_cleanly": code == 0 and not killed, "restart_to_fetch_s": restart_s}
+
+
 WORKLOADS = [("join8", join8), ("kip848", kip848), ("commits", commits), ("throughput", throughput),
-             ("offsetcommit", offsetcommit), ("memory", memory), ("txn", txn)]
+             ("offsetcommit", offsetcommit), ("memory", memory), ("txn", txn), ("restart1m", restart1m)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,17 +498,19 @@ def main():
     selected = [(n, f) for n, f in WORKLOADS if not a.only or n in a.only]
     quick = {"join8": dict(runs=1), "commits": dict(n=300), "throughput": dict(n=5000),
              "offsetcommit": dict(seconds=1.0), "memory": dict(idle=50, members=4),
-             "txn": dict(n=50)} if a.quick else {}
+             "txn": dict(n=50), "restart1m": dict(groups=100, partitions=100)} if a.quick else {}
     if a.postgres:
         # the issue's figure: durable commits from 64 connections
         quick = dict(quick, offsetcommit=dict(quick.get("offsetcommit", {}), conns=64))
     # the data directory only matters where offsets or records are written
-    data_dir_workloads = {"commits", "offsetcommit", "throughput", "txn"}
+    data_dir_workloads = {"commits", "offsetcommit", "throughput", "txn", "restart1m"}
     results = {}
     for kind, cmd, store in targets:
         for name, fn in selected:
             if store and name not in data_dir_workloads and not a.postgres:
                 continue
+            if name == "restart1m" and not store:
+                continue  # nothing to restart on: the mock and the memory broker keep nothing
             with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
                 # a fresh broker (and data directory) per workload: one workload's state does
                 # not weigh on the next
@@ -473,6 +545,8 @@ def main():
             ("throughput", "fetch_MBps", "fetch MB/s (1 KiB)", "higher"),
             ("offsetcommit", "round_trips_per_s", "OffsetCommit rt/s, %d conns" % (64 if a.postgres else 16), "higher"),
             ("txn", "txn_per_s", "transactions/s (10 x 1 KiB)", "higher"),
+            ("restart1m", "commit_s", "commit 1M offsets (s)", "lower"),
+            ("restart1m", "restart_to_fetch_s", "restart to OffsetFetch, 1M (s)", "lower"),
             ("txn", "commit_p50_ms", "commit_transaction p50 (ms)", "lower"),
             ("txn", "commit_p99_ms", "commit_transaction p99 (ms)", "lower"),
             ("memory", "per_idle_connection_KiB", "RSS per idle connection (KiB)", "lower"),
