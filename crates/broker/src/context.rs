@@ -46,13 +46,14 @@ pub(crate) struct Context {
     /// The ACLs and their judge, with `--authorizer`; `None` lets every principal do
     /// anything.
     pub(crate) authorizer: Option<Arc<crate::acl::Authorizer>>,
-    /// The SASL users and mechanisms, when a listener uses SASL (the SCRAM credential APIs
-    /// manage the users).
-    pub(crate) sasl: Option<Arc<crate::auth::Authenticator>>,
     pub(crate) cluster_id: String,
-    /// The configs clients set on topics (CreateTopics, AlterConfigs), in memory: the one
-    /// place they live (see [`TopicConfigs`] for the seam a durable log persists them at).
+    /// The configs clients set on topics (CreateTopics, AlterConfigs), kept where the broker
+    /// keeps its state (see [`TopicConfigs`]).
     pub(crate) topic_configs: TopicConfigs,
+    /// The SCRAM credentials DescribeUserScramCredentials and AlterUserScramCredentials
+    /// serve: the SASL listeners' users, or (without a SASL listener) a store of their own,
+    /// as Kafka keeps credentials whatever its listeners.
+    pub(crate) scram_users: Arc<crate::auth::Users>,
     /// Every partition's producer state: sequences, open transactions, markers (shared
     /// with the transaction coordinator's marker writer).
     pub(crate) producers: Arc<Producers>,
@@ -121,13 +122,20 @@ impl Context {
             coordinator,
             endpoints,
             authorizer,
-            sasl,
             cluster_id: "consumer-groups-broker".to_string(),
             topic_configs: TopicConfigs::default(),
+            scram_users: sasl.map_or_else(Default::default, |a| a.users.clone()),
             producers: transactions.producers,
             producer_ids: transactions.producer_ids,
             txn: transactions.txn,
         }
+    }
+
+    /// This context with `users` as the SCRAM credentials the credential APIs describe and
+    /// alter (the SASL listeners' own, or a store of their own without one).
+    pub(crate) fn with_scram_users(mut self, users: Arc<crate::auth::Users>) -> Context {
+        self.scram_users = users;
+        self
     }
 
     /// This context with `topic_configs` (the ones kept where the broker keeps its state)

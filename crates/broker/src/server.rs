@@ -99,8 +99,17 @@ impl Server {
     /// created, `BIND_FAILED`.
     pub async fn bind(config: BrokerConfig) -> Result<Server, BrokerError> {
         config.validate()?;
+        if let Some(dir) = &config.data_dir {
+            // The broker creates its data directory (the groups tool refuses a missing one).
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|e| BrokerError::InvalidConfig {
+                    setting: "data-dir",
+                    reason: format!("cannot create `{}`: {e}", dir.display()),
+                })?;
+        }
         let documents = documents(&config).await?;
-        let authenticator = authenticator(&config, documents.clone()).await?;
+        let (authenticator, scram_users) = authenticator(&config, documents.clone()).await?;
         // One TLS configuration per client-authentication setting the listeners use.
         let mut tls_by_auth: Vec<Tls> = Vec::new();
         if let (Some(cert), Some(key)) = (&config.ssl_certificate, &config.ssl_key) {
@@ -117,15 +126,6 @@ impl Server {
             }
         }
         let store_config = config.store();
-        if let Some(dir) = &config.data_dir {
-            // The broker creates its data directory (the groups tool refuses a missing one).
-            tokio::fs::create_dir_all(dir)
-                .await
-                .map_err(|e| BrokerError::InvalidConfig {
-                    setting: "data-dir",
-                    reason: format!("cannot create `{}`: {e}", dir.display()),
-                })?;
-        }
         let store = store_config.open().await?;
         match &store_config {
             StoreConfig::Postgres { url, .. } => info!(
@@ -274,7 +274,8 @@ impl Server {
                 authorizer,
                 authenticator,
             )
-            .with_topic_configs(TopicConfigs::open(documents).await?),
+            .with_topic_configs(TopicConfigs::open(documents).await?)
+            .with_scram_users(scram_users),
         );
         Ok(Server { listeners, context })
     }
@@ -387,14 +388,11 @@ async fn documents(config: &BrokerConfig) -> Result<Option<Documents>, BrokerErr
 async fn authenticator(
     config: &BrokerConfig,
     documents: Option<Documents>,
-) -> Result<Option<Arc<Authenticator>>, BrokerError> {
+) -> Result<(Option<Arc<Authenticator>>, Arc<Users>), BrokerError> {
     let sasl = config
         .all_listeners()
         .iter()
         .any(|l| l.protocol.uses_sasl());
-    let (true, Some(path)) = (sasl, config.users_file.clone()) else {
-        return Ok(None);
-    };
     // credentials changed by AlterUserScramCredentials apply over the file
     let kept = match &documents {
         Some(d) => d
@@ -405,6 +403,15 @@ async fn authenticator(
                 reason,
             })?,
         None => None,
+    };
+    let (true, Some(path)) = (sasl, config.users_file.clone()) else {
+        // Kafka keeps SCRAM credentials whatever its listeners: without a SASL listener the
+        // credential APIs still describe and alter them (for a listener added later).
+        let users = match documents {
+            Some(d) => Users::default().with_store(d, kept.as_deref())?,
+            None => Users::default(),
+        };
+        return Ok((None, Arc::new(users)));
     };
     let users = tokio::task::spawn_blocking(move || match documents {
         Some(d) => Users::load(&path).and_then(|u| u.with_store(d, kept.as_deref())),
@@ -418,7 +425,14 @@ async fn authenticator(
     let mechanisms = config.sasl_enabled_mechanisms.clone();
     let names: Vec<&str> = mechanisms.iter().map(|m| m.name()).collect();
     info!(users = users.len(), mechanisms = %names.join(","), "SASL authentication required");
-    Ok(Some(Arc::new(Authenticator { mechanisms, users })))
+    let users = Arc::new(users);
+    Ok((
+        Some(Arc::new(Authenticator {
+            mechanisms,
+            users: users.clone(),
+        })),
+        users,
+    ))
 }
 
 /// The server-side assignor registered under `name` (one of

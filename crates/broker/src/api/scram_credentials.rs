@@ -47,9 +47,6 @@ fn message(s: String) -> Option<StrBytes> {
     Some(StrBytes::from_string(s))
 }
 
-const NO_SASL: &str =
-    "no SASL listener: SCRAM credentials are used by SASL_PLAINTEXT and SASL_SSL listeners only";
-
 fn describe(
     call: &Call<'_>,
     request: &DescribeUserScramCredentialsRequest,
@@ -65,10 +62,7 @@ fn describe(
             "Cluster authorization failed.",
         );
     }
-    let Some(sasl) = call.context.sasl.as_deref() else {
-        return refuse(codes::INVALID_REQUEST, NO_SASL);
-    };
-    let known = sasl.users.describe();
+    let known = call.context.scram_users.describe();
     let infos = |creds: &[(ScramHash, u32)]| {
         creds
             .iter()
@@ -225,10 +219,7 @@ async fn alter(
             "Cluster authorization failed.",
         );
     }
-    let Some(sasl) = call.context.sasl.as_deref() else {
-        return refuse_all(codes::INVALID_REQUEST, NO_SASL);
-    };
-    let known = sasl.users.describe();
+    let known = call.context.scram_users.describe();
     let checked: Vec<(String, Result<Vec<Change>, Refusal>)> = users
         .iter()
         .map(|user| {
@@ -257,7 +248,7 @@ async fn alter(
     let written = if changes.is_empty() {
         Ok(())
     } else {
-        sasl.users.alter(changes).await
+        call.context.scram_users.alter(changes).await
     };
     if let Err(e) = &written {
         tracing::error!(error = %e, "AlterUserScramCredentials: the credentials could not be written; nothing changed");

@@ -37,7 +37,7 @@ pub(crate) mod codes {
 #[derive(Debug)]
 pub(crate) struct Authenticator {
     pub(crate) mechanisms: Vec<SaslMechanism>,
-    pub(crate) users: Users,
+    pub(crate) users: Arc<Users>,
 }
 
 /// Whether `key` is answered before a connection has authenticated (Kafka's rule).

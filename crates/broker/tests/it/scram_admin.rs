@@ -214,3 +214,67 @@ async fn with_the_authorizer_the_credential_apis_need_the_cluster() {
     );
     broker.stop().await.unwrap();
 }
+
+/// Without any SASL listener the credential APIs still serve (Kafka keeps SCRAM credentials
+/// whatever its listeners): an empty list, RESOURCE_NOT_FOUND per unknown user, an upsert kept
+/// in the data directory and described after a restart. (librdkafka 2.15 crashed on the
+/// top-level INVALID_REQUEST answered here before.)
+#[tokio::test]
+async fn the_credential_apis_serve_without_a_sasl_listener() {
+    let data = tempfile::tempdir().unwrap();
+    let plain_broker = || BrokerConfig {
+        data_dir: Some(data.path().into()),
+        ..config()
+    };
+    let broker = TestBroker::with(plain_broker()).await;
+    let mut c = broker.client().await;
+    let all = c.call(&describe_request(None), 0).await;
+    assert_eq!((all.error_code, all.results.len()), (0, 0));
+    let named = c.call(&describe_request(Some(&["carol"])), 0).await;
+    assert_eq!(named.error_code, 0);
+    assert_eq!(
+        named
+            .results
+            .iter()
+            .map(|r| (r.user.to_string(), r.error_code))
+            .collect::<Vec<_>>(),
+        vec![("carol".to_string(), 91)],
+        "RESOURCE_NOT_FOUND for a user without credentials"
+    );
+    let carol = salted("carol-pw", b"carol-salt", 8192);
+    let altered = c
+        .call(
+            &AlterUserScramCredentialsRequest::default()
+                .with_upsertions(vec![upsertion("carol", 1, 8192, carol)]),
+            0,
+        )
+        .await;
+    assert_eq!(
+        altered
+            .results
+            .iter()
+            .map(|r| (r.user.to_string(), r.error_code))
+            .collect::<Vec<_>>(),
+        vec![("carol".to_string(), 0)]
+    );
+    broker.stop().await.unwrap();
+    let broker = TestBroker::with(plain_broker()).await;
+    let mut c = broker.client().await;
+    let all = c.call(&describe_request(None), 0).await;
+    assert_eq!(all.error_code, 0);
+    assert_eq!(
+        all.results
+            .iter()
+            .map(|r| (
+                r.user.to_string(),
+                r.credential_infos
+                    .iter()
+                    .map(|i| (i.mechanism, i.iterations))
+                    .collect::<Vec<_>>()
+            ))
+            .collect::<Vec<_>>(),
+        vec![("carol".to_string(), vec![(1, 8192)])],
+        "the upsert, kept across the restart"
+    );
+    broker.stop().await.unwrap();
+}
