@@ -244,8 +244,11 @@ impl Batch<'_> {
 impl Offsets<'_> {
     /// Kafka's OffsetCommit, for a group of any kind (the caller checked that the topics and
     /// partitions exist, as Kafka's front does). The group's kind validates the request's
-    /// authority; a [plain](CommitAuthority::Plain) commit is allowed while the group is
-    /// Empty or absent, and creates a simple group. An empty group id is a group id like any
+    /// authority; a commit without a generation or member epoch
+    /// ([`is_memberless`](CommitAuthority::is_memberless): plain, or a member id a client
+    /// made up with generation or epoch −1) is allowed while the group is Empty or absent,
+    /// and creates a simple group; once the group has members, a member id it does not know
+    /// is `UNKNOWN_MEMBER`. An empty group id is a group id like any
     /// other, as in Kafka.
     ///
     /// Errors, applying to every partition: `GROUP_ID_NOT_FOUND` (a member's commit for a
@@ -269,16 +272,9 @@ impl Offsets<'_> {
         let (cell, gate) = loop {
             let cell = match c.group(group_id) {
                 Some(cell) => cell,
-                None if !matches!(
-                    authority,
-                    CommitAuthority::Generation {
-                        generation: Some(_),
-                        ..
-                    } | CommitAuthority::MemberEpoch { .. }
-                ) =>
-                {
-                    c.group_or_insert(group_id)
-                }
+                // Kafka: a commit without a generation or member epoch, whatever member id
+                // it names, creates a simple group.
+                None if authority.is_memberless() => c.group_or_insert(group_id),
                 None => return Err(not_found(group_id)),
             };
             let gate = cell.gate.clone().read_owned().await;
@@ -291,8 +287,10 @@ impl Offsets<'_> {
                 generation, group, ..
             } = &mut *entry;
             match group {
+                // A simple group is Empty: Kafka's ClassicGroup accepts a commit without a
+                // generation, whatever member id it names, and knows no member.
                 None => {
-                    if !matches!(authority, CommitAuthority::Plain) {
+                    if !authority.is_memberless() {
                         return Err(Error::unknown_member(group_id, authority.member_id()));
                     }
                 }

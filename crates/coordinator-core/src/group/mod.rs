@@ -122,6 +122,18 @@ impl CommitAuthority {
         }
     }
 
+    /// Whether the request carries no generation or member epoch (Kafka's negative
+    /// `generationIdOrMemberEpoch`), whatever member id it names: an admin tool, or a consumer
+    /// that does not use the group's management. Kafka accepts such a commit to a group that
+    /// does not exist (creating a simple group) or is Empty.
+    pub fn is_memberless(&self) -> bool {
+        match self {
+            CommitAuthority::Plain => true,
+            CommitAuthority::Generation { generation, .. } => generation.is_none(),
+            CommitAuthority::MemberEpoch { member_epoch, .. } => *member_epoch < 0,
+        }
+    }
+
     /// The member id the authority names (empty for a plain commit).
     pub fn member_id(&self) -> &str {
         match self {

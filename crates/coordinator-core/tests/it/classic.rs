@@ -2096,3 +2096,50 @@ async fn an_emptied_group_stores_its_new_generation_and_a_deleted_one_its_tombst
     h.c.delete_group("g").await.unwrap();
     assert!(h.stored_records().is_empty(), "the tombstone removed it");
 }
+
+/// A consumer that never joined commits with a member id it made up and generation (or, from
+/// OffsetCommit v9, member epoch) −1, as librdkafka's consumers do: Kafka's coordinator accepts
+/// it while the group is absent (creating a simple group) or Empty, and answers UNKNOWN_MEMBER
+/// once the group has members (ClassicGroup.validateOffsetCommit).
+#[tokio::test]
+async fn a_commit_without_a_generation_from_a_made_up_member_lands_while_the_group_is_empty() {
+    let h = harness();
+    let made_up = |group: &str, offset: i64| commit_req(group, "rdkafka-made-up", None, offset);
+    let epoch = |group: &str, offset: i64| OffsetCommitRequest {
+        authority: CommitAuthority::MemberEpoch {
+            member_id: "rdkafka-made-up".into(),
+            member_epoch: -1,
+        },
+        ..commit_req(group, "", None, offset)
+    };
+    h.c.offsets().commit(&made_up("absent", 3)).await.unwrap();
+    h.c.offsets().commit(&epoch("absent-v9", 4)).await.unwrap();
+    // the simple group they created is Empty: the next one lands too
+    h.c.offsets().commit(&made_up("absent", 5)).await.unwrap();
+    h.c.offsets().commit(&epoch("absent", 6)).await.unwrap();
+    let tp = TopicPartition::new("orders", 0);
+    assert_eq!(h.c.committed("absent", &tp).await.unwrap(), Some(6));
+    assert_eq!(h.c.committed("absent-v9", &tp).await.unwrap(), Some(4));
+    // a group with members does not know the made-up member
+    h.stable_alone("g", "a").await;
+    assert_eq!(
+        code(h.c.offsets().commit(&made_up("g", 7)).await),
+        "UNKNOWN_MEMBER"
+    );
+    assert_eq!(
+        code(h.c.offsets().commit(&epoch("g", 7)).await),
+        "UNKNOWN_MEMBER"
+    );
+    // a member epoch that is not negative still needs a group
+    let member = OffsetCommitRequest {
+        authority: CommitAuthority::MemberEpoch {
+            member_id: "m".into(),
+            member_epoch: 1,
+        },
+        ..commit_req("nobody", "", None, 7)
+    };
+    assert_eq!(
+        code(h.c.offsets().commit(&member).await),
+        "GROUP_ID_NOT_FOUND"
+    );
+}

@@ -1224,10 +1224,16 @@ impl ClassicGroup {
                 member_id.as_str(),
                 group_instance_id.as_deref(),
             ),
-            // A consumer-protocol member is no member of a classic group.
-            CommitAuthority::MemberEpoch { member_id, .. } => {
-                return Err(self.unknown(member_id));
-            }
+            // OffsetCommit v9's field is a generation for a classic group (Kafka reads it so):
+            // negative, it is no generation.
+            CommitAuthority::MemberEpoch {
+                member_id,
+                member_epoch,
+            } => (
+                u64::try_from(*member_epoch).ok().map(Generation::new),
+                member_id.as_str(),
+                None,
+            ),
         };
         if generation.is_none() && self.state == GroupState::Empty {
             return Ok(());
