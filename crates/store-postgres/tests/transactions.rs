@@ -380,7 +380,8 @@ async fn coordinators(
 /// The transaction coordinator's recovery over PostgreSQL: a commit decided before a
 /// restart (PrepareCommit, one marker still due, the group's offsets kept in the record) is
 /// finished by the next coordinator on the same database, the offsets with their metadata;
-/// an open transaction is aborted and its producer fenced; producer ids and epochs carry on.
+/// an open transaction stays open (as Kafka's coordinator after a move) and its producer ends
+/// it; producer ids and epochs carry on.
 #[tokio::test]
 async fn a_restarted_transaction_coordinator_finishes_what_the_database_kept() {
     let Some(pg) = server().await else { return };
@@ -480,8 +481,8 @@ async fn a_restarted_transaction_coordinator_finishes_what_the_database_kept() {
     let two = txn.record("app-2").await.unwrap();
     assert_eq!(
         (two.state, two.producer_id, two.producer_epoch),
-        (TxnState::CompleteAbort, 1001, 1),
-        "the open transaction is aborted with an epoch bump"
+        (TxnState::Ongoing, 1001, 0),
+        "the open transaction stays open"
     );
     let calls = markers.calls.lock().unwrap().clone();
     assert!(
@@ -491,10 +492,17 @@ async fn a_restarted_transaction_coordinator_finishes_what_the_database_kept() {
         "the commit marker still due is written again: {calls:?}"
     );
     assert!(
+        !calls.iter().any(|m| m.producer_id == 1001),
+        "no marker for the open transaction at load: {calls:?}"
+    );
+    // its producer, still alive, commits it
+    txn.end_txn("app-2", 1001, 0, true).await.unwrap();
+    let calls = markers.calls.lock().unwrap().clone();
+    assert!(
         calls
             .iter()
-            .any(|m| !m.commit && m.producer_id == 1001 && m.partitions == vec![orders(3)]),
-        "abort markers for the open transaction: {calls:?}"
+            .any(|m| m.commit && m.producer_id == 1001 && m.partitions == vec![orders(3)]),
+        "commit markers for the transaction its producer ended: {calls:?}"
     );
     // The producer of app-1 carries on with its producer id at the next epoch.
     let again = txn.init_producer_id("app-1", 60_000, None).await.unwrap();
@@ -515,7 +523,7 @@ async fn a_restarted_transaction_coordinator_finishes_what_the_database_kept() {
         states,
         [
             ("app-1".to_string(), TxnState::Empty, 1000, 1),
-            ("app-2".to_string(), TxnState::CompleteAbort, 1001, 1)
+            ("app-2".to_string(), TxnState::CompleteCommit, 1001, 0)
         ]
     );
 }

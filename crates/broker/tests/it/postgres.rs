@@ -309,7 +309,7 @@ async fn producer_state_survives_a_restart_on_postgresql() {
 }
 
 /// The transaction coordinator's records are kept in PostgreSQL: a committed transaction,
-/// an open one aborted at load with its producer fenced, producer ids continued.
+/// an open one its producer commits after the restart, producer ids continued.
 #[tokio::test]
 async fn transactions_survive_a_restart_on_postgresql() {
     let Some(pg) = server().await else { return };

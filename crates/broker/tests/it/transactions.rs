@@ -375,9 +375,9 @@ async fn transactions_survive_a_restart_with_a_data_directory() {
 }
 
 /// After a restart on the same state (the data directory here, PostgreSQL in `postgres.rs`):
-/// a committed transaction is described as CompleteCommit with its offsets, an open one was
-/// aborted at load and its producer fenced by an epoch bump (as Kafka after a coordinator
-/// move), and the committed one's next instance continues its producer id.
+/// a committed transaction is described as CompleteCommit with its offsets, an open one is
+/// still open and its producer commits it (as Kafka's coordinator keeps an Ongoing
+/// transaction after a move), and the committed one's next instance continues its producer id.
 pub(crate) async fn transactions_survive_a_restart(with_dir: impl Fn() -> broker::BrokerConfig) {
     let (done, open) = {
         let broker = TestBroker::with(with_dir()).await;
@@ -406,7 +406,8 @@ pub(crate) async fn transactions_survive_a_restart(with_dir: impl Fn() -> broker
         ("CompleteCommit", done.0)
     );
     assert_eq!(fetch_offset(&mut c, "g", true).await, (0, 3));
-    // The open transaction was aborted at load, its producer fenced by an epoch bump.
+    // The open transaction is still open, as Kafka's coordinator keeps an Ongoing one after
+    // a move: its producer ends it (the timer would abort it after its timeout).
     let o = describe(&mut c, "open").await;
     assert_eq!(
         (
@@ -414,25 +415,36 @@ pub(crate) async fn transactions_survive_a_restart(with_dir: impl Fn() -> broker
             o.producer_id.0,
             o.producer_epoch
         ),
-        ("CompleteAbort", open.0, open.1 + 1)
+        ("Ongoing", open.0, open.1)
     );
-    let p1 = c
-        .call(&fetch_request("t", 1, 0).with_isolation_level(1), 11)
-        .await;
+    let read_committed = || fetch_request("t", 1, 0).with_isolation_level(1);
+    let p1 = c.call(&read_committed(), 11).await;
+    let p1 = &p1.responses[0].partitions[0];
+    assert!(
+        p1.last_stable_offset < p1.high_watermark,
+        "the open transaction holds the last stable offset back"
+    );
+    assert_eq!(end_txn(&mut c, "open", open, true).await, 0);
+    let o = describe(&mut c, "open").await;
+    assert_eq!(o.transaction_state.as_str(), "CompleteCommit");
+    let p1 = c.call(&read_committed(), 11).await;
     let p1 = &p1.responses[0].partitions[0];
     assert_eq!(
         p1.last_stable_offset, p1.high_watermark,
         "nothing open any more"
     );
-    let aborted: Vec<i64> = p1
-        .aborted_transactions
-        .clone()
-        .unwrap_or_default()
-        .iter()
-        .map(|a| a.producer_id.0)
-        .collect();
-    assert_eq!(aborted, vec![open.0]);
-    assert_eq!(end_txn(&mut c, "open", open, true).await, PRODUCER_FENCED);
+    assert!(
+        p1.aborted_transactions
+            .clone()
+            .unwrap_or_default()
+            .is_empty(),
+        "committed, not aborted"
+    );
+    assert_eq!(
+        decode_records(p1).iter().filter(|r| !r.control).count(),
+        2,
+        "its records are read committed"
+    );
     // The committed one's next instance continues its producer id and epoch.
     assert_eq!(init(&mut c, "done").await, (done.0, done.1 + 1));
     broker.stop().await.unwrap();

@@ -1063,9 +1063,10 @@ impl TransactionCoordinator {
         report
     }
 
-    /// Loads the store's transactions (at start, before serving): Empty and Complete* are
-    /// kept; Ongoing is aborted with an epoch bump (its producer is fenced: what it wrote
-    /// before the crash is aborted); Prepare* is completed (markers again; a PrepareCommit's
+    /// Loads the store's transactions (at start, before serving): Empty, Complete* and
+    /// Ongoing are kept (an Ongoing transaction's producer may still end it, and the timer
+    /// aborts it once it has run past its timeout, as Kafka's coordinator after a move);
+    /// Prepare* is completed (markers again; a PrepareCommit's
     /// group offsets, kept in its record, are applied). What cannot be completed now stays
     /// in Prepare* for the timer. Returns how many transactional ids were loaded.
     pub async fn load(&self) -> Result<usize, TxnError> {
@@ -1075,7 +1076,6 @@ impl TransactionCoordinator {
             }
         })?;
         let n = records.len();
-        let now = self.now();
         for record in records {
             let id = record.transactional_id.clone();
             let slot: Slot = Arc::new(AsyncMutex::new(None));
@@ -1089,12 +1089,10 @@ impl TransactionCoordinator {
             }
             let state = record.state;
             *guard = Some(record);
+            // Kafka's TransactionStateManager after a coordinator move: an Ongoing transaction
+            // stays open (its producer may still end it; the timer aborts it once it has run
+            // longer than its timeout, counted from its start); Prepare* is completed.
             match state {
-                TxnState::Ongoing => {
-                    if let Err(e) = self.fence_and_abort(&mut guard, now).await {
-                        warn!(transactional_id = id.as_str(), error = %e, "open transaction not aborted at load; the timer retries");
-                    }
-                }
                 TxnState::PrepareCommit | TxnState::PrepareAbort => {
                     self.complete(&mut guard).await;
                 }

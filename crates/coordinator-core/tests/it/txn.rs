@@ -681,7 +681,7 @@ async fn txn_offset_commits_are_fenced_by_producer_epoch_and_group_generation() 
 }
 
 #[tokio::test]
-async fn recovery_aborts_ongoing_and_finishes_prepare_commit() {
+async fn recovery_keeps_ongoing_and_finishes_prepare_commit() {
     let store = Arc::new(TestStore::new(MapStore::keeping_groups()));
     let clock = ManualClock::new();
     {
@@ -725,30 +725,39 @@ async fn recovery_aborts_ongoing_and_finishes_prepare_commit() {
             .unwrap();
     }
     // A restart: a new coordinator over the same store.
-    let h = harness_over(store, clock);
+    let h = harness_over(store, clock.clone());
     assert_eq!(h.groups.committed("g", &tp(0)).await.unwrap(), None);
     assert_eq!(h.txn.load().await.unwrap(), 3);
     assert_eq!(state(&h).await, TxnState::CompleteCommit);
     assert_eq!(h.groups.committed("g", &tp(0)).await.unwrap(), Some(42));
+    // Ongoing stays open, as Kafka's coordinator keeps it after a move: its producer may
+    // still end it.
     let two = h.txn.record("app-2").await.unwrap();
-    assert_eq!(
-        (two.state, two.producer_epoch),
-        (TxnState::CompleteAbort, 1)
-    );
+    assert_eq!((two.state, two.producer_epoch), (TxnState::Ongoing, 0));
     let three = h.txn.record("app-3").await.unwrap();
     assert_eq!(
         (three.state, three.producer_epoch),
         (TxnState::CompleteAbort, 0)
     );
     let calls = h.markers.calls.lock().unwrap().clone();
-    assert_eq!(
-        calls.len(),
-        2,
-        "markers again for app-1, abort markers for app-2"
-    );
+    assert_eq!(calls.len(), 1, "markers again for app-1 only");
     assert!(calls
         .iter()
         .any(|m| m.commit && m.partitions.contains(&tp(0))));
+    // Its timeout still counts from its start: past it, the timer aborts it and fences its
+    // producer.
+    assert!(h.txn.handle_timeout().await.aborted.is_empty());
+    clock.advance(u64::try_from(TIMEOUT).unwrap() + 1);
+    assert_eq!(
+        h.txn.handle_timeout().await.aborted,
+        vec!["app-2".to_string()]
+    );
+    let two = h.txn.record("app-2").await.unwrap();
+    assert_eq!(
+        (two.state, two.producer_epoch),
+        (TxnState::CompleteAbort, 1)
+    );
+    let calls = h.markers.calls.lock().unwrap().clone();
     assert!(calls
         .iter()
         .any(|m| !m.commit && m.partitions == vec![tp(3)] && m.producer_epoch == 1));
