@@ -524,22 +524,24 @@ fn alter_incrementally(
     Ok((!validate_only).then(|| (name.to_string(), overrides)))
 }
 
-/// Keeps a topic's altered configs (where the broker keeps its state: memory, the data
-/// directory, PostgreSQL); a failed write changes nothing and is KAFKA_STORAGE_ERROR.
-async fn keep(context: &Context, change: Option<(String, Overrides)>) -> Result<(), Refused> {
-    let Some((name, overrides)) = change else {
+/// One resource of an alter request: may the principal alter it, what `change` makes of it,
+/// and the result kept (where the broker keeps its state: memory, the data directory,
+/// PostgreSQL; a failed write changes nothing and is KAFKA_STORAGE_ERROR).
+async fn alter_one(
+    call: &Call<'_>,
+    resource_type: i8,
+    resource_name: &str,
+    change: impl FnOnce() -> Result<Option<(String, Overrides)>, Refused>,
+) -> Result<(), Refused> {
+    may_alter(call, resource_type, resource_name)?;
+    let Some((name, overrides)) = change()? else {
         return Ok(());
     };
-    context
+    call.context
         .topic_configs
         .set(&name, overrides)
         .await
-        .map_err(|e| {
-            Refused::new(
-                codes::KAFKA_STORAGE_ERROR,
-                format!("The configs of topic '{name}' could not be kept: {e}"),
-            )
-        })?;
+        .map_err(|e| topic_configs::not_kept(&name, &e))?;
     tracing::info!(topic = name.as_str(), "topic configs altered");
     Ok(())
 }
@@ -553,16 +555,13 @@ async fn incremental_alter_configs(
         let response = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
-        let outcome = match may_alter(
+        let outcome = alter_one(
             call,
             resource.resource_type,
             resource.resource_name.as_str(),
+            || alter_incrementally(call.context, resource, request.validate_only),
         )
-        .and_then(|()| alter_incrementally(call.context, resource, request.validate_only))
-        {
-            Ok(change) => keep(call.context, change).await,
-            Err(refused) => Err(refused),
-        };
+        .await;
         responses.push(match outcome {
             Ok(()) => response.with_error_message(None),
             Err(refused) => response
@@ -616,16 +615,13 @@ async fn alter_configs(call: &Call<'_>, request: AlterConfigsRequest) -> AlterCo
         let response = alter_configs_response::AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
-        let outcome = match may_alter(
+        let outcome = alter_one(
             call,
             resource.resource_type,
             resource.resource_name.as_str(),
+            || alter_whole(call.context, resource, request.validate_only),
         )
-        .and_then(|()| alter_whole(call.context, resource, request.validate_only))
-        {
-            Ok(change) => keep(call.context, change).await,
-            Err(refused) => Err(refused),
-        };
+        .await;
         responses.push(match outcome {
             Ok(()) => response.with_error_message(None),
             Err(refused) => response

@@ -245,6 +245,15 @@ pub(crate) fn validate(name: &str, value: Option<&str>) -> Result<(), Refused> {
     Ok(())
 }
 
+/// The refusal of a change whose configs could not be kept (the write's error `e`):
+/// KAFKA_STORAGE_ERROR, which clients retry.
+pub(crate) fn not_kept(topic: &str, e: &str) -> Refused {
+    Refused::new(
+        codes::KAFKA_STORAGE_ERROR,
+        format!("The configs of topic '{topic}' could not be kept: {e}"),
+    )
+}
+
 /// The configs set on one topic (name → value); absent ones are at their defaults.
 pub(crate) type Overrides = BTreeMap<String, String>;
 

@@ -230,12 +230,7 @@ async fn create(context: &Context, name: &str, new: NewTopic) -> Result<NewTopic
         .topic_configs
         .set(name, new.overrides.clone())
         .await
-        .map_err(|e| {
-            Refused::new(
-                codes::KAFKA_STORAGE_ERROR,
-                format!("The configs of topic '{name}' could not be kept: {e}"),
-            )
-        })?;
+        .map_err(|e| topic_configs::not_kept(name, &e))?;
     match context.log.create_topic(name, new.partitions).await {
         Ok(()) => {
             tracing::info!(topic = name, partitions = new.partitions, "topic created");

@@ -115,9 +115,9 @@ async fn a_second_broker_on_the_same_database_carries_on() {
                     .with_resource_name(StrBytes::from_static_str("t"))
                     .with_configs(vec![
                         incremental_alter_configs_request::AlterableConfig::default()
-                            .with_name(StrBytes::from_static_str("retention.ms"))
+                            .with_name(StrBytes::from_static_str("max.message.bytes"))
                             .with_config_operation(0)
-                            .with_value(Some(StrBytes::from_static_str("86400000"))),
+                            .with_value(Some(StrBytes::from_static_str("2000000"))),
                     ]),
             ]),
             1,
@@ -171,7 +171,9 @@ async fn a_second_broker_on_the_same_database_carries_on() {
                 describe_configs_request::DescribeConfigsResource::default()
                     .with_resource_type(2)
                     .with_resource_name(StrBytes::from_static_str("t"))
-                    .with_configuration_keys(Some(vec![StrBytes::from_static_str("retention.ms")])),
+                    .with_configuration_keys(Some(vec![StrBytes::from_static_str(
+                        "max.message.bytes",
+                    )])),
             ]),
             4,
         )
@@ -182,7 +184,7 @@ async fn a_second_broker_on_the_same_database_carries_on() {
             retention.value.as_ref().map(|v| v.as_str()),
             retention.config_source
         ),
-        (Some("86400000"), 1),
+        (Some("2000000"), 1),
         "a topic config set through the first broker"
     );
     let acls = c.call(&acl_filter(), 3).await;
