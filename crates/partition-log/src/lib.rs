@@ -30,7 +30,7 @@
 //! Kafka's flush policy, retention and topic ids (the [`segment`] module documents the
 //! on-disk format and the guarantees). The broker uses it with `--data-dir`.
 //!
-//! With the `testing` feature, [`testing`] is the port's behaviour suite, which every
+//! With the `testing` feature, the `testing` module is the port's behaviour suite, which every
 //! implementation runs (this crate's on both logs, `consumer-groups-store-postgres`'s on
 //! `PostgresLog`).
 //!

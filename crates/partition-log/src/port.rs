@@ -31,8 +31,8 @@ pub trait PartitionLog: TopicMetadata + fmt::Debug + Send + Sync {
     /// `TOPIC_ALREADY_EXISTS`; nothing changes on error.
     async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), LogError>;
 
-    /// Deletes `name` and its records, waking the readers waiting on [`appends`]
-    /// (Self::appends), so a long poll on it answers at once. Error:
+    /// Deletes `name` and its records, waking the readers waiting on
+    /// [`appends`](Self::appends), so a long poll on it answers at once. Error:
     /// `UNKNOWN_TOPIC_OR_PARTITION`. The default refuses: a log that cannot delete topics
     /// answers `INVALID_ARGUMENT` (which a wire front reports as `INVALID_REQUEST`).
     async fn delete_topic(&self, name: &str) -> Result<(), LogError> {
