@@ -1,9 +1,7 @@
 //! Documents (the broker's ACLs and SCRAM credentials): kept whole, replaced whole, seen by
 //! every process on the database, a refused write changing nothing.
 
-mod common;
-
-use common::{bounded, server};
+use crate::common::{bounded, server};
 use store_postgres::{PostgresDocuments, MAX_DOCUMENT_BYTES};
 
 #[tokio::test]

@@ -4,11 +4,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-mod common;
-
 use std::time::Duration;
 
-use common::{bounded, server, store};
+use crate::common::{bounded, server, store};
 use coordinator_core::{
     CommitFence, CommittedOffsets, Generation, GroupKind, GroupRecord, GroupState, MemberRecord,
     OffsetAndMetadata, OffsetMap, OffsetStore, StorageErrorKind, TopicPartition,

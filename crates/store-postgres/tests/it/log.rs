@@ -5,11 +5,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{bounded, server};
+use crate::common::{bounded, server};
 use coordinator_core::{
     Bytes, ManualClock, NewRecord, StorageError, StorageErrorKind, TopicMetadata, TopicPartition,
 };

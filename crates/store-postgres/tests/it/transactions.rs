@@ -5,14 +5,12 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::common::{bounded, server, store};
 use async_trait::async_trait;
-use common::{bounded, server, store};
 use coordinator_core::txn::{
     MarkerError, MarkerWriter, ProducerIdSource, TransactionCoordinator, TransactionRecord,
     TxnMarkers, TxnState,

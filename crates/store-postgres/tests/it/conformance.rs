@@ -3,8 +3,6 @@
 
 #![allow(clippy::expect_used)]
 
-mod common;
-
 use std::sync::Arc;
 
 use coordinator_core::testing::offset_store_conformance;
@@ -19,15 +17,15 @@ const RULES: usize = 16;
 // deterministically there.
 #[tokio::test]
 async fn postgres_store_passes_the_offset_store_conformance_suite() {
-    let Some(pg) = common::server().await else {
+    let Some(pg) = crate::common::server().await else {
         return;
     };
     let mut stores: Vec<Arc<dyn OffsetStore>> = Vec::new();
     for i in 0..RULES {
-        let store: PostgresStore = common::store(&pg, &format!("rule_{i}")).await;
+        let store: PostgresStore = crate::common::store(&pg, &format!("rule_{i}")).await;
         stores.push(Arc::new(store));
     }
-    common::bounded(
+    crate::common::bounded(
         "the conformance suite",
         offset_store_conformance(move || {
             stores
@@ -40,14 +38,16 @@ async fn postgres_store_passes_the_offset_store_conformance_suite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_passes_the_suite_on_a_multi_threaded_runtime() {
-    let Some(pg) = common::server().await else {
+    let Some(pg) = crate::common::server().await else {
         return;
     };
     let mut stores: Vec<Arc<dyn OffsetStore>> = Vec::new();
     for i in 0..RULES {
-        stores.push(Arc::new(common::store(&pg, &format!("rule_{i}")).await));
+        stores.push(Arc::new(
+            crate::common::store(&pg, &format!("rule_{i}")).await,
+        ));
     }
-    common::bounded(
+    crate::common::bounded(
         "the conformance suite",
         offset_store_conformance(move || {
             stores
