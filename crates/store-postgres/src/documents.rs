@@ -11,7 +11,7 @@ use coordinator_core::{StorageError, StorageErrorKind};
 use deadpool_postgres::Pool;
 
 use crate::error::{db_error, pool_error};
-use crate::{build_pool, migrations};
+use crate::{build_pool, migrate_pool, parse_url};
 
 /// The largest document kept (16 MiB): a larger one is refused before anything is written.
 pub const MAX_DOCUMENT_BYTES: usize = 16 << 20;
@@ -41,19 +41,8 @@ impl PostgresDocuments {
     /// server that cannot be reached ([`Io`](StorageErrorKind::Io)), a failed migration, a
     /// schema newer than this build.
     pub async fn connect(url: &str, pool_size: usize) -> Result<Self, StorageError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| {
-            StorageError::new(
-                StorageErrorKind::Other,
-                format!("the PostgreSQL connection string does not parse: {e}"),
-            )
-        })?;
-        let pool = build_pool(config, pool_size, "documents")?;
-        let mut client = pool
-            .get()
-            .await
-            .map_err(|e| pool_error("apply the schema migrations", e))?;
-        migrations::migrate(&mut client).await?;
-        drop(client);
+        let pool = build_pool(parse_url(url)?, pool_size, "documents")?;
+        migrate_pool(&pool).await?;
         Ok(PostgresDocuments { pool })
     }
 

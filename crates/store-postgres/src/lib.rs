@@ -119,13 +119,7 @@ impl PostgresStore {
     /// ([`Io`](StorageErrorKind::Io)), a migration fails, or the database's schema is newer
     /// than [`SCHEMA_VERSION`].
     pub async fn connect(url: &str, pool_size: usize) -> Result<Self, StorageError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| {
-            StorageError::new(
-                StorageErrorKind::Other,
-                format!("the PostgreSQL connection string does not parse: {e}"),
-            )
-        })?;
-        Self::connect_with(config, pool_size).await
+        Self::connect_with(parse_url(url)?, pool_size).await
     }
 
     /// [`connect`](Self::connect) with a parsed configuration.
@@ -142,9 +136,7 @@ impl PostgresStore {
     /// Applies the migrations the database lacks and returns their versions (empty when
     /// the schema is current, as it is after [`connect`](Self::connect)).
     pub async fn migrate(&self) -> Result<Vec<i32>, StorageError> {
-        const OP: &str = "apply the schema migrations";
-        let mut client = self.pool.get().await.map_err(|e| pool_error(OP, e))?;
-        migrations::migrate(&mut client).await
+        migrate_pool(&self.pool).await
     }
 
     /// The database's schema version (the highest applied migration).
@@ -256,6 +248,24 @@ pub(crate) fn with_defaults(mut config: tokio_postgres::Config) -> tokio_postgre
 
 /// A pool of at most `pool_size` connections to the database of `config` (with the crate's
 /// defaults, see [`with_defaults`]), for a PostgreSQL `what` (`store`, `log`).
+/// A connection string (a `postgres://` URL or libpq's `key=value` form) parsed; the error
+/// does not repeat the string (it may hold a password).
+pub(crate) fn parse_url(url: &str) -> Result<tokio_postgres::Config, StorageError> {
+    url.parse().map_err(|e| {
+        StorageError::new(
+            StorageErrorKind::Other,
+            format!("the PostgreSQL connection string does not parse: {e}"),
+        )
+    })
+}
+
+/// Applies the migrations the database of `pool` lacks (on one of its connections).
+pub(crate) async fn migrate_pool(pool: &Pool) -> Result<Vec<i32>, StorageError> {
+    const OP: &str = "apply the schema migrations";
+    let mut client = pool.get().await.map_err(|e| pool_error(OP, e))?;
+    migrations::migrate(&mut client).await
+}
+
 pub(crate) fn build_pool(
     config: tokio_postgres::Config,
     pool_size: usize,

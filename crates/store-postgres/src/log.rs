@@ -281,12 +281,7 @@ impl PostgresLog {
     /// the server cannot be reached, a migration fails, or the database's schema is newer
     /// than [`SCHEMA_VERSION`](crate::SCHEMA_VERSION).
     pub async fn connect(url: &str, pool_size: usize) -> Result<Self, LogError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| {
-            storage(StorageError::new(
-                StorageErrorKind::Other,
-                format!("the PostgreSQL connection string does not parse: {e}"),
-            ))
-        })?;
+        let config = crate::parse_url(url).map_err(storage)?;
         Self::connect_with(config, pool_size, Arc::new(SystemClock)).await
     }
 
