@@ -39,10 +39,7 @@ async fn open_log(config: &BrokerConfig) -> Result<Arc<dyn PartitionLog>, Broker
     if let Some(url) = &config.postgres {
         let log = store_postgres::PostgresLog::connect(url.as_str(), config.postgres_pool_size)
             .await
-            .map_err(|e| BrokerError::Postgres {
-                target: store_postgres::describe_target(url.as_str()),
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| postgres_unavailable(url, &e))?;
         info!(database = %store_postgres::describe_target(url.as_str()), "topics and records are kept in PostgreSQL");
         return Ok(Arc::new(log));
     }
@@ -370,16 +367,24 @@ async fn handshake(
 /// The users and mechanisms of the SASL_PLAINTEXT and SASL_SSL listeners, read from
 /// `--users` (the SCRAM credentials are derived here, off the async workers: 8192 PBKDF2
 /// rounds per user).
-/// Where the ACLs and the SCRAM credentials changed at run time are kept: PostgreSQL with
-/// `--postgres`, the data directory with `--data-dir`, else nowhere (memory).
+/// PostgreSQL (`--postgres`) could not be used at start: where (never the password), and why.
+fn postgres_unavailable(
+    url: &crate::config::PostgresUrl,
+    e: &dyn std::fmt::Display,
+) -> BrokerError {
+    BrokerError::Postgres {
+        target: store_postgres::describe_target(url.as_str()),
+        reason: e.to_string(),
+    }
+}
+
+/// Where the ACLs, the topic configs and the SCRAM credentials changed at run time are kept:
+/// PostgreSQL with `--postgres`, the data directory with `--data-dir`, else nowhere (memory).
 async fn documents(config: &BrokerConfig) -> Result<Option<Documents>, BrokerError> {
     if let Some(url) = &config.postgres {
         let db = store_postgres::PostgresDocuments::connect(url.as_str(), 2)
             .await
-            .map_err(|e| BrokerError::Postgres {
-                target: store_postgres::describe_target(url.as_str()),
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| postgres_unavailable(url, &e))?;
         return Ok(Some(Documents::Postgres(Arc::new(db))));
     }
     Ok(config.data_dir.clone().map(Documents::Dir))
