@@ -667,6 +667,12 @@ pub enum StorageErrorKind {
     InvalidOffset,
     /// Any other failure of a store implementation.
     Other,
+    /// The store refused the write because this process no longer owns the key's
+    /// coordinator slot: another broker over the same database took it over (a store shared
+    /// by several brokers fences a deposed one this way). Nothing was written. Its
+    /// [`error_code`](StorageError::error_code) stays `STORAGE_ERROR`; a broker answers
+    /// Kafka's `NOT_COORDINATOR` (16), on which clients find the coordinator again.
+    NotCoordinator,
 }
 
 impl fmt::Display for StorageErrorKind {
@@ -676,6 +682,7 @@ impl fmt::Display for StorageErrorKind {
             StorageErrorKind::Corrupt => "corrupt data",
             StorageErrorKind::InvalidOffset => "invalid offset",
             StorageErrorKind::Other => "store",
+            StorageErrorKind::NotCoordinator => "not coordinator",
         })
     }
 }

@@ -1,6 +1,6 @@
 //! A PostgreSQL adapter of [`coordinator_core`]'s [`OffsetStore`] port: committed offsets
 //! with Kafka's metadata, groups' durable records and the transaction coordinator's records
-//! with their tombstones, in one PostgreSQL database that several brokers can share (the first step of issue 18).
+//! with their tombstones, in one PostgreSQL database, with brokers registered under leases and coordinator slots fenced by epochs ([`cluster`]).
 //!
 //! [`PostgresStore::connect`] opens a pool of connections, applies the
 //! [versioned migrations](migrations) under an advisory lock, and serves the port:
@@ -14,9 +14,10 @@
 //! - [`write_group`](OffsetStore::write_group) upserts the group's row, or deletes it for a
 //!   tombstone; [`write_transaction`](OffsetStore::write_transaction) does the same with the
 //!   transactional id's row;
-//! - every write goes through one function, where the multi-broker work will check the
-//!   writer's coordinator-slot epoch inside the same transaction (see
-//!   [`PostgresStore`]'s "Slot fencing" section and `docs/postgres.md`).
+//! - every write goes through one function, which (for a store built
+//!   [`with_fence`](PostgresStore::with_fence)) checks the writer's coordinator-slot epoch
+//!   inside the same transaction: a broker another one deposed writes nothing (see
+//!   [`cluster`] and `docs/postgres.md`).
 //!
 //! The store keeps nothing in memory that a client can grow: every row is in the database,
 //! whose size the coordinator's own bounds (groups, partitions, `offset.metadata.max.bytes`)
@@ -39,6 +40,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cluster;
 mod documents;
 mod error;
 #[cfg(feature = "harness")]
@@ -61,6 +63,7 @@ use coordinator_core::{
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
+pub use crate::cluster::{Cluster, SlotFence};
 pub use crate::documents::{PostgresDocuments, MAX_DOCUMENT_BYTES};
 use crate::error::{db_error, pool_error};
 pub use crate::log::PostgresLog;
@@ -82,12 +85,12 @@ pub const POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// An [`OffsetStore`] over PostgreSQL. Cheap to share (`Arc<dyn OffsetStore>`); every call
 /// takes a connection from the store's pool.
 ///
-/// # Slot fencing (later)
-/// Every write goes through one private function (`apply`) that opens the transaction,
-/// calls `check_slot` first, then writes. `check_slot` does nothing yet; in the
-/// multi-broker design it will `SELECT epoch FROM coordinator_slots WHERE slot = $1 FOR
-/// SHARE` and refuse the write (`NOT_COORDINATOR`) unless this node owns the group's slot
-/// at the epoch it was given, so a broker that lost its lease can no longer write.
+/// # Slot fencing
+/// Every write goes through one private function (`apply`) that opens the transaction and,
+/// for a store built [`with_fence`](Self::with_fence), first checks under a share lock that
+/// this process still owns the key's coordinator slot at its epoch (`SELECT … FROM
+/// coordinator_slots … FOR SHARE`), then writes: a broker that lost its slots can no longer
+/// write (see [`cluster`]).
 ///
 /// # Where it differs from the port's contract
 /// A connection lost after `COMMIT` was sent and before its answer arrived leaves the write
@@ -96,6 +99,9 @@ pub const POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// write is idempotent (an upsert of values, a delete), so retrying it is safe.
 pub struct PostgresStore {
     pool: Pool,
+    /// With several brokers over the database: the slots this process owns, which every
+    /// write checks (see [`with_fence`](Self::with_fence)).
+    fence: Option<SlotFence>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -128,9 +134,19 @@ impl PostgresStore {
         pool_size: usize,
     ) -> Result<Self, StorageError> {
         let pool = build_pool(config, pool_size, "store")?;
-        let store = PostgresStore { pool };
+        let store = PostgresStore { pool, fence: None };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// This store with every write fenced by `fence`: a write of a group or a transactional
+    /// id first checks, inside its own transaction and under a share lock, that this process
+    /// still owns the key's coordinator slot at the epoch `fence` holds, and is refused with
+    /// [`NotCoordinator`](StorageErrorKind::NotCoordinator) (nothing written) once another
+    /// broker has claimed it (see [`cluster`]).
+    pub fn with_fence(mut self, fence: SlotFence) -> Self {
+        self.fence = Some(fence);
+        self
     }
 
     /// Applies the migrations the database lacks and returns their versions (empty when
@@ -169,8 +185,9 @@ impl PostgresStore {
             )
         })?;
         let pool = self.pool.clone();
+        let slots = self.fence.clone();
         let task = runtime.spawn(async move {
-            let result = apply(&pool, &write).await;
+            let result = apply(&pool, slots.as_ref(), &write).await;
             // Only now: the transaction's COMMIT has been answered (or it failed).
             drop(fence);
             result
@@ -334,8 +351,18 @@ enum Write {
 }
 
 impl Write {
-    /// The group, or the transactional id, the write is about: the key of the coordinator
-    /// slot `check_slot` will check.
+    /// The coordinator slot of the write's key: a group's, or a transactional id's.
+    fn slot(&self) -> i32 {
+        match self {
+            Write::PutTransaction { id, .. } | Write::DeleteTransaction { id } => {
+                cluster::transaction_slot(id)
+            }
+            _ => cluster::group_slot(self.key()),
+        }
+    }
+
+    /// The group, or the transactional id, the write is about: the key of its coordinator
+    /// slot.
     fn key(&self) -> &str {
         match self {
             Write::Commit { group, .. }
@@ -363,13 +390,15 @@ impl Write {
     }
 }
 
-/// The one write path: a transaction that checks the slot, writes, commits. An error at any
-/// step drops the transaction, which rolls it back.
-async fn apply(pool: &Pool, write: &Write) -> Result<(), StorageError> {
+/// The one write path: a transaction that checks the slot (with a fence), writes, commits. An
+/// error at any step drops the transaction, which rolls it back.
+async fn apply(pool: &Pool, fence: Option<&SlotFence>, write: &Write) -> Result<(), StorageError> {
     let op = write.describe();
     let mut client = pool.get().await.map_err(|e| pool_error(&op, e))?;
     let tx = client.transaction().await.map_err(|e| db_error(&op, e))?;
-    check_slot(&tx, write.key()).await?;
+    if let Some(fence) = fence {
+        fence.check(&tx, write.slot(), &op).await?;
+    }
     let sql = match write {
         Write::Commit { .. } => {
             "INSERT INTO offsets (group_id, topic, partition, committed_offset, leader_epoch, \
@@ -442,18 +471,6 @@ async fn apply(pool: &Pool, write: &Write) -> Result<(), StorageError> {
     };
     result.map_err(|e| db_error(&op, e))?;
     tx.commit().await.map_err(|e| db_error(&op, e))
-}
-
-/// Where the multi-broker work will check, inside the write's transaction, that this node
-/// still owns the coordinator slot of `key` (a group id, or a transactional id for the
-/// transaction coordinator's records) at its epoch (`coordinator_slots`). Today every write
-/// is allowed: one broker owns the database.
-async fn check_slot(
-    tx: &deadpool_postgres::Transaction<'_>,
-    key: &str,
-) -> Result<(), StorageError> {
-    let _ = (tx, key);
-    Ok(())
 }
 
 /// Refuses a string PostgreSQL's `text` and `jsonb` cannot hold (one with U+0000) before

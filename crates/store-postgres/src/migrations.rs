@@ -46,10 +46,15 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "transactions: the transaction coordinator's records",
         sql: include_str!("../migrations/0004_transactions.sql"),
     },
+    Migration {
+        version: 5,
+        name: "brokers under a lease, and the coordinator slots' owners",
+        sql: include_str!("../migrations/0005_brokers.sql"),
+    },
 ];
 
 /// The schema version this build serves: the last migration's.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// The key of the advisory lock every migration transaction takes (the bytes of
 /// `cgstore1`), the same in every database.

@@ -3,6 +3,7 @@
 
 mod common;
 
+mod cluster;
 mod conformance;
 mod documents;
 mod log;

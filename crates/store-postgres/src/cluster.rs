@@ -1,0 +1,453 @@
+//! Brokers over one database: each broker process registers its node id under a lease, and
+//! owns coordinator slots at an epoch that every group and transaction write checks.
+//!
+//! Groups and transactional ids hash to slots as Kafka hashes them to the partitions of
+//! `__consumer_offsets` and `__transaction_state` (`Utils.abs(key.hashCode()) % 50`, over
+//! Java's `String.hashCode`): [`group_slot`] gives 0–49, [`transaction_slot`] 50–99.
+//!
+//! - [`Cluster::register`] takes the node id for this process (a new *incarnation*, drawn
+//!   from a sequence), unless a live registration of another process holds it: Kafka's
+//!   `DUPLICATE_BROKER_REGISTRATION`, and the caller retries until that lease runs out.
+//! - [`Cluster::claim_all`] takes every slot no live broker owns, each at an epoch one
+//!   higher than before, in one transaction, or none of them. A broker whose slots another
+//!   live broker holds waits (a standby) until that broker's lease runs out or it stops.
+//! - [`Cluster::heartbeat`] extends the lease; it tells the caller when the registration or a
+//!   slot was taken over meanwhile ([`Liveness::Deposed`]).
+//! - A write of the [`PostgresStore`](crate::PostgresStore) built
+//!   [`with_fence`](crate::PostgresStore::with_fence) first takes a share lock on its slot's
+//!   row at the epoch it was given (`SELECT … FOR SHARE`): a claim, which updates the row,
+//!   waits for writes in flight to commit, and no write of the old owner commits after it
+//!   (the write finds no row at its epoch and is refused with
+//!   [`NotCoordinator`](StorageErrorKind::NotCoordinator), writing nothing).
+//!
+//! Leases are measured on the database's clock (`now()`), the one clock every broker shares.
+//! A clean stop ([`Cluster::deregister`]) frees the node id and the slots at once.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use coordinator_core::{StorageError, StorageErrorKind};
+use deadpool_postgres::Pool;
+
+use crate::error::{db_error, pool_error};
+use crate::{build_pool, migrate_pool, parse_url};
+
+/// Coordinator slots for groups (Kafka's default `offsets.topic.num.partitions`).
+pub const GROUP_SLOTS: i32 = 50;
+/// Coordinator slots for transactional ids (Kafka's default
+/// `transaction.state.log.num.partitions`), numbered after the groups'.
+pub const TRANSACTION_SLOTS: i32 = 50;
+/// Every slot: `0..SLOTS`.
+pub const SLOTS: i32 = GROUP_SLOTS + TRANSACTION_SLOTS;
+
+/// The advisory lock that registrations and claims take, so that they run one at a time
+/// (the bytes of `cgbroker`).
+const CLUSTER_LOCK: i64 = 0x6367_6272_6f6b_6572;
+
+/// Java's `String.hashCode` (over UTF-16 code units), as Kafka hashes a group id or a
+/// transactional id.
+fn java_hash(key: &str) -> i32 {
+    key.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// Kafka's `Utils.abs`: the absolute value, with `i32::MIN` mapped to 0.
+fn kafka_abs(n: i32) -> i32 {
+    if n == i32::MIN {
+        0
+    } else {
+        n.abs()
+    }
+}
+
+/// The coordinator slot of group `group_id` (0–49): Kafka's partition of
+/// `__consumer_offsets` for it.
+pub fn group_slot(group_id: &str) -> i32 {
+    kafka_abs(java_hash(group_id)) % GROUP_SLOTS
+}
+
+/// The coordinator slot of transactional id `id` (50–99): [`GROUP_SLOTS`] plus Kafka's
+/// partition of `__transaction_state` for it.
+pub fn transaction_slot(id: &str) -> i32 {
+    GROUP_SLOTS + kafka_abs(java_hash(id)) % TRANSACTION_SLOTS
+}
+
+/// What a write must hold to land: the slots this process owns, each at its epoch. Cheap to
+/// clone; given to [`PostgresStore::with_fence`](crate::PostgresStore::with_fence).
+#[derive(Clone, Debug)]
+pub struct SlotFence {
+    incarnation: i64,
+    /// The epoch of each slot, indexed by slot; `None` for a slot this process does not own.
+    epochs: Arc<Vec<Option<i64>>>,
+}
+
+impl SlotFence {
+    /// The process's registration these slots belong to.
+    pub fn incarnation(&self) -> i64 {
+        self.incarnation
+    }
+
+    /// The epoch at which this process owns `slot`, if it does.
+    pub fn epoch(&self, slot: i32) -> Option<i64> {
+        usize::try_from(slot)
+            .ok()
+            .and_then(|i| self.epochs.get(i).copied().flatten())
+    }
+
+    /// Checks, inside `tx`, that this process still owns `slot` at its epoch, holding a share
+    /// lock on the slot's row until `tx` ends. `what` names the write for the error.
+    pub(crate) async fn check(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        slot: i32,
+        what: &str,
+    ) -> Result<(), StorageError> {
+        let Some(epoch) = self.epoch(slot) else {
+            return Err(not_coordinator(what, slot, "this broker does not own it"));
+        };
+        let stmt = tx
+            .prepare_cached(
+                "SELECT 1 FROM coordinator_slots \
+                 WHERE slot = $1 AND owner_incarnation = $2 AND epoch = $3 FOR SHARE",
+            )
+            .await
+            .map_err(|e| db_error(what, e))?;
+        let rows = tx
+            .query(&stmt, &[&slot, &self.incarnation, &epoch])
+            .await
+            .map_err(|e| db_error(what, e))?;
+        if rows.is_empty() {
+            return Err(not_coordinator(
+                what,
+                slot,
+                &format!("another broker took it over (this broker held it at epoch {epoch})"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn not_coordinator(what: &str, slot: i32, why: &str) -> StorageError {
+    StorageError::new(
+        StorageErrorKind::NotCoordinator,
+        format!("refused to {what}: coordinator slot {slot} is not this broker's: {why}; nothing was written"),
+    )
+}
+
+/// A live registration or slot owner that stands in the way, with how long its lease still
+/// runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    /// The node id of the broker that holds it.
+    pub node_id: i32,
+    /// Milliseconds until its lease runs out, unless it heartbeats again.
+    pub lease_left_ms: i64,
+}
+
+impl fmt::Display for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "node {} (its lease runs out in {} ms unless it heartbeats)",
+            self.node_id, self.lease_left_ms
+        )
+    }
+}
+
+/// What a heartbeat found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    /// The registration and every slot are still this process's; the lease was extended.
+    Live,
+    /// Another process took the node id or a slot over (this one's lease had run out):
+    /// this process must stop serving.
+    Deposed(String),
+}
+
+/// One broker's registration and slots in the database. See the [module](self) docs.
+pub struct Cluster {
+    pool: Pool,
+    node_id: i32,
+    session_timeout_ms: i64,
+    incarnation: Option<i64>,
+}
+
+impl fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cluster")
+            .field("node_id", &self.node_id)
+            .field("session_timeout_ms", &self.session_timeout_ms)
+            .field("incarnation", &self.incarnation)
+            .finish()
+    }
+}
+
+impl Cluster {
+    /// Connects (two pooled connections) to the database of `url`, applying the migrations it
+    /// lacks, for node `node_id` with leases of `session_timeout`. Registers nothing yet.
+    pub async fn connect(
+        url: &str,
+        node_id: i32,
+        session_timeout: Duration,
+    ) -> Result<Cluster, StorageError> {
+        if node_id < 0 {
+            return Err(StorageError::new(
+                StorageErrorKind::Other,
+                format!("a broker's node id is 0 or more (got {node_id})"),
+            ));
+        }
+        let pool = build_pool(parse_url(url)?, 2, "cluster registration")?;
+        migrate_pool(&pool).await?;
+        Ok(Cluster {
+            pool,
+            node_id,
+            session_timeout_ms: i64::try_from(session_timeout.as_millis())
+                .unwrap_or(i64::MAX)
+                .max(1),
+            incarnation: None,
+        })
+    }
+
+    /// This broker's node id.
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    /// This process's incarnation, once registered.
+    pub fn incarnation(&self) -> Option<i64> {
+        self.incarnation
+    }
+
+    /// Registers this process under its node id with a fresh lease: `Ok(None)` when it did,
+    /// `Ok(Some(holder))` when a live registration of another process holds the node id
+    /// (Kafka's `DUPLICATE_BROKER_REGISTRATION`; try again once its lease may have run out).
+    pub async fn register(&mut self) -> Result<Option<Holder>, StorageError> {
+        const OP: &str = "register the broker";
+        let mut client = self.pool.get().await.map_err(|e| pool_error(OP, e))?;
+        let tx = client.transaction().await.map_err(|e| db_error(OP, e))?;
+        lock(&tx, OP).await?;
+        let held = tx
+            .query_opt(
+                "SELECT incarnation, \
+                 (EXTRACT(EPOCH FROM (lease_until - now())) * 1000)::bigint \
+                 FROM brokers WHERE node_id = $1 AND lease_until > now()",
+                &[&self.node_id],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        if let Some(row) = held {
+            let incarnation: i64 = row.try_get(0).map_err(|e| db_error(OP, e))?;
+            if Some(incarnation) != self.incarnation {
+                return Ok(Some(Holder {
+                    node_id: self.node_id,
+                    lease_left_ms: row.try_get(1).map_err(|e| db_error(OP, e))?,
+                }));
+            }
+        }
+        let row = tx
+            .query_one(
+                "INSERT INTO brokers (node_id, incarnation, lease_until) \
+                 VALUES ($1, nextval('broker_incarnations'), now() + $2 * interval '1 millisecond') \
+                 ON CONFLICT (node_id) DO UPDATE SET incarnation = EXCLUDED.incarnation, \
+                 endpoints = '[]', registered_at = now(), lease_until = EXCLUDED.lease_until \
+                 RETURNING incarnation",
+                &[&self.node_id, &(self.session_timeout_ms as f64)],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        let incarnation: i64 = row.try_get(0).map_err(|e| db_error(OP, e))?;
+        tx.commit().await.map_err(|e| db_error(OP, e))?;
+        self.incarnation = Some(incarnation);
+        Ok(None)
+    }
+
+    /// Claims every slot no live broker but this process owns, each at its epoch plus one,
+    /// all in one transaction: `Ok(Ok(fence))` with the slots' epochs, or `Ok(Err(holder))`
+    /// (nothing claimed) when a live broker holds one of them.
+    pub async fn claim_all(&self) -> Result<Result<SlotFence, Holder>, StorageError> {
+        const OP: &str = "claim the coordinator slots";
+        let incarnation = self.registered(OP)?;
+        let mut client = self.pool.get().await.map_err(|e| pool_error(OP, e))?;
+        let tx = client.transaction().await.map_err(|e| db_error(OP, e))?;
+        lock(&tx, OP).await?;
+        let held = tx
+            .query_opt(
+                "SELECT b.node_id, \
+                 (EXTRACT(EPOCH FROM (b.lease_until - now())) * 1000)::bigint \
+                 FROM coordinator_slots s JOIN brokers b \
+                 ON b.node_id = s.owner_node AND b.incarnation = s.owner_incarnation \
+                 WHERE b.lease_until > now() AND b.incarnation <> $1 \
+                 ORDER BY b.lease_until DESC LIMIT 1",
+                &[&incarnation],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        if let Some(row) = held {
+            return Ok(Err(Holder {
+                node_id: row.try_get(0).map_err(|e| db_error(OP, e))?,
+                lease_left_ms: row.try_get(1).map_err(|e| db_error(OP, e))?,
+            }));
+        }
+        // Slots this incarnation already owns keep their epoch; every other one moves to it.
+        let rows = tx
+            .query(
+                "UPDATE coordinator_slots SET owner_node = $1, owner_incarnation = $2, \
+                 epoch = CASE WHEN owner_incarnation = $2 THEN epoch ELSE epoch + 1 END \
+                 WHERE slot >= 0 AND slot < $3 RETURNING slot, epoch",
+                &[&self.node_id, &incarnation, &SLOTS],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        let mut epochs = vec![None; usize::try_from(SLOTS).unwrap_or(0)];
+        for row in &rows {
+            let slot: i32 = row.try_get(0).map_err(|e| db_error(OP, e))?;
+            let epoch: i64 = row.try_get(1).map_err(|e| db_error(OP, e))?;
+            if let Some(e) = usize::try_from(slot).ok().and_then(|i| epochs.get_mut(i)) {
+                *e = Some(epoch);
+            }
+        }
+        if epochs.iter().any(Option::is_none) {
+            return Err(StorageError::new(
+                StorageErrorKind::Corrupt,
+                format!(
+                    "the table coordinator_slots lacks some of the slots 0-{} (found {})",
+                    SLOTS - 1,
+                    rows.len()
+                ),
+            ));
+        }
+        tx.commit().await.map_err(|e| db_error(OP, e))?;
+        Ok(Ok(SlotFence {
+            incarnation,
+            epochs: Arc::new(epochs),
+        }))
+    }
+
+    /// Writes this broker's listeners (`[{"name", "host", "port", "security_protocol"}]`, as
+    /// clients reach them) into its registration.
+    pub async fn publish_endpoints(
+        &self,
+        endpoints: serde_json::Value,
+    ) -> Result<(), StorageError> {
+        const OP: &str = "publish the broker's listeners";
+        let incarnation = self.registered(OP)?;
+        let client = self.pool.get().await.map_err(|e| pool_error(OP, e))?;
+        client
+            .execute(
+                "UPDATE brokers SET endpoints = $3 WHERE node_id = $1 AND incarnation = $2",
+                &[&self.node_id, &incarnation, &endpoints],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        Ok(())
+    }
+
+    /// Extends the lease by the session timeout from now, and checks that the registration
+    /// and the slots of `fence` are still this process's.
+    pub async fn heartbeat(&self, fence: Option<&SlotFence>) -> Result<Liveness, StorageError> {
+        const OP: &str = "heartbeat the broker's lease";
+        let incarnation = self.registered(OP)?;
+        let client = self.pool.get().await.map_err(|e| pool_error(OP, e))?;
+        let extended = client
+            .execute(
+                "UPDATE brokers SET lease_until = now() + $3 * interval '1 millisecond' \
+                 WHERE node_id = $1 AND incarnation = $2",
+                &[
+                    &self.node_id,
+                    &incarnation,
+                    &(self.session_timeout_ms as f64),
+                ],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        if extended == 0 {
+            return Ok(Liveness::Deposed(format!(
+                "another process registered node {} after this one's lease ran out",
+                self.node_id
+            )));
+        }
+        let Some(fence) = fence else {
+            return Ok(Liveness::Live);
+        };
+        let rows = client
+            .query(
+                "SELECT slot, epoch FROM coordinator_slots WHERE owner_incarnation = $1",
+                &[&incarnation],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        let mut kept = 0;
+        for row in &rows {
+            let slot: i32 = row.try_get(0).map_err(|e| db_error(OP, e))?;
+            let epoch: i64 = row.try_get(1).map_err(|e| db_error(OP, e))?;
+            if fence.epoch(slot) == Some(epoch) {
+                kept += 1;
+            }
+        }
+        let owned = fence.epochs.iter().filter(|e| e.is_some()).count();
+        if kept < owned {
+            return Ok(Liveness::Deposed(format!(
+                "another broker took over {} of this broker's {owned} coordinator slots after \
+                 its lease ran out",
+                owned - kept
+            )));
+        }
+        Ok(Liveness::Live)
+    }
+
+    /// Ends the registration: the node id and the slots are free for another process at once.
+    pub async fn deregister(&self) -> Result<(), StorageError> {
+        const OP: &str = "deregister the broker";
+        let incarnation = self.registered(OP)?;
+        let client = self.pool.get().await.map_err(|e| pool_error(OP, e))?;
+        client
+            .execute(
+                "DELETE FROM brokers WHERE node_id = $1 AND incarnation = $2",
+                &[&self.node_id, &incarnation],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        Ok(())
+    }
+
+    fn registered(&self, op: &str) -> Result<i64, StorageError> {
+        self.incarnation.ok_or_else(|| {
+            StorageError::new(
+                StorageErrorKind::Other,
+                format!("cannot {op}: the broker has not registered"),
+            )
+        })
+    }
+}
+
+async fn lock(tx: &deadpool_postgres::Transaction<'_>, op: &str) -> Result<(), StorageError> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CLUSTER_LOCK])
+        .await
+        .map(drop)
+        .map_err(|e| db_error(op, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_hash_to_kafkas_partitions() {
+        // Java: "".hashCode() == 0; "a".hashCode() == 97; "group".hashCode() == 98629247.
+        assert_eq!(java_hash(""), 0);
+        assert_eq!(java_hash("a"), 97);
+        assert_eq!(java_hash("group"), 98_629_247);
+        assert_eq!(group_slot("group"), 98_629_247 % 50);
+        // A hash that overflows: "polygenelubricants".hashCode() == Integer.MIN_VALUE,
+        // which Kafka's Utils.abs maps to 0.
+        assert_eq!(java_hash("polygenelubricants"), i32::MIN);
+        assert_eq!(group_slot("polygenelubricants"), 0);
+        // Outside the BMP: two UTF-16 code units, as Java counts them.
+        assert_eq!(java_hash("\u{1F600}"), 0xD83D * 31 + 0xDE00);
+        for key in ["", "a", "orders", "tx-1", "polygenelubricants"] {
+            assert!((0..GROUP_SLOTS).contains(&group_slot(key)));
+            assert!((GROUP_SLOTS..SLOTS).contains(&transaction_slot(key)));
+        }
+    }
+}

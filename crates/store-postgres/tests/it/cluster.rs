@@ -1,0 +1,164 @@
+//! Brokers over one database (`store_postgres::cluster`) against a real server: one live
+//! registration per node id, slots claimed by one live broker at a time at growing epochs,
+//! and a deposed broker's writes refused inside their own transactions.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::time::Duration;
+
+use crate::common::{bounded, server};
+use coordinator_core::{CommitFence, OffsetMap, OffsetStore, StorageErrorKind, TopicPartition};
+use store_postgres::cluster::{group_slot, transaction_slot, Liveness, SLOTS};
+use store_postgres::{Cluster, PostgresStore};
+
+fn offsets(offset: i64) -> OffsetMap {
+    [(TopicPartition::new("orders", 0), offset)].into()
+}
+
+async fn cluster(url: &str, node: i32, session_ms: u64) -> Cluster {
+    bounded(
+        "connect",
+        Cluster::connect(url, node, Duration::from_millis(session_ms)),
+    )
+    .await
+    .expect("connect the cluster registration")
+}
+
+#[tokio::test]
+async fn one_live_registration_per_node_id() {
+    let Some(pg) = server().await else { return };
+    let url = bounded("db", pg.create_database("register")).await.unwrap();
+    let mut first = cluster(&url, 3, 60_000).await;
+    let mut second = cluster(&url, 3, 60_000).await;
+    assert_eq!(bounded("register", first.register()).await.unwrap(), None);
+    let held = bounded("register", second.register())
+        .await
+        .unwrap()
+        .expect("the node id is held");
+    assert_eq!(held.node_id, 3);
+    assert!(held.lease_left_ms > 50_000, "{held:?}");
+    // Another node id registers beside it.
+    let mut other = cluster(&url, 4, 60_000).await;
+    assert_eq!(bounded("register", other.register()).await.unwrap(), None);
+    // A clean stop frees the node id at once; the next process gets a new incarnation.
+    bounded("deregister", first.deregister()).await.unwrap();
+    assert_eq!(bounded("register", second.register()).await.unwrap(), None);
+    assert_ne!(second.incarnation(), first.incarnation());
+    assert_eq!(
+        bounded("heartbeat", first.heartbeat(None)).await.unwrap(),
+        Liveness::Deposed(
+            "another process registered node 3 after this one's lease ran out".into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_deposed_broker_writes_nothing() {
+    let Some(pg) = server().await else { return };
+    let url = bounded("db", pg.create_database("fence")).await.unwrap();
+    // Node 1 claims every slot; node 2 stands by while node 1's lease runs.
+    let mut a = cluster(&url, 1, 1_500).await;
+    assert_eq!(bounded("register", a.register()).await.unwrap(), None);
+    let a_fence = bounded("claim", a.claim_all())
+        .await
+        .unwrap()
+        .expect("free slots");
+    let mut b = cluster(&url, 2, 1_500).await;
+    assert_eq!(bounded("register", b.register()).await.unwrap(), None);
+    let held = bounded("claim", b.claim_all()).await.unwrap().unwrap_err();
+    assert_eq!(held.node_id, 1);
+    let a_store = bounded("connect", PostgresStore::connect(&url, 2))
+        .await
+        .unwrap()
+        .with_fence(a_fence.clone());
+    bounded(
+        "commit",
+        a_store.commit("g", &offsets(5), CommitFence::none()),
+    )
+    .await
+    .expect("the owner writes");
+    assert_eq!(
+        bounded("heartbeat", a.heartbeat(Some(&a_fence)))
+            .await
+            .unwrap(),
+        Liveness::Live
+    );
+
+    // Node 1 stops heartbeating (a paused process); node 2 heartbeats and, once node 1's
+    // lease has run out, claims every slot at an epoch one higher.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let b_fence = loop {
+        assert_eq!(
+            bounded("heartbeat", b.heartbeat(None)).await.unwrap(),
+            Liveness::Live
+        );
+        match bounded("claim", b.claim_all()).await.unwrap() {
+            Ok(fence) => break fence,
+            Err(holder) => {
+                assert_eq!(holder.node_id, 1);
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "node 1's lease never ran out"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let (g, t) = (group_slot("g"), transaction_slot("tx"));
+    assert_eq!(b_fence.epoch(g), a_fence.epoch(g).map(|e| e + 1));
+    assert_eq!(b_fence.epoch(t), a_fence.epoch(t).map(|e| e + 1));
+    assert!((0..SLOTS).all(|s| b_fence.epoch(s).is_some()));
+
+    // Node 1's next write is refused and changes nothing; node 2's lands.
+    let err = bounded(
+        "commit",
+        a_store.commit("g", &offsets(9), CommitFence::none()),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), StorageErrorKind::NotCoordinator, "{err}");
+    assert!(
+        err.to_string().contains("another broker took it over"),
+        "{err}"
+    );
+    let b_store = bounded("connect", PostgresStore::connect(&url, 2))
+        .await
+        .unwrap()
+        .with_fence(b_fence.clone());
+    assert_eq!(
+        bounded(
+            "read",
+            b_store.committed("g", &TopicPartition::new("orders", 0))
+        )
+        .await
+        .unwrap(),
+        Some(5)
+    );
+    bounded(
+        "commit",
+        b_store.commit("g", &offsets(7), CommitFence::none()),
+    )
+    .await
+    .expect("the new owner writes");
+    // Node 1 finds out at its next heartbeat (its registration is still its own).
+    match bounded("heartbeat", a.heartbeat(Some(&a_fence)))
+        .await
+        .unwrap()
+    {
+        Liveness::Deposed(why) => assert!(why.contains("took over 100 of"), "{why}"),
+        Liveness::Live => panic!("node 1 was deposed"),
+    }
+    // A store without a fence (a single broker of before) is not checked.
+    let unfenced = bounded("connect", PostgresStore::connect(&url, 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        bounded(
+            "read",
+            unfenced.committed("g", &TopicPartition::new("orders", 0))
+        )
+        .await
+        .unwrap(),
+        Some(7)
+    );
+}
