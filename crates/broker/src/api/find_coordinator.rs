@@ -1,8 +1,21 @@
-//! FindCoordinator: this broker coordinates every group and every transactional id.
+//! FindCoordinator: this broker coordinates every group and every transactional id; it runs
+//! no share coordinator (KIP-932's share-group state).
+//!
+//! Versions 0-3 ask for one `key` and answer in the top-level fields; from v4 (KIP-699) a
+//! request batches `coordinator_keys` and each key gets its own entry in `coordinators`. The
+//! schema allows no other shape: v0-3 have no `coordinator_keys` and v4+ no `key`, so neither
+//! a batch below v4 nor a lone `key` from v4 reaches a broker (Kafka's client-side
+//! `FindCoordinatorRequest.Builder` moves a single key between the two fields and refuses a
+//! batch below v4). Kafka's `KafkaApis.handleFindCoordinatorRequest` picks the form from the
+//! version alone, as [`handle`] does. v5 (KIP-890) and v6 (KIP-932) change no field.
+//!
+//! Each key is checked as Kafka's `KafkaApis.getCoordinator` checks it, except where noted
+//! on [`check`].
 
 use crate::acl::Operation;
 use std::ops::RangeInclusive;
 
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
@@ -11,47 +24,154 @@ use super::{codes, Call};
 use crate::context::NODE_ID;
 use crate::shutdown::Shutdown;
 
-/// `key_type` 1 asks for a transaction coordinator.
+/// `key_type` 0 asks for a group coordinator (the only type v0 can ask for).
+const GROUP: i8 = 0;
+/// `key_type` 1 asks for a transaction coordinator (from v1).
 const TRANSACTION: i8 = 1;
+/// `key_type` 2 asks for a share coordinator, keyed `groupId:topicId:partition` (KIP-932).
+const SHARE: i8 = 2;
 
+/// The first version that batches keys (Kafka's `FindCoordinatorRequest.MIN_BATCHED_VERSION`).
+const BATCHED: i16 = 4;
+/// The first version that may ask for a share coordinator.
+const SHARE_VERSION: i16 = 6;
+
+/// Why one key gets no coordinator.
+struct Refusal {
+    code: i16,
+    message: String,
+    /// Whether a v4+ entry carries `message` too. Kafka's batched answer leaves a key's
+    /// message null when `getCoordinator` returns the error, and fills in the error's
+    /// message when the whole request failed (`FindCoordinatorRequest.getErrorResponse`);
+    /// v0-3 always carry one.
+    batched_message: bool,
+}
+
+impl Refusal {
+    fn new(code: i16, message: impl Into<String>, batched_message: bool) -> Self {
+        Refusal {
+            code,
+            message: message.into(),
+            batched_message,
+        }
+    }
+}
+
+/// Whether `key` of `key_type` is coordinated here, at request `version`.
+///
+/// - A group (0): DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED (Kafka).
+/// - A transactional id (1): Kafka checks DESCRIBE on the TRANSACTIONAL_ID resource
+///   (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); this broker does not enforce TRANSACTIONAL_ID
+///   ACLs (see the README's Security section), so none is checked. An empty id is
+///   INVALID_REQUEST here: Kafka's FindCoordinator would name the coordinator of the empty
+///   id's partition, and its transaction coordinator then refuses the empty id with
+///   INVALID_REQUEST (`TransactionCoordinator`); this broker says so at once.
+/// - A share key (2): below v6 INVALID_REQUEST (Kafka); at v6 Kafka first requires
+///   CLUSTER_ACTION on the cluster (a refusal fails the whole request: every key gets
+///   CLUSTER_AUTHORIZATION_FAILED with its message), then answers INVALID_REQUEST when no
+///   share coordinator runs, as when share groups are disabled. None runs here.
+/// - Any other type: Kafka's `CoordinatorType.forId` throws InvalidRequestException, which
+///   fails the whole request: INVALID_REQUEST for every key, with a message.
+fn check(call: &Call<'_>, key_type: i8, key: &str) -> Result<(), Refusal> {
+    match key_type {
+        GROUP if !call.may_group(Operation::Describe, key) => Err(Refusal::new(
+            codes::GROUP_AUTHORIZATION_FAILED,
+            "Group authorization failed.",
+            false,
+        )),
+        GROUP => Ok(()),
+        TRANSACTION if key.is_empty() => Err(Refusal::new(
+            codes::INVALID_REQUEST,
+            "the transactional id must not be empty",
+            true,
+        )),
+        TRANSACTION => Ok(()),
+        SHARE if call.version < SHARE_VERSION => Err(Refusal::new(
+            codes::INVALID_REQUEST,
+            format!("share coordinators are found from version {SHARE_VERSION}"),
+            false,
+        )),
+        SHARE if !call.may_cluster(Operation::ClusterAction) => Err(Refusal::new(
+            codes::CLUSTER_AUTHORIZATION_FAILED,
+            "Cluster authorization failed.",
+            true,
+        )),
+        SHARE => Err(Refusal::new(
+            codes::INVALID_REQUEST,
+            "this broker runs no share coordinator (share groups are not served)",
+            false,
+        )),
+        other => Err(Refusal::new(
+            codes::INVALID_REQUEST,
+            format!("unknown coordinator key type {other}"),
+            true,
+        )),
+    }
+}
+
+/// The answer at the request's version: top-level fields below v4, one entry per key from v4
+/// (an empty batch gets an empty list, as in Kafka).
 fn handle(call: &Call<'_>, request: &FindCoordinatorRequest) -> FindCoordinatorResponse {
-    // Served versions are 0-1: the answer sits in the top-level fields. An empty
-    // transactional id is INVALID_REQUEST, as in Kafka's `KafkaApis`.
-    if request.key_type == TRANSACTION && request.key.is_empty() {
+    let here = || {
+        let endpoint = call.endpoint();
+        (
+            BrokerId(NODE_ID),
+            StrBytes::from_string(endpoint.host.clone()),
+            endpoint.port,
+        )
+    };
+    // Kafka's `Node.noNode()`.
+    let nowhere = || (BrokerId(-1), StrBytes::default(), -1);
+    if call.version < BATCHED {
+        let (node, error_code, error_message) = match check(call, request.key_type, &request.key) {
+            Ok(()) => (here(), codes::NONE, None),
+            Err(refusal) => (
+                nowhere(),
+                refusal.code,
+                Some(StrBytes::from_string(refusal.message)),
+            ),
+        };
+        let (node_id, host, port) = node;
         return FindCoordinatorResponse::default()
-            .with_error_code(codes::INVALID_REQUEST)
-            .with_error_message(Some(StrBytes::from_static_str(
-                "the transactional id must not be empty",
-            )))
-            .with_node_id(BrokerId(-1))
-            .with_host(StrBytes::default())
-            .with_port(-1);
+            .with_error_code(error_code)
+            .with_error_message(error_message)
+            .with_node_id(node_id)
+            .with_host(host)
+            .with_port(port);
     }
-    // A group's coordinator is told to those who may describe the group (Kafka); a
-    // transactional id's is not checked (TRANSACTIONAL_ID ACLs are not enforced here).
-    if request.key_type != TRANSACTION && !call.may_group(Operation::Describe, request.key.as_str())
-    {
-        return FindCoordinatorResponse::default()
-            .with_error_code(codes::GROUP_AUTHORIZATION_FAILED)
-            .with_error_message(Some(StrBytes::from_static_str(
-                "Group authorization failed.",
-            )))
-            .with_node_id(BrokerId(-1))
-            .with_host(StrBytes::default())
-            .with_port(-1);
-    }
-    FindCoordinatorResponse::default()
-        .with_error_message(None)
-        .with_node_id(BrokerId(NODE_ID))
-        .with_host(StrBytes::from_string(call.endpoint().host.clone()))
-        .with_port(call.endpoint().port)
+    let coordinators = request
+        .coordinator_keys
+        .iter()
+        .map(|key| {
+            let (node, error_code, error_message) = match check(call, request.key_type, key) {
+                Ok(()) => (here(), codes::NONE, None),
+                Err(refusal) => (
+                    nowhere(),
+                    refusal.code,
+                    refusal
+                        .batched_message
+                        .then(|| StrBytes::from_string(refusal.message)),
+                ),
+            };
+            let (node_id, host, port) = node;
+            Coordinator::default()
+                .with_key(key.clone())
+                .with_node_id(node_id)
+                .with_host(host)
+                .with_port(port)
+                .with_error_code(error_code)
+                .with_error_message(error_message)
+        })
+        .collect();
+    FindCoordinatorResponse::default().with_coordinators(coordinators)
 }
 
 pub(crate) struct FindCoordinator;
 
 impl Api for FindCoordinator {
     const KEY: ApiKey = ApiKey::FindCoordinator;
-    const VERSIONS: RangeInclusive<i16> = 0..=1;
+    /// Kafka 4's range: v0-3 one key, v4+ batched (KIP-699), v6 share keys (KIP-932).
+    const VERSIONS: RangeInclusive<i16> = 0..=6;
     type Request = FindCoordinatorRequest;
 
     async fn handle(
@@ -62,13 +182,8 @@ impl Api for FindCoordinator {
         Some(handle(call, &request))
     }
 
-    /// v0-3 carry a top-level error; v4's batched form does not.
-    fn unsupported(version: i16) -> Option<(i16, FindCoordinatorResponse)> {
-        (version <= 3).then(|| {
-            let body = FindCoordinatorResponse::default()
-                .with_error_code(codes::UNSUPPORTED_VERSION)
-                .with_error_message(None);
-            (version, body)
-        })
-    }
+    // No `unsupported` answer (the default): every version the response has (0-6) is
+    // served, and a version outside them has no response body to carry UNSUPPORTED_VERSION
+    // (v4+ would not carry it at the top level anyway), so the connection is closed, as
+    // Kafka closes it.
 }

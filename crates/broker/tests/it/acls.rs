@@ -77,6 +77,7 @@ const LITERAL: i8 = 3;
 const PREFIXED: i8 = 4;
 const READ: i8 = 3;
 const WRITE: i8 = 4;
+const DESCRIBE: i8 = 8;
 
 async fn create(c: &mut Client, creations: Vec<create_acls_request::AclCreation>) -> Vec<i16> {
     let r = c
@@ -195,6 +196,88 @@ async fn without_acls_a_principal_is_refused_everything_and_a_refused_call_chang
     assert_eq!(named.topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
     assert!(named.topics[0].partitions.is_empty());
     broker.stop().await.unwrap();
+}
+
+/// FindCoordinator v4+ for `keys` of `key_type`, answered as (key, error, node, message?).
+async fn find_batch(
+    c: &mut Client,
+    version: i16,
+    key_type: i8,
+    keys: &[&str],
+) -> Vec<(String, i16, i32, bool)> {
+    let request = FindCoordinatorRequest::default()
+        .with_key_type(key_type)
+        .with_coordinator_keys(keys.iter().map(|k| s(k)).collect());
+    let r = c.call(&request, version).await;
+    r.coordinators
+        .iter()
+        .map(|e| {
+            let key = e.key.to_string();
+            (key, e.error_code, e.node_id.0, e.error_message.is_some())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn find_coordinator_refuses_each_group_key_the_principal_may_not_describe() {
+    let (broker, _dir) = acl_broker(None).await;
+    let mut admin = login(&broker, "admin").await;
+    let mine = creation(GROUP, "mine", PREFIXED, "User:bob", DESCRIBE);
+    assert_eq!(create(&mut admin, vec![mine]).await, vec![0]);
+    let mut bob = login(&broker, "bob").await;
+    let key = |k: &str, error, node, message| (k.to_string(), error, node, message);
+    for version in 4..=6 {
+        // Each key on its own: only "theirs" is refused, without a message (Kafka's
+        // batched answer carries none for a key `getCoordinator` refuses).
+        let got = find_batch(&mut bob, version, 0, &["mine-1", "theirs", "mine-2"]).await;
+        assert_eq!(
+            got,
+            [
+                key("mine-1", 0, 0, false),
+                key("theirs", GROUP_AUTHORIZATION_FAILED, -1, false),
+                key("mine-2", 0, 0, false)
+            ],
+            "v{version}"
+        );
+        // Transactional ids are not ACL resources here; an empty one is still refused.
+        let got = find_batch(&mut bob, version, 1, &["txn", ""]).await;
+        assert_eq!(
+            got,
+            [key("txn", 0, 0, false), key("", 42, -1, true)],
+            "v{version}"
+        );
+    }
+    for version in 0..=3 {
+        let one = FindCoordinatorRequest::default().with_key(s("theirs"));
+        let r = bob.call(&one, version).await;
+        assert_eq!(
+            (r.error_code, r.node_id.0, r.port),
+            (GROUP_AUTHORIZATION_FAILED, -1, -1),
+            "v{version}"
+        );
+        let r = bob.call(&one.with_key(s("mine-1")), version).await;
+        assert_eq!((r.error_code, r.node_id.0), (0, 0), "v{version}");
+    }
+    // Share keys (v6) need CLUSTER_ACTION on the cluster first, else the whole request fails
+    // (every key, with a message); then INVALID_REQUEST, as Kafka without share groups.
+    let shares = ["g:AAAAAAAAAAAAAAAAAAAAAA:0", "g:AAAAAAAAAAAAAAAAAAAAAA:1"];
+    let got = find_batch(&mut bob, 6, 2, &shares).await;
+    assert_eq!(
+        got,
+        [
+            key(shares[0], CLUSTER_AUTHORIZATION_FAILED, -1, true),
+            key(shares[1], CLUSTER_AUTHORIZATION_FAILED, -1, true)
+        ]
+    );
+    let got = find_batch(&mut admin, 6, 2, &shares).await;
+    assert_eq!(
+        got,
+        [key(shares[0], 42, -1, false), key(shares[1], 42, -1, false)]
+    );
+    // Below v6 the version is checked first: INVALID_REQUEST whoever asks.
+    let got = find_batch(&mut bob, 5, 2, &shares[..1]).await;
+    assert_eq!(got, [key(shares[0], 42, -1, false)]);
+    broker.stop().await.expect("clean stop");
 }
 
 #[tokio::test]

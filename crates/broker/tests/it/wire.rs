@@ -38,6 +38,7 @@ async fn api_versions_lists_the_served_table_at_every_version() {
         assert_eq!(find(ApiKey::ApiVersions), Some((0, 3)));
         assert_eq!(find(ApiKey::JoinGroup), Some((0, 5)));
         assert_eq!(find(ApiKey::OffsetDelete), Some((0, 0)));
+        assert_eq!(find(ApiKey::FindCoordinator), Some((0, 6)));
         assert_eq!(find(ApiKey::SaslHandshake), Some((0, 1)));
         assert_eq!(find(ApiKey::SaslAuthenticate), Some((0, 2)));
         assert_eq!(find(ApiKey::CreateDelegationToken), None);
@@ -138,7 +139,7 @@ async fn metadata_creates_missing_topics_when_auto_creation_is_on() {
 async fn find_coordinator_points_at_this_broker_for_groups_and_transactions() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
-    for version in 0..=1 {
+    for version in 0..=3 {
         let r = c
             .call(
                 &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")),
@@ -161,6 +162,150 @@ async fn find_coordinator_points_at_this_broker_for_groups_and_transactions() {
     );
     let empty = txn.with_key(StrBytes::default());
     assert_eq!(c.call(&empty, 1).await.error_code, 42, "INVALID_REQUEST");
+}
+
+fn str_bytes(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// A v4+ FindCoordinator for `keys` of `key_type`.
+fn find_batch(key_type: i8, keys: &[&str]) -> FindCoordinatorRequest {
+    FindCoordinatorRequest::default()
+        .with_key_type(key_type)
+        .with_coordinator_keys(keys.iter().map(|k| str_bytes(k)).collect())
+}
+
+/// One entry of a batched answer: key, error, node, host, port, whether a message came.
+fn entry(c: &find_coordinator_response::Coordinator) -> (&str, i16, BrokerId, &str, i32, bool) {
+    (
+        c.key.as_str(),
+        c.error_code,
+        c.node_id,
+        c.host.as_str(),
+        c.port,
+        c.error_message.is_some(),
+    )
+}
+
+#[tokio::test]
+async fn find_coordinator_v3_answers_one_key_in_the_top_level_fields() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let port = i32::from(broker.addr.port());
+    for key_type in [0, 1] {
+        let one = FindCoordinatorRequest::default()
+            .with_key(str_bytes("k"))
+            .with_key_type(key_type);
+        let r = c.call(&one, 3).await;
+        assert_eq!(
+            (r.error_code, r.node_id, r.host.as_str(), r.port),
+            (0, BrokerId(0), "127.0.0.1", port),
+            "key type {key_type}"
+        );
+        assert!(r.coordinators.is_empty(), "v3 has no batch");
+        assert_eq!(r.error_message, None);
+    }
+    let empty = FindCoordinatorRequest::default().with_key_type(1);
+    let r = c.call(&empty, 3).await;
+    assert_eq!(
+        (r.error_code, r.node_id, r.host.as_str(), r.port),
+        (42, BrokerId(-1), "", -1),
+        "an empty transactional id: INVALID_REQUEST, no node"
+    );
+    assert!(r.error_message.is_some());
+    // Share keys come with v6; an unknown key type is INVALID_REQUEST (Kafka).
+    for key_type in [2, 3] {
+        let odd = FindCoordinatorRequest::default()
+            .with_key(str_bytes("g:AAAAAAAAAAAAAAAAAAAAAA:0"))
+            .with_key_type(key_type);
+        let r = c.call(&odd, 3).await;
+        assert_eq!((r.error_code, r.node_id), (42, BrokerId(-1)), "{key_type}");
+    }
+    broker.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn find_coordinator_v4_answers_each_key_of_a_batch_on_its_own() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let port = i32::from(broker.addr.port());
+    let here = |key| (key, 0, BrokerId(0), "127.0.0.1", port, false);
+    for version in [4, 5] {
+        let r = c.call(&find_batch(0, &["a", "b", "c"]), version).await;
+        assert_eq!((r.error_code, r.node_id, r.port), (0, BrokerId(0), 0));
+        let got: Vec<_> = r.coordinators.iter().map(entry).collect();
+        assert_eq!(got, [here("a"), here("b"), here("c")], "v{version}");
+        // An empty transactional id among others: only that key is refused.
+        let r = c.call(&find_batch(1, &["t1", "", "t2"]), version).await;
+        let got: Vec<_> = r.coordinators.iter().map(entry).collect();
+        assert_eq!(
+            got,
+            [here("t1"), ("", 42, BrokerId(-1), "", -1, true), here("t2")],
+            "v{version}"
+        );
+    }
+    // No keys, no coordinators.
+    let r = c.call(&find_batch(0, &[]), 4).await;
+    assert!(r.coordinators.is_empty());
+    // An unknown key type fails the whole request: every key INVALID_REQUEST with a message.
+    let r = c.call(&find_batch(3, &["a", "b"]), 4).await;
+    let got: Vec<_> = r.coordinators.iter().map(entry).collect();
+    assert_eq!(
+        got,
+        [
+            ("a", 42, BrokerId(-1), "", -1, true),
+            ("b", 42, BrokerId(-1), "", -1, true)
+        ]
+    );
+    // A share key below v6: INVALID_REQUEST for the key, no message (Kafka).
+    let r = c
+        .call(&find_batch(2, &["g:AAAAAAAAAAAAAAAAAAAAAA:0"]), 5)
+        .await;
+    let got: Vec<_> = r.coordinators.iter().map(entry).collect();
+    assert_eq!(
+        got,
+        [(
+            "g:AAAAAAAAAAAAAAAAAAAAAA:0",
+            42,
+            BrokerId(-1),
+            "",
+            -1,
+            false
+        )]
+    );
+    broker.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn find_coordinator_v6_serves_groups_and_transactions_and_refuses_share_keys() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let port = i32::from(broker.addr.port());
+    let r = c.call(&find_batch(0, &["g1", "g2"]), 6).await;
+    let got: Vec<_> = r.coordinators.iter().map(entry).collect();
+    assert_eq!(
+        got,
+        [
+            ("g1", 0, BrokerId(0), "127.0.0.1", port, false),
+            ("g2", 0, BrokerId(0), "127.0.0.1", port, false)
+        ]
+    );
+    let r = c.call(&find_batch(1, &["txn"]), 6).await;
+    let got: Vec<_> = r.coordinators.iter().map(entry).collect();
+    assert_eq!(got, [("txn", 0, BrokerId(0), "127.0.0.1", port, false)]);
+    // No share coordinator runs here: each share key gets INVALID_REQUEST, as from a Kafka
+    // broker with share groups disabled (the principal may CLUSTER_ACTION: no authorizer).
+    let keys = ["g:AAAAAAAAAAAAAAAAAAAAAA:0", "g:AAAAAAAAAAAAAAAAAAAAAA:1"];
+    let r = c.call(&find_batch(2, &keys), 6).await;
+    let got: Vec<_> = r.coordinators.iter().map(entry).collect();
+    assert_eq!(
+        got,
+        [
+            (keys[0], 42, BrokerId(-1), "", -1, false),
+            (keys[1], 42, BrokerId(-1), "", -1, false)
+        ]
+    );
+    broker.stop().await.expect("clean stop");
 }
 
 #[tokio::test]
