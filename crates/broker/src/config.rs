@@ -470,6 +470,17 @@ pub struct BrokerConfig {
     /// `--postgres-pool-size`: the most connections to PostgreSQL for the offset store and as
     /// many again for the log (default 16 each).
     pub postgres_pool_size: usize,
+    /// `--node-id` (Kafka's `node.id`, default 0): this broker's id in Metadata,
+    /// DescribeCluster and FindCoordinator, and, with `--postgres`, the id it registers in
+    /// the database under a lease (one live process per id).
+    pub node_id: i32,
+    /// `--broker-session-timeout-ms` (Kafka's `broker.session.timeout.ms`, default 9000):
+    /// with `--postgres`, how long the broker's registration and coordinator slots outlive
+    /// its last heartbeat; another broker takes them over after that.
+    pub broker_session_timeout_ms: u64,
+    /// `--broker-heartbeat-interval-ms` (Kafka's `broker.heartbeat.interval.ms`, default
+    /// 2000): with `--postgres`, how often the broker extends its lease.
+    pub broker_heartbeat_interval_ms: u64,
     /// `--offsets-store`: which store of the data directory keeps the offsets (default the
     /// log). Without a data directory, ignored.
     pub offsets_store: OffsetsStore,
@@ -631,6 +642,9 @@ impl Default for BrokerConfig {
             offsets_store: OffsetsStore::Log,
             postgres: None,
             postgres_pool_size: 16,
+            node_id: 0,
+            broker_session_timeout_ms: 9000,
+            broker_heartbeat_interval_ms: 2000,
             offsets_flush_interval_ms: None,
             topics: Vec::new(),
             auto_create_topics: false,
@@ -777,6 +791,17 @@ impl BrokerConfig {
             }
             if self.postgres_pool_size == 0 {
                 return invalid("postgres-pool-size", "must be at least 1".into());
+            }
+            if self.broker_heartbeat_interval_ms == 0
+                || self.broker_heartbeat_interval_ms >= self.broker_session_timeout_ms
+            {
+                return invalid(
+                    "broker-heartbeat-interval-ms",
+                    format!(
+                        "{} must be at least 1 and below broker-session-timeout-ms ({})",
+                        self.broker_heartbeat_interval_ms, self.broker_session_timeout_ms
+                    ),
+                );
             }
         }
         if let Some(ms) = self.offsets_flush_interval_ms {
@@ -1162,6 +1187,19 @@ mod tests {
             StoreConfig::Postgres { pool_size: 16, .. }
         ));
         assert!(!format!("{:?}", ok.store()).contains("u:p@"));
+        for (heartbeat, session) in [(0, 9000), (9000, 9000), (10_000, 9000)] {
+            let lease = BrokerConfig {
+                postgres: Some(PostgresUrl::new("postgres://u:p@h/d")),
+                broker_heartbeat_interval_ms: heartbeat,
+                broker_session_timeout_ms: session,
+                ..BrokerConfig::default()
+            };
+            let err = lease.validate().unwrap_err().to_string();
+            assert!(
+                err.contains("broker-heartbeat-interval-ms") && err.contains("below"),
+                "{heartbeat}/{session}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -16,10 +16,6 @@ use crate::api::topic_configs::TopicConfigs;
 use crate::config::{BrokerConfig, SecurityProtocol};
 use crate::producers::Producers;
 
-/// The broker's node id in Metadata and FindCoordinator (a single broker, as in a Kafka
-/// development cluster with `node.id=0`).
-pub(crate) const NODE_ID: i32 = 0;
-
 /// Milliseconds since the Unix epoch: record timestamps are wall-clock time in Kafka.
 #[derive(Debug, Default)]
 pub(crate) struct WallClock;

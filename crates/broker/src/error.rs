@@ -38,6 +38,17 @@ pub enum BrokerError {
         reason: String,
     },
 
+    /// With `--postgres`: another process took this broker's node id or coordinator slots
+    /// over after its lease ran out (it was paused, or cut off from the database, for longer
+    /// than `--broker-session-timeout-ms`). Its writes were refused from then on; it stops.
+    #[error("node {node_id} was deposed: {reason}; it stops (start it again to rejoin)")]
+    Fenced {
+        /// This broker's node id.
+        node_id: i32,
+        /// What the heartbeat found.
+        reason: String,
+    },
+
     /// The offset store could not be opened or written: another broker holds the data
     /// directory's lock, or the directory is unusable.
     #[error("offset store: {0}")]
@@ -59,16 +70,22 @@ pub enum BrokerError {
 impl BrokerError {
     /// Every code [`BrokerError::code`] can return, besides those forwarded from the store and
     /// the coordinator.
-    pub const CODES: &'static [&'static str] =
-        &["INVALID_CONFIG", "BIND_FAILED", "POSTGRES_UNAVAILABLE"];
+    pub const CODES: &'static [&'static str] = &[
+        "INVALID_CONFIG",
+        "BIND_FAILED",
+        "POSTGRES_UNAVAILABLE",
+        "BROKER_FENCED",
+    ];
 
-    /// The stable code: `INVALID_CONFIG`, `BIND_FAILED`, `POSTGRES_UNAVAILABLE`, or the store's, log's or
+    /// The stable code: `INVALID_CONFIG`, `BIND_FAILED`, `POSTGRES_UNAVAILABLE`,
+    /// `BROKER_FENCED`, or the store's, log's or
     /// coordinator's own code.
     pub fn code(&self) -> &'static str {
         match self {
             BrokerError::InvalidConfig { .. } => "INVALID_CONFIG",
             BrokerError::Bind { .. } => "BIND_FAILED",
             BrokerError::Postgres { .. } => "POSTGRES_UNAVAILABLE",
+            BrokerError::Fenced { .. } => "BROKER_FENCED",
             BrokerError::Store(e) => e.code(),
             BrokerError::Topic(e) => e.code(),
             BrokerError::Coordinator(e) => e.code(),

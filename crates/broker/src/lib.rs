@@ -75,6 +75,7 @@ mod context;
 mod documents;
 mod error;
 mod files;
+mod lease;
 mod producers;
 mod retention;
 mod server;

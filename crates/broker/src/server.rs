@@ -25,6 +25,7 @@ use crate::connection::{Connection, FrameError};
 use crate::context::{Context, Endpoint, ProducerIds, Transactions, WallClock};
 use crate::documents::Documents;
 use crate::error::BrokerError;
+use crate::lease::Lease;
 use crate::producers::Producers;
 use crate::retention::Retention;
 use crate::shutdown::Shutdown;
@@ -74,6 +75,8 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 pub struct Server {
     listeners: Vec<Bound>,
     context: Arc<Context>,
+    /// With `--postgres`: the registration and slots this broker holds.
+    lease: Option<Lease>,
 }
 
 /// One bound listener: its socket, its endpoint, and what its connections need (SASL's users
@@ -105,6 +108,12 @@ impl Server {
                     reason: format!("cannot create `{}`: {e}", dir.display()),
                 })?;
         }
+        // With --postgres: this process's registration and coordinator slots, before anything
+        // is loaded or written (a standby waits here).
+        let lease = match &config.postgres {
+            Some(url) => Some(Lease::acquire(&config, url).await?),
+            None => None,
+        };
         let documents = documents(&config).await?;
         let (authenticator, scram_users) = authenticator(&config, documents.clone()).await?;
         // One TLS configuration per client-authentication setting the listeners use.
@@ -123,7 +132,9 @@ impl Server {
             }
         }
         let store_config = config.store();
-        let store = store_config.open().await?;
+        let store = store_config
+            .open_fenced(lease.as_ref().map(Lease::fence))
+            .await?;
         match &store_config {
             StoreConfig::Postgres { url, .. } => info!(
                 database = %store_postgres::describe_target(url.as_str()),
@@ -243,6 +254,19 @@ impl Server {
                  authenticating (read, commit, delete groups)"
             );
         }
+        if let Some(lease) = &lease {
+            let published = listeners
+                .iter()
+                .map(|l| {
+                    serde_json::json!({
+                        "security_protocol": l.endpoint.protocol.name(),
+                        "host": l.endpoint.host,
+                        "port": l.endpoint.port,
+                    })
+                })
+                .collect();
+            lease.publish(serde_json::Value::Array(published)).await;
+        }
         let endpoints = listeners.iter().map(|l| l.endpoint.clone()).collect();
         let authorizer = if config.authorizer {
             let a = crate::acl::Authorizer::open(
@@ -274,7 +298,11 @@ impl Server {
             .with_topic_configs(TopicConfigs::open(documents).await?)
             .with_scram_users(scram_users),
         );
-        Ok(Server { listeners, context })
+        Ok(Server {
+            listeners,
+            context,
+            lease,
+        })
     }
 
     /// The address the first listener listens on (with the port the OS picked for port 0).
@@ -298,6 +326,8 @@ impl Server {
     /// closes, the coordinator's timers stop. Committed offsets are durable when their
     /// commit was answered, so nothing is left to flush.
     pub async fn run(self, shutdown: impl Future) -> Result<(), BrokerError> {
+        let node_id = self.context.config.node_id;
+        let mut heartbeat = self.lease.map(Lease::spawn);
         let driver = Driver::spawn(self.context.coordinator.clone());
         let interval = self.context.config.records.retention_check_interval_ms;
         let retention = Retention::spawn(self.context.clone(), Duration::from_millis(interval));
@@ -323,7 +353,19 @@ impl Server {
             tokio::spawn(async move { listener.accept_loop().await });
         }
         drop(shared);
-        shutdown.await;
+        let deposed = async {
+            match heartbeat.as_mut() {
+                Some(h) => h.deposed().await,
+                None => std::future::pending().await,
+            }
+        };
+        let fenced = tokio::select! {
+            _ = shutdown => None,
+            reason = deposed => {
+                error!(node_id, %reason, "deposed: another broker took over; stopping");
+                Some(reason)
+            }
+        };
         info!("shutting down: no new connections");
         drop(notify_shutdown);
         drop(shutdown_complete_tx);
@@ -340,6 +382,12 @@ impl Server {
         driver.shutdown().await;
         txn_timer.shutdown().await;
         drop(retention);
+        if let Some(h) = heartbeat {
+            h.release(fenced.is_some()).await;
+        }
+        if let Some(reason) = fenced {
+            return Err(BrokerError::Fenced { node_id, reason });
+        }
         info!("stopped");
         Ok(())
     }
@@ -368,7 +416,7 @@ async fn handshake(
 /// `--users` (the SCRAM credentials are derived here, off the async workers: 8192 PBKDF2
 /// rounds per user).
 /// PostgreSQL (`--postgres`) could not be used at start: where (never the password), and why.
-fn postgres_unavailable(
+pub(crate) fn postgres_unavailable(
     url: &crate::config::PostgresUrl,
     e: &dyn std::fmt::Display,
 ) -> BrokerError {

@@ -178,6 +178,15 @@ impl StoreConfig {
     /// [`import_json`]); for the JSON file, a directory that holds a group log (`groups/`:
     /// the JSON store would not read it).
     pub async fn open(&self) -> Result<Arc<dyn OffsetStore>, StorageError> {
+        self.open_fenced(None).await
+    }
+
+    /// [`open`](Self::open), with a PostgreSQL store's writes fenced by `fence` (the slots
+    /// this broker owns; see `store_postgres::cluster`). Other stores ignore it.
+    pub(crate) async fn open_fenced(
+        &self,
+        fence: Option<store_postgres::SlotFence>,
+    ) -> Result<Arc<dyn OffsetStore>, StorageError> {
         match self {
             StoreConfig::Memory => Ok(Arc::new(MemoryStore::new())),
             StoreConfig::JsonFile { dir } => {
@@ -213,7 +222,10 @@ impl StoreConfig {
                             format!("cannot open the offset store in PostgreSQL ({target}): {e}"),
                         )
                     })?;
-                Ok(Arc::new(store))
+                Ok(match fence {
+                    Some(fence) => Arc::new(store.with_fence(fence)),
+                    None => Arc::new(store),
+                })
             }
         }
     }

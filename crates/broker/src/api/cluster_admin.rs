@@ -56,7 +56,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::produce::log_code;
 use super::registry::Api;
 use super::{codes, Call};
-use crate::context::{WallClock, NODE_ID};
+use crate::context::WallClock;
 use crate::shutdown::Shutdown;
 
 /// The metadata log's topic, which DescribeQuorum describes.
@@ -285,13 +285,16 @@ fn alter_partition_reassignments(
                                 codes::NO_REASSIGNMENT_IN_PROGRESS,
                                 Some("no reassignment of the partition is in progress".into()),
                             ),
-                            Some([BrokerId(NODE_ID)]) => (codes::NONE, None),
+                            Some([BrokerId(id)]) if *id == call.context.config.node_id => {
+                                (codes::NONE, None)
+                            }
                             Some(replicas) => (
                                 codes::INVALID_REPLICA_ASSIGNMENT,
                                 Some(format!(
-                                    "replicas {:?}: this cluster has one broker, {NODE_ID}, \
-                                     so the only assignment is [{NODE_ID}]",
-                                    replicas.iter().map(|b| b.0).collect::<Vec<_>>()
+                                    "replicas {:?}: this cluster has one broker, {node}, \
+                                     so the only assignment is [{node}]",
+                                    replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
+                                    node = call.context.config.node_id
                                 )),
                             ),
                         }
@@ -337,12 +340,12 @@ fn describe_quorum(call: &Call<'_>, request: &DescribeQuorumRequest) -> Describe
                         return answer.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION);
                     }
                     let voter = ReplicaState::default()
-                        .with_replica_id(BrokerId(NODE_ID))
+                        .with_replica_id(BrokerId(call.context.config.node_id))
                         .with_log_end_offset(0)
                         .with_last_fetch_timestamp(now)
                         .with_last_caught_up_timestamp(now);
                     answer
-                        .with_leader_id(BrokerId(NODE_ID))
+                        .with_leader_id(BrokerId(call.context.config.node_id))
                         .with_leader_epoch(1)
                         .with_high_watermark(0)
                         .with_current_voters(vec![voter])
@@ -360,7 +363,7 @@ fn describe_quorum(call: &Call<'_>, request: &DescribeQuorumRequest) -> Describe
             .with_host(StrBytes::from_string(call.endpoint().host.clone()))
             .with_port(u16::try_from(call.endpoint().port).unwrap_or(0));
         vec![Node::default()
-            .with_node_id(BrokerId(NODE_ID))
+            .with_node_id(BrokerId(call.context.config.node_id))
             .with_listeners(vec![listener])]
     } else {
         Vec::new()
@@ -454,10 +457,10 @@ async fn describe_topic_partitions(
             .map(|p| {
                 DescribeTopicPartitionsResponsePartition::default()
                     .with_partition_index(p)
-                    .with_leader_id(BrokerId(NODE_ID))
+                    .with_leader_id(BrokerId(call.context.config.node_id))
                     .with_leader_epoch(-1)
-                    .with_replica_nodes(vec![BrokerId(NODE_ID)])
-                    .with_isr_nodes(vec![BrokerId(NODE_ID)])
+                    .with_replica_nodes(vec![BrokerId(call.context.config.node_id)])
+                    .with_isr_nodes(vec![BrokerId(call.context.config.node_id)])
                     .with_eligible_leader_replicas(Some(Vec::new()))
                     .with_last_known_elr(Some(Vec::new()))
                     .with_offline_replicas(Vec::new())
@@ -521,7 +524,9 @@ async fn list_config_resources(
             }
             BROKER_RESOURCE | BROKER_LOGGER_RESOURCE => resources.push(
                 ConfigResource::default()
-                    .with_resource_name(StrBytes::from_string(NODE_ID.to_string()))
+                    .with_resource_name(StrBytes::from_string(
+                        call.context.config.node_id.to_string(),
+                    ))
                     .with_resource_type(kind),
             ),
             // No client metrics subscriptions or group configs exist here.

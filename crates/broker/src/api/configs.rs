@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
 use super::registry::Api;
 use super::topic_configs::{self, source, str_bytes, Kind, Overrides, Refused};
 use super::{codes, Call};
-use crate::context::{Context, NODE_ID};
+use crate::context::Context;
 use crate::shutdown::Shutdown;
 
 /// Kafka's `ConfigResource.Type` values.
@@ -83,20 +83,20 @@ fn topic_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refuse
 }
 
 /// Checks that a broker resource names this broker (or the cluster default, the empty name).
-fn check_broker(name: &str) -> Result<(), Refused> {
-    if name.is_empty() || name == NODE_ID.to_string() {
+fn check_broker(node_id: i32, name: &str) -> Result<(), Refused> {
+    if name.is_empty() || name == node_id.to_string() {
         return Ok(());
     }
     Err(Refused::new(
         codes::INVALID_REQUEST,
-        format!("Unexpected broker id, expected {NODE_ID} or empty string, but received {name}"),
+        format!("Unexpected broker id, expected {node_id} or empty string, but received {name}"),
     ))
 }
 
 /// The broker's configs clients read: what its flags set (static), the rest at Kafka's
 /// defaults. All read-only here.
 fn broker_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refused> {
-    check_broker(name)?;
+    check_broker(context.config.node_id, name)?;
     let c = &context.config;
     let set = |name: &'static str, value: String, kind: Kind, doc: &'static str| Described {
         name,
@@ -126,7 +126,7 @@ fn broker_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refus
         ),
         set(
             "broker.id",
-            NODE_ID.to_string(),
+            context.config.node_id.to_string(),
             Kind::Int,
             "The broker id.",
         ),
@@ -236,7 +236,7 @@ fn broker_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refus
                 "The minimum number of replicas that must acknowledge a write with acks=all.",
             )
         },
-        set("node.id", NODE_ID.to_string(), Kind::Int, "The node id."),
+        set("node.id", context.config.node_id.to_string(), Kind::Int, "The node id."),
         set(
             "num.partitions",
             c.num_partitions.to_string(),
@@ -401,7 +401,7 @@ fn alterable(context: &Context, resource_type: i8, name: &str) -> Result<Overrid
             Ok(context.topic_configs.get(name))
         }
         BROKER => {
-            check_broker(name)?;
+            check_broker(context.config.node_id, name)?;
             Err(Refused::new(
                 codes::INVALID_REQUEST,
                 "The broker's configs are set by its flags at start-up and cannot be altered",

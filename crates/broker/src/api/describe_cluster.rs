@@ -8,7 +8,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::registry::Api;
 use super::Call;
-use crate::context::NODE_ID;
 use crate::shutdown::Shutdown;
 
 /// Kafka's "authorized operations not asked for" value.
@@ -22,7 +21,7 @@ const CLUSTER_OPERATIONS: i32 = 1 << 5 | 1 << 7 | 1 << 8 | 1 << 9 | 1 << 10 | 1 
 fn describe_cluster(call: &Call<'_>, request: &DescribeClusterRequest) -> DescribeClusterResponse {
     let context = call.context;
     let broker = DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(NODE_ID))
+        .with_broker_id(BrokerId(context.config.node_id))
         .with_host(StrBytes::from_string(call.endpoint().host.clone()))
         .with_port(call.endpoint().port)
         .with_rack(None);
@@ -35,7 +34,7 @@ fn describe_cluster(call: &Call<'_>, request: &DescribeClusterRequest) -> Descri
         .with_error_message(None)
         .with_endpoint_type(request.endpoint_type)
         .with_cluster_id(StrBytes::from_string(context.cluster_id.clone()))
-        .with_controller_id(BrokerId(NODE_ID))
+        .with_controller_id(BrokerId(context.config.node_id))
         .with_brokers(vec![broker])
         .with_cluster_authorized_operations(operations)
 }

@@ -21,7 +21,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::registry::Api;
 use super::{codes, Call};
-use crate::context::NODE_ID;
 use crate::shutdown::Shutdown;
 
 /// `key_type` 0 asks for a group coordinator (the only type v0 can ask for).
@@ -115,7 +114,7 @@ fn handle(call: &Call<'_>, request: &FindCoordinatorRequest) -> FindCoordinatorR
     let here = || {
         let endpoint = call.endpoint();
         (
-            BrokerId(NODE_ID),
+            BrokerId(call.context.config.node_id),
             StrBytes::from_string(endpoint.host.clone()),
             endpoint.port,
         )

@@ -12,7 +12,8 @@ use std::ops::RangeInclusive;
 use bytes::Bytes;
 use coordinator_core::{
     ClassicProtocol, Error, ErrorCode, Generation, GroupKind, GroupState,
-    JoinGroupRequest as CoreJoin, LeavingMember, SyncAssignment, SyncGroupRequest as CoreSync,
+    JoinGroupRequest as CoreJoin, LeavingMember, StorageErrorKind, SyncAssignment,
+    SyncGroupRequest as CoreSync,
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -29,6 +30,12 @@ use crate::shutdown::Shutdown;
 /// beyond Kafka) has none: it is sent as ILLEGAL_GENERATION, because the member's view of its
 /// assignment is stale and every client rejoins on 22.
 pub(super) fn code(e: &Error) -> i16 {
+    // A write a deposed broker tried (another one owns the group's coordinator slot now):
+    // NOT_COORDINATOR, on which clients find the coordinator again (Kafka's answer after a
+    // coordinator moved).
+    if matches!(e, Error::Storage(s) if s.kind() == StorageErrorKind::NotCoordinator) {
+        return codes::NOT_COORDINATOR;
+    }
     match e.error_code() {
         ErrorCode::NotPartitionOwner => codes::ILLEGAL_GENERATION,
         other => other.kafka().unwrap_or(codes::UNKNOWN_SERVER_ERROR),

@@ -13,11 +13,11 @@ use uuid::Uuid;
 
 use super::registry::Api;
 use super::{codes, Call};
-use crate::context::NODE_ID;
 use crate::shutdown::Shutdown;
 
 async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
     let context = call.context;
+    let node = BrokerId(context.config.node_id);
     // v0: an empty list means every topic; v1+: null means every topic, empty means none.
     let all = match &request.topics {
         None => true,
@@ -89,9 +89,9 @@ async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
                     .map(|p| {
                         MetadataResponsePartition::default()
                             .with_partition_index(p as i32)
-                            .with_leader_id(BrokerId(NODE_ID))
-                            .with_replica_nodes(vec![BrokerId(NODE_ID)])
-                            .with_isr_nodes(vec![BrokerId(NODE_ID)])
+                            .with_leader_id(node)
+                            .with_replica_nodes(vec![node])
+                            .with_isr_nodes(vec![node])
                     })
                     .collect(),
             ),
@@ -103,11 +103,11 @@ async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
     }
     MetadataResponse::default()
         .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(NODE_ID))
+            .with_node_id(node)
             .with_host(StrBytes::from_string(call.endpoint().host.clone()))
             .with_port(call.endpoint().port)])
         .with_cluster_id(Some(StrBytes::from_string(context.cluster_id.clone())))
-        .with_controller_id(BrokerId(NODE_ID))
+        .with_controller_id(node)
         .with_topics(topics)
 }
 

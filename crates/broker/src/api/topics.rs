@@ -115,7 +115,10 @@ async fn check_new_topic(context: &Context, topic: &CreatableTopic) -> Result<Ne
                 "Partitions should be a consecutive 0-based integer sequence.",
             ));
         }
-        single_broker(topic.assignments.iter().map(|a| &a.broker_ids[..]))?;
+        single_broker(
+            context.config.node_id,
+            topic.assignments.iter().map(|a| &a.broker_ids[..]),
+        )?;
     }
     let partitions = match topic.num_partitions {
         -1 if !topic.assignments.is_empty() => {
@@ -433,16 +436,17 @@ async fn create_partitions(
 /// Replica assignments this one broker can honour: each partition's replicas are exactly this
 /// broker (Kafka checks the ids against the live brokers: INVALID_REPLICA_ASSIGNMENT).
 fn single_broker<'a>(
+    node_id: i32,
     assignments: impl Iterator<Item = &'a [kafka_protocol::messages::BrokerId]>,
 ) -> Result<(), Refused> {
     for replicas in assignments {
-        if replicas.len() != 1 || replicas[0].0 != crate::context::NODE_ID {
+        if replicas.len() != 1 || replicas[0].0 != node_id {
             return Err(Refused::new(
                 codes::INVALID_REPLICA_ASSIGNMENT,
                 format!(
                     "Replica assignment {:?} is invalid: the only broker is {}, and a partition has one replica.",
                     replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
-                    crate::context::NODE_ID
+                    node_id
                 ),
             ));
         }
@@ -476,7 +480,7 @@ fn grow(
                 ),
             ));
         }
-        single_broker(assigned.into_iter())?;
+        single_broker(context.config.node_id, assigned.into_iter())?;
     }
     if wanted == current {
         return Err(Refused::new(

@@ -99,6 +99,20 @@ struct Args {
     /// The most connections to PostgreSQL of the offset store, and as many again of the log.
     #[arg(long, default_value_t = 16, value_name = "N")]
     postgres_pool_size: usize,
+    /// This broker's id (Kafka's node.id) in Metadata, DescribeCluster and FindCoordinator.
+    /// With --postgres it is registered in the database under a lease: a second process with
+    /// the same id waits until the first stops or its lease runs out.
+    #[arg(long, default_value_t = 0, value_name = "ID", value_parser = clap::value_parser!(i32).range(0..))]
+    node_id: i32,
+    /// With --postgres: how long this broker's registration and coordinator slots outlive its
+    /// last heartbeat (Kafka's broker.session.timeout.ms); another broker over the same
+    /// database takes them over after that.
+    #[arg(long, default_value_t = 9000, value_name = "MS")]
+    broker_session_timeout_ms: u64,
+    /// With --postgres: how often this broker extends its lease (Kafka's
+    /// broker.heartbeat.interval.ms); below --broker-session-timeout-ms.
+    #[arg(long, default_value_t = 2000, value_name = "MS")]
+    broker_heartbeat_interval_ms: u64,
     /// Directory for committed offsets and group records (DATA_DIR/groups/, the group log;
     /// an older broker's DATA_DIR/offsets.json is imported at the first start and kept as
     /// offsets.json.imported) and the partitions' records (DATA_DIR/records/); without it
@@ -289,6 +303,9 @@ impl Args {
             data_dir: self.data_dir,
             postgres: self.postgres,
             postgres_pool_size: self.postgres_pool_size,
+            node_id: self.node_id,
+            broker_session_timeout_ms: self.broker_session_timeout_ms,
+            broker_heartbeat_interval_ms: self.broker_heartbeat_interval_ms,
             offsets_store: self.offsets_store.into(),
             offsets_flush_interval_ms: self.offsets_flush_interval_ms,
             topics: self.topics,
@@ -363,7 +380,10 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
     }
     stdout.flush()?;
     drop(stdout);
-    server.run(stop).await?;
+    server.run(stop).await.map_err(|e| {
+        let code = e.code();
+        anyhow::Error::new(e).context(format!("the broker stopped abnormally ({code})"))
+    })?;
     Ok(())
 }
 

@@ -320,3 +320,100 @@ async fn transactions_survive_a_restart_on_postgresql() {
         .unwrap();
     crate::transactions::transactions_survive_a_restart(|| on(&url)).await;
 }
+
+/// Starts the broker binary on `url` as node `node` with a short lease, and waits for its
+/// `listening on` line (a standby prints it only once it owns the coordinator slots).
+async fn spawn_on(url: &str, node: &str) -> (tokio::process::Child, std::net::SocketAddr) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_broker"));
+    command
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--topic",
+            "t:1",
+            "--postgres",
+            url,
+        ])
+        .args(["--node-id", node, "--broker-session-timeout-ms", "1500"])
+        .args(["--broker-heartbeat-interval-ms", "300"])
+        .stderr(std::process::Stdio::piped());
+    let (child, addr, _) = spawn_listening(command).await;
+    (child, addr)
+}
+
+async fn kill(child: &tokio::process::Child, signal: &str) {
+    let pid = child.id().expect("running").to_string();
+    let status = bounded(
+        "kill",
+        tokio::process::Command::new("kill")
+            .args(["-s", signal, &pid])
+            .status(),
+    )
+    .await
+    .expect("kill runs");
+    assert!(status.success(), "kill -s {signal} {pid}");
+}
+
+#[tokio::test]
+async fn a_paused_broker_is_deposed_and_none_of_its_commits_land() {
+    use tokio::io::AsyncReadExt;
+    let Some(pg) = server().await else { return };
+    let url = bounded("create database", pg.create_database("deposed"))
+        .await
+        .expect("database");
+    let (mut a, a_addr) = spawn_on(&url, "1").await;
+    let mut to_a = Client::connect(a_addr).await;
+    let r = to_a.call(&commit("g", "", -1, &[("t", 0, 5)]), 8).await;
+    assert_eq!(commit_codes(&r), [0]);
+    let r = to_a
+        .call(
+            &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")),
+            3,
+        )
+        .await;
+    assert_eq!((r.error_code, r.node_id.0), (0, 1), "node 1 coordinates");
+
+    // Node 1 pauses past its lease; node 2, a standby until then, takes every slot over.
+    kill(&a, "STOP").await;
+    let (mut b, b_addr) = spawn_on(&url, "2").await;
+    let mut to_b = Client::connect(b_addr).await;
+    let r = to_b.call(&offset_fetch("g", &[0]), 7).await;
+    assert_eq!(fetched(&r), [5], "node 2 loaded node 1's commit");
+    let r = to_b.call(&commit("g", "", -1, &[("t", 0, 7)]), 8).await;
+    assert_eq!(commit_codes(&r), [0]);
+    let r = to_b
+        .call(
+            &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")),
+            3,
+        )
+        .await;
+    assert_eq!((r.error_code, r.node_id.0), (0, 2), "node 2 coordinates");
+
+    // A commit that reaches node 1 as it wakes up never lands: answered NOT_COORDINATOR, or
+    // not answered at all when node 1 finds out first and stops.
+    let correlation = to_a.send(&commit("g", "", -1, &[("t", 0, 9)]), 8).await;
+    kill(&a, "CONT").await;
+    if let Some(r) = to_a
+        .receive_or_closed::<OffsetCommitRequest>(correlation, 8)
+        .await
+    {
+        assert_eq!(commit_codes(&r), [16], "NOT_COORDINATOR");
+    }
+    let status = bounded("node 1 stops", a.wait()).await.expect("wait");
+    assert!(
+        !status.success(),
+        "a deposed broker exits non-zero: {status}"
+    );
+    let mut log = String::new();
+    if let Some(mut stderr) = a.stderr.take() {
+        bounded("stderr", stderr.read_to_string(&mut log))
+            .await
+            .expect("stderr");
+    }
+    assert!(log.contains("BROKER_FENCED"), "{log}");
+    let r = to_b.call(&offset_fetch("g", &[0]), 7).await;
+    assert_eq!(fetched(&r), [7], "node 1's late commit did not land");
+    kill(&b, "TERM").await;
+    let status = bounded("node 2 stops", b.wait()).await.expect("wait");
+    assert!(status.success(), "{status}");
+}

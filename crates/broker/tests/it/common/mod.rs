@@ -154,6 +154,20 @@ impl Client {
             .unwrap_or_else(|e| panic!("no valid answer to request {correlation}: {e}"))
     }
 
+    /// The response to `correlation`, or `None` when the broker closed the connection (or
+    /// its process ended) instead of answering.
+    pub async fn receive_or_closed<R: Request>(
+        &mut self,
+        correlation: i32,
+        version: i16,
+    ) -> Option<R::Response> {
+        match bounded("read", self.connection.receive::<R>(correlation, version)).await {
+            Ok(r) => Some(r),
+            Err(kafka_client::ClientError::Closed | kafka_client::ClientError::Io(_)) => None,
+            Err(e) => panic!("no valid answer to request {correlation}: {e}"),
+        }
+    }
+
     pub async fn send_raw(&mut self, bytes: &[u8]) {
         bounded("write", self.connection.send_raw(bytes))
             .await
