@@ -392,13 +392,33 @@ impl Write {
 
 /// The one write path: a transaction that checks the slot (with a fence), writes, commits. An
 /// error at any step drops the transaction, which rolls it back.
+///
+/// The check and the write are sent together (tokio-postgres pipelines statements issued
+/// concurrently on one connection), so the fence costs no round trip of its own. Their order
+/// does not matter: both run inside the transaction, which commits only when both succeeded,
+/// and the check's share lock on the slot row is held until then.
 async fn apply(pool: &Pool, fence: Option<&SlotFence>, write: &Write) -> Result<(), StorageError> {
     let op = write.describe();
     let mut client = pool.get().await.map_err(|e| pool_error(&op, e))?;
     let tx = client.transaction().await.map_err(|e| db_error(&op, e))?;
-    if let Some(fence) = fence {
-        fence.check(&tx, write.slot(), &op).await?;
-    }
+    let check = async {
+        match fence {
+            Some(fence) => fence.check(&tx, write.slot(), &op).await,
+            None => Ok(()),
+        }
+    };
+    let (checked, written) = tokio::join!(check, execute(&tx, write, &op));
+    checked?;
+    written?;
+    tx.commit().await.map_err(|e| db_error(&op, e))
+}
+
+/// The write's one statement, inside `tx`.
+async fn execute(
+    tx: &deadpool_postgres::Transaction<'_>,
+    write: &Write,
+    op: &str,
+) -> Result<(), StorageError> {
     let sql = match write {
         Write::Commit { .. } => {
             "INSERT INTO offsets (group_id, topic, partition, committed_offset, leader_epoch, \
@@ -436,7 +456,7 @@ async fn apply(pool: &Pool, fence: Option<&SlotFence>, write: &Write) -> Result<
         }
         Write::DeleteTransaction { .. } => "DELETE FROM transactions WHERE transactional_id = $1",
     };
-    let stmt = tx.prepare_cached(sql).await.map_err(|e| db_error(&op, e))?;
+    let stmt = tx.prepare_cached(sql).await.map_err(|e| db_error(op, e))?;
     let result = match write {
         Write::Commit {
             group,
@@ -469,8 +489,7 @@ async fn apply(pool: &Pool, fence: Option<&SlotFence>, write: &Write) -> Result<
             tx.execute(&stmt, &[group, record]).await
         }
     };
-    result.map_err(|e| db_error(&op, e))?;
-    tx.commit().await.map_err(|e| db_error(&op, e))
+    result.map(drop).map_err(|e| db_error(op, e))
 }
 
 /// Refuses a string PostgreSQL's `text` and `jsonb` cannot hold (one with U+0000) before
