@@ -479,20 +479,24 @@ def restart_keeps_groups(ctx):
 #      URL (no data directory, nothing shared with the first but the address clients know);
 #      the group carries on without a rebalance, no record or commit lost
 
-@scenario("postgres-broker-replaced", topics={"pgr": 6}, budget=150, own_broker=True, clients=PY_CLIENTS,
+@scenario("postgres-broker-replaced", topics={"pgr": 6, "pgt": 2}, budget=150, own_broker=True, clients=PY_CLIENTS,
           mock_note="the mock keeps no state outside its process")
 def postgres_broker_replaced(ctx):
     import pgtemp
-    topics = {"pgr": 6}
+    topics = {"pgr": 6, "pgt": 2}
     group = "pgr-group"
-    all_parts = parts(topics)
+    all_parts = parts({"pgr": 6})
     try:
         pg = pgtemp.TempPostgres(os.path.join(ctx.dir, "postgres.log"), timeout=ctx.left(60))
     except pgtemp.PgUnavailable as e:
         raise Failed("PostgreSQL is needed: %s" % e)
     try:
         url = pg.create_database("interop")
-        broker = ctx.start_broker("pgr-broker-1", topics, extra=["--postgres", url])
+        # A SIGKILLed broker's lease must run out before its replacement takes the node id
+        # and the coordinator slots over: 3 s here (Kafka's default, 9 s, would only make
+        # the scenario wait longer).
+        lease = ["--broker-session-timeout-ms", "3000", "--broker-heartbeat-interval-ms", "500"]
+        broker = ctx.start_broker("pgr-broker-1", topics, extra=["--postgres", url] + lease)
         # The replacement comes back on the address the clients know (a service address or a
         # DNS name in production). On another port, kafka-python and aiokafka never reach it:
         # they do not go back to their bootstrap list once they know the cluster (tried here:
@@ -510,13 +514,22 @@ def postgres_broker_replaced(ctx):
         ctx.sleep(1.0)
         marks = {p.label: len(p.snapshot()) for p in consumers}
         committed = fetch_committed(ctx, group, all_parts, first)
+        # two transactions open when the broker dies: one committed, one aborted by their
+        # producers after the replacement (Kafka's coordinator after a move loads them Ongoing)
+        txn = TxnAcross(ctx, bootstrap, "pgt", "pgt")
         broker.proc.kill()
         broker.proc.p.wait(ctx.left(15))
         t_down = now()
-        broker = ctx.start_broker("pgr-broker-2", topics, listen=spare, extra=["--postgres", url])
+        broker = ctx.start_broker("pgr-broker-2", topics, listen=spare, extra=["--postgres", url] + lease)
         ctx.note("SIGKILL: a fresh process on the same database listened after %.2f s" % (now() - t_down))
         after = fetch_committed(ctx, group, all_parts, spare)
         ctx.check(after == committed, "committed offsets %s before the replacement, %s after" % (committed, after))
+        out = txn.finish()
+        for key in ("commit_across", "abort_across", "transaction_after"):
+            ctx.check(out.get(key) is None, "%s after the replacement failed: %s" % (key, out.get(key)))
+        want = sorted(["kept-%d" % i for i in range(5)] + ["after-%d" % i for i in range(5)])
+        ctx.check(out.get("read_committed") == want, "a read_committed consumer read %s, expected %s"
+                  % (out.get("read_committed"), want))
         prod = ctx.producer("confluent", "producer-1", ["pgr"], 600, "pgr-1", start=600, rate=600, bootstrap=spare)
         prods.append(prod)
         ctx.wait_done(prod, 60)
@@ -538,6 +551,37 @@ def postgres_broker_replaced(ctx):
         ctx.check(code == 0 and not killed, "the replacement broker on SIGTERM: exit %s" % code)
     finally:
         pg.stop()
+
+
+class TxnAcross:
+    """interop/workers/txn_across.py: two transactions opened (and their records flushed) before
+    the constructor returns; finish() lets the worker commit one, abort the other and read back."""
+
+    def __init__(self, ctx, bootstrap, topic, prefix):
+        spec = {"bootstrap": bootstrap, "topic": topic, "prefix": prefix}
+        self.ctx = ctx
+        self.log = open(os.path.join(ctx.dir, "txn_across.log"), "ab")
+        self.p = subprocess.Popen([python_exe(), os.path.join(INTEROP, "workers", "txn_across.py"), json.dumps(spec)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+        ready, _, _ = select.select([self.p.stdout], [], [], ctx.left(45))
+        line = self.p.stdout.readline() if ready else b""
+        if not line.strip():
+            self.p.kill()
+            raise Failed("the transactional producers did not open their transactions (txn_across.log)")
+
+    def finish(self):
+        try:
+            stdout, _ = self.p.communicate(b"go\n", timeout=self.ctx.left(90))
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            raise Failed("the transactional producers did not finish (txn_across.log)")
+        finally:
+            self.log.close()
+        if self.p.returncode != 0:
+            raise Failed("txn_across.py exited with %s (txn_across.log)" % self.p.returncode)
+        out = json.loads(stdout.decode().strip().splitlines()[-1])
+        self.ctx.note("transactions across the replacement: %s" % out)
+        return out
 
 
 # -------------------------------------------------------------------------------------------
