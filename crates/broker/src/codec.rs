@@ -147,19 +147,25 @@ mod tests {
 
     #[test]
     fn a_known_api_at_an_unserved_version_is_unsupported_not_rejected() {
-        // Heartbeat v4 (flexible header v2): served by the codec, not advertised here.
-        let frame = vec![0, 12, 0, 4, 0, 0, 0, 9, 0, 2, b'a', b'b', 0];
+        // InitProducerId v5 (flexible header v2): served by the codec, not advertised here.
+        let frame = vec![0, 22, 0, 5, 0, 0, 0, 9, 0, 2, b'a', b'b', 0];
         match parse_request(Bytes::from(frame)) {
             Incoming::UnsupportedVersion { header, entry } => {
-                assert_eq!((entry.key, header.correlation_id), (ApiKey::Heartbeat, 9));
-                let resp = entry
-                    .unsupported_version(4, 9)
-                    .expect("heartbeat can say so");
-                // length 12 | corr 9 | tag byte | throttle 0 | error 35 | tag byte
                 assert_eq!(
-                    &resp[..],
-                    &[0, 0, 0, 12, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 35, 0]
+                    (entry.key, header.correlation_id),
+                    (ApiKey::InitProducerId, 9)
                 );
+                let resp = entry
+                    .unsupported_version(5, 9)
+                    .expect("InitProducerId can say so");
+                // length | corr 9 | tag byte | the v5 body
+                assert_eq!(&resp[4..9], &[0, 0, 0, 9, 0]);
+                let mut body = Bytes::copy_from_slice(&resp[9..]);
+                let decoded =
+                    <kafka_protocol::messages::InitProducerIdResponse as kafka_protocol::protocol::Decodable>::decode(&mut body, 5)
+                        .expect("a v5 body");
+                assert_eq!(decoded.error_code, 35, "UNSUPPORTED_VERSION");
+                assert!(body.is_empty());
             }
             other => panic!("{other:?}"),
         }

@@ -116,7 +116,7 @@ async fn join(
         result = call.context.coordinator.classic().join(core) => Some(result),
         _ = shutdown.recv() => None,
     };
-    // v0-6 need a protocol name even on errors; v7+ (not served) would send null.
+    // v0-6 need a protocol name even on errors; v7+ send null (Kafka's JoinGroupResponse).
     let error = |code: i16, member: StrBytes| {
         JoinGroupResponse::default()
             .with_error_code(code)
@@ -142,6 +142,10 @@ async fn join(
                 .with_protocol_type(joined.protocol_type.as_deref().map(s))
                 .with_protocol_name(Some(s(joined.protocol_name.as_deref().unwrap_or(""))))
                 .with_leader(s(&joined.leader))
+                // v9+ (KIP-814): a static leader that rejoined a stable group without
+                // changes keeps the assignment it computed; the core sets this only for a
+                // client that asked at v9+.
+                .with_skip_assignment(joined.skip_assignment)
                 .with_member_id(s(&joined.member_id))
                 .with_members(
                     joined
@@ -234,28 +238,81 @@ async fn heartbeat(call: &Call<'_>, request: HeartbeatRequest) -> HeartbeatRespo
 }
 
 async fn leave(call: &Call<'_>, request: LeaveGroupRequest) -> LeaveGroupResponse {
-    // v0-2 (served: 0-1) name one member by id.
-    let members = [LeavingMember {
-        member_id: request.member_id.to_string(),
-        group_instance_id: None,
-    }];
-    let error = match call
+    // v0-2 name one member by id; v3+ a batch, each by id or (a static member) instance id,
+    // each with its own answer (KIP-345: the admin client's removeMembersFromConsumerGroup).
+    let batched = call.version >= 3;
+    let members: Vec<LeavingMember> = if batched {
+        request
+            .members
+            .iter()
+            .map(|m| LeavingMember {
+                member_id: m.member_id.to_string(),
+                group_instance_id: optional(&m.group_instance_id),
+            })
+            .collect()
+    } else {
+        vec![LeavingMember {
+            member_id: request.member_id.to_string(),
+            group_instance_id: None,
+        }]
+    };
+    let (top, results) = match call
         .context
         .coordinator
         .classic()
         .leave(&request.group_id, &members)
         .await
     {
-        Ok(results) => results
-            .into_iter()
-            .find_map(Result::err)
-            .map_or(codes::NONE, |e| code(&e)),
-        Err(e) => code(&e),
+        Ok(results) => (codes::NONE, results),
+        Err(e) => (code(&e), Vec::new()),
     };
-    if error == codes::NONE {
-        info!(group = %request.group_id.as_str(), member = %request.member_id, "member left");
+    let answers: Vec<i16> = results
+        .iter()
+        .map(|r| r.as_ref().err().map_or(codes::NONE, code))
+        .collect();
+    for (m, c) in members.iter().zip(&answers) {
+        if *c == codes::NONE {
+            info!(
+                group = %request.group_id.as_str(),
+                member = %m.member_id,
+                instance = m.group_instance_id.as_deref().unwrap_or(""),
+                reason = members_reason(&request, &m.member_id).unwrap_or(""),
+                "member left"
+            );
+        }
     }
-    LeaveGroupResponse::default().with_error_code(error)
+    if !batched {
+        // Kafka's LeaveGroupResponse below v3: the top-level error, else the member's.
+        let error = if top != codes::NONE {
+            top
+        } else {
+            answers.first().copied().unwrap_or(codes::NONE)
+        };
+        return LeaveGroupResponse::default().with_error_code(error);
+    }
+    LeaveGroupResponse::default()
+        .with_error_code(top)
+        .with_members(
+            members
+                .iter()
+                .zip(&answers)
+                .map(|(m, c)| {
+                    leave_group_response::MemberResponse::default()
+                        .with_member_id(s(&m.member_id))
+                        .with_group_instance_id(m.group_instance_id.as_deref().map(s))
+                        .with_error_code(*c)
+                })
+                .collect(),
+        )
+}
+
+/// The reason a v5+ LeaveGroup gives for member `member_id`, for the log.
+fn members_reason<'a>(request: &'a LeaveGroupRequest, member_id: &str) -> Option<&'a str> {
+    request
+        .members
+        .iter()
+        .find(|m| m.member_id.as_str() == member_id)
+        .and_then(|m| m.reason.as_deref())
 }
 
 async fn describe(call: &Call<'_>, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
@@ -397,7 +454,7 @@ pub(crate) struct JoinGroup;
 
 impl Api for JoinGroup {
     const KEY: ApiKey = ApiKey::JoinGroup;
-    const VERSIONS: RangeInclusive<i16> = 0..=5;
+    const VERSIONS: RangeInclusive<i16> = 0..=9;
     type Request = JoinGroupRequest;
 
     async fn handle(
@@ -428,7 +485,7 @@ pub(crate) struct SyncGroup;
 
 impl Api for SyncGroup {
     const KEY: ApiKey = ApiKey::SyncGroup;
-    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    const VERSIONS: RangeInclusive<i16> = 0..=5;
     type Request = SyncGroupRequest;
 
     async fn handle(
@@ -436,6 +493,14 @@ impl Api for SyncGroup {
         request: SyncGroupRequest,
         shutdown: &mut Shutdown,
     ) -> Option<SyncGroupResponse> {
+        // v5+ must name the protocol type and name (KIP-559), checked before the ACL as
+        // Kafka's `KafkaApis.handleSyncGroupRequest` does.
+        if call.version >= 5 && (request.protocol_type.is_none() || request.protocol_name.is_none())
+        {
+            return Some(
+                SyncGroupResponse::default().with_error_code(codes::INCONSISTENT_GROUP_PROTOCOL),
+            );
+        }
         if !call.may_group(Operation::Read, request.group_id.as_str()) {
             return Some(
                 SyncGroupResponse::default().with_error_code(codes::GROUP_AUTHORIZATION_FAILED),
@@ -454,7 +519,7 @@ pub(crate) struct Heartbeat;
 
 impl Api for Heartbeat {
     const KEY: ApiKey = ApiKey::Heartbeat;
-    const VERSIONS: RangeInclusive<i16> = 0..=1;
+    const VERSIONS: RangeInclusive<i16> = 0..=4;
     type Request = HeartbeatRequest;
 
     async fn handle(
@@ -480,7 +545,7 @@ pub(crate) struct LeaveGroup;
 
 impl Api for LeaveGroup {
     const KEY: ApiKey = ApiKey::LeaveGroup;
-    const VERSIONS: RangeInclusive<i16> = 0..=1;
+    const VERSIONS: RangeInclusive<i16> = 0..=5;
     type Request = LeaveGroupRequest;
 
     async fn handle(

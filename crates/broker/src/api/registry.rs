@@ -293,6 +293,6 @@ mod tests {
             .iter()
             .find(|v| v.api_key == ApiKey::Heartbeat as i16)
             .map(|v| (v.min_version, v.max_version));
-        assert_eq!(heartbeat, Some((0, 1)));
+        assert_eq!(heartbeat, Some((0, 4)));
     }
 }

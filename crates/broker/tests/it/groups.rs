@@ -454,3 +454,80 @@ async fn an_empty_group_without_offsets_is_removed_after_the_check_interval() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_newest_classic_versions_join_sync_heartbeat_and_leave_in_batches() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    // JoinGroup v9: a static member (instance id) joins at once; v7+ names the protocol
+    // type, v9 says whether to skip the assignment.
+    let request = join_request("g9", "")
+        .with_group_instance_id(Some(s("inst-a")))
+        .with_reason(Some(s("starting")));
+    let joined = c.call(&request, 9).await;
+    assert_eq!(joined.error_code, 0);
+    assert_eq!(joined.protocol_type.as_deref(), Some("consumer"));
+    assert_eq!(joined.protocol_name.as_deref(), Some("range"));
+    assert!(!joined.skip_assignment);
+    assert_eq!(joined.leader, joined.member_id);
+    // SyncGroup v5: the protocol type and name must be the group's (KIP-559).
+    let mine = assignment("t", &[0]);
+    let wrong = sync_request("g9", &joined, &[(joined.member_id.as_str(), mine.clone())])
+        .with_group_instance_id(Some(s("inst-a")))
+        .with_protocol_type(Some(s("consumer")))
+        .with_protocol_name(Some(s("roundrobin")));
+    assert_eq!(
+        c.call(&wrong, 5).await.error_code,
+        23,
+        "INCONSISTENT_GROUP_PROTOCOL"
+    );
+    let unnamed = wrong.clone().with_protocol_name(None);
+    assert_eq!(
+        c.call(&unnamed, 5).await.error_code,
+        23,
+        "v5 names the protocol"
+    );
+    let right = wrong.with_protocol_name(Some(s("range")));
+    let synced = c.call(&right, 5).await;
+    assert_eq!((synced.error_code, synced.assignment.clone()), (0, mine));
+    assert_eq!(synced.protocol_type.as_deref(), Some("consumer"));
+    assert_eq!(synced.protocol_name.as_deref(), Some("range"));
+    // Heartbeat v4 with the instance id: its own member id passes, another is fenced.
+    let beat = heartbeat("g9", &joined.member_id, joined.generation_id)
+        .with_group_instance_id(Some(s("inst-a")));
+    assert_eq!(c.call(&beat, 4).await.error_code, 0);
+    let impostor = beat.with_member_id(s("someone-else"));
+    assert_eq!(
+        c.call(&impostor, 4).await.error_code,
+        82,
+        "FENCED_INSTANCE_ID"
+    );
+    // LeaveGroup v5: a batch, each member with its own answer (the static member named by
+    // its instance id alone, as the admin client removes it).
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(GroupId(s("g9")))
+        .with_members(vec![
+            leave_group_request::MemberIdentity::default()
+                .with_member_id(s(""))
+                .with_group_instance_id(Some(s("inst-a")))
+                .with_reason(Some(s("removed by the operator"))),
+            leave_group_request::MemberIdentity::default().with_member_id(s("nobody")),
+        ]);
+    let left = c.call(&leave, 5).await;
+    assert_eq!(left.error_code, 0);
+    let answers: Vec<(&str, Option<&str>, i16)> = left
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.as_str(),
+                m.group_instance_id.as_deref(),
+                m.error_code,
+            )
+        })
+        .collect();
+    assert_eq!(answers, [("", Some("inst-a"), 0), ("nobody", None, 25)]);
+    let d = c.call(&describe(&["g9"]), 5).await;
+    assert_eq!(d.groups[0].group_state.as_str(), "Empty");
+    broker.stop().await.expect("clean stop");
+}

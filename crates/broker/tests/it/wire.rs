@@ -36,7 +36,10 @@ async fn api_versions_lists_the_served_table_at_every_version() {
         assert_eq!(find(ApiKey::ConsumerGroupHeartbeat), Some((0, 1)));
         assert_eq!(find(ApiKey::ConsumerGroupDescribe), Some((0, 1)));
         assert_eq!(find(ApiKey::ApiVersions), Some((0, 3)));
-        assert_eq!(find(ApiKey::JoinGroup), Some((0, 5)));
+        assert_eq!(find(ApiKey::JoinGroup), Some((0, 9)));
+        assert_eq!(find(ApiKey::SyncGroup), Some((0, 5)));
+        assert_eq!(find(ApiKey::Heartbeat), Some((0, 4)));
+        assert_eq!(find(ApiKey::LeaveGroup), Some((0, 5)));
         assert_eq!(find(ApiKey::OffsetDelete), Some((0, 0)));
         assert_eq!(find(ApiKey::FindCoordinator), Some((0, 6)));
         assert_eq!(find(ApiKey::SaslHandshake), Some((0, 1)));
