@@ -6,7 +6,6 @@ use crate::common;
 
 use common::*;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 
 /// Opens a victim connection, sends `bytes`, and checks that the broker closed it while a
 /// bystander connection opened before keeps working.
