@@ -119,14 +119,20 @@ class Proc:
             pass
 
     def stop(self, timeout=20):
-        """Graceful: the "stop" command, then SIGTERM, then SIGKILL. Returns the exit code."""
+        """Graceful: the "stop" command, then SIGTERM, then SIGKILL. Returns the exit code,
+        once every line the process printed has been read (its last events, "closed"
+        among them, can otherwise still be in the pipe when it has exited: seen in CI)."""
+        code = None
         if self.p.poll() is None:
             self.send("stop")
             try:
-                return self.p.wait(timeout)
+                code = self.p.wait(timeout)
             except subprocess.TimeoutExpired:
-                pass
-        return self.terminate()
+                code = self.terminate()
+        else:
+            code = self.p.returncode
+        self.join_reader()
+        return code
 
     def terminate(self, grace=5):
         if self.p.poll() is None:
