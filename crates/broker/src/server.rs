@@ -36,11 +36,17 @@ use coordinator_core::txn::TransactionCoordinator;
 
 /// The partitions' log: with a data directory the segment log in `DIR/records/` (topics,
 /// ids, records and bounds survive a restart), otherwise in memory.
-async fn open_log(config: &BrokerConfig) -> Result<Arc<dyn PartitionLog>, BrokerError> {
+async fn open_log(
+    config: &BrokerConfig,
+    lease: Option<&Lease>,
+) -> Result<Arc<dyn PartitionLog>, BrokerError> {
     if let Some(url) = &config.postgres {
-        let log = store_postgres::PostgresLog::connect(url.as_str(), config.postgres_pool_size)
+        let mut log = store_postgres::PostgresLog::connect(url.as_str(), config.postgres_pool_size)
             .await
             .map_err(|e| postgres_unavailable(url, &e))?;
+        if let Some(lease) = lease {
+            log = log.with_fence(lease.fence());
+        }
         info!(database = %store_postgres::describe_target(url.as_str()), "topics and records are kept in PostgreSQL");
         return Ok(Arc::new(log));
     }
@@ -155,7 +161,7 @@ impl Server {
                 "committed offsets are kept in this file"
             ),
         }
-        let log = open_log(&config).await?;
+        let log = open_log(&config, lease.as_ref()).await?;
         for topic in &config.topics {
             match log.partition_count(&topic.name) {
                 Some(kept) if kept == topic.partitions => {

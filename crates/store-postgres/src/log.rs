@@ -74,6 +74,7 @@ use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::{AsyncMessage, Client, Connection, IsolationLevel, NoTls, Socket};
 use tracing::{info, warn};
 
+use crate::cluster::SlotFence;
 use crate::error::{db_error, pool_error};
 use crate::{build_pool, migrations, with_defaults, DEFAULT_CONNECT_TIMEOUT};
 
@@ -132,6 +133,9 @@ pub struct PostgresLog {
     /// This log's id in the notifications it sends, so its listener skips its own.
     instance: String,
     listener: JoinHandle<()>,
+    /// With several brokers over the database: the slots this process owns; every append
+    /// checks one (see [`with_fence`](Self::with_fence)).
+    fence: Option<SlotFence>,
 }
 
 impl fmt::Debug for PostgresLog {
@@ -318,9 +322,23 @@ impl PostgresLog {
             appended,
             instance,
             listener: task,
+            fence: None,
         };
         log.topics().await?;
         Ok(log)
+    }
+
+    /// This log with every append fenced by `fence`: inside the append's transaction it also
+    /// takes a share lock on a coordinator slot's row at the epoch `fence` holds (the slot
+    /// [`append_slot`] picks for the partition, spreading the locks over the slots), and is
+    /// refused (a `Storage` error whose source has kind
+    /// [`NotCoordinator`](StorageErrorKind::NotCoordinator), nothing appended) once another
+    /// broker has claimed that slot. While one broker owns every slot, that fences a deposed
+    /// broker's appends; a partition's own leader epoch replaces it when partitions are led
+    /// by several brokers.
+    pub fn with_fence(mut self, fence: SlotFence) -> Self {
+        self.fence = Some(fence);
+        self
     }
 
     // Nothing panics while a guard is held, so a poisoned lock still guards consistent data.
@@ -581,11 +599,17 @@ impl PartitionLog for PostgresLog {
             )
             .await
             .map_err(db(&op))?;
-        let row = tx
-            .query_opt(&lock, &[&topic, &partition])
-            .await
-            .map_err(db(&op))?
-            .ok_or_else(|| unknown(tp))?;
+        // The fence's check is sent with the lock (pipelined): no round trip of its own.
+        let check = async {
+            match &self.fence {
+                Some(fence) => fence.check(&tx, append_slot(topic, partition), &op).await,
+                None => Ok(()),
+            }
+        };
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&topic, &partition];
+        let (row, checked) = tokio::join!(tx.query_opt(&lock, &params), check);
+        checked.map_err(storage)?;
+        let row = row.map_err(db(&op))?.ok_or_else(|| unknown(tp))?;
         let base: i64 = row.try_get(0).map_err(db(&op))?;
         let end = base
             .checked_add(count)
@@ -930,6 +954,12 @@ fn found(op: &str, row: &tokio_postgres::Row) -> Result<Option<(i64, i64)>, LogE
     let offset: Option<i64> = row.try_get(0).map_err(db(op))?;
     let timestamp: Option<i64> = row.try_get(1).map_err(db(op))?;
     Ok(offset.zip(timestamp))
+}
+
+/// The coordinator slot whose epoch fences appends to `topic`'s `partition` (see
+/// [`PostgresLog::with_fence`]): a group slot, by the partition's name as Kafka prints it.
+pub fn append_slot(topic: &str, partition: i64) -> i32 {
+    crate::cluster::group_slot(&format!("{topic}-{partition}"))
 }
 
 /// Locks `tp`'s row in `tx` and returns its `(log_start, high_watermark)`.

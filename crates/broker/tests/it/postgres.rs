@@ -365,6 +365,9 @@ async fn a_paused_broker_is_deposed_and_none_of_its_commits_land() {
     let mut to_a = Client::connect(a_addr).await;
     let r = to_a.call(&commit("g", "", -1, &[("t", 0, 5)]), 8).await;
     assert_eq!(commit_codes(&r), [0]);
+    let one = batch(&[record(0, 1)], Compression::None);
+    assert_eq!(produce(&mut to_a, "t", 0, one.clone(), 9).await, (0, 0));
+    let mut produce_to_a = Client::connect(a_addr).await;
     let r = to_a
         .call(
             &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")),
@@ -391,13 +394,24 @@ async fn a_paused_broker_is_deposed_and_none_of_its_commits_land() {
 
     // A commit that reaches node 1 as it wakes up never lands: answered NOT_COORDINATOR, or
     // not answered at all when node 1 finds out first and stops.
+    assert_eq!(produce(&mut to_b, "t", 0, one.clone(), 9).await, (0, 1));
     let correlation = to_a.send(&commit("g", "", -1, &[("t", 0, 9)]), 8).await;
+    let produced = produce_to_a
+        .send(&produce_request("t", 0, one.clone(), -1), 9)
+        .await;
     kill(&a, "CONT").await;
     if let Some(r) = to_a
         .receive_or_closed::<OffsetCommitRequest>(correlation, 8)
         .await
     {
         assert_eq!(commit_codes(&r), [16], "NOT_COORDINATOR");
+    }
+    if let Some(r) = produce_to_a
+        .receive_or_closed::<ProduceRequest>(produced, 9)
+        .await
+    {
+        let code = r.responses[0].partition_responses[0].error_code;
+        assert_eq!(code, 56, "KAFKA_STORAGE_ERROR: the append was refused");
     }
     let status = bounded("node 1 stops", a.wait()).await.expect("wait");
     assert!(
@@ -413,6 +427,11 @@ async fn a_paused_broker_is_deposed_and_none_of_its_commits_land() {
     assert!(log.contains("BROKER_FENCED"), "{log}");
     let r = to_b.call(&offset_fetch("g", &[0]), 7).await;
     assert_eq!(fetched(&r), [7], "node 1's late commit did not land");
+    assert_eq!(
+        produce(&mut to_b, "t", 0, one, 9).await,
+        (0, 2),
+        "node 1's late append did not land"
+    );
     kill(&b, "TERM").await;
     let status = bounded("node 2 stops", b.wait()).await.expect("wait");
     assert!(status.success(), "{status}");

@@ -7,9 +7,13 @@
 use std::time::Duration;
 
 use crate::common::{bounded, server};
-use coordinator_core::{CommitFence, OffsetMap, OffsetStore, StorageErrorKind, TopicPartition};
+use coordinator_core::{
+    Bytes, CommitFence, LogError, NewRecord, OffsetMap, OffsetStore, StorageErrorKind,
+    TopicPartition,
+};
+use partition_log::PartitionLog;
 use store_postgres::cluster::{group_slot, transaction_slot, Liveness, SLOTS};
-use store_postgres::{Cluster, PostgresStore};
+use store_postgres::{Cluster, PostgresLog, PostgresStore};
 
 fn offsets(offset: i64) -> OffsetMap {
     [(TopicPartition::new("orders", 0), offset)].into()
@@ -77,6 +81,23 @@ async fn a_deposed_broker_writes_nothing() {
     )
     .await
     .expect("the owner writes");
+    let a_log = bounded("connect", PostgresLog::connect(&url, 2))
+        .await
+        .unwrap()
+        .with_fence(a_fence.clone());
+    bounded("create", a_log.create_topic("orders", 1))
+        .await
+        .unwrap();
+    let orders = TopicPartition::new("orders", 0);
+    async fn append(log: &PostgresLog, tp: &TopicPartition) -> Result<i64, LogError> {
+        log.append_encoded(
+            tp,
+            vec![NewRecord::from("v")],
+            Box::new(|_| Bytes::from(&b"batch"[..])),
+        )
+        .await
+    }
+    assert_eq!(bounded("append", append(&a_log, &orders)).await.unwrap(), 0);
     assert_eq!(
         bounded("heartbeat", a.heartbeat(Some(&a_fence)))
             .await
@@ -109,7 +130,24 @@ async fn a_deposed_broker_writes_nothing() {
     assert_eq!(b_fence.epoch(t), a_fence.epoch(t).map(|e| e + 1));
     assert!((0..SLOTS).all(|s| b_fence.epoch(s).is_some()));
 
-    // Node 1's next write is refused and changes nothing; node 2's lands.
+    // Node 1's next append and write are refused and change nothing; node 2's land.
+    let refused = bounded("append", append(&a_log, &orders))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kafka_code(), Some(56), "{refused}");
+    assert!(
+        refused.to_string().contains("another broker took it over"),
+        "{refused}"
+    );
+    let b_log = bounded("connect", PostgresLog::connect(&url, 2))
+        .await
+        .unwrap()
+        .with_fence(b_fence.clone());
+    assert_eq!(
+        bounded("bounds", b_log.bounds(&orders)).await.unwrap(),
+        (0, 1)
+    );
+    assert_eq!(bounded("append", append(&b_log, &orders)).await.unwrap(), 1);
     let err = bounded(
         "commit",
         a_store.commit("g", &offsets(9), CommitFence::none()),
