@@ -361,21 +361,42 @@ async fn describe(call: &Call<'_>, request: DescribeGroupsRequest) -> DescribeGr
                             .collect(),
                     )
             }
-            // DescribeGroups v0-5: an unknown group is "Dead", without an error (v6+ would
-            // say GROUP_ID_NOT_FOUND). So is a consumer-protocol group (KIP-848): Kafka 4's
-            // DescribeGroups describes classic groups only ("Group … is not a classic
-            // group."); ConsumerGroupDescribe describes the others.
-            Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND => {
-                described.with_group_state(s(GroupState::Dead.as_str()))
-            }
+            // An unknown group is "Dead": without an error before v6, GROUP_ID_NOT_FOUND with
+            // Kafka's message from v6 (KIP-1043). So is a consumer-protocol group (KIP-848):
+            // Kafka 4's DescribeGroups describes classic groups only; ConsumerGroupDescribe
+            // describes the others.
+            Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND => not_found(
+                call.version,
+                described,
+                format!("Group {} not found.", group.as_str()),
+            ),
             Err(_) if call.context.coordinator.group_kind(&group) == Some(GroupKind::Consumer) => {
-                described.with_group_state(s(GroupState::Dead.as_str()))
+                not_found(
+                    call.version,
+                    described,
+                    format!("Group {} is not a classic group.", group.as_str()),
+                )
             }
             Err(e) => described.with_error_code(code(&e)),
         };
         groups.push(answer);
     }
     DescribeGroupsResponse::default().with_groups(groups)
+}
+
+/// A group DescribeGroups does not describe: "Dead", and from v6 GROUP_ID_NOT_FOUND with
+/// `message` (Kafka's `GroupMetadataManager.describeGroups`).
+fn not_found(
+    version: i16,
+    described: describe_groups_response::DescribedGroup,
+    message: String,
+) -> describe_groups_response::DescribedGroup {
+    let dead = described.with_group_state(s(GroupState::Dead.as_str()));
+    if version < 6 {
+        return dead;
+    }
+    dead.with_error_code(codes::GROUP_ID_NOT_FOUND)
+        .with_error_message(Some(StrBytes::from_string(message)))
 }
 
 /// Kafka's group type of a kind: `consumer` for the consumer protocol's groups (KIP-848),
@@ -571,7 +592,7 @@ pub(crate) struct DescribeGroups;
 
 impl Api for DescribeGroups {
     const KEY: ApiKey = ApiKey::DescribeGroups;
-    const VERSIONS: RangeInclusive<i16> = 0..=5;
+    const VERSIONS: RangeInclusive<i16> = 0..=6;
     type Request = DescribeGroupsRequest;
 
     async fn handle(

@@ -87,6 +87,24 @@ async fn a_consumer_protocol_member_joins_commits_with_its_epoch_and_leaves() {
     assert_eq!(r.member_id.as_deref(), Some("m1"));
     let epoch = r.member_epoch;
     assert!(epoch >= 1);
+    // DescribeGroups describes classic groups only: Dead before v6, GROUP_ID_NOT_FOUND with
+    // Kafka's message from v6 (KIP-1043).
+    let described = |v: i16| {
+        let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]);
+        (request, v)
+    };
+    let (request, v) = described(5);
+    let d = c.call(&request, v).await;
+    assert_eq!(
+        (d.groups[0].error_code, d.groups[0].group_state.as_str()),
+        (0, "Dead")
+    );
+    let (request, v) = described(6);
+    let d = c.call(&request, v).await;
+    assert_eq!(
+        (d.groups[0].error_code, d.groups[0].error_message.as_deref()),
+        (69, Some("Group g is not a classic group."))
+    );
     let assignment = r.assignment.expect("a join gets its assignment");
     assert_eq!(assignment.topic_partitions.len(), 1);
     assert_eq!(assignment.topic_partitions[0].topic_id, id);

@@ -282,11 +282,26 @@ async fn group_requests_get_kafkas_error_codes() {
     // OffsetFetch of a group that does not exist: -1, no error (Kafka's behaviour).
     let r = c.call(&offset_fetch("unknown", &[0]), 3).await;
     assert_eq!((r.error_code, fetched(&r)), (0, vec![-1]));
-    // DescribeGroups v0-5 of an unknown group: Dead, no error.
+    // DescribeGroups v0-5 of an unknown group: Dead, no error; v6 (KIP-1043): Dead,
+    // GROUP_ID_NOT_FOUND with Kafka's message.
     let d = c.call(&describe(&["unknown"]), 5).await;
     assert_eq!(
         (d.groups[0].error_code, d.groups[0].group_state.as_str()),
         (0, "Dead")
+    );
+    let d = c.call(&describe(&["unknown", "g"]), 6).await;
+    let g = &d.groups[0];
+    assert_eq!(
+        (
+            g.error_code,
+            g.group_state.as_str(),
+            g.error_message.as_deref()
+        ),
+        (69, "Dead", Some("Group unknown not found."))
+    );
+    assert_eq!(
+        (d.groups[1].error_code, d.groups[1].error_message.as_deref()),
+        (0, None)
     );
     // DeleteGroups: NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND.
     let del = DeleteGroupsRequest::default()
