@@ -44,8 +44,9 @@ pub(crate) struct DescribeCluster;
 impl Api for DescribeCluster {
     const KEY: ApiKey = ApiKey::DescribeCluster;
     /// v1 adds the endpoint type; this node is both the broker and the controller, so either
-    /// type lists it.
-    const VERSIONS: RangeInclusive<i16> = 0..=1;
+    /// type lists it. v2 may ask for fenced brokers too (KIP-1073): a broker that serves is
+    /// never fenced, so the list is the same and says so (`is_fenced` false).
+    const VERSIONS: RangeInclusive<i16> = 0..=2;
     type Request = DescribeClusterRequest;
 
     async fn handle(

@@ -116,8 +116,9 @@ pub(crate) struct Metadata;
 impl Api for Metadata {
     const KEY: ApiKey = ApiKey::Metadata;
     /// v10 adds topic ids (which the consumer group protocol names topics by), v12 topics
-    /// asked for by id.
-    const VERSIONS: RangeInclusive<i16> = 0..=12;
+    /// asked for by id, v13 a top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED, which a
+    /// broker over its own state never needs to send: always 0 here).
+    const VERSIONS: RangeInclusive<i16> = 0..=13;
     type Request = MetadataRequest;
 
     async fn handle(

@@ -77,7 +77,7 @@ async fn api_versions_advertises_the_admin_apis() {
     assert_eq!(find(ApiKey::DescribeConfigs), Some((1, 4)));
     assert_eq!(find(ApiKey::AlterConfigs), Some((0, 2)));
     assert_eq!(find(ApiKey::IncrementalAlterConfigs), Some((0, 1)));
-    assert_eq!(find(ApiKey::DescribeCluster), Some((0, 1)));
+    assert_eq!(find(ApiKey::DescribeCluster), Some((0, 2)));
 }
 
 #[tokio::test]
@@ -815,10 +815,11 @@ async fn alter_configs_replaces_the_whole_set() {
 async fn describe_cluster_names_this_broker_as_the_controller() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
-    for version in [0, 1] {
+    for version in [0, 1, 2] {
         let request = DescribeClusterRequest::default()
             .with_include_cluster_authorized_operations(false)
-            .with_endpoint_type(1);
+            .with_endpoint_type(1)
+            .with_include_fenced_brokers(version >= 2);
         let r = c.call(&request, version).await;
         assert_eq!(r.error_code, 0);
         assert_eq!(r.controller_id, BrokerId(0));
@@ -826,6 +827,7 @@ async fn describe_cluster_names_this_broker_as_the_controller() {
         assert_eq!(r.brokers.len(), 1);
         assert_eq!(r.brokers[0].broker_id, BrokerId(0));
         assert_eq!(r.brokers[0].port, i32::from(broker.addr.port()));
+        assert!(!r.brokers[0].is_fenced);
         assert_eq!(r.cluster_authorized_operations, i32::MIN, "not asked");
     }
     let asked = DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
@@ -836,4 +838,45 @@ async fn describe_cluster_names_this_broker_as_the_controller() {
         .filter(|bit| r.cluster_authorized_operations & (1 << bit) != 0)
         .collect();
     assert_eq!(ops, [5, 7, 8, 9, 10, 11, 12]);
+}
+
+#[tokio::test]
+async fn node_id_is_the_id_every_api_names() {
+    let broker = TestBroker::with(broker::BrokerConfig {
+        node_id: 7,
+        ..config()
+    })
+    .await;
+    let mut c = broker.client().await;
+    let r = c.call(&DescribeClusterRequest::default(), 2).await;
+    assert_eq!(
+        (r.controller_id, r.brokers[0].broker_id),
+        (BrokerId(7), BrokerId(7))
+    );
+    let m = c
+        .call(
+            &MetadataRequest::default()
+                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+                )
+                .with_name(Some(TopicName(StrBytes::from_static_str("t"))))])),
+            13,
+        )
+        .await;
+    assert_eq!(m.error_code, 0);
+    assert_eq!(
+        (m.brokers[0].node_id, m.controller_id),
+        (BrokerId(7), BrokerId(7))
+    );
+    assert!(m.topics[0]
+        .partitions
+        .iter()
+        .all(|p| p.leader_id == BrokerId(7)));
+    let f = c
+        .call(
+            &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")),
+            3,
+        )
+        .await;
+    assert_eq!((f.error_code, f.node_id), (0, BrokerId(7)));
+    broker.stop().await.expect("clean stop");
 }

@@ -30,7 +30,8 @@ async fn api_versions_lists_the_served_table_at_every_version() {
         );
         assert_eq!(find(ApiKey::Fetch), Some((4, 16)));
         assert_eq!(find(ApiKey::ListOffsets), Some((1, 10)));
-        assert_eq!(find(ApiKey::Metadata), Some((0, 12)));
+        assert_eq!(find(ApiKey::Metadata), Some((0, 13)));
+        assert_eq!(find(ApiKey::DescribeCluster), Some((0, 2)));
         assert_eq!(find(ApiKey::OffsetCommit), Some((2, 9)));
         assert_eq!(find(ApiKey::OffsetFetch), Some((1, 9)));
         assert_eq!(find(ApiKey::ConsumerGroupHeartbeat), Some((0, 1)));
