@@ -300,7 +300,9 @@ pub(crate) struct Fetch;
 
 impl Api for Fetch {
     const KEY: ApiKey = ApiKey::Fetch;
-    const VERSIONS: RangeInclusive<i16> = 4..=16;
+    /// v13+ name topics by id; v17 (KIP-853: a follower's directory id) and v18 (a follower's
+    /// high watermark) add fields only followers send, so a consumer is served as at v16.
+    const VERSIONS: RangeInclusive<i16> = 4..=18;
     type Request = FetchRequest;
 
     async fn handle(
