@@ -12,7 +12,9 @@ pub(crate) struct ApiVersions;
 
 impl Api for ApiVersions {
     const KEY: ApiKey = ApiKey::ApiVersions;
-    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    /// v3 adds the client's software name and version, v4 only lets a feature's minimum
+    /// version be 0 (KAFKA-17011; this broker lists no features), so v4 is answered as v3.
+    const VERSIONS: RangeInclusive<i16> = 0..=4;
     type Request = ApiVersionsRequest;
 
     async fn handle(

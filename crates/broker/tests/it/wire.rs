@@ -36,7 +36,7 @@ async fn api_versions_lists_the_served_table_at_every_version() {
         assert_eq!(find(ApiKey::OffsetFetch), Some((1, 9)));
         assert_eq!(find(ApiKey::ConsumerGroupHeartbeat), Some((0, 1)));
         assert_eq!(find(ApiKey::ConsumerGroupDescribe), Some((0, 1)));
-        assert_eq!(find(ApiKey::ApiVersions), Some((0, 3)));
+        assert_eq!(find(ApiKey::ApiVersions), Some((0, 4)));
         assert_eq!(find(ApiKey::JoinGroup), Some((0, 9)));
         assert_eq!(find(ApiKey::SyncGroup), Some((0, 5)));
         assert_eq!(find(ApiKey::Heartbeat), Some((0, 4)));
@@ -51,19 +51,27 @@ async fn api_versions_lists_the_served_table_at_every_version() {
 }
 
 #[tokio::test]
-async fn api_versions_v4_gets_unsupported_version_in_a_v0_body() {
+async fn api_versions_v5_gets_unsupported_version_in_a_v0_body() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
-    let correlation = c.send(&ApiVersionsRequest::default(), 4).await;
+    // v4 is served (as v3: it only lets a feature's minimum version be 0, KAFKA-17011).
+    let r = c.call(&ApiVersionsRequest::default(), 4).await;
+    assert_eq!(r.error_code, 0);
+    // v5, which no codec knows, by hand: header v2 (api key 18, version 5, correlation 7,
+    // client id "ab", no tags), then two empty compact strings and no tags.
+    let frame = [0, 18, 0, 5, 0, 0, 0, 7, 0, 2, b'a', b'b', 0, 1, 1, 0];
+    let mut bytes = (frame.len() as u32).to_be_bytes().to_vec();
+    bytes.extend_from_slice(&frame);
+    c.send_raw(&bytes).await;
     // The answer is a v0 body whatever the request's version (Kafka's rule).
-    let r = c.receive::<ApiVersionsRequest>(correlation, 0).await;
+    let r = c.receive::<ApiVersionsRequest>(7, 0).await;
     assert_eq!(r.error_code, 35);
     assert!(r
         .api_keys
         .iter()
-        .any(|k| k.api_key == ApiKey::ApiVersions as i16 && k.max_version == 3));
+        .any(|k| k.api_key == ApiKey::ApiVersions as i16 && k.max_version == 4));
     // The connection stays usable: the client retries with a version we serve.
-    let r = c.call(&ApiVersionsRequest::default(), 3).await;
+    let r = c.call(&ApiVersionsRequest::default(), 4).await;
     assert_eq!(r.error_code, 0);
 }
 
