@@ -98,8 +98,7 @@ async fn an_unsupported_version_of_a_known_api_gets_unsupported_version() {
     assert_eq!(c.call(&init, 5).await.error_code, 35);
     // A response without a top-level error code cannot say so: Kafka closes, so do we.
     // Metadata v14, which no codec knows (the body is never read): header v2, api key 3.
-    closes_only_that_connection(&broker, &frame(&[0, 3, 0, 14, 0, 0, 0, 5, 0, 0, 0, 0, 0]))
-        .await;
+    closes_only_that_connection(&broker, &frame(&[0, 3, 0, 14, 0, 0, 0, 5, 0, 0, 0, 0, 0])).await;
 }
 
 use tokio::io::AsyncWriteExt;
