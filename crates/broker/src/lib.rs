@@ -81,6 +81,7 @@ mod retention;
 mod server;
 mod shutdown;
 mod store;
+pub mod testing;
 mod tls;
 mod txn_markers;
 

@@ -651,3 +651,35 @@ async fn init_producer_id_hands_out_distinct_ids_and_serves_transactional_ids() 
         (first.producer_id, 1)
     );
 }
+
+#[tokio::test]
+async fn the_test_kit_runs_several_brokers_in_one_process_each_with_its_own_state() {
+    use broker::testing::TestBroker;
+    let a = TestBroker::start().await.expect("a starts");
+    let b = TestBroker::start().await.expect("b starts");
+    assert_ne!(a.addr(), b.addr());
+    assert_eq!(a.bootstrap(), a.addr().to_string());
+    assert_eq!(a.listeners().len(), 1);
+    // A topic made on first use exists on that broker only.
+    let mut to_a = Client::connect(a.addr()).await;
+    let mut to_b = Client::connect(b.addr()).await;
+    // As a client does: Metadata first (which creates it), then Produce.
+    let created = to_a.call(&metadata(Some(&["fresh"])), 12).await;
+    assert_eq!(created.topics[0].error_code, 0);
+    let one = batch(&[record(0, 1)], Compression::None);
+    assert_eq!(produce(&mut to_a, "fresh", 0, one, 9).await, (0, 0));
+    let request = metadata(Some(&["fresh"])).with_allow_auto_topic_creation(false);
+    let r = to_b.call(&request, 12).await;
+    assert_eq!(r.topics[0].error_code, 3, "not on b");
+    // Dropped, a stops by itself; b goes on serving.
+    let a_addr = a.addr();
+    drop(a);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(a_addr).await.is_ok() {
+        assert!(tokio::time::Instant::now() < deadline, "a still listens");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let r = to_b.call(&ApiVersionsRequest::default(), 3).await;
+    assert_eq!(r.error_code, 0);
+    b.stop().await.expect("b stops cleanly");
+}

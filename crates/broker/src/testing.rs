@@ -1,0 +1,147 @@
+//! A broker inside your own tests: [`TestBroker`] starts one on a free loopback port in the
+//! test's tokio runtime, gives its bootstrap address, and stops it on [`stop`](TestBroker::stop)
+//! or drop. Any number can run in one test process, each with its own state (in memory, or in
+//! a data directory you give it).
+//!
+//! In your crate's `Cargo.toml`:
+//!
+//! ```toml
+//! [dev-dependencies]
+//! consumer-groups-broker = "0.1"
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
+//!
+//! Then, in a test, point any Kafka client at [`bootstrap`](TestBroker::bootstrap):
+//!
+//! ```
+//! use broker::testing::TestBroker;
+//! use kafka_protocol::messages::ApiVersionsRequest;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let broker = TestBroker::start().await?;
+//! let bootstrap: String = broker.bootstrap(); // "127.0.0.1:PORT"
+//! assert!(bootstrap.starts_with("127.0.0.1:"));
+//!
+//! // Here your consumer or producer would use `bootstrap`; this crate's own wire client
+//! // asks which API versions the broker serves.
+//! let mut connection = kafka_client::Connection::connect(broker.addr()).await?;
+//! let versions = connection.call(&ApiVersionsRequest::default(), 3).await?;
+//! assert_eq!(versions.error_code, 0);
+//!
+//! broker.stop().await?; // or drop it
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`TestBroker::test_config`] is what [`start`](TestBroker::start) runs: topics created on
+//! first use, no initial rebalance delay. Change it and pass it to
+//! [`with_config`](TestBroker::with_config) for a data directory (`data_dir`), topics made at
+//! start (`topics`), TLS, SASL or ACLs.
+
+use std::net::SocketAddr;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::config::{BrokerConfig, SecurityProtocol};
+use crate::error::BrokerError;
+use crate::server::Server;
+
+/// A running broker for a test. See the [module](self) docs.
+#[derive(Debug)]
+pub struct TestBroker {
+    addr: SocketAddr,
+    listeners: Vec<(SecurityProtocol, SocketAddr)>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), BrokerError>>>,
+}
+
+impl TestBroker {
+    /// The settings [`start`](Self::start) uses: a PLAINTEXT listener on `127.0.0.1:0` (a
+    /// free port), everything in memory, topics created on first use with one partition,
+    /// and no initial rebalance delay (Kafka waits 3 s for more members before a new group's
+    /// first rebalance; a test rarely wants to).
+    pub fn test_config() -> BrokerConfig {
+        BrokerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            auto_create_topics: true,
+            group_initial_rebalance_delay_ms: 0,
+            ..BrokerConfig::default()
+        }
+    }
+
+    /// Starts a broker with [`test_config`](Self::test_config) on the current tokio runtime.
+    ///
+    /// # Errors
+    /// As [`Server::bind`]: a listener that cannot be bound, above all.
+    pub async fn start() -> Result<TestBroker, BrokerError> {
+        TestBroker::with_config(Self::test_config()).await
+    }
+
+    /// Starts a broker with `config` on the current tokio runtime.
+    ///
+    /// # Errors
+    /// As [`Server::bind`]: a setting refused (`INVALID_CONFIG`), a listener that cannot be
+    /// bound, a data directory another process holds.
+    pub async fn with_config(config: BrokerConfig) -> Result<TestBroker, BrokerError> {
+        let server = Server::bind(config).await?;
+        let addr = server.local_addr();
+        let listeners = server.local_addrs();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async move {
+            let _ = stopped.await;
+        }));
+        Ok(TestBroker {
+            addr,
+            listeners,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// `HOST:PORT` of the first listener: what a client's `bootstrap.servers` takes.
+    pub fn bootstrap(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// The first listener's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every listener, with its security protocol, in the order of the configuration.
+    pub fn listeners(&self) -> &[(SecurityProtocol, SocketAddr)] {
+        &self.listeners
+    }
+
+    /// Stops the broker as SIGTERM stops the binary (every connection's request in flight is
+    /// answered, then it closes) and waits until it has.
+    ///
+    /// # Errors
+    /// What the broker stopped with, if it stopped abnormally.
+    pub async fn stop(mut self) -> Result<(), BrokerError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.task.take() {
+            Some(task) => match task.await {
+                Ok(stopped) => stopped,
+                // The broker's task panicked: the test sees that panic.
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => Ok(()),
+            },
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TestBroker {
+    /// Tells the broker to stop, without waiting: it stops in the background while the
+    /// runtime runs (and with the runtime at the latest).
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
