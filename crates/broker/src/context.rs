@@ -12,6 +12,7 @@ use coordinator_core::txn::{ProducerIdSource, TransactionCoordinator};
 use coordinator_core::{Clock, Coordinator, LogError, TopicMetadata};
 use partition_log::PartitionLog;
 
+use crate::api::group_configs::GroupConfigs;
 use crate::api::topic_configs::TopicConfigs;
 use crate::config::{BrokerConfig, SecurityProtocol};
 use crate::producers::Producers;
@@ -46,6 +47,9 @@ pub(crate) struct Context {
     /// The configs clients set on topics (CreateTopics, AlterConfigs), kept where the broker
     /// keeps its state (see [`TopicConfigs`]).
     pub(crate) topic_configs: TopicConfigs,
+    /// The configs clients set on groups (IncrementalAlterConfigs on a GROUP resource), in
+    /// force in the coordinator and kept where the broker keeps its state.
+    pub(crate) group_configs: GroupConfigs,
     /// The SCRAM credentials DescribeUserScramCredentials and AlterUserScramCredentials
     /// serve: the SASL listeners' users, or (without a SASL listener) a store of their own,
     /// as Kafka keeps credentials whatever its listeners.
@@ -120,6 +124,7 @@ impl Context {
             authorizer,
             cluster_id: "consumer-groups-broker".to_string(),
             topic_configs: TopicConfigs::default(),
+            group_configs: GroupConfigs::default(),
             scram_users: sasl.map_or_else(Default::default, |a| a.users.clone()),
             producers: transactions.producers,
             producer_ids: transactions.producer_ids,
@@ -131,6 +136,13 @@ impl Context {
     /// alter (the SASL listeners' own, or a store of their own without one).
     pub(crate) fn with_scram_users(mut self, users: Arc<crate::auth::Users>) -> Context {
         self.scram_users = users;
+        self
+    }
+
+    /// This context with `group_configs` (the ones kept where the broker keeps its state,
+    /// already set on the coordinator) instead of none.
+    pub(crate) fn with_group_configs(mut self, group_configs: GroupConfigs) -> Context {
+        self.group_configs = group_configs;
         self
     }
 

@@ -17,6 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tracing::{debug, error, info, warn, Instrument};
 
+use crate::api::group_configs::GroupConfigs;
 use crate::api::topic_configs::TopicConfigs;
 use crate::auth::{allowed_before_authentication, Authenticator, Session, Users};
 use crate::codec::{self, Incoming};
@@ -218,6 +219,7 @@ impl Server {
         if loaded > 0 {
             info!(groups = loaded, "groups with committed offsets loaded");
         }
+        let group_configs = GroupConfigs::open(documents.clone(), &coordinator).await?;
         let transactions = transactions(&config, &log, &coordinator).await?;
         let mut listeners = Vec::new();
         for spec in config.all_listeners() {
@@ -302,6 +304,7 @@ impl Server {
                 authenticator,
             )
             .with_topic_configs(TopicConfigs::open(documents).await?)
+            .with_group_configs(group_configs)
             .with_scram_users(scram_users),
         );
         Ok(Server {

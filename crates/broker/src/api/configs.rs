@@ -14,6 +14,7 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 
+use super::group_configs;
 use super::registry::Api;
 use super::topic_configs::{self, source, str_bytes, Kind, Overrides, Refused};
 use super::{codes, Call};
@@ -23,6 +24,7 @@ use crate::shutdown::Shutdown;
 /// Kafka's `ConfigResource.Type` values.
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+const GROUP: i8 = 32;
 
 /// IncrementalAlterConfigs' operations.
 const SET: i8 = 0;
@@ -77,6 +79,40 @@ fn topic_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refuse
                 read_only: false,
                 synonyms,
                 doc: e.spec.doc,
+            }
+        })
+        .collect())
+}
+
+/// Group `name`'s configs (Kafka's `ConfigHelper.createGroupConfigEntry`): every group config,
+/// set on the group (GROUP_CONFIG, 8) or at its default (DEFAULT_CONFIG, 5), each its own one
+/// synonym. A group need not exist, as in Kafka.
+fn group_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refused> {
+    if name.is_empty() {
+        return Err(Refused::new(
+            codes::INVALID_REQUEST,
+            "Group name must not be empty",
+        ));
+    }
+    let mut entries = group_configs::entries(&context.coordinator, name);
+    // Kafka lists them in a HashMap's order; sorted here, as the broker's are.
+    entries.sort_by_key(|(config, _, _)| *config);
+    Ok(entries
+        .into_iter()
+        .map(|(config, value, set)| {
+            let source = if set {
+                group_configs::GROUP_CONFIG_SOURCE
+            } else {
+                source::DEFAULT_CONFIG
+            };
+            Described {
+                name: config,
+                value: value.to_string(),
+                source,
+                kind: Kind::Int,
+                read_only: false,
+                synonyms: vec![(config.to_string(), value.to_string(), source)],
+                doc: group_configs::doc(config),
             }
         })
         .collect())
@@ -280,8 +316,12 @@ fn describe_configs(call: &Call<'_>, request: DescribeConfigsRequest) -> Describ
                 BROKER if !call.may_cluster(Operation::DescribeConfigs) => {
                     Err(unauthorized(BROKER))
                 }
+                GROUP if !call.may_group(Operation::DescribeConfigs, name) => {
+                    Err(unauthorized(GROUP))
+                }
                 TOPIC => topic_configs(context, name),
                 BROKER => broker_configs(context, name),
+                GROUP => group_configs(context, name),
                 other => Err(unsupported_type(other)),
             };
             let result = DescribeConfigsResult::default()
@@ -333,9 +373,16 @@ fn entry(d: Described, synonyms: bool, documentation: bool) -> DescribeConfigsRe
         .with_documentation(documentation.then(|| str_bytes(d.doc)))
 }
 
-/// TOPIC_AUTHORIZATION_FAILED for a topic, CLUSTER_AUTHORIZATION_FAILED for the broker
-/// (Kafka checks a broker's configs on the cluster resource).
+/// TOPIC_AUTHORIZATION_FAILED for a topic, GROUP_AUTHORIZATION_FAILED for a group,
+/// CLUSTER_AUTHORIZATION_FAILED for the broker (Kafka checks a broker's configs on the
+/// cluster resource).
 fn unauthorized(resource_type: i8) -> Refused {
+    if resource_type == GROUP {
+        return Refused::new(
+            codes::GROUP_AUTHORIZATION_FAILED,
+            "Group authorization failed.".to_string(),
+        );
+    }
     if resource_type == TOPIC {
         Refused::new(
             codes::TOPIC_AUTHORIZATION_FAILED,
@@ -354,6 +401,7 @@ fn may_alter(call: &Call<'_>, resource_type: i8, name: &str) -> Result<(), Refus
     let allowed = match resource_type {
         TOPIC => call.may_topic(Operation::AlterConfigs, name),
         BROKER => call.may_cluster(Operation::AlterConfigs),
+        GROUP => call.may_group(Operation::AlterConfigs, name),
         _ => true,
     };
     if allowed {
@@ -366,7 +414,7 @@ fn may_alter(call: &Call<'_>, resource_type: i8, name: &str) -> Result<(), Refus
 fn unsupported_type(resource_type: i8) -> Refused {
     Refused::new(
         codes::INVALID_REQUEST,
-        format!("Unsupported resource type {resource_type}: this broker has configs of topics (2) and brokers (4)"),
+        format!("Unsupported resource type {resource_type}: this broker has configs of topics (2), brokers (4) and groups (32)"),
     )
 }
 
@@ -555,13 +603,31 @@ async fn incremental_alter_configs(
         let response = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
-        let outcome = alter_one(
-            call,
-            resource.resource_type,
-            resource.resource_name.as_str(),
-            || alter_incrementally(call.context, resource, request.validate_only),
-        )
-        .await;
+        let outcome = if resource.resource_type == GROUP {
+            let changes = resource.configs.iter().map(|c| {
+                (
+                    c.name.as_str(),
+                    c.config_operation,
+                    c.value.as_ref().map(|v| v.as_str()),
+                )
+            });
+            alter_group(
+                call,
+                resource.resource_name.as_str(),
+                false,
+                changes,
+                request.validate_only,
+            )
+            .await
+        } else {
+            alter_one(
+                call,
+                resource.resource_type,
+                resource.resource_name.as_str(),
+                || alter_incrementally(call.context, resource, request.validate_only),
+            )
+            .await
+        };
         responses.push(match outcome {
             Ok(()) => response.with_error_message(None),
             Err(refused) => response
@@ -586,6 +652,85 @@ impl Api for IncrementalAlterConfigs {
     ) -> Option<IncrementalAlterConfigsResponse> {
         Some(incremental_alter_configs(call, request).await)
     }
+}
+
+/// Alters group `name`'s configs, all or none, as Kafka's controller does: `changes` are
+/// (name, operation, value) applied to the group's configs (to none for the legacy
+/// AlterConfigs, `whole`: what is not named goes back to its default), then the whole result
+/// is checked against the coordinator's bounds, kept, and put in force.
+async fn alter_group<'a>(
+    call: &Call<'_>,
+    name: &str,
+    whole: bool,
+    changes: impl Iterator<Item = (&'a str, i8, Option<&'a str>)> + Clone,
+    validate_only: bool,
+) -> Result<(), Refused> {
+    if name.is_empty() {
+        return Err(Refused::new(
+            codes::INVALID_REQUEST,
+            "Default group resources are not allowed.",
+        ));
+    }
+    may_alter(call, GROUP, name)?;
+    duplicate_keys(changes.clone().map(|(key, _, _)| key))?;
+    let coordinator = &call.context.coordinator;
+    let mut config = if whole {
+        coordinator_core::GroupConfig::default()
+    } else {
+        coordinator.group_config(name)
+    };
+    for (key, operation, value) in changes {
+        let new = match operation {
+            SET => {
+                let Some(value) = value else {
+                    return Err(Refused::new(
+                        codes::INVALID_REQUEST,
+                        format!("Null value not supported for : {key}"),
+                    ));
+                };
+                group_configs::known(key)?;
+                Some(group_configs::parse(key, value)?)
+            }
+            DELETE => {
+                group_configs::known(key)?;
+                None
+            }
+            APPEND | SUBTRACT => {
+                let verb = if operation == APPEND {
+                    "APPEND"
+                } else {
+                    "SUBTRACT"
+                };
+                return Err(Refused::new(
+                    codes::INVALID_CONFIG,
+                    format!("Can't {verb} to key {key} because its type is not LIST."),
+                ));
+            }
+            other => {
+                return Err(Refused::new(
+                    codes::INVALID_REQUEST,
+                    format!("Unknown config operation {other} for config {key}"),
+                ))
+            }
+        };
+        config = config.with(key, new).ok_or_else(|| {
+            Refused::new(
+                codes::INVALID_CONFIG,
+                format!("Unknown group config name: {key}"),
+            )
+        })?;
+    }
+    if validate_only {
+        return coordinator
+            .check_group_config(&config)
+            .map_err(group_configs::refused);
+    }
+    call.context
+        .group_configs
+        .set(coordinator, name, config)
+        .await?;
+    tracing::info!(group = name, "group configs altered");
+    Ok(())
 }
 
 /// Replaces one resource's configs with the given ones (the legacy AlterConfigs: what is not
@@ -615,13 +760,28 @@ async fn alter_configs(call: &Call<'_>, request: AlterConfigsRequest) -> AlterCo
         let response = alter_configs_response::AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
-        let outcome = alter_one(
-            call,
-            resource.resource_type,
-            resource.resource_name.as_str(),
-            || alter_whole(call.context, resource, request.validate_only),
-        )
-        .await;
+        let outcome = if resource.resource_type == GROUP {
+            let changes = resource
+                .configs
+                .iter()
+                .map(|c| (c.name.as_str(), SET, c.value.as_ref().map(|v| v.as_str())));
+            alter_group(
+                call,
+                resource.resource_name.as_str(),
+                true,
+                changes,
+                request.validate_only,
+            )
+            .await
+        } else {
+            alter_one(
+                call,
+                resource.resource_type,
+                resource.resource_name.as_str(),
+                || alter_whole(call.context, resource, request.validate_only),
+            )
+            .await
+        };
         responses.push(match outcome {
             Ok(()) => response.with_error_message(None),
             Err(refused) => response

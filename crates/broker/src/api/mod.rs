@@ -15,6 +15,7 @@ mod describe_cluster;
 mod describe_producers;
 mod fetch;
 mod find_coordinator;
+pub(crate) mod group_configs;
 mod groups;
 mod inflate;
 mod init_producer_id;

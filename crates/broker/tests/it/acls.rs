@@ -523,3 +523,49 @@ async fn topic_and_cluster_admin_apis_are_refused_without_acls() {
     assert_eq!(all.topics.len(), 1);
     broker.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn group_configs_need_describe_configs_and_alter_configs_on_the_group() {
+    let (broker, _dir) = acl_broker(None).await;
+    let mut admin = login(&broker, "admin").await;
+    let mut bob = login(&broker, "bob").await;
+    let describe = DescribeConfigsRequest::default().with_resources(vec![
+        describe_configs_request::DescribeConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(s("bobs"))
+            .with_configuration_keys(None),
+    ]);
+    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(s("bobs"))
+            .with_configs(vec![
+                incremental_alter_configs_request::AlterableConfig::default()
+                    .with_name(s("consumer.session.timeout.ms"))
+                    .with_config_operation(0)
+                    .with_value(Some(s("50000"))),
+            ]),
+    ]);
+    // No ACL: GROUP_AUTHORIZATION_FAILED both ways, and nothing changed.
+    assert_eq!(bob.call(&describe, 4).await.results[0].error_code, 30);
+    assert_eq!(bob.call(&alter, 1).await.responses[0].error_code, 30);
+    let r = admin.call(&describe, 4).await;
+    assert!(r.results[0].configs.iter().all(|e| e.config_source == 5));
+    // DESCRIBE_CONFIGS (10) lets bob read them; altering still needs ALTER_CONFIGS (11).
+    let codes = create(
+        &mut admin,
+        vec![creation(GROUP, "bobs", LITERAL, "User:bob", 10)],
+    )
+    .await;
+    assert_eq!(codes, [0]);
+    assert_eq!(bob.call(&describe, 4).await.results[0].error_code, 0);
+    assert_eq!(bob.call(&alter, 1).await.responses[0].error_code, 30);
+    let codes = create(
+        &mut admin,
+        vec![creation(GROUP, "bobs", LITERAL, "User:bob", 11)],
+    )
+    .await;
+    assert_eq!(codes, [0]);
+    assert_eq!(bob.call(&alter, 1).await.responses[0].error_code, 0);
+    broker.stop().await.expect("clean stop");
+}

@@ -880,3 +880,139 @@ async fn node_id_is_the_id_every_api_names() {
     assert_eq!((f.error_code, f.node_id), (0, BrokerId(7)));
     broker.stop().await.expect("clean stop");
 }
+
+/// (value, source) of group config `name` of group `group`.
+async fn group_value(c: &mut Client, group: &str, name: &str) -> (String, i8) {
+    let r = c.call(&describe(&[(32, group, Some(&[name]))]), 4).await;
+    assert_eq!(
+        r.results[0].error_code, 0,
+        "{:?}",
+        r.results[0].error_message
+    );
+    let config = config_of(&r.results[0], name);
+    (
+        config
+            .value
+            .as_ref()
+            .map(|v| v.to_string())
+            .unwrap_or_default(),
+        config.config_source,
+    )
+}
+
+#[tokio::test]
+async fn group_configs_are_described_altered_in_force_and_kept_across_a_restart() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let on_disk = || broker::BrokerConfig {
+        data_dir: Some(data.path().to_path_buf()),
+        ..config()
+    };
+    let broker = TestBroker::with(on_disk()).await;
+    let mut c = broker.client().await;
+    // Every group config, at its default (DEFAULT_CONFIG, 5), for a group that does not
+    // exist yet (Kafka checks no existence).
+    let r = c.call(&describe(&[(32, "g", None)]), 4).await;
+    let listed: Vec<(&str, String, i8, i8)> = r.results[0]
+        .configs
+        .iter()
+        .map(|e| {
+            let value = e.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+            (e.name.as_str(), value, e.config_source, e.config_type)
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("consumer.heartbeat.interval.ms", "5000".into(), 5, 3),
+            ("consumer.session.timeout.ms", "45000".into(), 5, 3),
+            ("share.heartbeat.interval.ms", "5000".into(), 5, 3),
+            ("share.record.lock.duration.ms", "30000".into(), 5, 3),
+            ("share.session.timeout.ms", "45000".into(), 5, 3),
+        ]
+    );
+    let refused = |r: &IncrementalAlterConfigsResponse| {
+        let x = &r.responses[0];
+        (
+            x.error_code,
+            x.error_message.as_deref().unwrap_or("").to_string(),
+        )
+    };
+    let set = |ops: &[(&str, i8, Option<&str>)]| {
+        IncrementalAlterConfigsRequest::default().with_resources(vec![alter(32, "g", ops)])
+    };
+    // Kafka's refusals: bounds, an unknown name, not a number, APPEND, an empty name.
+    for (ops, want) in [
+        (
+            vec![("consumer.session.timeout.ms", 0, Some("60001"))],
+            (40, "consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms"),
+        ),
+        (
+            vec![("consumer.heartbeat.interval.ms", 0, Some("abc"))],
+            (40, "Invalid value abc for configuration consumer.heartbeat.interval.ms: Not a number of type INT"),
+        ),
+        (
+            vec![("no.such.config", 0, Some("1"))],
+            (40, "Unknown group config name: no.such.config"),
+        ),
+        (
+            vec![("consumer.session.timeout.ms", 2, Some("50000"))],
+            (40, "Can't APPEND to key consumer.session.timeout.ms because its type is not LIST."),
+        ),
+    ] {
+        let r = c.call(&set(&ops), 1).await;
+        assert_eq!(refused(&r), (want.0, want.1.to_string()), "{ops:?}");
+    }
+    let empty = IncrementalAlterConfigsRequest::default().with_resources(vec![alter(
+        32,
+        "",
+        &[("consumer.session.timeout.ms", 0, Some("50000"))],
+    )]);
+    assert_eq!(c.call(&empty, 1).await.responses[0].error_code, 42);
+    // validate_only changes nothing; a SET is in force, GROUP_CONFIG (8).
+    let dry = set(&[("consumer.heartbeat.interval.ms", 0, Some("6000"))]).with_validate_only(true);
+    assert_eq!(refused(&c.call(&dry, 1).await).0, 0);
+    assert_eq!(
+        group_value(&mut c, "g", "consumer.heartbeat.interval.ms").await,
+        ("5000".into(), 5)
+    );
+    let r = c
+        .call(
+            &set(&[("consumer.heartbeat.interval.ms", 0, Some("6000"))]),
+            1,
+        )
+        .await;
+    assert_eq!(refused(&r).0, 0);
+    assert_eq!(
+        group_value(&mut c, "g", "consumer.heartbeat.interval.ms").await,
+        ("6000".into(), 8)
+    );
+    // A consumer-protocol member of the group hears it in its heartbeat response.
+    let join = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_member_id(s("m1"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+        .with_topic_partitions(Some(Vec::new()));
+    let r = c.call(&join, 1).await;
+    assert_eq!((r.error_code, r.heartbeat_interval_ms), (0, 6000));
+    broker.stop().await.expect("clean stop");
+
+    // Kept in the data directory: in force again after a restart.
+    let broker = TestBroker::with(on_disk()).await;
+    let mut c = broker.client().await;
+    assert_eq!(
+        group_value(&mut c, "g", "consumer.heartbeat.interval.ms").await,
+        ("6000".into(), 8)
+    );
+    // DELETE goes back to the default.
+    let r = c
+        .call(&set(&[("consumer.heartbeat.interval.ms", 1, None)]), 1)
+        .await;
+    assert_eq!(refused(&r).0, 0);
+    assert_eq!(
+        group_value(&mut c, "g", "consumer.heartbeat.interval.ms").await,
+        ("5000".into(), 5)
+    );
+    broker.stop().await.expect("clean stop");
+}

@@ -10,7 +10,13 @@
 //! - [`concurrency`]: the locking and cancel-safety contract, in one place.
 
 pub mod concurrency;
+pub use group_config::{
+    GroupConfig, GroupConfigError, DEFAULT_SHARE_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_SHARE_RECORD_LOCK_DURATION_MS, DEFAULT_SHARE_SESSION_TIMEOUT_MS, GROUP_CONFIG_NAMES,
+    MAX_GROUP_CONFIGS,
+};
 mod entry;
+mod group_config;
 mod lifecycle;
 mod offsets;
 mod records;
@@ -274,6 +280,8 @@ pub struct Coordinator {
     /// Transactional offsets pending per (group, producer id) (KIP-447); never held across
     /// an await.
     pub(crate) txn_offsets: Mutex<txn_offsets::PendingTxnOffsets>,
+    /// Groups' own configs (Kafka's group configs), read at each consumer heartbeat.
+    pub(crate) group_configs: RwLock<group_config::GroupConfigs>,
 }
 
 impl fmt::Debug for Coordinator {
@@ -522,6 +530,7 @@ impl CoordinatorBuilder {
             timers: Mutex::new(Timers::default()),
             wake: Notify::new(),
             txn_offsets: Mutex::new(txn_offsets::PendingTxnOffsets::new()),
+            group_configs: RwLock::new(group_config::GroupConfigs::new()),
         })
     }
 }
@@ -676,6 +685,17 @@ impl Coordinator {
 
     /// The context a kind's transitions run with, at `now`, over `entry`'s generation.
     pub(crate) fn ctx<'a>(&'a self, now: u64, generation: &'a mut Generation) -> Ctx<'a> {
+        self.ctx_with(now, generation, &self.config.consumer)
+    }
+
+    /// [`ctx`](Self::ctx) with `consumer` as the consumer-protocol settings (a group's own,
+    /// see [`consumer_settings`](Self::consumer_settings)).
+    pub(crate) fn ctx_with<'a>(
+        &'a self,
+        now: u64,
+        generation: &'a mut Generation,
+        consumer: &'a ConsumerGroupSettings,
+    ) -> Ctx<'a> {
         Ctx {
             now,
             generation,
@@ -683,7 +703,7 @@ impl Coordinator {
             ids: &*self.member_ids,
             assignors: &self.assignors,
             metadata: &*self.metadata,
-            consumer: &self.config.consumer,
+            consumer,
             consumer_assignors: &self.consumer_assignors,
             durable_groups: self.durable_groups,
         }

@@ -221,7 +221,8 @@ impl Coordinator {
                         generation, group, ..
                     } = &mut *entry;
                     if let Some(group) = group {
-                        expired = group.handle_due(&mut self.ctx(now, generation));
+                        let settings = self.consumer_settings(&cell.id);
+                        expired = group.handle_due(&mut self.ctx_with(now, generation, &settings));
                     }
                     entry.note_membership(now);
                     self.arm(&mut entry);

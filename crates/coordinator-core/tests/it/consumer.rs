@@ -10,8 +10,9 @@ use std::sync::Arc;
 use common::{tp, ModuloAssignor, StoreOp, TestStore, Topics};
 use coordinator_core::{
     named, CommitAuthority, ConsumerGroupHeartbeatRequest as Req, ConsumerGroupHeartbeatResponse,
-    ConsumerGroupState, Coordinator, CoordinatorBuilder, ErrorCode, GroupKind, GroupState,
-    ManualClock, MemberState, OffsetAndMetadata, OffsetCommitRequest, TopicPartition,
+    ConsumerGroupState, Coordinator, CoordinatorBuilder, ErrorCode, GroupConfig, GroupConfigError,
+    GroupKind, GroupState, ManualClock, MemberState, OffsetAndMetadata, OffsetCommitRequest,
+    TopicPartition,
 };
 
 const G: &str = "g";
@@ -1108,4 +1109,61 @@ async fn a_restarted_coordinator_carries_a_regex_subscription_on() {
     let ra = r.beat("a", 1, &owned).await;
     assert_eq!(ra.member_epoch, 2);
     assert_eq!(sorted(ra.assignment.unwrap()).len(), 5);
+}
+
+#[tokio::test]
+async fn a_group_config_reaches_each_member_at_its_next_heartbeat() {
+    let h = harness();
+    let a = h.join("a", &["orders"]).await;
+    assert_eq!(a.heartbeat_interval_ms, 5_000);
+    let b = h.join("b", &["orders"]).await;
+    // Kafka's bounds (45-60 s, 5-15 s), checked in Kafka's order, with Kafka's messages.
+    let set = |name: &str, v: u64| GroupConfig::default().with(name, Some(v)).unwrap();
+    let refused = |config: GroupConfig| match h.c.set_group_config(G, config) {
+        Err(GroupConfigError::Invalid(m)) => m,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        refused(set("consumer.heartbeat.interval.ms", 4_999)),
+        "consumer.heartbeat.interval.ms must be greater than or equal to \
+         group.consumer.min.heartbeat.interval.ms"
+    );
+    assert_eq!(
+        refused(set("consumer.session.timeout.ms", 60_001)),
+        "consumer.session.timeout.ms must be less than or equal to \
+         group.consumer.max.session.timeout.ms"
+    );
+    assert_eq!(
+        refused(set("consumer.session.timeout.ms", 0)),
+        "Invalid value 0 for configuration consumer.session.timeout.ms: Value must be at least 1"
+    );
+    let too_close = set("consumer.session.timeout.ms", 45_000)
+        .with("consumer.heartbeat.interval.ms", Some(15_000))
+        .unwrap();
+    assert!(h.c.set_group_config(G, too_close).is_ok(), "15 s < 45 s");
+    assert!(GroupConfig::default()
+        .with("no.such.config", Some(1))
+        .is_none());
+    assert_eq!(h.c.group_config(G), too_close, "nothing refused was kept");
+
+    // Applied: the next heartbeat response says 15 s, and the session is the group's.
+    let config = set("consumer.session.timeout.ms", 50_000)
+        .with("consumer.heartbeat.interval.ms", Some(6_000))
+        .unwrap();
+    h.c.set_group_config(G, config).unwrap();
+    let r = h.hb(&Req::heartbeat(G, "a", a.member_epoch)).await.unwrap();
+    assert_eq!(r.heartbeat_interval_ms, 6_000);
+    h.hb(&Req::heartbeat(G, "b", b.member_epoch)).await.unwrap();
+    // 45 s (the coordinator's session) later both live; at 50 s after b's heartbeat, a
+    // (which beat at the same time) and b go.
+    h.clock.advance(SESSION);
+    assert!(
+        h.expire().await.is_empty(),
+        "the group's 50 s session holds"
+    );
+    h.clock.advance(50_000 - SESSION);
+    assert_eq!(h.expire().await.len(), 2);
+    // An empty config removes the group's own.
+    h.c.set_group_config(G, GroupConfig::default()).unwrap();
+    assert!(h.c.group_configs().is_empty());
 }

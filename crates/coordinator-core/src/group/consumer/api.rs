@@ -150,7 +150,11 @@ impl ConsumerGroups<'_> {
                     },
                 });
             };
-            let (result, outcome) = group.heartbeat(req, &mut c.ctx(now, generation));
+            // The group's own config, read at every heartbeat (Kafka applies a change at
+            // each member's next heartbeat).
+            let settings = c.consumer_settings(&req.group_id);
+            let (result, outcome) =
+                group.heartbeat(req, &mut c.ctx_with(now, generation, &settings));
             if outcome.membership_changed || !entry.has_members() {
                 entry.note_membership(now);
                 c.arm(&mut entry);
