@@ -292,13 +292,13 @@ async fn running_out_of_file_descriptors_never_stops_the_broker() {
 async fn an_unserved_version_is_logged_once_per_connection_with_the_client_id() {
     let mut p = spawn(&[]).await;
     let mut c = Client::connect(p.addr).await;
-    let heartbeat = HeartbeatRequest::default()
-        .with_group_id(GroupId(
-            kafka_protocol::protocol::StrBytes::from_static_str("g"),
-        ))
-        .with_member_id(kafka_protocol::protocol::StrBytes::from_static_str("m"));
+    // InitProducerId v5 (transactions v2) decodes but is not served.
+    let init = InitProducerIdRequest::default()
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
     for _ in 0..3 {
-        assert_eq!(c.call(&heartbeat, 4).await.error_code, 35);
+        assert_eq!(c.call(&init, 5).await.error_code, 35);
     }
     signal(&p.child, "TERM").await;
     bounded("exit", p.child.wait()).await.expect("wait");
@@ -310,8 +310,8 @@ async fn an_unserved_version_is_logged_once_per_connection_with_the_client_id() 
     assert_eq!(told.len(), 1, "{log}");
     assert!(
         told[0].contains("client_id=")
-            && told[0].contains("Heartbeat")
-            && told[0].contains("version=4"),
+            && told[0].contains("InitProducerId")
+            && told[0].contains("version=5"),
         "{}",
         told[0]
     );
