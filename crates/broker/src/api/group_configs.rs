@@ -55,7 +55,7 @@ pub(crate) fn doc(name: &str) -> &'static str {
 /// `(name, value, set on the group)` of every group config of `group`, in Kafka's names' order.
 pub(crate) fn entries(coordinator: &Coordinator, group: &str) -> Vec<(&'static str, u64, bool)> {
     let set = coordinator.group_config(group);
-    let consumer = coordinator.consumer_settings("");
+    let consumer = &coordinator.config().consumer;
     GROUP_CONFIG_NAMES
         .iter()
         .map(|&name| {
@@ -104,10 +104,7 @@ pub(crate) fn known(name: &str) -> Result<(), Refused> {
 
 /// A refused config, as Kafka answers it.
 pub(crate) fn refused(e: GroupConfigError) -> Refused {
-    match e {
-        GroupConfigError::TooManyGroups => Refused::new(codes::INVALID_CONFIG, e.to_string()),
-        other => Refused::new(codes::INVALID_CONFIG, other.to_string()),
-    }
+    Refused::new(codes::INVALID_CONFIG, e.to_string())
 }
 
 /// Where the groups' configs are kept. See the [module](self) docs.
