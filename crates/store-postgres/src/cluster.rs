@@ -8,9 +8,15 @@
 //! - [`Cluster::register`] takes the node id for this process (a new *incarnation*, drawn
 //!   from a sequence), unless a live registration of another process holds it: Kafka's
 //!   `DUPLICATE_BROKER_REGISTRATION`, and the caller retries until that lease runs out.
+//! - [`Cluster::balance`], run at every heartbeat of a serving broker, extends the lease
+//!   and shares the slots out over the live brokers: each takes its fair share
+//!   (`ceil(50 / live brokers)` of each kind) of the slots no live broker owns, at an epoch
+//!   one higher, and releases what it holds beyond its share; a dead broker's slots move to
+//!   the live ones once its lease has run out. It reports the slots gained (to load) and lost
+//!   (to drop), and the cluster as seen (live brokers, their listeners, each slot's owner).
 //! - [`Cluster::claim_all`] takes every slot no live broker owns, each at an epoch one
-//!   higher than before, in one transaction, or none of them. A broker whose slots another
-//!   live broker holds waits (a standby) until that broker's lease runs out or it stops.
+//!   higher than before, in one transaction, or none of them (one broker at a time, with
+//!   the others standing by).
 //! - [`Cluster::heartbeat`] extends the lease; it tells the caller when the registration or a
 //!   slot was taken over meanwhile ([`Liveness::Deposed`]).
 //! - A write of the [`PostgresStore`](crate::PostgresStore) built
@@ -24,7 +30,7 @@
 //! A clean stop ([`Cluster::deregister`]) frees the node id and the slots at once.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use coordinator_core::{StorageError, StorageErrorKind};
@@ -74,15 +80,24 @@ pub fn transaction_slot(id: &str) -> i32 {
 }
 
 /// What a write must hold to land: the slots this process owns, each at its epoch. Cheap to
-/// clone; given to [`PostgresStore::with_fence`](crate::PostgresStore::with_fence).
+/// clone, and every clone sees the same slots: [`Cluster::balance`] updates them in place as
+/// slots come and go. Given to [`PostgresStore::with_fence`](crate::PostgresStore::with_fence)
+/// and [`PostgresLog::with_fence`](crate::PostgresLog::with_fence).
 #[derive(Clone, Debug)]
 pub struct SlotFence {
     incarnation: i64,
     /// The epoch of each slot, indexed by slot; `None` for a slot this process does not own.
-    epochs: Arc<Vec<Option<i64>>>,
+    epochs: Arc<RwLock<Vec<Option<i64>>>>,
 }
 
 impl SlotFence {
+    fn new(incarnation: i64, epochs: Vec<Option<i64>>) -> SlotFence {
+        SlotFence {
+            incarnation,
+            epochs: Arc::new(RwLock::new(epochs)),
+        }
+    }
+
     /// The process's registration these slots belong to.
     pub fn incarnation(&self) -> i64 {
         self.incarnation
@@ -90,9 +105,34 @@ impl SlotFence {
 
     /// The epoch at which this process owns `slot`, if it does.
     pub fn epoch(&self, slot: i32) -> Option<i64> {
+        let epochs = self.epochs.read().unwrap_or_else(PoisonError::into_inner);
         usize::try_from(slot)
             .ok()
-            .and_then(|i| self.epochs.get(i).copied().flatten())
+            .and_then(|i| epochs.get(i).copied().flatten())
+    }
+
+    /// The slots this process owns, in order.
+    pub fn owned(&self) -> Vec<i32> {
+        let epochs = self.epochs.read().unwrap_or_else(PoisonError::into_inner);
+        (0..SLOTS)
+            .filter(|&s| {
+                usize::try_from(s)
+                    .ok()
+                    .and_then(|i| epochs.get(i))
+                    .is_some_and(Option::is_some)
+            })
+            .collect()
+    }
+
+    fn snapshot(&self) -> Vec<Option<i64>> {
+        self.epochs
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn replace(&self, epochs: Vec<Option<i64>>) {
+        *self.epochs.write().unwrap_or_else(PoisonError::into_inner) = epochs;
     }
 
     /// Checks, inside `tx`, that this process still owns `slot` at its epoch, holding a share
@@ -163,6 +203,61 @@ pub enum Liveness {
     /// Another process took the node id or a slot over (this one's lease had run out):
     /// this process must stop serving.
     Deposed(String),
+}
+
+/// A live broker as the database lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveBroker {
+    /// Its node id.
+    pub node_id: i32,
+    /// Its listeners as it published them ([`Cluster::publish_endpoints`]): an array of
+    /// `{"security_protocol", "host", "port"}`; empty until it has published them.
+    pub endpoints: serde_json::Value,
+}
+
+/// The cluster as one [`Cluster::balance`] saw it, inside its transaction.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterView {
+    /// The live brokers (their lease runs), by node id.
+    pub brokers: Vec<LiveBroker>,
+    /// The node id of each slot's owner, indexed by slot: `None` while no live broker owns
+    /// it (its owner died and nobody has taken it yet, or it was just released).
+    pub owners: Vec<Option<i32>>,
+}
+
+impl ClusterView {
+    /// The live owner of `slot`, if any.
+    pub fn owner(&self, slot: i32) -> Option<i32> {
+        usize::try_from(slot)
+            .ok()
+            .and_then(|i| self.owners.get(i).copied().flatten())
+    }
+
+    /// The live broker `node_id`, if it is live.
+    pub fn broker(&self, node_id: i32) -> Option<&LiveBroker> {
+        self.brokers.iter().find(|b| b.node_id == node_id)
+    }
+}
+
+/// What a [`Cluster::balance`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Balance {
+    /// `Deposed` when another process holds this node id now: nothing else was done, and
+    /// the process must stop.
+    pub liveness: Liveness,
+    /// Slots this process owns from now on at a new epoch (their groups and transactions
+    /// must be loaded from the database before they are served).
+    pub gained: Vec<i32>,
+    /// Slots this process owned and no longer does: released to make room for another
+    /// broker, or taken over by one while this process's lease had run out. The fence
+    /// already refuses their writes; their groups and transactions must be dropped from
+    /// memory.
+    pub lost: Vec<i32>,
+    /// The cluster after the balance.
+    pub view: ClusterView,
+    /// How long until the lease of another broker that owns slots runs out (unless it
+    /// heartbeats): the caller balances again then, to take its slots over without delay.
+    pub next_expiry: Option<Duration>,
 }
 
 /// One broker's registration and slots in the database. See the [module](self) docs.
@@ -318,10 +413,7 @@ impl Cluster {
             ));
         }
         tx.commit().await.map_err(|e| db_error(OP, e))?;
-        Ok(Ok(SlotFence {
-            incarnation,
-            epochs: Arc::new(epochs),
-        }))
+        Ok(Ok(SlotFence::new(incarnation, epochs)))
     }
 
     /// Writes this broker's listeners (`[{"name", "host", "port", "security_protocol"}]`, as
@@ -385,7 +477,7 @@ impl Cluster {
                 kept += 1;
             }
         }
-        let owned = fence.epochs.iter().filter(|e| e.is_some()).count();
+        let owned = fence.snapshot().iter().filter(|e| e.is_some()).count();
         if kept < owned {
             return Ok(Liveness::Deposed(format!(
                 "another broker took over {} of this broker's {owned} coordinator slots after \
@@ -394,6 +486,206 @@ impl Cluster {
             )));
         }
         Ok(Liveness::Live)
+    }
+
+    /// A fence that owns no slot yet, for [`balance`](Self::balance) to fill in.
+    pub fn empty_fence(&self) -> Result<SlotFence, StorageError> {
+        let incarnation = self.registered("build a slot fence")?;
+        Ok(SlotFence::new(
+            incarnation,
+            vec![None; usize::try_from(SLOTS).unwrap_or(0)],
+        ))
+    }
+
+    /// Extends this process's lease and takes its fair share of the slots, in one
+    /// transaction, updating `fence` in place (a fence of this process's registration, from
+    /// [`empty_fence`](Self::empty_fence) or [`claim_all`](Self::claim_all)).
+    ///
+    /// Each kind of slot (groups, transactional ids) is shared out separately: with `L` live
+    /// brokers, a fair share is `ceil(slots / L)`. A broker holding more than its share
+    /// releases the excess (the slot then has no owner until another broker claims it);
+    /// one holding fewer claims slots that no live broker owns (never one from a live
+    /// owner), each at its epoch plus one. Slots are sticky: a balanced cluster moves
+    /// nothing, and which slots move is chosen by rendezvous hashing of slot and node id,
+    /// so that brokers agree without talking. A release waits (a row lock) for the writes in
+    /// flight on that slot to commit; none of this process's writes lands after it.
+    pub async fn balance(&self, fence: &SlotFence) -> Result<Balance, StorageError> {
+        const OP: &str = "balance the coordinator slots";
+        let incarnation = self.registered(OP)?;
+        if fence.incarnation != incarnation {
+            return Err(StorageError::new(
+                StorageErrorKind::Other,
+                format!(
+                    "cannot {OP}: the fence belongs to incarnation {} and this process is incarnation {incarnation}",
+                    fence.incarnation
+                ),
+            ));
+        }
+        let mut client = self.pool.get().await.map_err(|e| pool_error(OP, e))?;
+        let tx = client.transaction().await.map_err(|e| db_error(OP, e))?;
+        lock(&tx, OP).await?;
+        let extended = tx
+            .execute(
+                "UPDATE brokers SET lease_until = now() + $3 * interval '1 millisecond' \
+                 WHERE node_id = $1 AND incarnation = $2",
+                &[
+                    &self.node_id,
+                    &incarnation,
+                    &(self.session_timeout_ms as f64),
+                ],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        if extended == 0 {
+            let lost = fence.owned();
+            fence.replace(vec![None; usize::try_from(SLOTS).unwrap_or(0)]);
+            return Ok(Balance {
+                liveness: Liveness::Deposed(format!(
+                    "another process registered node {} after this one's lease ran out",
+                    self.node_id
+                )),
+                gained: Vec::new(),
+                lost,
+                view: ClusterView::default(),
+                next_expiry: None,
+            });
+        }
+        let rows = tx
+            .query(
+                "SELECT node_id, incarnation, endpoints, \
+                 (EXTRACT(EPOCH FROM (lease_until - now())) * 1000)::bigint \
+                 FROM brokers WHERE lease_until > now() ORDER BY node_id",
+                &[],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        let mut live = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let node_id: i32 = row.try_get(0).map_err(|e| db_error(OP, e))?;
+            let inc: i64 = row.try_get(1).map_err(|e| db_error(OP, e))?;
+            let endpoints: serde_json::Value = row.try_get(2).map_err(|e| db_error(OP, e))?;
+            let left: i64 = row.try_get(3).map_err(|e| db_error(OP, e))?;
+            live.push((node_id, inc, endpoints, left));
+        }
+        let rows = tx
+            .query(
+                "SELECT slot, owner_node, owner_incarnation, epoch FROM coordinator_slots \
+                 WHERE slot >= 0 AND slot < $1 ORDER BY slot",
+                &[&SLOTS],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        let mut slots: Vec<SlotRow> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            slots.push(SlotRow {
+                slot: row.try_get(0).map_err(|e| db_error(OP, e))?,
+                owner_node: row.try_get(1).map_err(|e| db_error(OP, e))?,
+                owner_incarnation: row.try_get(2).map_err(|e| db_error(OP, e))?,
+                epoch: row.try_get(3).map_err(|e| db_error(OP, e))?,
+            });
+        }
+        if slots.len() != usize::try_from(SLOTS).unwrap_or(0) {
+            return Err(StorageError::new(
+                StorageErrorKind::Corrupt,
+                format!(
+                    "the table coordinator_slots lacks some of the slots 0-{} (found {})",
+                    SLOTS - 1,
+                    slots.len()
+                ),
+            ));
+        }
+        let is_live = |row: &SlotRow| {
+            live.iter()
+                .any(|(n, i, _, _)| Some(*n) == row.owner_node && Some(*i) == row.owner_incarnation)
+        };
+        let brokers = i32::try_from(live.len()).unwrap_or(i32::MAX).max(1);
+        let mut release = Vec::new();
+        let mut claim = Vec::new();
+        for range in [0..GROUP_SLOTS, GROUP_SLOTS..SLOTS] {
+            let fair =
+                usize::try_from((range.end - range.start + brokers - 1) / brokers).unwrap_or(0);
+            let kind: Vec<&SlotRow> = slots.iter().filter(|r| range.contains(&r.slot)).collect();
+            let mut mine: Vec<&SlotRow> = kind
+                .iter()
+                .copied()
+                .filter(|r| r.owner_incarnation == Some(incarnation))
+                .collect();
+            if mine.len() > fair {
+                // Give up the slots this node ranks lowest.
+                mine.sort_by_key(|r| rank(r.slot, self.node_id));
+                release.extend(mine.iter().take(mine.len() - fair).map(|r| r.slot));
+            } else if mine.len() < fair {
+                let mut free: Vec<&SlotRow> =
+                    kind.iter().copied().filter(|r| !is_live(r)).collect();
+                free.sort_by_key(|r| std::cmp::Reverse(rank(r.slot, self.node_id)));
+                claim.extend(free.iter().take(fair - mine.len()).map(|r| r.slot));
+            }
+        }
+        if !release.is_empty() {
+            tx.execute(
+                "UPDATE coordinator_slots SET owner_node = NULL, owner_incarnation = NULL \
+                 WHERE slot = ANY($1) AND owner_incarnation = $2",
+                &[&release, &incarnation],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        }
+        if !claim.is_empty() {
+            tx.execute(
+                "UPDATE coordinator_slots SET owner_node = $1, owner_incarnation = $2, \
+                 epoch = epoch + 1 WHERE slot = ANY($3)",
+                &[&self.node_id, &incarnation, &claim],
+            )
+            .await
+            .map_err(|e| db_error(OP, e))?;
+        }
+        tx.commit().await.map_err(|e| db_error(OP, e))?;
+
+        // The slots as they are now, and what changed for this process.
+        let before = fence.snapshot();
+        let mut after = vec![None; slots.len()];
+        let mut owners = vec![None; slots.len()];
+        for (i, row) in slots.iter().enumerate() {
+            if claim.contains(&row.slot) {
+                after[i] = Some(row.epoch + 1);
+                owners[i] = Some(self.node_id);
+            } else if release.contains(&row.slot) {
+                // Released: nobody's until another broker claims it.
+            } else if row.owner_incarnation == Some(incarnation) {
+                after[i] = Some(row.epoch);
+                owners[i] = Some(self.node_id);
+            } else if is_live(row) {
+                owners[i] = row.owner_node;
+            }
+        }
+        let (mut gained, mut lost) = (Vec::new(), Vec::new());
+        for (slot, (was, now)) in (0..SLOTS).zip(before.iter().zip(&after)) {
+            if was.is_some() && was != now {
+                lost.push(slot);
+            }
+            if now.is_some() && was != now {
+                gained.push(slot);
+            }
+        }
+        fence.replace(after);
+        let next_expiry = live
+            .iter()
+            .filter(|(n, i, _, _)| *i != incarnation && owners.contains(&Some(*n)))
+            .map(|(_, _, _, left)| Duration::from_millis(u64::try_from(*left).unwrap_or(0)))
+            .min();
+        Ok(Balance {
+            liveness: Liveness::Live,
+            gained,
+            lost,
+            view: ClusterView {
+                brokers: live
+                    .into_iter()
+                    .map(|(node_id, _, endpoints, _)| LiveBroker { node_id, endpoints })
+                    .collect(),
+                owners,
+            },
+            next_expiry,
+        })
     }
 
     /// Ends the registration: the node id and the slots are free for another process at once.
@@ -419,6 +711,24 @@ impl Cluster {
             )
         })
     }
+}
+
+/// One row of `coordinator_slots`.
+struct SlotRow {
+    slot: i32,
+    owner_node: Option<i32>,
+    owner_incarnation: Option<i64>,
+    epoch: i64,
+}
+
+/// How much node `node_id` wants `slot` (rendezvous hashing: every broker computes the same
+/// ranks, so claims and releases agree without talking): SplitMix64 of both.
+fn rank(slot: i32, node_id: i32) -> u64 {
+    let mut z = (u64::from(slot as u32) << 32 | u64::from(node_id as u32))
+        .wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 async fn lock(tx: &deadpool_postgres::Transaction<'_>, op: &str) -> Result<(), StorageError> {

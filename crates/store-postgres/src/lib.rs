@@ -63,7 +63,7 @@ use coordinator_core::{
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
-pub use crate::cluster::{Cluster, SlotFence};
+pub use crate::cluster::{Balance, Cluster, ClusterView, LiveBroker, SlotFence};
 pub use crate::documents::{PostgresDocuments, MAX_DOCUMENT_BYTES};
 use crate::error::{db_error, pool_error};
 pub use crate::log::PostgresLog;

@@ -200,3 +200,138 @@ async fn a_deposed_broker_writes_nothing() {
         Some(7)
     );
 }
+
+/// Every slot of each kind is owned by one live broker, and no slot by two.
+fn assert_shared_out(fences: &[&store_postgres::SlotFence]) -> Vec<Vec<i32>> {
+    let owned: Vec<Vec<i32>> = fences.iter().map(|f| f.owned()).collect();
+    for slot in 0..SLOTS {
+        let owners = owned.iter().filter(|o| o.contains(&slot)).count();
+        assert_eq!(owners, 1, "slot {slot} has {owners} owners: {owned:?}");
+    }
+    owned
+}
+
+#[tokio::test]
+async fn slots_are_shared_out_and_a_dead_brokers_move_to_the_live_ones() {
+    let Some(pg) = server().await else { return };
+    let url = bounded("db", pg.create_database("balance")).await.unwrap();
+    let mut nodes = Vec::new();
+    let mut fences = Vec::new();
+    for node in 1..=3 {
+        let mut c = cluster(&url, node, 1_500).await;
+        assert_eq!(bounded("register", c.register()).await.unwrap(), None);
+        fences.push(c.empty_fence().unwrap());
+        nodes.push(c);
+    }
+    // All three are live, so each takes its fair share
+    // (17 of each kind's 50) of the free slots; the last one finds 16 of each left.
+    let mut gained = Vec::new();
+    for (c, f) in nodes.iter().zip(&fences) {
+        let b = bounded("balance", c.balance(f)).await.unwrap();
+        assert_eq!(b.liveness, Liveness::Live);
+        assert!(b.lost.is_empty(), "{b:?}");
+        assert_eq!(b.gained, f.owned());
+        gained.push(b.gained.len());
+    }
+    assert_eq!(gained, vec![34, 34, 32]);
+    let owned = assert_shared_out(&fences.iter().collect::<Vec<_>>());
+    // A balanced cluster moves nothing, and every broker sees the same owners.
+    let mut views = Vec::new();
+    for (c, f) in nodes.iter().zip(&fences) {
+        let b = bounded("balance", c.balance(f)).await.unwrap();
+        assert!(b.gained.is_empty() && b.lost.is_empty(), "{b:?}");
+        assert_eq!(b.view.brokers.len(), 3);
+        views.push(b.view);
+    }
+    assert!(views.windows(2).all(|w| w[0].owners == w[1].owners));
+    for (i, mine) in owned.iter().enumerate() {
+        for &slot in mine {
+            assert_eq!(views[0].owner(slot), Some(i32::try_from(i).unwrap() + 1));
+        }
+    }
+    let b = bounded("balance", nodes[0].balance(&fences[0]))
+        .await
+        .unwrap();
+    let left = b.next_expiry.expect("the others own slots under a lease");
+    assert!(left <= Duration::from_millis(1_500), "{left:?}");
+
+    // Node 3 stops heartbeating. Its slots stay its own while its lease runs; once it has
+    // run out, the two live brokers take them over (25 of each kind each, at new epochs)
+    // and node 3's writes are refused.
+    let store3 = bounded("connect", PostgresStore::connect(&url, 2))
+        .await
+        .unwrap()
+        .with_fence(fences[2].clone());
+    let g3 = *owned[2]
+        .iter()
+        .find(|&&s| s < store_postgres::cluster::GROUP_SLOTS)
+        .unwrap();
+    let group = (0..10_000)
+        .map(|i| format!("g{i}"))
+        .find(|g| group_slot(g) == g3)
+        .unwrap();
+    bounded(
+        "commit",
+        store3.commit(&group, &offsets(1), CommitFence::none()),
+    )
+    .await
+    .expect("node 3 owns the group's slot");
+    let epoch3 = fences[2].epoch(g3).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut gained = 0;
+        for (c, f) in nodes[..2].iter().zip(&fences) {
+            gained += bounded("balance", c.balance(f)).await.unwrap().gained.len();
+        }
+        if fences[..2].iter().all(|f| f.owned().len() == 50) {
+            break;
+        }
+        assert!(
+            gained == 0 || fences[0].owned().len() + fences[1].owned().len() <= 100,
+            "over-claimed"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "node 3's slots never moved"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_shared_out(&[&fences[0], &fences[1]]);
+    let new_owner = if fences[0].epoch(g3).is_some() { 0 } else { 1 };
+    assert_eq!(fences[new_owner].epoch(g3), Some(epoch3 + 1));
+    let err = bounded(
+        "commit",
+        store3.commit(&group, &offsets(2), CommitFence::none()),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), StorageErrorKind::NotCoordinator, "{err}");
+
+    // Node 3 comes back: it learns it lost every slot it had (none is its own any more),
+    // and takes its share again only as the others release their excess.
+    let before = fences[2].owned();
+    let b = bounded("balance", nodes[2].balance(&fences[2]))
+        .await
+        .unwrap();
+    assert_eq!(b.liveness, Liveness::Live);
+    assert_eq!(b.lost, before);
+    assert!(b.gained.is_empty() && fences[2].owned().is_empty(), "{b:?}");
+    for _ in 0..2 {
+        for (c, f) in nodes.iter().zip(&fences) {
+            bounded("balance", c.balance(f)).await.unwrap();
+        }
+    }
+    let owned = assert_shared_out(&fences.iter().collect::<Vec<_>>());
+    assert!(
+        owned.iter().all(|o| (32..=34).contains(&o.len())),
+        "{owned:?}"
+    );
+
+    // A clean stop frees the node id: a balance of the stopped process is deposed.
+    bounded("deregister", nodes[2].deregister()).await.unwrap();
+    let b = bounded("balance", nodes[2].balance(&fences[2]))
+        .await
+        .unwrap();
+    assert!(matches!(b.liveness, Liveness::Deposed(_)), "{b:?}");
+    assert!(fences[2].owned().is_empty());
+}
