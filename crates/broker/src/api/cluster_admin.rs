@@ -3,7 +3,7 @@
 //!
 //! | API | answer |
 //! |---|---|
-//! | DeleteRecords (21) | moves each partition's log start up to the offset (−1: the high watermark) and answers it as the low watermark; an offset past the high watermark or below −1 OFFSET_OUT_OF_RANGE, an unknown partition UNKNOWN_TOPIC_OR_PARTITION (low watermark −1); durable with `--data-dir` |
+//! | DeleteRecords (21) | moves each partition's log start up to the offset (−1: the high watermark) and answers it as the low watermark; an offset past the high watermark or below −1 OFFSET_OUT_OF_RANGE, an unknown partition UNKNOWN_TOPIC_OR_PARTITION, one led by another broker NOT_LEADER_OR_FOLLOWER (low watermark −1); durable with `--data-dir` |
 //! | ElectLeaders (43) | every named partition ELECTION_NOT_NEEDED (84): its one replica leads; unknown ones UNKNOWN_TOPIC_OR_PARTITION; a null list (all partitions) lists none, as Kafka lists only partitions that had an election |
 //! | DescribeLogDirs (35) | one log directory (`<data-dir>/records`, or `(memory)` without a data directory) with every partition's size in bytes, lag 0; v4's volume sizes −1 (unknown) |
 //! | AlterReplicaLogDirs (34) | to the one directory: NONE (a move to where the replica is); any other path LOG_DIR_NOT_FOUND (57) |
@@ -559,6 +559,11 @@ async fn delete_records(call: &Call<'_>, request: &DeleteRecordsRequest) -> Dele
             }
             if !exists(call, &topic.name, p.partition_index) {
                 partitions.push(answer.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION));
+                continue;
+            }
+            // Led by another broker: NOT_LEADER_OR_FOLLOWER (Kafka's `deleteRecordsOnLeader`).
+            if let Some(code) = call.leader_error(&topic.name, p.partition_index) {
+                partitions.push(answer.with_error_code(code));
                 continue;
             }
             let tp = TopicPartition::new(topic.name.0.as_str(), p.partition_index as u32);

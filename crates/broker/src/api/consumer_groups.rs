@@ -1,7 +1,9 @@
 //! Kafka's consumer group protocol (KIP-848) on the wire: ConsumerGroupHeartbeat (68) and
 //! ConsumerGroupDescribe (69). Each translates topic ids to names and back; the group state
 //! (epochs, target and current assignments, reconciliation) is the core's alone
-//! (`coordinator.consumer()`).
+//! (`coordinator.consumer()`). A group this broker does not coordinate (several brokers over
+//! PostgreSQL) is refused NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while its slot
+//! loads) after the ACL check, per group for ConsumerGroupDescribe.
 
 use crate::acl::Operation;
 use std::collections::BTreeMap;
@@ -20,7 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 use uuid::Uuid;
 
-use super::groups::{code, record_write_code};
+use super::groups::{code, record_write_code, refusal};
 use super::registry::Api;
 use super::{codes, Call};
 use crate::shutdown::Shutdown;
@@ -83,6 +85,9 @@ async fn heartbeat(
             codes::GROUP_AUTHORIZATION_FAILED,
             "Group authorization failed.".into(),
         );
+    }
+    if let Some(c) = refusal(call, &request.group_id) {
+        return ConsumerGroupHeartbeatResponse::default().with_error_code(c);
     }
     let topic_partitions = match &request.topic_partitions {
         Some(topics) => Some(owned(call, topics).await),
@@ -168,6 +173,10 @@ async fn describe_groups(
                         "Group authorization failed.",
                     ))),
             );
+            continue;
+        }
+        if let Some(c) = refusal(call, id) {
+            groups.push(group.with_error_code(c));
             continue;
         }
         groups.push(

@@ -1,6 +1,8 @@
 //! DescribeProducers (API 61, KIP-664): each asked partition's active producers, from its
 //! producer state ([`crate::producers`]): id, epoch, last sequence, last timestamp,
-//! coordinator epoch and the start offset of its open transaction (-1 if none).
+//! coordinator epoch and the start offset of its open transaction (-1 if none). A partition
+//! this broker does not lead (several brokers over PostgreSQL) answers
+//! NOT_LEADER_OR_FOLLOWER, its producer state untouched.
 
 use crate::acl::Operation;
 use std::ops::RangeInclusive;
@@ -14,7 +16,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::produce::log_code;
+use super::produce::{log_code, not_led};
 use super::registry::Api;
 use super::{codes, Call};
 use crate::context::WallClock;
@@ -55,6 +57,9 @@ async fn describe(call: &Call<'_>, topic: &str, index: i32) -> PartitionResponse
             ))));
     };
     let tp = TopicPartition::new(topic, partition);
+    if let Some(code) = not_led(call, &tp).await {
+        return answer.with_error_code(code);
+    }
     let context = call.context;
     let now_ms = i64::try_from(WallClock.now_ms()).unwrap_or(i64::MAX);
     match context.producers.lock(&*context.log, &tp, now_ms).await {

@@ -9,9 +9,13 @@
 //!
 //! From v13 topics are named by id (KIP-516), in the request and in the answer: the ids are
 //! resolved once per request, and a partition of an unknown id gets UNKNOWN_TOPIC_ID (100),
-//! as in Kafka. v12's diverging-epoch and current-leader fields, v15's replica state and
-//! v16's node endpoints concern followers and leader changes; a single broker leaves them
-//! at their defaults.
+//! as in Kafka. v12's diverging-epoch field and v15's replica state concern followers and
+//! are left at their defaults.
+//!
+//! A partition this broker does not lead (several brokers over PostgreSQL) answers
+//! NOT_LEADER_OR_FOLLOWER without being read; from v16 with the current leader and, at the
+//! top, that broker's endpoint (KIP-951), as Kafka's `KafkaApis.handleFetchRequest` fills
+//! them (only from v16, although the current-leader field exists from v12).
 //!
 //! Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which clients
 //! read as "no session" and answer with full fetches; an incremental fetch (a non-zero
@@ -28,14 +32,15 @@ use coordinator_core::Clock;
 use coordinator_core::{LogError, TopicPartition};
 use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, ProducerId};
+use kafka_protocol::protocol::StrBytes;
 use partition_log::Batch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::produce::log_code;
+use super::produce::{log_code, not_led};
 use super::records::encode_records;
 use super::registry::Api;
 use super::{codes, Call};
@@ -114,6 +119,7 @@ async fn read(
         errors: false,
     };
     let mut responses = Vec::with_capacity(request.topics.len());
+    let mut endpoints: Vec<NodeEndpoint> = Vec::new();
     for (topic, name) in request.topics.iter().zip(names) {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
@@ -136,6 +142,9 @@ async fn read(
                 }
             });
         }
+        if let (Some(name), true) = (name, call.version >= 16) {
+            current_leaders(call, name, &mut partitions, &mut endpoints);
+        }
         let response = FetchableTopicResponse::default().with_partitions(partitions);
         responses.push(if call.version < TOPIC_IDS_FROM {
             response.with_topic(topic.topic.clone())
@@ -144,10 +153,41 @@ async fn read(
         });
     }
     (
-        FetchResponse::default().with_responses(responses),
+        FetchResponse::default()
+            .with_responses(responses)
+            .with_node_endpoints(endpoints),
         pass.total,
         pass.errors,
     )
+}
+
+/// Fills the current leader (leader epoch −1: unknown) of each of `topic`'s partitions
+/// answered NOT_LEADER_OR_FOLLOWER and adds the leader's endpoint to `endpoints` once, as
+/// Kafka's `KafkaApis.handleFetchRequest` does from v16. A partition without a live leader
+/// keeps leader −1.
+fn current_leaders(
+    call: &Call<'_>,
+    topic: &str,
+    partitions: &mut [PartitionData],
+    endpoints: &mut Vec<NodeEndpoint>,
+) {
+    for p in partitions {
+        if p.error_code != codes::NOT_LEADER_OR_FOLLOWER {
+            continue;
+        }
+        let Some(node) = call.other_leader(topic, p.partition_index) else {
+            continue;
+        };
+        p.current_leader = LeaderIdAndEpoch::default().with_leader_id(node.node_id.into());
+        if !endpoints.iter().any(|e| e.node_id.0 == node.node_id) {
+            endpoints.push(
+                NodeEndpoint::default()
+                    .with_node_id(node.node_id.into())
+                    .with_host(StrBytes::from_string(node.host))
+                    .with_port(node.port),
+            );
+        }
+    }
 }
 
 /// What one pass has used and seen so far.
@@ -176,6 +216,10 @@ impl Pass {
                 .with_high_watermark(-1);
         };
         let tp = TopicPartition::new(topic, index);
+        if let Some(code) = not_led(call, &tp).await {
+            self.errors = true;
+            return answer.with_error_code(code).with_high_watermark(-1);
+        }
         let limit = usize::try_from(p.partition_max_bytes)
             .unwrap_or(0)
             .min(self.budget);

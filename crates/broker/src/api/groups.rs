@@ -5,6 +5,10 @@
 //! For protocol type `consumer`, the members' subscriptions and the leader's assignments are
 //! decoded here (the consumer protocol is part of the codec) and handed to the core as
 //! topics and partitions, so describe, lag and the optional ownership check see them.
+//!
+//! A group this broker does not coordinate (several brokers over PostgreSQL) is refused
+//! NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while its slot loads) after the ACL check,
+//! as Kafka's `GroupCoordinatorService` answers; ListGroups lists the groups held here.
 
 use crate::acl::Operation;
 use std::ops::RangeInclusive;
@@ -71,6 +75,30 @@ fn wire_generation(g: Generation) -> i32 {
 
 fn optional(s: &Option<StrBytes>) -> Option<String> {
     s.as_ref().map(|v| v.to_string())
+}
+
+/// The coordinator's refusal of a request about `group_id` when another broker coordinates
+/// it ([`Call::group_coordinator_error`]). None for the empty group id, which Kafka's
+/// `GroupCoordinatorService` refuses first (INVALID_GROUP_ID, as the core does here) for the
+/// APIs that call this; DescribeGroups, DeleteGroups, OffsetCommit and OffsetFetch, which
+/// Kafka serves for the empty id, ask [`Call::group_coordinator_error`] directly.
+pub(super) fn refusal(call: &Call<'_>, group_id: &str) -> Option<i16> {
+    if group_id.is_empty() {
+        return None;
+    }
+    call.group_coordinator_error(group_id)
+}
+
+/// [`refusal`] of a JoinGroup, after the session timeout check Kafka's
+/// `GroupCoordinatorService.joinGroup` makes first (INVALID_SESSION_TIMEOUT, answered by the
+/// core).
+fn join_refusal(call: &Call<'_>, request: &JoinGroupRequest) -> Option<i16> {
+    let bounds = &call.context.coordinator.config().groups;
+    let session = u64::try_from(request.session_timeout_ms).ok()?;
+    if session < bounds.min_session_timeout_ms || session > bounds.max_session_timeout_ms {
+        return None;
+    }
+    refusal(call, &request.group_id)
 }
 
 async fn join(
@@ -324,6 +352,10 @@ async fn describe(call: &Call<'_>, request: DescribeGroupsRequest) -> DescribeGr
             groups.push(described.with_error_code(codes::GROUP_AUTHORIZATION_FAILED));
             continue;
         }
+        if let Some(c) = call.group_coordinator_error(&group) {
+            groups.push(described.with_error_code(c));
+            continue;
+        }
         let answer = match call.context.coordinator.classic().describe(&group).await {
             Ok(d) => {
                 let stable = d.state == GroupState::Stable;
@@ -455,6 +487,14 @@ async fn delete(call: &Call<'_>, request: DeleteGroupsRequest) -> DeleteGroupsRe
             );
             continue;
         }
+        if let Some(c) = call.group_coordinator_error(&group) {
+            results.push(
+                delete_groups_response::DeletableGroupResult::default()
+                    .with_group_id(group)
+                    .with_error_code(c),
+            );
+            continue;
+        }
         let code = match call.context.coordinator.delete_group(group.as_str()).await {
             Ok(()) => {
                 info!(group = %group.as_str(), "group deleted");
@@ -487,6 +527,14 @@ impl Api for JoinGroup {
             return Some(
                 JoinGroupResponse::default()
                     .with_error_code(codes::GROUP_AUTHORIZATION_FAILED)
+                    .with_generation_id(-1)
+                    .with_protocol_name((call.version < 7).then(Default::default)),
+            );
+        }
+        if let Some(c) = join_refusal(call, &request) {
+            return Some(
+                JoinGroupResponse::default()
+                    .with_error_code(c)
                     .with_generation_id(-1)
                     .with_protocol_name((call.version < 7).then(Default::default)),
             );
@@ -527,6 +575,9 @@ impl Api for SyncGroup {
                 SyncGroupResponse::default().with_error_code(codes::GROUP_AUTHORIZATION_FAILED),
             );
         }
+        if let Some(c) = refusal(call, &request.group_id) {
+            return Some(SyncGroupResponse::default().with_error_code(c));
+        }
         Some(sync(call, request, shutdown).await)
     }
 
@@ -553,6 +604,15 @@ impl Api for Heartbeat {
                 HeartbeatResponse::default().with_error_code(codes::GROUP_AUTHORIZATION_FAILED),
             );
         }
+        // Kafka answers a heartbeat while the group loads with no error ("blindly").
+        if let Some(c) = refusal(call, &request.group_id) {
+            let c = if c == codes::COORDINATOR_LOAD_IN_PROGRESS {
+                codes::NONE
+            } else {
+                c
+            };
+            return Some(HeartbeatResponse::default().with_error_code(c));
+        }
         Some(heartbeat(call, request).await)
     }
 
@@ -578,6 +638,9 @@ impl Api for LeaveGroup {
             return Some(
                 LeaveGroupResponse::default().with_error_code(codes::GROUP_AUTHORIZATION_FAILED),
             );
+        }
+        if let Some(c) = refusal(call, &request.group_id) {
+            return Some(LeaveGroupResponse::default().with_error_code(c));
         }
         Some(leave(call, request).await)
     }

@@ -1,5 +1,8 @@
 //! InitProducerId: a fresh producer id for idempotent producers; for a transactional id,
-//! the transaction coordinator's answer (epoch bumps, fencing, KIP-360 from v3).
+//! the transaction coordinator's answer (epoch bumps, fencing, KIP-360 from v3). A
+//! transactional id this broker does not coordinate (several brokers over PostgreSQL) is
+//! refused NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while its slot loads) after the
+//! checks Kafka makes first; without a transactional id any broker answers.
 
 use std::ops::RangeInclusive;
 
@@ -7,6 +10,7 @@ use coordinator_core::txn::{ProducerIdAndEpoch, ProducerIdSource};
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::registry::Api;
+use super::transactions::txn_refusal;
 use super::Call;
 use crate::api::codes;
 use crate::shutdown::Shutdown;
@@ -23,6 +27,16 @@ async fn handle(call: &Call<'_>, request: &InitProducerIdRequest) -> InitProduce
     } else {
         Ok(None)
     };
+    // Kafka's `TransactionCoordinator.handleInitProducerId` checks the timeout first
+    // (INVALID_TRANSACTION_TIMEOUT, answered by the core), then the coordinator.
+    let max = call.context.txn.config().transaction_max_timeout_ms;
+    let timeout_ok = u64::try_from(request.transaction_timeout_ms).is_ok_and(|t| t > 0 && t <= max);
+    if let (Ok(_), true, Some(c)) = (&expected, timeout_ok, txn_refusal(call, id)) {
+        return InitProducerIdResponse::default()
+            .with_error_code(c)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+    }
     let answer = match expected {
         Ok(expected) => {
             call.context

@@ -17,6 +17,10 @@
 //! leader epoch in v4+ answers is −1 (unknown), as Metadata reports it, so clients send −1
 //! as their current leader epoch and it is not checked. v10's `timeout_ms` bounds nothing
 //! here: every lookup answers at once.
+//!
+//! A partition this broker does not lead (several brokers over PostgreSQL) answers
+//! NOT_LEADER_OR_FOLLOWER without being looked up, as Kafka's `ReplicaManager.fetchOffset`
+//! answers on a broker that is not the leader.
 
 use crate::acl::Operation;
 use std::ops::RangeInclusive;
@@ -29,7 +33,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 
 use super::fetch::READ_COMMITTED;
-use super::produce::log_code;
+use super::produce::{log_code, not_led};
 use super::registry::Api;
 use super::{codes, Call};
 use crate::context::WallClock;
@@ -82,6 +86,9 @@ async fn lookup(
         return answer.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION);
     };
     let tp = TopicPartition::new(topic, index);
+    if let Some(code) = not_led(call, &tp).await {
+        return answer.with_error_code(code);
+    }
     let found = match p.timestamp {
         LATEST if read_committed => last_stable_offset(call, &tp)
             .await

@@ -3,6 +3,12 @@
 //! As Kafka's front (KafkaApis) does, the broker checks that topics and partitions exist
 //! before the coordinator is asked: those that do not get UNKNOWN_TOPIC_OR_PARTITION, and
 //! if none is left the coordinator is not called at all.
+//!
+//! A group this broker does not coordinate (several brokers over PostgreSQL) answers
+//! NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while its slot loads) where the coordinator
+//! would have answered: OffsetCommit on each partition that passed those checks, OffsetFetch
+//! for the group (v8+ per group; before, at the top and, in v1, on each asked partition),
+//! OffsetDelete at the top.
 
 use crate::acl::Operation;
 use std::collections::BTreeMap;
@@ -19,7 +25,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
-use super::groups::{code, generation};
+use super::groups::{code, generation, refusal};
 use super::registry::Api;
 use super::{codes, Call};
 use crate::shutdown::Shutdown;
@@ -145,6 +151,8 @@ async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitRe
     let (offsets, early) = split_offsets(call, parts);
     let group_code = if offsets.is_empty() {
         codes::NONE
+    } else if let Some(c) = call.group_coordinator_error(&request.group_id) {
+        c
     } else {
         let group_id = request.group_id.to_string();
         let member_id = request.member_id.to_string();
@@ -208,6 +216,9 @@ async fn fetch_group(
 ) -> Result<Fetched, i16> {
     if !call.may_group(Operation::Describe, group) {
         return Err(codes::GROUP_AUTHORIZATION_FAILED);
+    }
+    if let Some(c) = call.group_coordinator_error(group) {
+        return Err(c);
     }
     let committed = match call
         .context
@@ -432,6 +443,8 @@ async fn delete(call: &Call<'_>, request: OffsetDeleteRequest) -> OffsetDeleteRe
     let mut group_code = codes::NONE;
     if request.group_id.is_empty() {
         group_code = codes::INVALID_GROUP_ID;
+    } else if let Some(c) = refusal(call, &request.group_id) {
+        group_code = c;
     } else {
         match call
             .context

@@ -10,6 +10,10 @@
 //! request is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does. The
 //! partition is not checked to be in the producer's transaction (KIP-890's verification is
 //! not done).
+//!
+//! A partition this broker does not lead (several brokers over PostgreSQL) answers
+//! NOT_LEADER_OR_FOLLOWER and nothing of it is appended; from v10 with the current leader
+//! and, at the top, that broker's endpoint (KIP-951), as Kafka's `KafkaApis` answers.
 
 use crate::acl::Operation;
 use std::ops::RangeInclusive;
@@ -17,7 +21,9 @@ use std::ops::RangeInclusive;
 use coordinator_core::Clock;
 use coordinator_core::{LogError, TopicPartition};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
@@ -28,6 +34,7 @@ use super::records::{
 use super::registry::Api;
 use super::{codes, Call};
 use crate::context::WallClock;
+use crate::ownership::Node;
 use crate::producers::ProducerError;
 use crate::shutdown::Shutdown;
 
@@ -64,7 +71,50 @@ async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceRespo
                 .with_partition_responses(partitions),
         );
     }
-    (request.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+    // v10+ (KIP-951): each partition refused for its leader names the current one.
+    let endpoints = if call.version >= 10 {
+        current_leaders(&mut responses, |topic, partition| {
+            call.other_leader(topic, partition)
+        })
+    } else {
+        Vec::new()
+    };
+    (request.acks != 0).then(|| {
+        ProduceResponse::default()
+            .with_responses(responses)
+            .with_node_endpoints(endpoints)
+    })
+}
+
+/// Fills the current leader (`leader_of`, leader epoch −1: unknown) of each partition
+/// answered NOT_LEADER_OR_FOLLOWER and returns the leaders' endpoints, each node once, as
+/// Kafka's `KafkaApis.handleProduceRequest` does from v10. A partition without a live leader
+/// keeps leader −1.
+fn current_leaders(
+    responses: &mut [TopicProduceResponse],
+    leader_of: impl Fn(&str, i32) -> Option<Node>,
+) -> Vec<NodeEndpoint> {
+    let mut endpoints: Vec<NodeEndpoint> = Vec::new();
+    for topic in responses.iter_mut() {
+        for p in &mut topic.partition_responses {
+            if p.error_code != codes::NOT_LEADER_OR_FOLLOWER {
+                continue;
+            }
+            let Some(node) = leader_of(topic.name.0.as_str(), p.index) else {
+                continue;
+            };
+            p.current_leader = LeaderIdAndEpoch::default().with_leader_id(node.node_id.into());
+            if !endpoints.iter().any(|e| e.node_id.0 == node.node_id) {
+                endpoints.push(
+                    NodeEndpoint::default()
+                        .with_node_id(node.node_id.into())
+                        .with_host(StrBytes::from_string(node.host))
+                        .with_port(node.port),
+                );
+            }
+        }
+    }
+    endpoints
 }
 
 /// `answer` with `reason` as its error message, from v8 (KIP-467) where the field exists.
@@ -128,6 +178,10 @@ async fn append(
     let tp = TopicPartition::new(topic, partition);
     if let Err(e) = log.bounds(&tp).await {
         return answer.with_error_code(log_code(&e));
+    }
+    // A partition that exists but is led elsewhere: nothing is checked or appended.
+    if let Some(code) = call.leader_error(topic, data.index) {
+        return answer.with_error_code(code);
     }
     let checked = match data.records.as_ref() {
         None => Err(Refused::Corrupt("the record set is null".into())),
@@ -238,6 +292,19 @@ pub(super) fn log_code(e: &LogError) -> i16 {
     e.kafka_code().unwrap_or(codes::UNKNOWN_SERVER_ERROR)
 }
 
+/// The refusal of `tp` when this broker does not lead it (several brokers over PostgreSQL):
+/// NOT_LEADER_OR_FOLLOWER, or the log's UNKNOWN_TOPIC_OR_PARTITION for a partition that does
+/// not exist, in the order of Kafka's `ReplicaManager.getPartitionOrError` (only its bounds
+/// are read, to tell the two apart). `None`: this broker leads `tp`.
+pub(super) async fn not_led(call: &Call<'_>, tp: &TopicPartition) -> Option<i16> {
+    let index = i32::try_from(tp.partition()).unwrap_or(i32::MAX);
+    let code = call.leader_error(tp.topic(), index)?;
+    Some(match call.context.log.bounds(tp).await {
+        Ok(_) => code,
+        Err(e) => log_code(&e),
+    })
+}
+
 pub(crate) struct Produce;
 
 impl Api for Produce {
@@ -256,5 +323,47 @@ impl Api for Produce {
         _shutdown: &mut Shutdown,
     ) -> Option<ProduceResponse> {
         handle(call, request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition(index: i32, code: i16) -> PartitionProduceResponse {
+        PartitionProduceResponse::default()
+            .with_index(index)
+            .with_error_code(code)
+    }
+
+    #[test]
+    fn refused_partitions_name_their_leader_and_each_leader_is_listed_once() {
+        let mut responses = vec![TopicProduceResponse::default()
+            .with_name(StrBytes::from_static_str("t").into())
+            .with_partition_responses(vec![
+                partition(0, codes::NOT_LEADER_OR_FOLLOWER),
+                partition(1, codes::NONE),
+                partition(2, codes::NOT_LEADER_OR_FOLLOWER),
+                partition(3, codes::NOT_LEADER_OR_FOLLOWER),
+            ])];
+        // Partitions 0 and 2 are led by node 2, 3 by nobody alive.
+        let endpoints = current_leaders(&mut responses, |topic, p| {
+            assert_eq!(topic, "t");
+            (p != 3).then(|| Node {
+                node_id: 2,
+                host: "b2".into(),
+                port: 9093,
+            })
+        });
+        let parts = &responses[0].partition_responses;
+        assert_eq!(parts[0].current_leader.leader_id.0, 2);
+        assert_eq!(parts[0].current_leader.leader_epoch, -1);
+        assert_eq!(parts[1].current_leader.leader_id.0, -1);
+        assert_eq!(parts[2].current_leader.leader_id.0, 2);
+        assert_eq!(parts[3].current_leader.leader_id.0, -1);
+        assert_eq!(endpoints.len(), 1);
+        assert_eq!(endpoints[0].node_id.0, 2);
+        assert_eq!(endpoints[0].host.as_str(), "b2");
+        assert_eq!(endpoints[0].port, 9093);
     }
 }

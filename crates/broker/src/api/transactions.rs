@@ -3,6 +3,11 @@
 //! file). Each translates the request into a call on the core's `TransactionCoordinator`
 //! and its `TxnError` into Kafka's code for the request's version (KIP-588: PRODUCER_FENCED
 //! only where the version knows it, INVALID_PRODUCER_EPOCH before).
+//!
+//! A transactional id this broker does not coordinate (several brokers over PostgreSQL) is
+//! refused NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while its slot loads) where Kafka's
+//! `TransactionCoordinator` refuses it, per id for DescribeTransactions; TxnOffsetCommit is
+//! refused so by the group's coordinator. ListTransactions lists the transactions held here.
 
 use crate::acl::Operation;
 use std::ops::RangeInclusive;
@@ -18,6 +23,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
+use super::groups::refusal;
 use super::offsets::{existing, split_offsets};
 use super::registry::Api;
 use super::{codes, Call};
@@ -25,6 +31,17 @@ use crate::shutdown::Shutdown;
 
 /// A topic's asked partitions: each index with its partition, if it exists.
 type Asked = Vec<(i32, Option<TopicPartition>)>;
+
+/// The transaction coordinator's refusal of a request about transactional id `id` when
+/// another broker coordinates it ([`Call::txn_coordinator_error`]). None for the empty id,
+/// which Kafka's `TransactionCoordinator` refuses first (INVALID_REQUEST, as the core does
+/// here).
+pub(super) fn txn_refusal(call: &Call<'_>, id: &str) -> Option<i16> {
+    if id.is_empty() {
+        return None;
+    }
+    call.txn_coordinator_error(id)
+}
 
 /// AddPartitionsToTxn: one result per partition. Partitions that do not exist get
 /// UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as Kafka's `KafkaApis`
@@ -77,6 +94,10 @@ async fn add_partitions(
             .iter()
             .flat_map(|(_, parts)| parts.iter().filter_map(|(_, tp)| tp.clone()))
             .collect();
+        if let Some(c) = txn_refusal(call, &r.v3_and_below_transactional_id) {
+            return AddPartitionsToTxnResponse::default()
+                .with_results_by_topic_v3_and_below(answer(&|_| c));
+        }
         let code = match call
             .context
             .txn
@@ -102,6 +123,9 @@ async fn add_offsets(call: &Call<'_>, r: &AddOffsetsToTxnRequest) -> AddOffsetsT
         return AddOffsetsToTxnResponse::default()
             .with_error_code(codes::GROUP_AUTHORIZATION_FAILED);
     }
+    if let Some(c) = txn_refusal(call, &r.transactional_id) {
+        return AddOffsetsToTxnResponse::default().with_error_code(c);
+    }
     let code = match call
         .context
         .txn
@@ -120,6 +144,9 @@ async fn add_offsets(call: &Call<'_>, r: &AddOffsetsToTxnRequest) -> AddOffsetsT
 }
 
 async fn end_txn(call: &Call<'_>, r: &EndTxnRequest) -> EndTxnResponse {
+    if let Some(c) = txn_refusal(call, &r.transactional_id) {
+        return EndTxnResponse::default().with_error_code(c);
+    }
     let code = match call
         .context
         .txn
@@ -166,6 +193,13 @@ async fn txn_offset_commit(
         codes::GROUP_AUTHORIZATION_FAILED
     } else if offsets.is_empty() {
         codes::NONE
+    } else if let Some(c) = refusal(call, &r.group_id) {
+        // Kafka tells TxnOffsetCommit before v2 COORDINATOR_NOT_AVAILABLE for a loading group.
+        if c == codes::COORDINATOR_LOAD_IN_PROGRESS && call.version < 2 {
+            codes::COORDINATOR_NOT_AVAILABLE
+        } else {
+            c
+        }
     } else {
         let req = TxnOffsetCommitRequest {
             group_id: r.group_id.to_string(),
@@ -236,6 +270,11 @@ async fn describe(
         .await
         .into_iter()
         .map(|(id, d)| {
+            // An id coordinated elsewhere: the core's answer is not this broker's to give.
+            let d = match txn_refusal(call, &id) {
+                Some(c) => Err(c),
+                None => d.map_err(|e| e.kafka_code()),
+            };
             let state = describe_transactions_response::TransactionState::default()
                 .with_transactional_id(TransactionalId(StrBytes::from_string(id)));
             match d {
@@ -262,8 +301,8 @@ async fn describe(
                         .with_producer_epoch(d.producer_epoch)
                         .with_topics(topics)
                 }
-                Err(e) => state
-                    .with_error_code(e.kafka_code())
+                Err(c) => state
+                    .with_error_code(c)
                     .with_transaction_state(StrBytes::default())
                     .with_producer_id(ProducerId(-1))
                     .with_producer_epoch(-1)
