@@ -130,6 +130,14 @@
 //! generation, so a re-created group continues from there: a stale member of an old
 //! incarnation can never present a generation the new one uses.
 //!
+//! Over a store shared by several coordinators (brokers owning coordinator slots),
+//! [`Coordinator::load_where`] loads the groups of the slots gained and
+//! [`Coordinator::unload_where`] drops those of the slots lost — state, timers, tombstone —
+//! answering their parked requests with `NotCoordinator`;
+//! [`TransactionCoordinator::load_where`](txn::TransactionCoordinator::load_where) and
+//! [`unload_where`](txn::TransactionCoordinator::unload_where) do the same for
+//! transactional ids.
+//!
 //! ## Example
 //!
 //! Any type can be an adapter. Here a two-line assignor gives every partition to the first

@@ -36,7 +36,9 @@
 //!   for the store, however slow its disk.
 //! - **The timer heap** (`std::sync::Mutex`): taken after a group's state lock, never before.
 //!
-//! Order: gate, then state, then heap. The gate is never awaited while the state lock is
+//! Order: gate, then state, then heap. `unload_where` also takes the heap while holding the
+//! map (to drop a moved group's heap entries while no cell of it can be created); nothing
+//! takes the map while holding the heap. The gate is never awaited while the state lock is
 //! held (a non-waiting `try_write` is allowed: `assignment` runs a due cooperative follow-up
 //! that way).
 //!
@@ -59,4 +61,6 @@
 //! A caller that drops a waiting JoinGroup or SyncGroup (a client that disconnects) leaves
 //! the group as Kafka does: the member stays until its session expires, it leaves, or a
 //! rebalance or sync timeout removes it. A parked request whose answer can never come (its
-//! member joined again, or the group moved on) is answered `REBALANCE_IN_PROGRESS`.
+//! member joined again, or the group moved on) is answered `REBALANCE_IN_PROGRESS`. A
+//! group unloaded because another coordinator took it over (`unload_where`) answers every
+//! parked request at once with a storage error of kind `NotCoordinator`.

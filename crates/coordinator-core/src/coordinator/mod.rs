@@ -5,7 +5,8 @@
 //! - `mod.rs`: the [`Coordinator`], its builder and settings, the group map;
 //! - `entry.rs`: one group's cell (commit gate and state lock);
 //! - `timers.rs`: the deadline heap and the timer run (`poll_timeout`, `handle_timeout`);
-//! - `lifecycle.rs`: removal of Empty groups, DeleteGroups, ListGroups, `load`;
+//! - `lifecycle.rs`: removal of Empty groups, DeleteGroups, ListGroups, `load`, and
+//!   `load_where`/`unload_where` (coordinator slots moving between brokers);
 //! - `offsets.rs`: Kafka's OffsetCommit for any kind, direct commits, fetches, OffsetDelete;
 //! - [`concurrency`]: the locking and cancel-safety contract, in one place.
 
@@ -654,7 +655,9 @@ impl Coordinator {
     }
 
     pub(crate) fn arm_at(&self, entry: &mut GroupEntry, at: u64) {
-        if entry.armed.is_some_and(|armed| armed <= at) {
+        // A removed group (expired, deleted, unloaded) is nobody's timer any more: whoever
+        // still holds its cell (a stage finishing late) must not put it back on the heap.
+        if entry.removed || entry.armed.is_some_and(|armed| armed <= at) {
             return;
         }
         entry.armed = Some(at);

@@ -10,7 +10,7 @@
 //! group.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 use std::sync::{Arc, PoisonError};
 
 use tracing::{info, warn};
@@ -54,6 +54,21 @@ impl Timers {
             }
         }
         due
+    }
+
+    /// The distinct groups with an entry in the heap (live or stale).
+    pub(crate) fn groups(&self) -> HashSet<Arc<str>> {
+        self.heap.iter().map(|Reverse((_, g))| g.clone()).collect()
+    }
+
+    /// Removes every entry of the groups in `gone`; returns how many were removed.
+    pub(crate) fn remove_groups(&mut self, gone: &HashSet<Arc<str>>) -> usize {
+        if gone.is_empty() {
+            return 0;
+        }
+        let before = self.heap.len();
+        self.heap.retain(|Reverse((_, g))| !gone.contains(g));
+        before - self.heap.len()
     }
 
     #[cfg(test)]

@@ -162,6 +162,21 @@ impl Coordinator {
             .extend(offsets);
     }
 
+    /// Drops the offsets pending for `producer_id` in `group` without writing them (the
+    /// transaction left this broker's transaction coordinator: the one that loads it
+    /// decides them). Returns whether any were pending.
+    pub(crate) fn drop_txn_offsets(&self, group_id: &str, producer_id: i64) -> bool {
+        let mut pending = self.pending();
+        let Some(p) = pending.get_mut(group_id) else {
+            return false;
+        };
+        let had = p.remove(&producer_id).is_some();
+        if p.is_empty() {
+            pending.remove(group_id);
+        }
+        had
+    }
+
     /// The partitions of `group` with transactional offsets pending (OffsetFetch's
     /// `require_stable` answers UNSTABLE_OFFSET_COMMIT for them).
     pub fn pending_txn_partitions(&self, group_id: &str) -> BTreeSet<TopicPartition> {

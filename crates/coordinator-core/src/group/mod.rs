@@ -263,6 +263,13 @@ pub(crate) trait Group: fmt::Debug + Send + Any {
     /// nothing, for kinds that never mark it.
     fn mark_record_due(&mut self) {}
 
+    /// Answers every request parked in the group (a classic JoinGroup waiting for its
+    /// barrier, a SyncGroup waiting for the leader's) with `error()` at once, and forgets
+    /// whatever waits on the store for them (a staged assignment): the group is leaving this
+    /// coordinator ([`Coordinator::unload_where`](crate::Coordinator::unload_where)). Default:
+    /// nothing, for kinds that never park a request.
+    fn answer_parked(&mut self, _error: &dyn Fn() -> Error) {}
+
     /// `self`, to downcast to the concrete kind.
     fn as_any(&self) -> &dyn Any;
 

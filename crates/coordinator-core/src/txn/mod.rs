@@ -1068,19 +1068,55 @@ impl TransactionCoordinator {
     /// aborts it once it has run past its timeout, as Kafka's coordinator after a move);
     /// Prepare* is completed (markers again; a PrepareCommit's
     /// group offsets, kept in its record, are applied). What cannot be completed now stays
-    /// in Prepare* for the timer. Returns how many transactional ids were loaded.
+    /// in Prepare* for the timer. Returns how many transactional ids were loaded. The same
+    /// as [`load_where(|_| true)`](Self::load_where).
     pub async fn load(&self) -> Result<usize, TxnError> {
+        self.load_where(|_| true).await
+    }
+
+    /// [`load`](Self::load) for the transactional ids `keep` accepts only: what a broker
+    /// calls when it gains coordinator slots while it runs (`keep` says whether an id hashes
+    /// to one of the slots gained). Ids `keep` refuses are not touched.
+    ///
+    /// An id live in this coordinator (a producer registered it since the slot was gained,
+    /// or it was loaded already) is left as it is: every transition is stored before it is
+    /// visible, so its state is at least as new as the store's. An id that was
+    /// [unloaded](Self::unload_where) earlier is not live — nothing of it stayed in memory —
+    /// so it is loaded afresh from its latest record, whatever another coordinator wrote
+    /// meanwhile. A PrepareCommit's group offsets are put pending again from its record
+    /// (this coordinator dropped its own copy when the id was unloaded), then completed.
+    ///
+    /// `keep` is called once per id the store holds, with no lock held. The store is asked
+    /// for all its transactions and they are filtered here (the port has no per-slot read).
+    ///
+    /// Error: COORDINATOR_NOT_AVAILABLE if the store cannot read them; nothing was loaded.
+    pub async fn load_where(&self, keep: impl Fn(&str) -> bool) -> Result<usize, TxnError> {
         let records = self.store.load_transactions().await.map_err(|e| {
             TxnError::CoordinatorNotAvailable {
                 reason: e.to_string(),
             }
         })?;
-        let n = records.len();
+        let mut n = 0;
         for record in records {
+            if !keep(&record.transactional_id) {
+                continue;
+            }
             let id = record.transactional_id.clone();
             let slot: Slot = Arc::new(AsyncMutex::new(None));
             let mut guard = slot.clone().lock_owned().await;
-            self.map().insert(id.clone(), slot);
+            {
+                let mut map = self.map();
+                // A slot whose record is gone (expired, unloaded) is not live; a slot held
+                // by a call in progress is.
+                let live = map
+                    .get(&id)
+                    .is_some_and(|s| s.try_lock().map_or(true, |r| r.is_some()));
+                if live {
+                    continue;
+                }
+                map.insert(id.clone(), slot);
+            }
+            n += 1;
             if record.state == TxnState::PrepareCommit {
                 for (group, offsets) in &record.pending_offsets {
                     self.groups
@@ -1100,6 +1136,73 @@ impl TransactionCoordinator {
             }
         }
         Ok(n)
+    }
+
+    /// Removes every transactional id `drop` accepts from this coordinator's memory — what
+    /// a broker calls when it loses coordinator slots while it runs: another broker serves
+    /// those ids now, loads them from the store and changes them there. Nothing is written
+    /// to the store, and no marker is written.
+    ///
+    /// Each id is taken out of the map first (a call that starts afterwards finds it
+    /// unknown: INVALID_PRODUCER_ID_MAPPING, TRANSACTIONAL_ID_NOT_FOUND, or a fresh id for
+    /// InitProducerId, as for an id this coordinator never knew — a broker must stop
+    /// routing the id's requests here first); then its slot is emptied once the call in
+    /// progress on it, if any, has ended. A call that waits for the slot
+    /// ([`record`](Self::record), [`describe`](Self::describe), [`list`](Self::list)) is
+    /// answered as soon as that call ends, with the id unknown if the unload emptied it
+    /// first; a call that does not wait answers CONCURRENT_TRANSACTIONS meanwhile, as for
+    /// any call in progress. The timer never visits an unloaded id again.
+    ///
+    /// **Transactional offsets.** The group offsets this coordinator put pending for the
+    /// dropped transactions (TxnOffsetCommit through
+    /// [`txn_offset_commit`](Self::txn_offset_commit), or restored from a PrepareCommit
+    /// record at load) are dropped from the group coordinator, unwritten. This follows
+    /// Kafka, where the coordinator that takes a transaction over reloads it from the log
+    /// and completes it from there: here the new coordinator loads the record, puts a
+    /// PrepareCommit's offsets (kept in the record) pending again in its own group
+    /// coordinator and completes it; a PrepareAbort's are dropped anyway. Kept here they
+    /// would never be completed by anyone (no coordinator of the transaction is left on
+    /// this broker), report their partitions unstable forever, and mix into the next
+    /// transaction of the same producer if the id came back. The pending offsets of an
+    /// Ongoing transaction are lost with the move, as with a restart: only a PrepareCommit
+    /// record carries them.
+    ///
+    /// **Why async.** Emptying a slot waits for the call in progress on it, so no call's
+    /// result lands in memory after the unload and nothing of the id is left half changed;
+    /// that call's store writes are refused by the store once the slot moved, so the wait
+    /// is short. Dropping the future early leaves the ids it had not emptied yet out of the
+    /// map but their records in place until the calls holding them end (nothing can reach
+    /// them any more); call it again to count them.
+    ///
+    /// `drop` is called with no lock held. Returns how many ids were dropped.
+    pub async fn unload_where(&self, drop: impl Fn(&str) -> bool) -> usize {
+        let ids: Vec<String> = self.map().keys().cloned().collect();
+        let matching: Vec<String> = ids.into_iter().filter(|id| drop(id)).collect();
+        let slots: Vec<(String, Slot)> = {
+            let mut map = self.map();
+            matching
+                .into_iter()
+                .filter_map(|id| map.remove(&id).map(|slot| (id, slot)))
+                .collect()
+        };
+        let mut dropped = 0;
+        for (id, slot) in slots {
+            let Some(record) = slot.lock().await.take() else {
+                continue; // removed meanwhile (expired, a failed registration)
+            };
+            let mut groups: BTreeSet<&String> = record.groups.iter().collect();
+            groups.extend(record.pending_offsets.keys());
+            for group in groups {
+                self.groups.drop_txn_offsets(group, record.producer_id);
+            }
+            info!(
+                transactional_id = id.as_str(),
+                state = record.state.name(),
+                "transactional id unloaded: another coordinator serves it now"
+            );
+            dropped += 1;
+        }
+        dropped
     }
 }
 

@@ -18,5 +18,6 @@ mod lifecycle;
 mod mocks;
 mod nonblocking;
 mod observability;
+mod slots;
 mod stress;
 mod txn;

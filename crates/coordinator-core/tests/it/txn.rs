@@ -847,3 +847,192 @@ async fn in_a_consumer_protocol_group_the_member_epoch_fences_txn_offset_commits
         BTreeSet::from([tp(0)])
     );
 }
+
+// ---- transactional ids moving between brokers (coordinator slots) ----
+
+/// Awaits a spawned call, failing the test if it does not end.
+async fn answered<T>(call: tokio::task::JoinHandle<T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(5), call)
+        .await
+        .expect("the call never ended")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn unload_where_forgets_matching_ids_and_a_later_load_takes_the_stores_state() {
+    let store = Arc::new(TestStore::new(MapStore::keeping_groups()));
+    let clock = ManualClock::new();
+    let a = harness_over(store.clone(), clock.clone());
+    let p = ongoing(&a).await;
+    let q = a
+        .txn
+        .init_producer_id("app-2", TIMEOUT, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        a.groups.pending_txn_partitions("g"),
+        BTreeSet::from([tp(0)])
+    );
+
+    assert_eq!(a.txn.unload_where(|id| id == ID).await, 1);
+
+    assert!(a.txn.record(ID).await.is_none());
+    assert_eq!(
+        a.txn.record("app-2").await.unwrap().producer_id,
+        q.producer_id,
+        "the other id stays"
+    );
+    assert!(
+        a.groups.pending_txn_partitions("g").is_empty(),
+        "its pending offsets went with it"
+    );
+    // Calls on it find an id this coordinator never knew.
+    let e = a
+        .txn
+        .end_txn(ID, p.producer_id, p.epoch, true)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "INVALID_PRODUCER_ID_MAPPING");
+    let e = a
+        .txn
+        .add_partitions(ID, p.producer_id, p.epoch, &[tp(2)])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "INVALID_PRODUCER_ID_MAPPING");
+    let described = a.txn.describe(&[ID.to_string()]).await;
+    assert_eq!(
+        described[0].1.as_ref().unwrap_err().code(),
+        "TRANSACTIONAL_ID_NOT_FOUND"
+    );
+    let (listed, _) = a.txn.list(&[], &[], -1).await;
+    assert_eq!(
+        listed
+            .iter()
+            .map(|t| t.transactional_id.as_str())
+            .collect::<Vec<_>>(),
+        ["app-2"]
+    );
+    // Its timer never runs here: past its timeout nothing is aborted, no marker written.
+    clock.advance(u64::try_from(TIMEOUT).unwrap() + 10_001);
+    assert_eq!(a.txn.handle_timeout().await.aborted, Vec::<String>::new());
+    assert!(a.markers.calls.lock().unwrap().is_empty());
+    let stored = store.inner().unwrap().transactions.lock().unwrap()[ID].clone();
+    assert_eq!(stored.state, TxnState::Ongoing, "nothing was written");
+
+    // Broker b takes it over from the store, and its producer commits there.
+    let b = harness_over(store.clone(), clock.clone());
+    assert_eq!(b.txn.load_where(|id| id == ID).await.unwrap(), 1);
+    assert!(b.txn.record("app-2").await.is_none(), "not b's");
+    b.txn
+        .end_txn(ID, p.producer_id, p.epoch, true)
+        .await
+        .unwrap();
+    assert_eq!(state(&b).await, TxnState::CompleteCommit);
+    assert_eq!(b.markers.calls.lock().unwrap().len(), 1);
+    // The id comes back to a: it loads what b left, not what it had.
+    assert_eq!(b.txn.unload_where(|_| true).await, 1);
+    assert_eq!(a.txn.load_where(|id| id == ID).await.unwrap(), 1);
+    assert_eq!(state(&a).await, TxnState::CompleteCommit);
+    let next = a.txn.init_producer_id(ID, TIMEOUT, None).await.unwrap();
+    assert_eq!((next.producer_id, next.epoch), (p.producer_id, 1));
+    // An id live here is left as it is by a later load.
+    assert_eq!(a.txn.load_where(|_| true).await.unwrap(), 0);
+    assert_eq!(a.txn.record(ID).await.unwrap().producer_epoch, 1);
+}
+
+#[tokio::test]
+async fn an_unloaded_prepare_commit_is_finished_by_the_coordinator_that_loads_it() {
+    let store = Arc::new(TestStore::new(MapStore::keeping_groups()));
+    let clock = ManualClock::new();
+    let a = harness_over(store.clone(), clock.clone());
+    let p = ongoing(&a).await;
+    // The commit is decided (PrepareCommit stored with the group's offsets), but the
+    // offsets cannot be written yet.
+    store.fail(StoreOp::Commit, StorageErrorKind::Io, "disk gone");
+    let e = a
+        .txn
+        .end_txn(ID, p.producer_id, p.epoch, true)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "CONCURRENT_TRANSACTIONS");
+    assert_eq!(state(&a).await, TxnState::PrepareCommit);
+    assert_eq!(
+        a.groups.pending_txn_partitions("g"),
+        BTreeSet::from([tp(0)])
+    );
+
+    assert_eq!(a.txn.unload_where(|id| id == ID).await, 1);
+    assert!(
+        a.groups.pending_txn_partitions("g").is_empty(),
+        "the coordinator that loads the transaction decides its offsets"
+    );
+    store.heal(StoreOp::Commit);
+    // a's timer no longer retries it.
+    clock.advance(20_000);
+    assert_eq!(a.txn.handle_timeout().await.completed, Vec::<String>::new());
+    assert_eq!(a.groups.committed("g", &tp(0)).await.unwrap(), None);
+
+    // b loads it: the offsets from its record are applied, the transaction completed.
+    let b = harness_over(store.clone(), clock.clone());
+    assert_eq!(b.txn.load_where(|id| id == ID).await.unwrap(), 1);
+    assert_eq!(state(&b).await, TxnState::CompleteCommit);
+    assert_eq!(b.groups.committed("g", &tp(0)).await.unwrap(), Some(42));
+    assert!(b.groups.pending_txn_partitions("g").is_empty());
+}
+
+#[tokio::test]
+async fn calls_waiting_for_an_unloaded_ids_slot_are_answered() {
+    let h = Arc::new(harness());
+    let p = ongoing(&h).await;
+    let gate = Arc::new(Semaphore::new(0));
+    *h.markers.gate.lock().unwrap() = Some(gate.clone());
+    let h2 = h.clone();
+    let end = tokio::spawn(async move { h2.txn.end_txn(ID, p.producer_id, p.epoch, true).await });
+    // Wait until the EndTxn holds the id (its Prepare* is stored, its markers held).
+    while h
+        .store
+        .inner()
+        .unwrap()
+        .transactions
+        .lock()
+        .unwrap()
+        .get(ID)
+        .map(|r| r.state)
+        != Some(TxnState::PrepareCommit)
+    {
+        tokio::task::yield_now().await;
+    }
+    // A read waits for the id's slot, then the unload does.
+    let h2 = h.clone();
+    let read = tokio::spawn(async move { h2.txn.record(ID).await });
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    let h2 = h.clone();
+    let unload = tokio::spawn(async move { h2.txn.unload_where(|id| id == ID).await });
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!read.is_finished() && !unload.is_finished());
+    // A call that starts now finds the id gone from the map at once (it does not wait).
+    let described = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        h.txn.describe(&[ID.to_string()]),
+    )
+    .await
+    .expect("a call on an unloaded id waited for its slot");
+    assert_eq!(
+        described[0].1.as_ref().unwrap_err().code(),
+        "TRANSACTIONAL_ID_NOT_FOUND"
+    );
+    // The EndTxn ends; the read queued before the unload sees its result, the unload
+    // empties the slot after it.
+    gate.add_permits(10);
+    answered(end).await.unwrap();
+    assert_eq!(
+        answered(read).await.map(|r| r.state),
+        Some(TxnState::CompleteCommit)
+    );
+    assert_eq!(answered(unload).await, 1);
+    assert!(h.txn.record(ID).await.is_none());
+}

@@ -1539,6 +1539,19 @@ impl Group for ClassicGroup {
         self.record_due = true;
     }
 
+    fn answer_parked(&mut self, error: &dyn Fn() -> Error) {
+        for m in self.members.values_mut() {
+            if let Some(tx) = m.join_waiter.take() {
+                let _ = tx.send(Err(error()));
+            }
+            if let Some(tx) = m.sync_waiter.take() {
+                let _ = tx.send(Err(error()));
+            }
+        }
+        // The leader's assignment waiting for its record is nobody's any more.
+        self.staged = None;
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }
