@@ -238,7 +238,7 @@ def throughput(addr, broker, n=16000, size=1024, timeout=120):
 
 
 def offsetcommit(addr, broker, conns=16, seconds=3.0):
-    host, port = kproto.split_hostport(addr)
+    host, port = kproto.split_hostport(addr.split(",")[0])
 
     def request(corr, group):
         body = kproto._str(group) + struct.pack(">i", -1) + kproto._str("") + struct.pack(">q", -1)
@@ -248,10 +248,22 @@ def offsetcommit(addr, broker, conns=16, seconds=3.0):
         msg = hdr + body
         return struct.pack(">i", len(msg)) + msg
 
+    def coordinator(group):
+        """The group's coordinator (the bootstrap broker itself, unless several brokers share
+        the groups out)."""
+        c = kproto.Conn(host, port, timeout=10)
+        try:
+            err, _node, chost, cport = c.find_coordinator(group)
+        finally:
+            c.close()
+        if err:
+            raise RuntimeError("FindCoordinator(%s): error %d" % (group, err))
+        return chost, cport
+
     async def one(i, stop_at, counts, errors):
-        r, w = await asyncio.open_connection(host, port)
-        corr = 0
         group = "bench-oc-%d" % i
+        r, w = await asyncio.open_connection(*coordinator(group))
+        corr = 0
         try:
             while now() < stop_at:
                 corr += 1
@@ -428,8 +440,95 @@ def restart1m(addr, broker, groups=1000, partitions=1000, conns=8, timeout=600):
             "stopped_cleanly": code == 0 and not killed, "restart_to_fetch_s": restart_s}
 
 
+class Cluster:
+    """Several of our brokers over one PostgreSQL database (`--postgres-cluster`): `address`
+    is the bootstrap list of all of them."""
+
+    def __init__(self, cmd, url, nodes, logdir, lease):
+        self.cmd, self.url, self.logdir, self.lease = cmd, url, logdir, lease
+        self.brokers = {}
+        for n in range(1, nodes + 1):
+            self.start(n)
+
+    def start(self, node):
+        args = broker_args(None, None, self.url) + ["--node-id", str(node)] + self.lease
+        self.brokers[node] = start("pg-node-%d" % node, self.cmd, args, self.logdir)
+
+    @property
+    def address(self):
+        return ",".join(b.address for b in self.brokers.values())
+
+    pid = None  # the memory workload measures one process
+
+    def stop(self, timeout=15):
+        for b in self.brokers.values():
+            b.stop(timeout)
+            b.proc.close_log()
+
+
+def coordinator_node(address, group):
+    host, port = kproto.split_hostport(address)
+    c = kproto.Conn(host, port, timeout=5)
+    try:
+        err, node, _h, _p = c.find_coordinator(group)
+    finally:
+        c.close()
+    return err, node
+
+
+def failover(addr, cluster, kills=20, timeout=30):
+    """SIGKILL the coordinator of a group `kills` times: seconds from the kill until another
+    live broker names itself the group's coordinator and answers OffsetFetch for it without
+    error (the killed node is started again after each round, on a new port)."""
+    if not isinstance(cluster, Cluster):
+        return {"error": "failover needs --postgres-cluster"}
+    group = "bench-failover"
+    took = []
+    for _ in range(kills):
+        deadline = now() + timeout
+        while True:
+            answers = {coordinator_node(b.address, group) for b in cluster.brokers.values()}
+            if len(answers) == 1 and next(iter(answers))[0] == 0:
+                break
+            if now() > deadline:
+                return {"error": "the brokers did not agree on a coordinator: %s" % answers, "kills": len(took)}
+            time.sleep(0.1)
+        node = next(iter(answers))[1]
+        victim = cluster.brokers.pop(node)
+        victim.proc.kill()
+        victim.proc.p.wait(10)
+        victim.proc.close_log()
+        t0 = now()
+        served = False
+        while not served:
+            if now() - t0 > timeout:
+                return {"error": "no survivor served the group within %d s" % timeout, "kills": len(took)}
+            for b in cluster.brokers.values():
+                try:
+                    err, by = coordinator_node(b.address, group)
+                    if err == 0 and by != node and by in cluster.brokers:
+                        host, port = kproto.split_hostport(cluster.brokers[by].address)
+                        c = kproto.Conn(host, port, timeout=5)
+                        try:
+                            got = c.offset_fetch(group, [("bench-tput", 0)])
+                        finally:
+                            c.close()
+                        served = all(not e for _o, e in got.values())
+                except OSError:
+                    pass
+                if served:
+                    break
+            if not served:
+                time.sleep(0.02)
+        took.append(now() - t0)
+        cluster.start(node)
+    took.sort()
+    return {"failover_median_s": took[len(took) // 2], "failover_max_s": took[-1], "kills": len(took)}
+
+
 WORKLOADS = [("join8", join8), ("kip848", kip848), ("commits", commits), ("throughput", throughput),
-             ("offsetcommit", offsetcommit), ("memory", memory), ("txn", txn), ("restart1m", restart1m)]
+             ("offsetcommit", offsetcommit), ("memory", memory), ("txn", txn), ("restart1m", restart1m),
+             ("failover", failover)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -477,6 +576,10 @@ def main():
     ap.add_argument("--postgres", action="store_true",
                     help="our broker with --postgres (a throwaway PostgreSQL with its durable defaults, a fresh "
                          "database per workload) beside --data-dir, instead of the mock and the other stores")
+    ap.add_argument("--postgres-cluster", action="store_true",
+                    help="one broker with --postgres against three over one database (a throwaway "
+                         "PostgreSQL, a fresh database per workload; leases of 3 s, heartbeats every 0.5 s), "
+                         "with the failover workload (20 SIGKILLs of a group's coordinator)")
     a = ap.parse_args()
 
     logdir = os.path.join(ROOT, "target", "interop", "bench-logs")
@@ -495,7 +598,17 @@ def main():
         import pgtemp
         pg = pgtemp.TempPostgres(os.path.join(logdir, "postgres.log"), durable=True)
         targets = [("ours-log", [a.broker], "log"), ("ours-pg", [a.broker], "pg")]
+    lease = ["--broker-session-timeout-ms", "3000", "--broker-heartbeat-interval-ms", "500"]
+    if a.postgres_cluster and have_ours:
+        import pgtemp
+        pg = pgtemp.TempPostgres(os.path.join(logdir, "postgres.log"), durable=True)
+        targets = [("ours-pg", [a.broker], "pg"), ("ours-pg3", [a.broker], "pg3")]
+        a.postgres = True
     selected = [(n, f) for n, f in WORKLOADS if not a.only or n in a.only]
+    if not a.postgres_cluster:
+        selected = [(n, f) for n, f in selected if n != "failover"]
+    else:
+        selected = [(n, f) for n, f in selected if n in ("commits", "throughput", "offsetcommit", "failover")]
     quick = {"join8": dict(runs=1), "commits": dict(n=300), "throughput": dict(n=5000),
              "offsetcommit": dict(seconds=1.0), "memory": dict(idle=50, members=4),
              "txn": dict(n=50), "restart1m": dict(groups=100, partitions=100)} if a.quick else {}
@@ -515,9 +628,17 @@ def main():
                 # a fresh broker (and data directory) per workload: one workload's state does
                 # not weigh on the next
                 url = None
-                if store == "pg":
-                    url = pg.create_database("bench_%s_%d" % (name, os.getpid()))
-                b = start(kind, cmd, broker_args(tmp if store else None, store, url), logdir)
+                if store in ("pg", "pg3"):
+                    url = pg.create_database("bench_%s_%s_%d" % (name, store, os.getpid()))
+                if name == "failover" and store != "pg3":
+                    continue
+                if store == "pg3":
+                    b = Cluster(cmd, url, 3, logdir, lease)
+                    time.sleep(1.5)  # the three share the slots out (two heartbeats)
+                elif store == "pg" and a.postgres_cluster:
+                    b = start(kind, cmd, broker_args(None, None, url) + lease, logdir)
+                else:
+                    b = start(kind, cmd, broker_args(tmp if store else None, store, url), logdir)
                 try:
                     t0 = now()
                     r = fn(b.address, b, **quick.get(name, {}))
@@ -526,7 +647,8 @@ def main():
                     r = {"error": "%s: %s" % (type(e).__name__, e)}
                 finally:
                     b.stop(15)
-                    b.proc.close_log()
+                    if not isinstance(b, Cluster):
+                        b.proc.close_log()
                 results.setdefault(name, {})[kind] = r
                 print("%-12s %-9s %s" % (name, kind, json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
                                                                  for k, v in r.items()})), flush=True)
@@ -555,8 +677,13 @@ def main():
     kinds = ("mock", "ours", "ours-log", "ours-flush", "ours-json")
     if a.postgres:
         kinds = ("ours-log", "ours-pg")
+    if a.postgres_cluster:
+        kinds = ("ours-pg", "ours-pg3")
+        rows += [("failover", "failover_median_s", "failover median (s), 20 kills", "lower"),
+                 ("failover", "failover_max_s", "failover max (s), 20 kills", "lower")]
     print("%-32s" % "workload" + "".join("%12s" % k for k in kinds)
-          + ("%16s" % "pg vs log" if a.postgres else "%16s%16s" % ("ours vs mock", "flush vs mock")))
+          + ("%16s" % ("3 vs 1" if a.postgres_cluster else "pg vs log") if a.postgres
+             else "%16s%16s" % ("ours vs mock", "flush vs mock")))
     for wl, key, label, better in rows:
         if wl not in results:
             continue
@@ -567,6 +694,10 @@ def main():
                 x = (m / o) if better == "lower" else (o / m)
                 return "%.2fx %s" % (x, "better" if x >= 1 else "worse")
             return "-"
+        if a.postgres_cluster:
+            print("%-32s" % label + "".join("%12s" % fmt(vals[k]) for k in kinds)
+                  + "%16s" % ratio(vals["ours-pg3"], vals["ours-pg"]))
+            continue
         if a.postgres:
             print("%-32s" % label + "".join("%12s" % fmt(vals[k]) for k in kinds)
                   + "%16s" % ratio(vals["ours-pg"], vals["ours-log"]))

@@ -585,6 +585,109 @@ class TxnAcross:
 
 
 # -------------------------------------------------------------------------------------------
+# 7b''. --postgres with three brokers: the groups' coordinators and the partitions' leaders
+#       are shared out over them; four confluent-kafka consumers read what a producer sends
+#       through the partitions' leaders; the group's coordinator is SIGKILLed mid-stream and
+#       a survivor carries the group on: no record lost, no commit going back, no partition
+#       with two owners in one generation (classic) or epoch (consumer protocol)
+
+def coordinator_at(ctx, address, group):
+    """FindCoordinator v0 at one broker: (error, node id, "HOST:PORT")."""
+    host, port = kproto.split_hostport(address)
+    c = kproto.Conn(host, port, timeout=ctx.left(10))
+    try:
+        err, node, chost, cport = c.find_coordinator(group)
+    finally:
+        c.close()
+    return err, node, "%s:%d" % (chost, cport)
+
+
+def three_brokers(ctx, protocol):
+    import pgtemp
+    topic, group = "p3%s" % protocol[:3], "p3-%s" % protocol
+    topics = {topic: 12}
+    all_parts = parts(topics)
+    try:
+        pg = pgtemp.TempPostgres(os.path.join(ctx.dir, "postgres.log"), timeout=ctx.left(60))
+    except pgtemp.PgUnavailable as e:
+        raise Failed("PostgreSQL is needed: %s" % e)
+    try:
+        url = pg.create_database("three")
+        lease = ["--broker-session-timeout-ms", "3000", "--broker-heartbeat-interval-ms", "500"]
+        brokers = {n: ctx.start_broker("p3-broker-%d" % n, topics,
+                                       extra=["--postgres", url, "--node-id", str(n)] + lease)
+                   for n in (1, 2, 3)}
+        bootstrap = ",".join(b.address for b in brokers.values())
+        def agreed():
+            """The coordinator every broker names, once they agree (slots move while the
+            brokers share them out: a new broker gets its share within two heartbeats)."""
+            deadline = now() + 20
+            while True:
+                answers = {coordinator_at(ctx, b.address, group)[:2] for b in brokers.values()}
+                if len(answers) == 1 and next(iter(answers))[0] == 0:
+                    return next(iter(answers))[1]
+                if now() > deadline:
+                    raise Failed("the brokers never agreed on the coordinator of %s: %s" % (group, answers))
+                ctx.sleep(0.2)
+
+        ctx.sleep(1.5)
+        ctx.note("the three brokers agree: node %d coordinates %s" % (agreed(), group))
+        if protocol == "consumer":
+            kw = dict(group_protocol="consumer", bootstrap=bootstrap)
+        else:
+            kw = dict(session_ms=10000, heartbeat_ms=500, bootstrap=bootstrap)
+        consumers = [ctx.consumer("confluent", "p3-%d" % i, group, [topic], **kw) for i in range(4)]
+        prod = ctx.producer("confluent", "producer", [topic], 5000, "p3", rate=400, bootstrap=bootstrap)
+        gen = ctx.wait_stable(consumers, all_parts, 40, same_generation=(protocol == "classic"))
+        ctx.note("stable (%s %s): %s" % ("generation" if protocol == "classic" else "epoch", gen,
+                                         {p.label: ctx.owned(p) for p in consumers}))
+        ctx.sleep(1.0)
+        before = fetch_committed(ctx, group, all_parts, bootstrap.split(",")[0])
+        node = agreed()
+        victim = brokers.pop(node)
+        victim.proc.kill()
+        victim.proc.p.wait(ctx.left(15))
+        t_down = now()
+        survivor = next(iter(brokers.values())).address
+        while True:
+            err, moved_to, _ = coordinator_at(ctx, survivor, group)
+            if err == 0 and moved_to != node:
+                break
+            if now() - t_down > 20:
+                raise Failed("no survivor took %s over within 20 s (last answer: error %d, node %d)"
+                             % (group, err, moved_to))
+            ctx.sleep(0.05)
+        ctx.note("SIGKILL of node %d: node %d coordinates %s after %.2f s (lease 3 s)"
+                 % (node, moved_to, group, now() - t_down))
+        after = fetch_committed(ctx, group, all_parts, survivor)
+        back = {tp: (before[tp], after[tp]) for tp in all_parts if after[tp] < before[tp]}
+        ctx.check(not back, "committed offsets went back across the move: %s" % back)
+        ctx.wait_done(prod, 90)
+        ctx.wait_consumed(consumers, [(t, k) for t, k, _, _ in ctx.produced([prod])], 90)
+        for p in consumers:
+            ctx.stop(p)
+        check_final_commits(ctx, consumers, group)
+        ctx.run_checker(consumers, [prod])
+        for name, b in brokers.items():
+            code, took, killed = b.stop(15)
+            ctx.check(code == 0 and not killed, "node %d on SIGTERM: exit %s" % (name, code))
+    finally:
+        pg.stop()
+
+
+@scenario("postgres-three-brokers-classic", budget=150, own_broker=True, clients=("confluent",),
+          mock_note="the mock keeps no state outside its process")
+def postgres_three_brokers_classic(ctx):
+    three_brokers(ctx, "classic")
+
+
+@scenario("postgres-three-brokers-consumer", budget=150, own_broker=True, clients=("confluent",),
+          mock_note="the mock keeps no state outside its process")
+def postgres_three_brokers_consumer(ctx):
+    three_brokers(ctx, "consumer")
+
+
+# -------------------------------------------------------------------------------------------
 # 7c. Kafka's consumer group protocol (KIP-848, group.protocol=consumer) with confluent-kafka:
 #     the broker assigns; a balanced split, a member that closes, a fourth that joins
 

@@ -15,6 +15,7 @@ use partition_log::PartitionLog;
 use crate::api::group_configs::GroupConfigs;
 use crate::api::topic_configs::TopicConfigs;
 use crate::config::{BrokerConfig, SecurityProtocol};
+use crate::ownership::Ownership;
 use crate::producers::Producers;
 
 /// Milliseconds since the Unix epoch: record timestamps are wall-clock time in Kafka.
@@ -61,6 +62,9 @@ pub(crate) struct Context {
     pub(crate) producer_ids: Arc<ProducerIds>,
     /// The transaction coordinator.
     pub(crate) txn: Arc<TransactionCoordinator>,
+    /// Which broker coordinates each group and transactional id and leads each partition:
+    /// this one for all, unless several brokers share a PostgreSQL database.
+    pub(crate) ownership: Arc<Ownership>,
 }
 
 /// The broker's producer-id allocator: one counter, started from the start time so that ids
@@ -73,6 +77,20 @@ impl ProducerIds {
         ProducerIds(AtomicI64::new(
             i64::try_from(WallClock.now_ms()).unwrap_or(0),
         ))
+    }
+
+    /// An allocator handing out ids from `first` on: with several brokers over PostgreSQL,
+    /// each process takes its own block (see [`cluster_block`](Self::cluster_block)).
+    pub(crate) fn starting_at(first: i64) -> ProducerIds {
+        ProducerIds(AtomicI64::new(first))
+    }
+
+    /// The first id of the block of registration `incarnation` (unique per broker process
+    /// over one database, drawn from a sequence): `2^42 + incarnation * 2^32`. Blocks of 2^32
+    /// ids never overlap, and all lie above the ids of a broker of before (started from the
+    /// clock's milliseconds, below 2^42 until the year 2109).
+    pub(crate) fn cluster_block(incarnation: i64) -> i64 {
+        (1i64 << 42).saturating_add(incarnation.saturating_mul(1i64 << 32))
     }
 
     /// Moves the counter past `at_least` (a producer id a restart loaded).
@@ -117,6 +135,7 @@ impl Context {
         sasl: Option<Arc<crate::auth::Authenticator>>,
     ) -> Context {
         Context {
+            ownership: Arc::new(Ownership::alone(config.node_id)),
             config,
             log,
             coordinator,
@@ -143,6 +162,13 @@ impl Context {
     /// already set on the coordinator) instead of none.
     pub(crate) fn with_group_configs(mut self, group_configs: GroupConfigs) -> Context {
         self.group_configs = group_configs;
+        self
+    }
+
+    /// This context with `ownership` (a broker of a cluster over PostgreSQL) instead of a
+    /// broker alone.
+    pub(crate) fn with_ownership(mut self, ownership: Arc<Ownership>) -> Context {
+        self.ownership = ownership;
         self
     }
 

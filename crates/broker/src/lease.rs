@@ -3,25 +3,32 @@
 //! `--broker-heartbeat-interval-ms`.
 //!
 //! At start the broker registers its node id (waiting while another live process holds it,
-//! Kafka's `DUPLICATE_BROKER_REGISTRATION`) and claims every coordinator slot (waiting as a
-//! standby while another live broker holds them), before it loads or writes anything. Every
-//! write of a group or a transaction then checks its slot's epoch inside its own database
-//! transaction, so once another broker has claimed the slots (this one was paused or cut off
-//! past `--broker-session-timeout-ms`) nothing this one writes lands. Its next heartbeat finds
-//! out, and the broker stops with `BROKER_FENCED`. A clean stop deregisters at once, so a
-//! replacement need not wait for the lease to run out.
+//! Kafka's `DUPLICATE_BROKER_REGISTRATION`) and takes its fair share of the coordinator
+//! slots no live broker owns, before it loads or writes anything. At every heartbeat it
+//! balances again ([`Cluster::balance`]): it releases slots beyond its share when brokers
+//! joined, takes over the slots of a broker whose lease ran out, drops from memory the
+//! groups, transactions and producer states of the slots it lost, and loads the groups and
+//! transactions of the slots it gained (answering COORDINATOR_LOAD_IN_PROGRESS for them
+//! meanwhile). Every write of a group, a transaction or a record checks its slot's epoch
+//! inside its own database transaction, so nothing a broker writes after losing a slot lands.
+//! A broker whose node id another process registered meanwhile stops with `BROKER_FENCED`. A
+//! clean stop deregisters at once, so its slots move without waiting for the lease to run
+//! out.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use store_postgres::cluster::{Holder, Liveness};
+use store_postgres::cluster::{group_slot, transaction_slot, Balance, Holder, Liveness};
+use store_postgres::log::append_slot;
 use store_postgres::{Cluster, SlotFence};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::config::{BrokerConfig, PostgresUrl};
+use crate::context::Context;
 use crate::error::BrokerError;
+use crate::ownership::Ownership;
 use crate::server::postgres_unavailable;
 
 /// A registration and the slots it owns, not yet heartbeating.
@@ -30,6 +37,8 @@ pub(crate) struct Lease {
     cluster: Cluster,
     fence: SlotFence,
     interval: Duration,
+    /// Which broker serves what, from the first balance on.
+    ownership: Arc<Ownership>,
 }
 
 /// How long to wait before trying again after `holder` stood in the way: until its lease may
@@ -44,8 +53,8 @@ fn retry_after(holder: &Holder, interval: Duration) -> Duration {
 }
 
 impl Lease {
-    /// Registers `config.node_id` and claims every coordinator slot, waiting for as long as
-    /// another live process holds either.
+    /// Registers `config.node_id` (waiting for as long as another live process holds it)
+    /// and takes this broker's share of the free coordinator slots.
     pub(crate) async fn acquire(
         config: &BrokerConfig,
         url: &PostgresUrl,
@@ -68,45 +77,45 @@ impl Lease {
             );
             tokio::time::sleep(retry_after(&holder, interval)).await;
         }
-        let fence = loop {
-            match cluster.claim_all().await.map_err(fail)? {
-                Ok(fence) => break fence,
-                Err(holder) => {
-                    info!(
-                        holder = holder.node_id,
-                        lease_left_ms = holder.lease_left_ms,
-                        "standby: another live broker owns the coordinator slots; waiting \
-                         until it stops or its lease runs out"
-                    );
-                    tokio::time::sleep(retry_after(&holder, interval)).await;
-                    if let Liveness::Deposed(reason) =
-                        cluster.heartbeat(None).await.map_err(fail)?
-                    {
-                        return Err(BrokerError::Fenced {
-                            node_id: config.node_id,
-                            reason,
-                        });
-                    }
-                }
-            }
-        };
+        let fence = cluster.empty_fence().map_err(fail)?;
+        let first = cluster.balance(&fence).await.map_err(fail)?;
+        if let Liveness::Deposed(reason) = first.liveness {
+            return Err(BrokerError::Fenced {
+                node_id: config.node_id,
+                reason,
+            });
+        }
         info!(
             node_id = config.node_id,
             incarnation = fence.incarnation(),
+            live_brokers = first.view.brokers.len(),
+            slots = first.gained.len(),
             session_timeout_ms = config.broker_session_timeout_ms,
             heartbeat_interval_ms = config.broker_heartbeat_interval_ms,
-            "registered; this broker owns every coordinator slot"
+            "registered; coordinator slots taken"
         );
+        let ownership = Arc::new(Ownership::cluster(
+            config.node_id,
+            fence.clone(),
+            first.view,
+            first.gained,
+        ));
         Ok(Lease {
             cluster,
             fence,
             interval,
+            ownership,
         })
     }
 
-    /// The slots every write of the offset store must still own.
+    /// The slots every write of the offset store and the log must still own.
     pub(crate) fn fence(&self) -> SlotFence {
         self.fence.clone()
+    }
+
+    /// Which broker serves what.
+    pub(crate) fn ownership(&self) -> Arc<Ownership> {
+        self.ownership.clone()
     }
 
     /// Writes the listeners clients reach this broker on into its registration.
@@ -116,11 +125,18 @@ impl Lease {
         }
     }
 
-    /// Starts the heartbeat task.
-    pub(crate) fn spawn(self) -> Heartbeat {
+    /// Starts the heartbeat task, which balances the slots and loads and drops what they
+    /// hold in `context`.
+    pub(crate) fn spawn(self, context: Arc<Context>) -> Heartbeat {
         let cluster = Arc::new(self.cluster);
         let (deposed_tx, deposed) = oneshot::channel();
-        let task = tokio::spawn(beat(cluster.clone(), self.fence, self.interval, deposed_tx));
+        let task = tokio::spawn(beat(
+            cluster.clone(),
+            self.fence,
+            self.interval,
+            context,
+            deposed_tx,
+        ));
         Heartbeat {
             cluster,
             task,
@@ -129,24 +145,100 @@ impl Lease {
     }
 }
 
+/// How long after another broker's lease runs out this one looks again, to take its slots.
+const AFTER_EXPIRY: Duration = Duration::from_millis(50);
+
 async fn beat(
     cluster: Arc<Cluster>,
     fence: SlotFence,
     interval: Duration,
+    context: Arc<Context>,
     deposed: oneshot::Sender<String>,
 ) {
+    let mut wait = interval;
     loop {
-        tokio::time::sleep(interval).await;
-        match cluster.heartbeat(Some(&fence)).await {
-            Ok(Liveness::Live) => {}
-            Ok(Liveness::Deposed(reason)) => {
-                let _ = deposed.send(reason);
-                return;
+        tokio::time::sleep(wait).await;
+        wait = interval;
+        match cluster.balance(&fence).await {
+            Ok(balance) => {
+                if let Some(left) = balance.next_expiry {
+                    wait = wait.min(left + AFTER_EXPIRY);
+                }
+                let liveness = balance.liveness.clone();
+                apply(&context, balance).await;
+                if let Liveness::Deposed(reason) = liveness {
+                    let _ = deposed.send(reason);
+                    return;
+                }
             }
-            // The lease runs on; if PostgreSQL stays away past it, another broker may take
-            // the slots, and the fence refuses this one's writes from then on.
+            // The lease runs on; if PostgreSQL stays away past it, other brokers take the
+            // slots, and the fence refuses this one's writes from then on.
             Err(e) => warn!(error = %e, "cannot extend this broker's lease; retrying"),
         }
+        // Topics other brokers created or deleted, for the answers that read the log's
+        // cache (Metadata, the topic checks of every request).
+        if let Err(e) = context.log.topics().await {
+            warn!(error = %e, "cannot refresh the topics");
+        }
+    }
+}
+
+/// Takes in a balance: drops what the lost slots held, then loads the groups and
+/// transactions of every owned slot not loaded yet (the gained ones, and any whose load
+/// failed before: retried at each heartbeat).
+pub(crate) async fn apply(context: &Context, balance: Balance) {
+    let Balance {
+        gained, lost, view, ..
+    } = balance;
+    context.ownership.update(view, &gained);
+    if !lost.is_empty() {
+        let groups = context
+            .coordinator
+            .unload_where(|g| lost.contains(&group_slot(g)))
+            .await;
+        let transactions = context
+            .txn
+            .unload_where(|id| lost.contains(&transaction_slot(id)))
+            .await;
+        let partitions = context
+            .producers
+            .forget(|tp| lost.contains(&append_slot(tp.topic(), i64::from(tp.partition()))));
+        info!(
+            slots = ?lost,
+            groups, transactions, partitions,
+            "coordinator slots lost to another broker: their groups, transactions and \
+             producer states are dropped"
+        );
+    }
+    let loading = context.ownership.loading();
+    if loading.is_empty() {
+        return;
+    }
+    let groups = context
+        .coordinator
+        .load_where(|g| loading.contains(&group_slot(g)))
+        .await;
+    let transactions = match &groups {
+        Ok(_) => Some(
+            context
+                .txn
+                .load_where(|id| loading.contains(&transaction_slot(id)))
+                .await,
+        ),
+        Err(_) => None,
+    };
+    match (groups, transactions) {
+        (Ok(groups), Some(Ok(transactions))) => {
+            context.ownership.loaded(&loading);
+            info!(slots = ?loading, groups, transactions, "coordinator slots loaded and served");
+        }
+        (Err(e), _) => {
+            warn!(error = %e, slots = ?loading, "cannot load the groups of new coordinator slots; retrying at the next heartbeat")
+        }
+        (_, Some(Err(e))) => {
+            warn!(error = %e, slots = ?loading, "cannot load the transactions of new coordinator slots; retrying at the next heartbeat")
+        }
+        (Ok(_), None) => {}
     }
 }
 

@@ -76,6 +76,7 @@ mod documents;
 mod error;
 mod files;
 mod lease;
+mod ownership;
 mod producers;
 mod retention;
 mod server;

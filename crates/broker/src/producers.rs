@@ -656,6 +656,19 @@ impl Producers {
         Ok(state)
     }
 
+    /// Forgets the state of every partition `lost` matches (partitions another broker leads
+    /// now, and may write meanwhile): if this broker leads one again, its state is rebuilt
+    /// from the log at its first use. Returns how many partitions' states were dropped.
+    pub(crate) fn forget(&self, lost: impl Fn(&TopicPartition) -> bool) -> usize {
+        let mut map = self
+            .partitions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let before = map.len();
+        map.retain(|tp, _| !lost(tp));
+        before - map.len()
+    }
+
     /// Appends the marker that ends `producer_id`'s transaction on `tp` (a commit or an
     /// abort), as Kafka's WriteTxnMarkers does, and returns its offset. A refused marker (see
     /// [`try_write_marker`](Self::try_write_marker)) is reported as `INVALID_ARGUMENT`

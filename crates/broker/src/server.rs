@@ -215,12 +215,24 @@ impl Server {
             })
             .build()?;
         let coordinator = Arc::new(coordinator);
-        let loaded = coordinator.load().await?;
+        // Alone, every group; with several brokers, the groups of the slots this one took.
+        let owns = |slot: i32| {
+            lease
+                .as_ref()
+                .is_none_or(|l| l.fence().epoch(slot).is_some())
+        };
+        let loaded = coordinator
+            .load_where(|g| owns(store_postgres::cluster::group_slot(g)))
+            .await?;
         if loaded > 0 {
             info!(groups = loaded, "groups with committed offsets loaded");
         }
         let group_configs = GroupConfigs::open(documents.clone(), &coordinator).await?;
-        let transactions = transactions(&config, &log, &coordinator).await?;
+        let transactions = transactions(&config, &log, &coordinator, lease.as_ref()).await?;
+        if let Some(lease) = &lease {
+            let ownership = lease.ownership();
+            ownership.loaded(&ownership.loading());
+        }
         let mut listeners = Vec::new();
         for spec in config.all_listeners() {
             let bind_failed = |source| BrokerError::Bind {
@@ -293,20 +305,23 @@ impl Server {
         } else {
             None
         };
-        let context = Arc::new(
-            Context::new(
-                config,
-                log,
-                coordinator,
-                transactions,
-                endpoints,
-                authorizer,
-                authenticator,
-            )
-            .with_topic_configs(TopicConfigs::open(documents).await?)
-            .with_group_configs(group_configs)
-            .with_scram_users(scram_users),
-        );
+        let ownership = lease.as_ref().map(Lease::ownership);
+        let context = Context::new(
+            config,
+            log,
+            coordinator,
+            transactions,
+            endpoints,
+            authorizer,
+            authenticator,
+        )
+        .with_topic_configs(TopicConfigs::open(documents).await?)
+        .with_group_configs(group_configs)
+        .with_scram_users(scram_users);
+        let context = Arc::new(match ownership {
+            Some(ownership) => context.with_ownership(ownership),
+            None => context,
+        });
         Ok(Server {
             listeners,
             context,
@@ -336,7 +351,7 @@ impl Server {
     /// commit was answered, so nothing is left to flush.
     pub async fn run(self, shutdown: impl Future) -> Result<(), BrokerError> {
         let node_id = self.context.config.node_id;
-        let mut heartbeat = self.lease.map(Lease::spawn);
+        let mut heartbeat = self.lease.map(|l| l.spawn(self.context.clone()));
         let driver = Driver::spawn(self.context.coordinator.clone());
         let interval = self.context.config.records.retention_check_interval_ms;
         let retention = Retention::spawn(self.context.clone(), Duration::from_millis(interval));
@@ -902,9 +917,14 @@ async fn transactions(
     config: &BrokerConfig,
     log: &Arc<dyn PartitionLog>,
     coordinator: &Arc<Coordinator>,
+    lease: Option<&Lease>,
 ) -> Result<Transactions, BrokerError> {
     let producers = Arc::new(Producers::default());
-    let producer_ids = Arc::new(ProducerIds::new());
+    // With several brokers, each process hands out ids from its own block.
+    let producer_ids = Arc::new(match lease {
+        Some(l) => ProducerIds::starting_at(ProducerIds::cluster_block(l.fence().incarnation())),
+        None => ProducerIds::new(),
+    });
     let markers = Arc::new(LogMarkers {
         log: log.clone(),
         producers: producers.clone(),
@@ -915,12 +935,27 @@ async fn transactions(
         .abort_timed_out_cleanup_interval_ms(config.transaction_abort_timed_out_cleanup_interval_ms)
         .transactional_id_expiration_ms(config.transactional_id_expiration_ms)
         .build()?;
-    let loaded = txn.load().await?;
+    let loaded = match lease {
+        Some(l) => {
+            let fence = l.fence();
+            txn.load_where(|id| {
+                fence
+                    .epoch(store_postgres::cluster::transaction_slot(id))
+                    .is_some()
+            })
+            .await?
+        }
+        None => txn.load().await?,
+    };
     if loaded > 0 {
         info!(transactional_ids = loaded, "transactional ids loaded");
     }
-    for t in txn.list(&[], &[], -1).await.0 {
-        producer_ids.skip_past(t.producer_id);
+    if lease.is_none() {
+        // A broker alone: past every id a transaction holds (a cluster's block is above
+        // them, and another broker's ids are in its own block).
+        for t in txn.list(&[], &[], -1).await.0 {
+            producer_ids.skip_past(t.producer_id);
+        }
     }
     Ok(Transactions {
         producers,

@@ -1,4 +1,7 @@
-//! DescribeCluster: this one broker, the cluster id, and this node as the controller.
+//! DescribeCluster: the live brokers (this one alone, or every live broker over the same
+//! PostgreSQL database, as reached through the listener the request came in on), the cluster
+//! id, and the lowest live node id as the controller (every broker serves what Kafka sends
+//! to its controller).
 
 use std::ops::RangeInclusive;
 
@@ -20,11 +23,30 @@ const CLUSTER_OPERATIONS: i32 = 1 << 5 | 1 << 7 | 1 << 8 | 1 << 9 | 1 << 10 | 1 
 
 fn describe_cluster(call: &Call<'_>, request: &DescribeClusterRequest) -> DescribeClusterResponse {
     let context = call.context;
-    let broker = DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(context.config.node_id))
-        .with_host(StrBytes::from_string(call.endpoint().host.clone()))
-        .with_port(call.endpoint().port)
-        .with_rack(None);
+    let broker = |id: i32, host: &str, port: i32| {
+        DescribeClusterBroker::default()
+            .with_broker_id(BrokerId(id))
+            .with_host(StrBytes::from_string(host.to_string()))
+            .with_port(port)
+            .with_rack(None)
+    };
+    let mut brokers = vec![broker(
+        context.ownership.node_id(),
+        &call.endpoint().host,
+        call.endpoint().port,
+    )];
+    brokers.extend(
+        context
+            .ownership
+            .others(call.endpoint().protocol)
+            .iter()
+            .map(|o| broker(o.node_id, &o.host, o.port)),
+    );
+    brokers.sort_by_key(|b| b.broker_id.0);
+    // As Metadata: the lowest live node id.
+    let controller = brokers
+        .first()
+        .map_or(BrokerId(context.ownership.node_id()), |b| b.broker_id);
     let operations = if request.include_cluster_authorized_operations {
         CLUSTER_OPERATIONS
     } else {
@@ -34,8 +56,8 @@ fn describe_cluster(call: &Call<'_>, request: &DescribeClusterRequest) -> Descri
         .with_error_message(None)
         .with_endpoint_type(request.endpoint_type)
         .with_cluster_id(StrBytes::from_string(context.cluster_id.clone()))
-        .with_controller_id(BrokerId(context.config.node_id))
-        .with_brokers(vec![broker])
+        .with_controller_id(controller)
+        .with_brokers(brokers)
         .with_cluster_authorized_operations(operations)
 }
 

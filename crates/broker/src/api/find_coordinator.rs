@@ -1,5 +1,7 @@
-//! FindCoordinator: this broker coordinates every group and every transactional id; it runs
-//! no share coordinator (KIP-932's share-group state).
+//! FindCoordinator: the broker that coordinates a group or a transactional id — this one,
+//! alone, or with several brokers over PostgreSQL the live owner of the key's coordinator
+//! slot (see [`crate::ownership`]), as reached through the listener the request came in on.
+//! No share coordinator runs (KIP-932's share-group state).
 //!
 //! Versions 0-3 ask for one `key` and answer in the top-level fields; from v4 (KIP-699) a
 //! request batches `coordinator_keys` and each key gets its own entry in `coordinators`. The
@@ -21,6 +23,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::registry::Api;
 use super::{codes, Call};
+use crate::ownership::Serving;
 use crate::shutdown::Shutdown;
 
 /// `key_type` 0 asks for a group coordinator (the only type v0 can ask for).
@@ -108,22 +111,57 @@ fn check(call: &Call<'_>, key_type: i8, key: &str) -> Result<(), Refusal> {
     }
 }
 
+/// The coordinator of a key that passed [`check`]: this broker, or the live broker owning the
+/// key's slot. While no live broker owns it (its owner died and none has taken it yet), or
+/// its owner has no listener of this connection's security protocol, COORDINATOR_NOT_AVAILABLE
+/// (Kafka's answer when the key's partition has no leader reachable on the listener), with no
+/// message in a batch (Kafka's `getCoordinator` gives none).
+fn locate(call: &Call<'_>, key_type: i8, key: &str) -> Result<(BrokerId, StrBytes, i32), Refusal> {
+    let ownership = &call.context.ownership;
+    let serving = if key_type == TRANSACTION {
+        ownership.transaction(key)
+    } else {
+        ownership.group(key)
+    };
+    let unavailable = |why: &str| {
+        Refusal::new(
+            codes::COORDINATOR_NOT_AVAILABLE,
+            format!("the coordinator of `{key}` is not available: {why}"),
+            false,
+        )
+    };
+    match serving {
+        Serving::Here | Serving::Loading => {
+            let endpoint = call.endpoint();
+            Ok((
+                BrokerId(ownership.node_id()),
+                StrBytes::from_string(endpoint.host.clone()),
+                endpoint.port,
+            ))
+        }
+        Serving::Elsewhere(node) => match ownership.other(node, call.endpoint().protocol) {
+            Some(n) => Ok((BrokerId(n.node_id), StrBytes::from_string(n.host), n.port)),
+            None => Err(unavailable(&format!(
+                "its broker (node {node}) has no {} listener",
+                call.endpoint().protocol.name()
+            ))),
+        },
+        Serving::Nobody => Err(unavailable(
+            "its broker stopped and no live broker has taken its slot over yet",
+        )),
+    }
+}
+
 /// The answer at the request's version: top-level fields below v4, one entry per key from v4
 /// (an empty batch gets an empty list, as in Kafka).
 fn handle(call: &Call<'_>, request: &FindCoordinatorRequest) -> FindCoordinatorResponse {
-    let here = || {
-        let endpoint = call.endpoint();
-        (
-            BrokerId(call.context.config.node_id),
-            StrBytes::from_string(endpoint.host.clone()),
-            endpoint.port,
-        )
-    };
     // Kafka's `Node.noNode()`.
     let nowhere = || (BrokerId(-1), StrBytes::default(), -1);
     if call.version < BATCHED {
-        let (node, error_code, error_message) = match check(call, request.key_type, &request.key) {
-            Ok(()) => (here(), codes::NONE, None),
+        let found = check(call, request.key_type, &request.key)
+            .and_then(|()| locate(call, request.key_type, &request.key));
+        let (node, error_code, error_message) = match found {
+            Ok(node) => (node, codes::NONE, None),
             Err(refusal) => (
                 nowhere(),
                 refusal.code,
@@ -142,8 +180,10 @@ fn handle(call: &Call<'_>, request: &FindCoordinatorRequest) -> FindCoordinatorR
         .coordinator_keys
         .iter()
         .map(|key| {
-            let (node, error_code, error_message) = match check(call, request.key_type, key) {
-                Ok(()) => (here(), codes::NONE, None),
+            let found = check(call, request.key_type, key)
+                .and_then(|()| locate(call, request.key_type, key));
+            let (node, error_code, error_message) = match found {
+                Ok(node) => (node, codes::NONE, None),
                 Err(refusal) => (
                     nowhere(),
                     refusal.code,

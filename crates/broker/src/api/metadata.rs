@@ -1,5 +1,9 @@
-//! Metadata: one broker, leader of every partition; missing topics are created when
-//! `--auto-create-topics` is on.
+//! Metadata: the live brokers and each partition's leader — this broker for every partition
+//! when it is alone; with several brokers over PostgreSQL the live owner of the partition's
+//! slot (see [`crate::ownership`]), listed as reached through the listener the request came
+//! in on. A partition with no live leader (its broker stopped and none has taken its slot
+//! over yet) is LEADER_NOT_AVAILABLE with leader -1, as in Kafka. Missing topics are created
+//! when `--auto-create-topics` is on.
 
 use crate::acl::Operation;
 use kafka_protocol::messages::metadata_response::{
@@ -13,11 +17,13 @@ use uuid::Uuid;
 
 use super::registry::Api;
 use super::{codes, Call};
+use crate::ownership::Serving;
 use crate::shutdown::Shutdown;
 
 async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
     let context = call.context;
-    let node = BrokerId(context.config.node_id);
+    let node = BrokerId(context.ownership.node_id());
+    let others = context.ownership.others(call.endpoint().protocol);
     // v0: an empty list means every topic; v1+: null means every topic, empty means none.
     let all = match &request.topics {
         None => true,
@@ -87,11 +93,25 @@ async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
             Ok(Some(count)) => topic.with_partitions(
                 (0..count)
                     .map(|p| {
-                        MetadataResponsePartition::default()
-                            .with_partition_index(p as i32)
-                            .with_leader_id(node)
-                            .with_replica_nodes(vec![node])
-                            .with_isr_nodes(vec![node])
+                        let p = i32::try_from(p).unwrap_or(i32::MAX);
+                        let leader = match context.ownership.partition(&name, p) {
+                            Serving::Here | Serving::Loading => Some(node),
+                            Serving::Elsewhere(n) => {
+                                others.iter().any(|o| o.node_id == n).then_some(BrokerId(n))
+                            }
+                            Serving::Nobody => None,
+                        };
+                        let partition =
+                            MetadataResponsePartition::default().with_partition_index(p);
+                        match leader {
+                            Some(leader) => partition
+                                .with_leader_id(leader)
+                                .with_replica_nodes(vec![leader])
+                                .with_isr_nodes(vec![leader]),
+                            None => partition
+                                .with_error_code(codes::LEADER_NOT_AVAILABLE)
+                                .with_leader_id(BrokerId(-1)),
+                        }
                     })
                     .collect(),
             ),
@@ -101,13 +121,24 @@ async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
             }
         });
     }
+    let mut brokers = vec![MetadataResponseBroker::default()
+        .with_node_id(node)
+        .with_host(StrBytes::from_string(call.endpoint().host.clone()))
+        .with_port(call.endpoint().port)];
+    brokers.extend(others.iter().map(|o| {
+        MetadataResponseBroker::default()
+            .with_node_id(BrokerId(o.node_id))
+            .with_host(StrBytes::from_string(o.host.clone()))
+            .with_port(o.port)
+    }));
+    brokers.sort_by_key(|b| b.node_id.0);
+    // Every broker can do what Kafka sends to the controller (topics live in the shared
+    // database): the lowest live node id, so that every broker names the same one.
+    let controller = brokers.first().map_or(node, |b| b.node_id);
     MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(node)
-            .with_host(StrBytes::from_string(call.endpoint().host.clone()))
-            .with_port(call.endpoint().port)])
+        .with_brokers(brokers)
         .with_cluster_id(Some(StrBytes::from_string(context.cluster_id.clone())))
-        .with_controller_id(node)
+        .with_controller_id(controller)
         .with_topics(topics)
 }
 

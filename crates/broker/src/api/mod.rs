@@ -73,6 +73,44 @@ impl Call<'_> {
         allowed
     }
 
+    /// The error a request about group `group_id` gets from this broker when it is not the
+    /// group's coordinator (several brokers over PostgreSQL): NOT_COORDINATOR, or
+    /// COORDINATOR_LOAD_IN_PROGRESS while this broker loads the group's slot. `None`: served
+    /// here (always, for a broker alone).
+    pub(crate) fn group_coordinator_error(&self, group_id: &str) -> Option<i16> {
+        self.context.ownership.group(group_id).coordinator_error()
+    }
+
+    /// As [`group_coordinator_error`](Self::group_coordinator_error), for transactional id
+    /// `id`'s coordinator.
+    pub(crate) fn txn_coordinator_error(&self, id: &str) -> Option<i16> {
+        self.context.ownership.transaction(id).coordinator_error()
+    }
+
+    /// NOT_LEADER_OR_FOLLOWER when another broker leads `topic`'s `partition` or none does
+    /// (several brokers over PostgreSQL); `None`: this broker leads it.
+    pub(crate) fn leader_error(&self, topic: &str, partition: i32) -> Option<i16> {
+        self.context
+            .ownership
+            .partition(topic, partition)
+            .leader_error()
+    }
+
+    /// The broker that leads `topic`'s `partition`, as this connection's clients reach it,
+    /// when it is another live broker (for the current-leader fields of Produce and Fetch).
+    pub(crate) fn other_leader(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Option<crate::ownership::Node> {
+        match self.context.ownership.partition(topic, partition) {
+            crate::ownership::Serving::Elsewhere(node) => {
+                self.context.ownership.other(node, self.endpoint().protocol)
+            }
+            _ => None,
+        }
+    }
+
     /// [`authorize`](Self::authorize) on a group.
     pub(crate) fn may_group(&self, operation: crate::acl::Operation, group: &str) -> bool {
         self.authorize(operation, crate::acl::ResourceType::Group, group)

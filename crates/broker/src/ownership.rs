@@ -1,0 +1,272 @@
+//! Which broker serves what: with several brokers over one PostgreSQL database (`--postgres`),
+//! each group and transactional id has one coordinator and each partition one leader, the
+//! live broker owning its coordinator slot (`store_postgres::cluster`): a group's slot is
+//! Kafka's partition of `__consumer_offsets` for it, a transactional id's the partition of
+//! `__transaction_state`, and a partition's the group slot of its name (`topic-partition`),
+//! the slot whose epoch fences its appends.
+//!
+//! Without `--postgres` this broker serves everything. With it, [`Ownership`] answers from
+//! the slots this process owns (its [`SlotFence`], exact: updated as slots are claimed and
+//! released) and, for the others, from the cluster as the last balance saw it (at most one
+//! heartbeat interval old; a client sent to a broker that no longer owns the slot is told
+//! NOT_COORDINATOR or NOT_LEADER_OR_FOLLOWER and looks again, as with Kafka).
+
+use std::collections::BTreeSet;
+use std::sync::{PoisonError, RwLock};
+
+use store_postgres::cluster::{group_slot, transaction_slot};
+use store_postgres::log::append_slot;
+use store_postgres::{ClusterView, SlotFence};
+
+use crate::api::codes;
+use crate::config::SecurityProtocol;
+
+/// Who serves a group, a transactional id or a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Serving {
+    /// This broker.
+    Here,
+    /// This broker, once it has loaded the slot's groups and transactions
+    /// (COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+    Loading,
+    /// Another live broker, by node id.
+    Elsewhere(i32),
+    /// No live broker: the owner died and no broker has taken the slot yet.
+    Nobody,
+}
+
+impl Serving {
+    /// The error a coordinator request (group or transaction) gets here, if any: none when
+    /// served here, COORDINATOR_LOAD_IN_PROGRESS while loading, else NOT_COORDINATOR (Kafka's
+    /// answer from a broker that does not lead the key's partition; clients find the
+    /// coordinator again).
+    pub(crate) fn coordinator_error(self) -> Option<i16> {
+        match self {
+            Serving::Here => None,
+            Serving::Loading => Some(codes::COORDINATOR_LOAD_IN_PROGRESS),
+            Serving::Elsewhere(_) | Serving::Nobody => Some(codes::NOT_COORDINATOR),
+        }
+    }
+
+    /// The error a partition request (Produce, Fetch, ListOffsets …) gets here, if any:
+    /// NOT_LEADER_OR_FOLLOWER when another broker leads it or none does. A partition needs
+    /// no loading (its producer state is read from the log at first use).
+    pub(crate) fn leader_error(self) -> Option<i16> {
+        match self {
+            Serving::Here | Serving::Loading => None,
+            Serving::Elsewhere(_) | Serving::Nobody => Some(codes::NOT_LEADER_OR_FOLLOWER),
+        }
+    }
+}
+
+/// A live broker as clients reach it through one kind of listener.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Node {
+    pub(crate) node_id: i32,
+    pub(crate) host: String,
+    pub(crate) port: i32,
+}
+
+#[derive(Debug)]
+struct Shared {
+    fence: SlotFence,
+    state: RwLock<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    view: ClusterView,
+    /// Slots owned (in the fence) whose groups and transactions are not loaded yet.
+    loading: BTreeSet<i32>,
+}
+
+/// See the [module](self) docs.
+#[derive(Debug)]
+pub(crate) struct Ownership {
+    node_id: i32,
+    /// `None`: a broker alone (no `--postgres`) serves everything.
+    shared: Option<Shared>,
+}
+
+impl Ownership {
+    /// A broker that serves everything.
+    pub(crate) fn alone(node_id: i32) -> Ownership {
+        Ownership {
+            node_id,
+            shared: None,
+        }
+    }
+
+    /// A broker of a cluster over PostgreSQL, owning the slots of `fence`, of which
+    /// `loading` are not loaded yet.
+    pub(crate) fn cluster(
+        node_id: i32,
+        fence: SlotFence,
+        view: ClusterView,
+        loading: impl IntoIterator<Item = i32>,
+    ) -> Ownership {
+        Ownership {
+            node_id,
+            shared: Some(Shared {
+                fence,
+                state: RwLock::new(State {
+                    view,
+                    loading: loading.into_iter().collect(),
+                }),
+            }),
+        }
+    }
+
+    /// This broker's node id.
+    pub(crate) fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    fn slot(&self, slot: i32) -> Serving {
+        let Some(shared) = &self.shared else {
+            return Serving::Here;
+        };
+        let state = shared.state.read().unwrap_or_else(PoisonError::into_inner);
+        if shared.fence.epoch(slot).is_some() {
+            return if state.loading.contains(&slot) {
+                Serving::Loading
+            } else {
+                Serving::Here
+            };
+        }
+        match state.view.owner(slot) {
+            Some(node) if node != self.node_id => Serving::Elsewhere(node),
+            _ => Serving::Nobody,
+        }
+    }
+
+    /// Who coordinates group `group_id`.
+    pub(crate) fn group(&self, group_id: &str) -> Serving {
+        self.slot(group_slot(group_id))
+    }
+
+    /// Who coordinates transactional id `id`.
+    pub(crate) fn transaction(&self, id: &str) -> Serving {
+        self.slot(transaction_slot(id))
+    }
+
+    /// Who leads `topic`'s `partition`.
+    pub(crate) fn partition(&self, topic: &str, partition: i32) -> Serving {
+        self.slot(append_slot(topic, i64::from(partition)))
+    }
+
+    /// The live brokers other than this one, as clients of a `protocol` listener reach them
+    /// (a broker with no such listener, or that has not published its listeners yet, is
+    /// left out), by node id.
+    pub(crate) fn others(&self, protocol: SecurityProtocol) -> Vec<Node> {
+        let Some(shared) = &self.shared else {
+            return Vec::new();
+        };
+        let state = shared.state.read().unwrap_or_else(PoisonError::into_inner);
+        state
+            .view
+            .brokers
+            .iter()
+            .filter(|b| b.node_id != self.node_id)
+            .filter_map(|b| {
+                let (host, port) = endpoint(&b.endpoints, protocol)?;
+                Some(Node {
+                    node_id: b.node_id,
+                    host,
+                    port,
+                })
+            })
+            .collect()
+    }
+
+    /// Node `node_id` as clients of a `protocol` listener reach it, if it is another live
+    /// broker with such a listener.
+    pub(crate) fn other(&self, node_id: i32, protocol: SecurityProtocol) -> Option<Node> {
+        self.others(protocol)
+            .into_iter()
+            .find(|n| n.node_id == node_id)
+    }
+
+    /// Takes in what a balance found: the cluster as seen, and slots gained (owned from now
+    /// on, in the fence already) that are loading until [`loaded`](Self::loaded).
+    pub(crate) fn update(&self, view: ClusterView, gained: &[i32]) {
+        if let Some(shared) = &self.shared {
+            let mut state = shared.state.write().unwrap_or_else(PoisonError::into_inner);
+            state.view = view;
+            state.loading.extend(gained.iter().copied());
+            // A slot lost before it was loaded is not loading any more.
+            state.loading.retain(|&s| shared.fence.epoch(s).is_some());
+        }
+    }
+
+    /// Marks `slots` as loaded: served from now on.
+    pub(crate) fn loaded(&self, slots: &[i32]) {
+        if let Some(shared) = &self.shared {
+            let mut state = shared.state.write().unwrap_or_else(PoisonError::into_inner);
+            for s in slots {
+                state.loading.remove(s);
+            }
+        }
+    }
+
+    /// The owned slots still loading.
+    pub(crate) fn loading(&self) -> Vec<i32> {
+        self.shared.as_ref().map_or_else(Vec::new, |shared| {
+            let state = shared.state.read().unwrap_or_else(PoisonError::into_inner);
+            state
+                .loading
+                .iter()
+                .copied()
+                .filter(|&s| shared.fence.epoch(s).is_some())
+                .collect()
+        })
+    }
+}
+
+/// The host and port of the first listener of `protocol` in a broker's published listeners.
+fn endpoint(endpoints: &serde_json::Value, protocol: SecurityProtocol) -> Option<(String, i32)> {
+    endpoints.as_array()?.iter().find_map(|e| {
+        if e.get("security_protocol")?.as_str()? != protocol.name() {
+            return None;
+        }
+        let host = e.get("host")?.as_str()?.to_string();
+        let port = i32::try_from(e.get("port")?.as_i64()?).ok()?;
+        Some((host, port))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broker_alone_serves_everything() {
+        let o = Ownership::alone(7);
+        assert_eq!(o.group("g"), Serving::Here);
+        assert_eq!(o.transaction("t"), Serving::Here);
+        assert_eq!(o.partition("orders", 3), Serving::Here);
+        assert!(o.others(SecurityProtocol::Plaintext).is_empty());
+        assert_eq!(Serving::Here.coordinator_error(), None);
+        assert_eq!(Serving::Loading.coordinator_error(), Some(14));
+        assert_eq!(Serving::Elsewhere(2).coordinator_error(), Some(16));
+        assert_eq!(Serving::Nobody.leader_error(), Some(6));
+        assert_eq!(Serving::Loading.leader_error(), None);
+    }
+
+    #[test]
+    fn listeners_are_matched_by_security_protocol() {
+        let published = serde_json::json!([
+            {"security_protocol": "SSL", "host": "a", "port": 9093},
+            {"security_protocol": "PLAINTEXT", "host": "b", "port": 9092},
+        ]);
+        assert_eq!(
+            endpoint(&published, SecurityProtocol::Plaintext),
+            Some(("b".into(), 9092))
+        );
+        assert_eq!(endpoint(&published, SecurityProtocol::SaslSsl), None);
+        assert_eq!(
+            endpoint(&serde_json::json!({}), SecurityProtocol::Ssl),
+            None
+        );
+    }
+}
