@@ -47,6 +47,12 @@ pub const TRANSACTION_SLOTS: i32 = 50;
 /// Every slot: `0..SLOTS`.
 pub const SLOTS: i32 = GROUP_SLOTS + TRANSACTION_SLOTS;
 
+/// Extends the lease of registration (`$1` node id, `$2` incarnation) by `$3` ms from now;
+/// updates no row when another process holds the node id now.
+const EXTEND_LEASE: &str =
+    "UPDATE brokers SET lease_until = now() + $3 * interval '1 millisecond' \
+     WHERE node_id = $1 AND incarnation = $2";
+
 /// The advisory lock that registrations and claims take, so that they run one at a time
 /// (the bytes of `cgbroker`).
 const CLUSTER_LOCK: i64 = 0x6367_6272_6f6b_6572;
@@ -443,21 +449,13 @@ impl Cluster {
         let client = self.pool.get().await.map_err(|e| pool_error(OP, e))?;
         let extended = client
             .execute(
-                "UPDATE brokers SET lease_until = now() + $3 * interval '1 millisecond' \
-                 WHERE node_id = $1 AND incarnation = $2",
-                &[
-                    &self.node_id,
-                    &incarnation,
-                    &(self.session_timeout_ms as f64),
-                ],
+                EXTEND_LEASE,
+                &[&self.node_id, &incarnation, &self.session_timeout()],
             )
             .await
             .map_err(|e| db_error(OP, e))?;
         if extended == 0 {
-            return Ok(Liveness::Deposed(format!(
-                "another process registered node {} after this one's lease ran out",
-                self.node_id
-            )));
+            return Ok(Liveness::Deposed(self.taken_over()));
         }
         let Some(fence) = fence else {
             return Ok(Liveness::Live);
@@ -526,13 +524,8 @@ impl Cluster {
         lock(&tx, OP).await?;
         let extended = tx
             .execute(
-                "UPDATE brokers SET lease_until = now() + $3 * interval '1 millisecond' \
-                 WHERE node_id = $1 AND incarnation = $2",
-                &[
-                    &self.node_id,
-                    &incarnation,
-                    &(self.session_timeout_ms as f64),
-                ],
+                EXTEND_LEASE,
+                &[&self.node_id, &incarnation, &self.session_timeout()],
             )
             .await
             .map_err(|e| db_error(OP, e))?;
@@ -540,10 +533,7 @@ impl Cluster {
             let lost = fence.owned();
             fence.replace(vec![None; usize::try_from(SLOTS).unwrap_or(0)]);
             return Ok(Balance {
-                liveness: Liveness::Deposed(format!(
-                    "another process registered node {} after this one's lease ran out",
-                    self.node_id
-                )),
+                liveness: Liveness::Deposed(self.taken_over()),
                 gained: Vec::new(),
                 lost,
                 view: ClusterView::default(),
@@ -701,6 +691,19 @@ impl Cluster {
             .await
             .map_err(|e| db_error(OP, e))?;
         Ok(())
+    }
+
+    /// The lease's length, as the SQL of [`EXTEND_LEASE`] takes it.
+    fn session_timeout(&self) -> f64 {
+        self.session_timeout_ms as f64
+    }
+
+    /// Why a process whose registration another one took is deposed.
+    fn taken_over(&self) -> String {
+        format!(
+            "another process registered node {} after this one's lease ran out",
+            self.node_id
+        )
     }
 
     fn registered(&self, op: &str) -> Result<i64, StorageError> {
