@@ -333,6 +333,22 @@ struct AclsFile {
     acls: Vec<Acl>,
 }
 
+/// The ACLs of a kept ACL document (none without one).
+fn parse_acls(bytes: Option<&[u8]>) -> Result<Vec<Acl>, String> {
+    let Some(bytes) = bytes else {
+        return Ok(Vec::new());
+    };
+    let file: AclsFile = serde_json::from_slice(bytes)
+        .map_err(|e| format!("not an ACL file of this broker: {e}"))?;
+    if file.version != 1 {
+        return Err(format!(
+            "ACL file version {} is not known to this broker (1 is)",
+            file.version
+        ));
+    }
+    Ok(file.acls)
+}
+
 impl Authorizer {
     /// The authorizer, with the ACLs `documents` keep (`acls.json`), if any.
     ///
@@ -351,24 +367,11 @@ impl Authorizer {
                     setting: "authorizer",
                     reason: format!("`{shown}`: {reason}"),
                 };
-                match documents
+                let bytes = documents
                     .load(ACLS_FILE)
                     .await
-                    .map_err(|e| refuse(format!("cannot read the ACLs: {e}")))?
-                {
-                    None => Vec::new(),
-                    Some(bytes) => {
-                        let file: AclsFile = serde_json::from_slice(&bytes)
-                            .map_err(|e| refuse(format!("not an ACL file of this broker: {e}")))?;
-                        if file.version != 1 {
-                            return Err(refuse(format!(
-                                "ACL file version {} is not known to this broker (1 is)",
-                                file.version
-                            )));
-                        }
-                        file.acls
-                    }
-                }
+                    .map_err(|e| refuse(format!("cannot read the ACLs: {e}")))?;
+                parse_acls(bytes.as_deref()).map_err(refuse)?
             }
             None => Vec::new(),
         };
@@ -435,24 +438,61 @@ impl Authorizer {
         change: impl FnOnce(&mut Vec<Acl>) -> T,
     ) -> Result<T, String> {
         let _writer = self.write.lock().await;
-        let mut next = (*self.acls()).clone();
-        let answer = change(&mut next);
-        next.sort();
-        next.dedup();
-        if let Some(documents) = &self.documents {
-            let file = AclsFile {
-                version: 1,
-                acls: next.clone(),
-            };
-            let bytes =
-                serde_json::to_vec_pretty(&file).map_err(|e| format!("encoding the ACLs: {e}"))?;
-            documents.replace(ACLS_FILE, bytes, false).await?;
+        let Some(documents) = &self.documents else {
+            let mut next = (*self.acls()).clone();
+            let answer = change(&mut next);
+            next.sort();
+            next.dedup();
+            self.swap(next);
+            return Ok(answer);
+        };
+        // The ACLs as kept (another broker over the same database may have changed them),
+        // changed and written back in one step.
+        let mut done = None;
+        documents
+            .update(ACLS_FILE, false, |bytes| {
+                let mut next = parse_acls(bytes.as_deref())?;
+                let answer = change(&mut next);
+                next.sort();
+                next.dedup();
+                let file = AclsFile {
+                    version: 1,
+                    acls: next,
+                };
+                let bytes = serde_json::to_vec_pretty(&file)
+                    .map_err(|e| format!("encoding the ACLs: {e}"))?;
+                done = Some((answer, file.acls));
+                Ok(Some(bytes))
+            })
+            .await?;
+        let (answer, next) = done.ok_or("the ACLs were not changed")?;
+        self.swap(next);
+        Ok(answer)
+    }
+
+    /// Reads the kept ACLs again (several brokers over one database: another one may have
+    /// changed them), keeping those in force if they cannot be read.
+    pub(crate) async fn refresh(&self) {
+        let Some(documents) = self.documents.as_ref().filter(|d| d.is_shared()) else {
+            return;
+        };
+        let _writer = self.write.lock().await;
+        match documents
+            .load(ACLS_FILE)
+            .await
+            .and_then(|b| parse_acls(b.as_deref()))
+        {
+            Ok(acls) if *self.acls() != acls => self.swap(acls),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the ACLs again; those in force stay"),
         }
+    }
+
+    fn swap(&self, acls: Vec<Acl>) {
         *self
             .acls
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
-        Ok(answer)
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(acls);
     }
 }
 

@@ -42,6 +42,34 @@ impl Documents {
         }
     }
 
+    /// Replaces the document `name` with what `change` makes of it (`None`: leave it), read
+    /// and written as one step: in PostgreSQL in one transaction under a lock, so brokers
+    /// sharing the database never lose each other's changes; in a data directory (owned by
+    /// one process, whose writers the caller serializes) a read, then a replace.
+    ///
+    /// # Errors
+    /// `change`'s refusal, or what failed, naming where; the previous document is unchanged.
+    pub(crate) async fn update(
+        &self,
+        name: &str,
+        private: bool,
+        change: impl FnOnce(Option<Vec<u8>>) -> Result<Option<Vec<u8>>, String>,
+    ) -> Result<(), String> {
+        match self {
+            Documents::Dir(_) => match change(self.load(name).await?)? {
+                Some(bytes) => self.replace(name, bytes, private).await,
+                None => Ok(()),
+            },
+            Documents::Postgres(db) => db.update(name, change).await.map_err(|e| e.to_string())?,
+        }
+    }
+
+    /// Whether another process may change the documents meanwhile (several brokers over
+    /// one database), so that what is in force is read again now and then.
+    pub(crate) fn is_shared(&self) -> bool {
+        matches!(self, Documents::Postgres(_))
+    }
+
     /// Replaces the document `name` with `bytes` (a file of mode 600 when `private`).
     ///
     /// # Errors

@@ -11,6 +11,8 @@
 //! transactions of the slots it gained (answering COORDINATOR_LOAD_IN_PROGRESS for them
 //! meanwhile). Every write of a group, a transaction or a record checks its slot's epoch
 //! inside its own database transaction, so nothing a broker writes after losing a slot lands.
+//! At each heartbeat the broker also reads again what another broker may have changed (topics,
+//! ACLs, topic and group configs, SCRAM credentials).
 //! A broker whose node id another process registered meanwhile stops with `BROKER_FENCED`. A
 //! clean stop deregisters at once, so its slots move without waiting for the lease to run
 //! out.
@@ -175,12 +177,24 @@ async fn beat(
             // slots, and the fence refuses this one's writes from then on.
             Err(e) => warn!(error = %e, "cannot extend this broker's lease; retrying"),
         }
-        // Topics other brokers created or deleted, for the answers that read the log's
-        // cache (Metadata, the topic checks of every request).
-        if let Err(e) = context.log.topics().await {
-            warn!(error = %e, "cannot refresh the topics");
-        }
+        refresh(&context).await;
     }
+}
+
+/// Reads again what other brokers over the same database may have changed: the topics (for
+/// the answers that read the log's cache: Metadata, the topic checks of every request), the
+/// ACLs, the topic and group configs, the SCRAM credentials. A heartbeat interval after a
+/// change made through another broker, it is in force here.
+async fn refresh(context: &Context) {
+    if let Err(e) = context.log.topics().await {
+        warn!(error = %e, "cannot refresh the topics");
+    }
+    if let Some(authorizer) = &context.authorizer {
+        authorizer.refresh().await;
+    }
+    context.topic_configs.refresh().await;
+    context.group_configs.refresh(&context.coordinator).await;
+    context.scram_users.refresh().await;
 }
 
 /// Takes in a balance: drops what the lost slots held, then loads the groups and

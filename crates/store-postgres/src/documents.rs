@@ -3,7 +3,9 @@
 //!
 //! A replace is one statement (an upsert): it commits whole or not at all, so a failed
 //! write leaves the previous document as it was, as the data directory's atomic file
-//! replacement does.
+//! replacement does. An [`update`](PostgresDocuments::update) reads and replaces in one
+//! transaction under an advisory lock, so brokers sharing the database never lose each
+//! other's changes.
 
 use std::fmt;
 
@@ -15,6 +17,23 @@ use crate::{build_pool, migrate_pool, parse_url};
 
 /// The largest document kept (16 MiB): a larger one is refused before anything is written.
 pub const MAX_DOCUMENT_BYTES: usize = 16 << 20;
+
+/// The advisory lock [`PostgresDocuments::update`] takes (the bytes of `cgdocum1`).
+const DOCUMENTS_LOCK: i64 = 0x6367_646f_6375_6d31;
+
+/// Writes a document whole (creating it).
+const UPSERT: &str = "INSERT INTO documents (name, body) VALUES ($1, $2) \
+     ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body, updated_at = now()";
+
+fn too_large(name: &str, len: usize) -> StorageError {
+    StorageError::new(
+        StorageErrorKind::Other,
+        format!(
+            "the document `{name}` ({len} bytes) is refused: a name is needed and at most \
+             {MAX_DOCUMENT_BYTES} bytes are kept"
+        ),
+    )
+}
 
 /// Named documents in the `documents` table. Cheap to share; every call takes a connection
 /// from its own pool.
@@ -68,26 +87,53 @@ impl PostgresDocuments {
     /// database's.
     pub async fn replace(&self, name: &str, body: &[u8]) -> Result<(), StorageError> {
         if name.is_empty() || body.len() > MAX_DOCUMENT_BYTES {
-            return Err(StorageError::new(
-                StorageErrorKind::Other,
-                format!(
-                    "the document `{name}` ({} bytes) is refused: a name is needed and at most \
-                     {MAX_DOCUMENT_BYTES} bytes are kept",
-                    body.len()
-                ),
-            ));
+            return Err(too_large(name, body.len()));
         }
         let op = format!("replace the document `{name}`");
         let client = self.pool.get().await.map_err(|e| pool_error(&op, e))?;
         client
-            .execute(
-                "INSERT INTO documents (name, body) VALUES ($1, $2) \
-                 ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body, updated_at = now()",
-                &[&name, &body],
-            )
+            .execute(UPSERT, &[&name, &body])
             .await
             .map_err(|e| db_error(&op, e))?;
         Ok(())
+    }
+
+    /// Reads the document `name` and replaces it with what `change` makes of it, in one
+    /// transaction under a lock that every `update` takes (so two processes changing one
+    /// document never lose each other's change). `change` gets the body as stored (`None`
+    /// if there is none) and returns the new body, or `None` to leave it as it is, or its own
+    /// refusal, which is returned inside `Ok` with nothing written.
+    ///
+    /// # Errors
+    /// A new body over [`MAX_DOCUMENT_BYTES`] (nothing written); the database's.
+    pub async fn update<E>(
+        &self,
+        name: &str,
+        change: impl FnOnce(Option<Vec<u8>>) -> Result<Option<Vec<u8>>, E>,
+    ) -> Result<Result<(), E>, StorageError> {
+        let op = format!("update the document `{name}`");
+        let mut client = self.pool.get().await.map_err(|e| pool_error(&op, e))?;
+        let tx = client.transaction().await.map_err(|e| db_error(&op, e))?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&DOCUMENTS_LOCK])
+            .await
+            .map_err(|e| db_error(&op, e))?;
+        let row = tx
+            .query_opt("SELECT body FROM documents WHERE name = $1", &[&name])
+            .await
+            .map_err(|e| db_error(&op, e))?;
+        let body = match change(row.map(|r| r.get::<_, Vec<u8>>(0))) {
+            Ok(Some(body)) => body,
+            Ok(None) => return Ok(Ok(())),
+            Err(refused) => return Ok(Err(refused)),
+        };
+        if name.is_empty() || body.len() > MAX_DOCUMENT_BYTES {
+            return Err(too_large(name, body.len()));
+        }
+        tx.execute(UPSERT, &[&name, &body])
+            .await
+            .map_err(|e| db_error(&op, e))?;
+        tx.commit().await.map_err(|e| db_error(&op, e))?;
+        Ok(Ok(()))
     }
 
     /// Closes the pool: every later call fails.

@@ -132,31 +132,11 @@ impl GroupConfigs {
                 setting: "group configs",
                 reason: format!("`{shown}`: {reason}"),
             };
-            if let Some(bytes) = documents
+            let bytes = documents
                 .load(GROUP_CONFIGS_FILE)
                 .await
-                .map_err(|e| refuse(format!("cannot read the group configs: {e}")))?
-            {
-                let file: GroupConfigsFile = serde_json::from_slice(&bytes)
-                    .map_err(|e| refuse(format!("not a group configs file of this broker: {e}")))?;
-                if file.version != 1 {
-                    return Err(refuse(format!(
-                        "group configs version {} is not known to this broker (1 is)",
-                        file.version
-                    )));
-                }
-                for (group, values) in file.groups {
-                    let config = values
-                        .iter()
-                        .try_fold(GroupConfig::default(), |c, (k, v)| c.with(k, Some(*v)));
-                    let Some(config) = config else {
-                        return Err(refuse(format!("group `{group}` has an unknown config")));
-                    };
-                    if let Err(e) = coordinator.set_group_config(&group, config) {
-                        tracing::warn!(group, error = %e, "a kept group config is refused by this broker's bounds: the group runs with the defaults");
-                    }
-                }
-            }
+                .map_err(|e| refuse(format!("cannot read the group configs: {e}")))?;
+            apply(coordinator, parse_kept(bytes.as_deref()).map_err(refuse)?);
         }
         Ok(GroupConfigs {
             write: tokio::sync::Mutex::new(()),
@@ -175,24 +155,93 @@ impl GroupConfigs {
         coordinator.check_group_config(&config).map_err(refused)?;
         let _writer = self.write.lock().await;
         if let Some(documents) = &self.documents {
-            let mut groups: BTreeMap<String, BTreeMap<String, u64>> = coordinator
-                .group_configs()
-                .into_iter()
-                .map(|(g, c)| (g, values(&c)))
-                .collect();
-            if config.is_empty() {
-                groups.remove(group);
-            } else {
-                groups.insert(group.to_string(), values(&config));
-            }
-            let bytes = serde_json::to_vec_pretty(&GroupConfigsFile { version: 1, groups })
-                .map_err(|e| not_kept(group, &e.to_string()))?;
+            // The configs as kept (another broker over the same database may have changed
+            // them), changed and written back in one step.
             documents
-                .replace(GROUP_CONFIGS_FILE, bytes, false)
+                .update(GROUP_CONFIGS_FILE, false, |bytes| {
+                    let mut groups: BTreeMap<String, BTreeMap<String, u64>> =
+                        parse_kept(bytes.as_deref())?
+                            .into_iter()
+                            .map(|(g, c)| (g, values(&c)))
+                            .collect();
+                    if config.is_empty() {
+                        groups.remove(group);
+                    } else {
+                        groups.insert(group.to_string(), values(&config));
+                    }
+                    serde_json::to_vec_pretty(&GroupConfigsFile { version: 1, groups })
+                        .map(Some)
+                        .map_err(|e| e.to_string())
+                })
                 .await
                 .map_err(|e| not_kept(group, &e))?;
         }
         coordinator.set_group_config(group, config).map_err(refused)
+    }
+
+    /// Reads the kept configs again and sets them on `coordinator` (several brokers over one
+    /// database: another one may have changed them); a group whose configs are no longer kept
+    /// goes back to the defaults. Those in force stay if the document cannot be read.
+    pub(crate) async fn refresh(&self, coordinator: &Coordinator) {
+        let Some(documents) = self.documents.as_ref().filter(|d| d.is_shared()) else {
+            return;
+        };
+        let _writer = self.write.lock().await;
+        match documents
+            .load(GROUP_CONFIGS_FILE)
+            .await
+            .and_then(|b| parse_kept(b.as_deref()))
+        {
+            Ok(kept) => {
+                for (group, _) in coordinator.group_configs() {
+                    if !kept.contains_key(&group) {
+                        let _ = coordinator.set_group_config(&group, GroupConfig::default());
+                    }
+                }
+                apply(coordinator, kept);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the group configs again; those in force stay")
+            }
+        }
+    }
+}
+
+/// The configs of a kept group configs document (none without one), by group.
+fn parse_kept(bytes: Option<&[u8]>) -> Result<BTreeMap<String, GroupConfig>, String> {
+    let Some(bytes) = bytes else {
+        return Ok(BTreeMap::new());
+    };
+    let file: GroupConfigsFile = serde_json::from_slice(bytes)
+        .map_err(|e| format!("not a group configs file of this broker: {e}"))?;
+    if file.version != 1 {
+        return Err(format!(
+            "group configs version {} is not known to this broker (1 is)",
+            file.version
+        ));
+    }
+    file.groups
+        .into_iter()
+        .map(|(group, values)| {
+            values
+                .iter()
+                .try_fold(GroupConfig::default(), |c, (k, v)| c.with(k, Some(*v)))
+                .map(|config| (group.clone(), config))
+                .ok_or_else(|| format!("group `{group}` has an unknown config"))
+        })
+        .collect()
+}
+
+/// Sets the kept `configs` on `coordinator`; one its bounds refuse (the broker restarted with
+/// other bounds) is left out with a warning, as the group runs with the defaults then.
+fn apply(coordinator: &Coordinator, configs: BTreeMap<String, GroupConfig>) {
+    for (group, config) in configs {
+        if coordinator.group_config(&group) == config {
+            continue;
+        }
+        if let Err(e) = coordinator.set_group_config(&group, config) {
+            tracing::warn!(group, error = %e, "a kept group config is refused by this broker's bounds: the group runs with the defaults");
+        }
     }
 }
 

@@ -278,6 +278,22 @@ struct TopicConfigsFile {
     topics: BTreeMap<String, Overrides>,
 }
 
+/// The configs of a kept topic configs document (none without one).
+fn parse_topic_configs(bytes: Option<&[u8]>) -> Result<BTreeMap<String, Overrides>, String> {
+    let Some(bytes) = bytes else {
+        return Ok(BTreeMap::new());
+    };
+    let file: TopicConfigsFile = serde_json::from_slice(bytes)
+        .map_err(|e| format!("not a topic configs file of this broker: {e}"))?;
+    if file.version != 1 {
+        return Err(format!(
+            "topic configs version {} is not known to this broker (1 is)",
+            file.version
+        ));
+    }
+    Ok(file.topics)
+}
+
 impl TopicConfigs {
     /// The configs `documents` keep, if any.
     ///
@@ -292,21 +308,11 @@ impl TopicConfigs {
                 setting: "topic",
                 reason: format!("`{shown}`: {reason}"),
             };
-            if let Some(bytes) = documents
+            let bytes = documents
                 .load(TOPIC_CONFIGS_FILE)
                 .await
-                .map_err(|e| refuse(format!("cannot read the topic configs: {e}")))?
-            {
-                let file: TopicConfigsFile = serde_json::from_slice(&bytes)
-                    .map_err(|e| refuse(format!("not a topic configs file of this broker: {e}")))?;
-                if file.version != 1 {
-                    return Err(refuse(format!(
-                        "topic configs version {} is not known to this broker (1 is)",
-                        file.version
-                    )));
-                }
-                topics = file.topics;
-            }
+                .map_err(|e| refuse(format!("cannot read the topic configs: {e}")))?;
+            topics = parse_topic_configs(bytes.as_deref()).map_err(refuse)?;
         }
         Ok(TopicConfigs {
             topics: Mutex::new(topics),
@@ -351,21 +357,56 @@ impl TopicConfigs {
         change: impl FnOnce(&mut BTreeMap<String, Overrides>) -> bool,
     ) -> Result<(), String> {
         let _writer = self.write.lock().await;
-        let mut next = self.lock().clone();
-        if !change(&mut next) {
+        let Some(documents) = &self.documents else {
+            let mut next = self.lock().clone();
+            if change(&mut next) {
+                *self.lock() = next;
+            }
             return Ok(());
+        };
+        // The configs as kept (another broker over the same database may have changed
+        // them), changed and written back in one step.
+        let mut changed = None;
+        documents
+            .update(TOPIC_CONFIGS_FILE, false, |bytes| {
+                let mut next = parse_topic_configs(bytes.as_deref())?;
+                if !change(&mut next) {
+                    changed = Some(next);
+                    return Ok(None);
+                }
+                let file = TopicConfigsFile {
+                    version: 1,
+                    topics: next,
+                };
+                let bytes = serde_json::to_vec_pretty(&file)
+                    .map_err(|e| format!("encoding the topic configs: {e}"))?;
+                changed = Some(file.topics);
+                Ok(Some(bytes))
+            })
+            .await?;
+        if let Some(next) = changed {
+            *self.lock() = next;
         }
-        if let Some(documents) = &self.documents {
-            let file = TopicConfigsFile {
-                version: 1,
-                topics: next.clone(),
-            };
-            let bytes = serde_json::to_vec_pretty(&file)
-                .map_err(|e| format!("encoding the topic configs: {e}"))?;
-            documents.replace(TOPIC_CONFIGS_FILE, bytes, false).await?;
-        }
-        *self.lock() = next;
         Ok(())
+    }
+
+    /// Reads the kept configs again (several brokers over one database: another one may
+    /// have changed them), keeping those in force if they cannot be read.
+    pub(crate) async fn refresh(&self) {
+        let Some(documents) = self.documents.as_ref().filter(|d| d.is_shared()) else {
+            return;
+        };
+        let _writer = self.write.lock().await;
+        match documents
+            .load(TOPIC_CONFIGS_FILE)
+            .await
+            .and_then(|b| parse_topic_configs(b.as_deref()))
+        {
+            Ok(topics) => *self.lock() = topics,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the topic configs again; those in force stay")
+            }
+        }
     }
 
     // Nothing panics while the guard is held, so a poisoned map is still consistent.

@@ -31,8 +31,58 @@ pub(crate) struct Users {
     credentials: RwLock<HashMap<String, Vec<ScramCredential>>>,
     /// The changes made at run time, (user, mechanism) → the credential, or `None` for a
     /// deletion; written whole to `store` before they take effect.
-    changes: tokio::sync::Mutex<BTreeMap<(String, String), Option<StoredCredential>>>,
+    changes: tokio::sync::Mutex<Kept>,
     store: Option<Documents>,
+    /// The users of the `--users` file, before any change made at run time.
+    base: HashMap<String, Vec<ScramCredential>>,
+}
+
+/// The changes made at run time: (user, mechanism) → the credential, or `None` for a
+/// deletion.
+type Kept = BTreeMap<(String, String), Option<StoredCredential>>;
+
+/// The changes of a kept credentials document (none without one).
+fn parse_changes(bytes: Option<&[u8]>) -> Result<Kept, String> {
+    let Some(bytes) = bytes else {
+        return Ok(Kept::new());
+    };
+    let file: CredentialsFile =
+        serde_json::from_slice(bytes).map_err(|e| format!("not a credentials file: {e}"))?;
+    if file.version != 1 {
+        return Err(format!(
+            "version {} is not known to this broker (1 is)",
+            file.version
+        ));
+    }
+    Ok(file
+        .changes
+        .into_iter()
+        .map(|(user, mechanism, stored)| ((user, mechanism), stored))
+        .collect())
+}
+
+/// The users of `base` with the `kept` changes applied.
+fn merged(
+    base: &HashMap<String, Vec<ScramCredential>>,
+    kept: &Kept,
+) -> Result<HashMap<String, Vec<ScramCredential>>, String> {
+    let mut credentials = base.clone();
+    for ((user, mechanism), stored) in kept {
+        let hash = hash_of(mechanism).ok_or_else(|| format!("unknown mechanism {mechanism}"))?;
+        let list = credentials.entry(user.clone()).or_default();
+        list.retain(|c| c.hash != hash);
+        if let Some(stored) = stored {
+            list.push(
+                stored
+                    .credential(hash)
+                    .map_err(|e| format!("user {user}: {e}"))?,
+            );
+        }
+        if list.is_empty() {
+            credentials.remove(user);
+        }
+    }
+    Ok(credentials)
 }
 
 /// One credential as the data directory keeps it.
@@ -129,44 +179,40 @@ impl Users {
         documents: Documents,
         kept: Option<&[u8]>,
     ) -> Result<Users, BrokerError> {
-        if let Some(bytes) = kept {
-            let shown = documents.shown(CREDENTIALS_FILE);
-            let file: CredentialsFile = serde_json::from_slice(bytes)
-                .map_err(|e| invalid(format!("`{shown}` is not a credentials file: {e}")))?;
-            if file.version != 1 {
-                return Err(invalid(format!(
-                    "`{shown}`: version {} is not known to this broker (1 is)",
-                    file.version
-                )));
-            }
-            let mut changes = BTreeMap::new();
-            let mut credentials = std::mem::take(
-                self.credentials
-                    .get_mut()
-                    .unwrap_or_else(PoisonError::into_inner),
-            );
-            for (user, mechanism, stored) in file.changes {
-                let hash = hash_of(&mechanism)
-                    .ok_or_else(|| invalid(format!("`{shown}`: unknown mechanism {mechanism}")))?;
-                let list = credentials.entry(user.clone()).or_default();
-                list.retain(|c| c.hash != hash);
-                if let Some(stored) = &stored {
-                    list.push(
-                        stored
-                            .credential(hash)
-                            .map_err(|e| invalid(format!("`{shown}`: user {user}: {e}")))?,
-                    );
-                }
-                if list.is_empty() {
-                    credentials.remove(&user);
-                }
-                changes.insert((user, mechanism), stored);
-            }
-            self.credentials = RwLock::new(credentials);
-            self.changes = tokio::sync::Mutex::new(changes);
-        }
+        let shown = documents.shown(CREDENTIALS_FILE);
+        let changes = parse_changes(kept).map_err(|e| invalid(format!("`{shown}`: {e}")))?;
+        let credentials =
+            merged(&self.base, &changes).map_err(|e| invalid(format!("`{shown}`: {e}")))?;
+        self.credentials = RwLock::new(credentials);
+        self.changes = tokio::sync::Mutex::new(changes);
         self.store = Some(documents);
         Ok(self)
+    }
+
+    /// Reads the kept changes again (several brokers over one database: another one may have
+    /// changed credentials), keeping those in force if they cannot be read.
+    pub(crate) async fn refresh(&self) {
+        let Some(documents) = self.store.as_ref().filter(|d| d.is_shared()) else {
+            return;
+        };
+        let mut kept = self.changes.lock().await;
+        let read = documents
+            .load(CREDENTIALS_FILE)
+            .await
+            .and_then(|b| parse_changes(b.as_deref()))
+            .and_then(|changes| merged(&self.base, &changes).map(|c| (changes, c)));
+        match read {
+            Ok((changes, credentials)) => {
+                *kept = changes;
+                *self
+                    .credentials
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner) = credentials;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the SCRAM credentials again; those in force stay")
+            }
+        }
     }
 
     /// Every user with the mechanisms and iteration counts of their credentials.
@@ -189,52 +235,51 @@ impl Users {
     /// The write's error.
     pub(crate) async fn alter(&self, changes: Vec<Change>) -> Result<(), String> {
         let mut kept = self.changes.lock().await;
-        let mut next = kept.clone();
-        for change in &changes {
-            match change {
-                Change::Upsert(user, c) => next.insert(
-                    (user.clone(), c.hash.mechanism().to_string()),
-                    Some(StoredCredential::of(c)),
-                ),
-                Change::Delete(user, hash) => {
-                    next.insert((user.clone(), hash.mechanism().to_string()), None)
-                }
-            };
-        }
-        if let Some(documents) = &self.store {
-            let file = CredentialsFile {
-                version: 1,
-                changes: next
-                    .iter()
-                    .map(|((u, m), c)| (u.clone(), m.clone(), c.clone()))
-                    .collect(),
-            };
-            let bytes = serde_json::to_vec_pretty(&file)
-                .map_err(|e| format!("encoding the credentials: {e}"))?;
-            documents.replace(CREDENTIALS_FILE, bytes, true).await?;
-        }
+        let apply = |mut next: Kept| {
+            for change in &changes {
+                match change {
+                    Change::Upsert(user, c) => next.insert(
+                        (user.clone(), c.hash.mechanism().to_string()),
+                        Some(StoredCredential::of(c)),
+                    ),
+                    Change::Delete(user, hash) => {
+                        next.insert((user.clone(), hash.mechanism().to_string()), None)
+                    }
+                };
+            }
+            next
+        };
+        let next = match &self.store {
+            // The changes as kept (another broker over the same database may have made
+            // some), with these applied, written back in one step.
+            Some(documents) => {
+                let mut written = None;
+                documents
+                    .update(CREDENTIALS_FILE, true, |bytes| {
+                        let next = apply(parse_changes(bytes.as_deref())?);
+                        let file = CredentialsFile {
+                            version: 1,
+                            changes: next
+                                .iter()
+                                .map(|((u, m), c)| (u.clone(), m.clone(), c.clone()))
+                                .collect(),
+                        };
+                        let bytes = serde_json::to_vec_pretty(&file)
+                            .map_err(|e| format!("encoding the credentials: {e}"))?;
+                        written = Some(next);
+                        Ok(Some(bytes))
+                    })
+                    .await?;
+                written.ok_or("the credentials were not changed")?
+            }
+            None => apply(kept.clone()),
+        };
+        let credentials = merged(&self.base, &next)?;
         *kept = next;
-        let mut credentials = self
+        *self
             .credentials
             .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        for change in changes {
-            match change {
-                Change::Upsert(user, c) => {
-                    let list = credentials.entry(user).or_default();
-                    list.retain(|x| x.hash != c.hash);
-                    list.push(c);
-                }
-                Change::Delete(user, hash) => {
-                    if let Some(list) = credentials.get_mut(&user) {
-                        list.retain(|x| x.hash != hash);
-                        if list.is_empty() {
-                            credentials.remove(&user);
-                        }
-                    }
-                }
-            }
-        }
+            .unwrap_or_else(PoisonError::into_inner) = credentials;
         Ok(())
     }
 
@@ -278,7 +323,8 @@ impl Users {
             users.insert(name.to_string(), credentials);
         }
         Ok(Users {
-            credentials: RwLock::new(users),
+            credentials: RwLock::new(users.clone()),
+            base: users,
             ..Users::default()
         })
     }

@@ -617,3 +617,142 @@ async fn three_brokers_share_the_work_and_a_killed_ones_moves() {
         }
     }
 }
+
+/// An ACL for `principal` on group `g` (READ, ALLOW).
+fn acl_for(principal: &str) -> CreateAclsRequest {
+    CreateAclsRequest::default().with_creations(vec![create_acls_request::AclCreation::default()
+        .with_resource_type(3)
+        .with_resource_name(StrBytes::from_static_str("g"))
+        .with_resource_pattern_type(3)
+        .with_principal(StrBytes::from_string(principal.into()))
+        .with_host(StrBytes::from_static_str("*"))
+        .with_operation(3)
+        .with_permission_type(3)])
+}
+
+/// The principals of every ACL `c`'s broker holds.
+async fn principals(c: &mut Client) -> Vec<String> {
+    let r = c.call(&acl_filter(), 3).await;
+    assert_eq!(r.error_code, 0);
+    let mut all: Vec<String> = r
+        .resources
+        .iter()
+        .flat_map(|res| res.acls.iter().map(|a| a.principal.to_string()))
+        .collect();
+    all.sort();
+    all
+}
+
+/// `max.message.bytes` of topic `t` as `c`'s broker describes it.
+async fn max_message_bytes(c: &mut Client) -> Option<String> {
+    let r = c
+        .call(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("t"))
+                    .with_configuration_keys(Some(vec![StrBytes::from_static_str(
+                        "max.message.bytes",
+                    )])),
+            ]),
+            4,
+        )
+        .await;
+    r.results[0].configs[0]
+        .value
+        .as_ref()
+        .map(|v| v.to_string())
+}
+
+/// Two live brokers over one database: what is changed through one (ACLs, a topic config,
+/// SCRAM credentials) is in force at the other a heartbeat later, and changes made through
+/// both, each before it has seen the other's, are all kept.
+#[tokio::test]
+async fn changes_through_one_broker_reach_the_others_and_none_is_lost() {
+    let Some(pg) = server().await else { return };
+    let url = bounded("create database", pg.create_database("documents_across"))
+        .await
+        .unwrap();
+    let node = |id: i32| BrokerConfig {
+        node_id: id,
+        broker_session_timeout_ms: 1_500,
+        broker_heartbeat_interval_ms: 200,
+        ..on(&url)
+    };
+    let a = TestBroker::with(node(1)).await;
+    let b = TestBroker::with(node(2)).await;
+    let (mut to_a, mut to_b) = (a.client().await, b.client().await);
+    // One right after the other, before either has read the documents again: both kept.
+    assert_eq!(
+        to_a.call(&acl_for("User:alice"), 3).await.results[0].error_code,
+        0
+    );
+    assert_eq!(
+        to_b.call(&acl_for("User:bob"), 3).await.results[0].error_code,
+        0
+    );
+    let both = vec!["User:alice".to_string(), "User:bob".to_string()];
+    for c in [&mut to_a, &mut to_b] {
+        until("both ACLs", c, |c| Box::pin(principals(c)), |p| *p == both).await;
+    }
+    // A topic config set through one broker is described by the other (topic `t` is the
+    // test configuration's).
+    let altered = to_a
+        .call(
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                incremental_alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("t"))
+                    .with_configs(vec![
+                        incremental_alter_configs_request::AlterableConfig::default()
+                            .with_name(StrBytes::from_static_str("max.message.bytes"))
+                            .with_config_operation(0)
+                            .with_value(Some(StrBytes::from_static_str("2000000"))),
+                    ]),
+            ]),
+            1,
+        )
+        .await;
+    assert_eq!(altered.responses[0].error_code, 0);
+    until(
+        "the topic config at the other broker",
+        &mut to_b,
+        |c| Box::pin(max_message_bytes(c)),
+        |v| v.as_deref() == Some("2000000"),
+    )
+    .await;
+    // A SCRAM credential created through one broker is described by the other.
+    let upsert = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+        alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+            .with_name(StrBytes::from_static_str("carol"))
+            .with_mechanism(1)
+            .with_iterations(4096)
+            .with_salt(bytes::Bytes::from_static(b"0123456789abcdef"))
+            .with_salted_password(bytes::Bytes::from(vec![7u8; 32])),
+    ]);
+    let r = to_a.call(&upsert, 0).await;
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    until(
+        "the credential at the other broker",
+        &mut to_b,
+        |c| {
+            Box::pin(async {
+                let r = c
+                    .call(
+                        &DescribeUserScramCredentialsRequest::default().with_users(None),
+                        0,
+                    )
+                    .await;
+                r.results
+                    .iter()
+                    .map(|u| u.user.to_string())
+                    .collect::<Vec<_>>()
+            })
+        },
+        |users| users.iter().any(|u| u == "carol"),
+    )
+    .await;
+    drop((to_a, to_b));
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
