@@ -756,3 +756,132 @@ async fn changes_through_one_broker_reach_the_others_and_none_is_lost() {
     a.stop().await.unwrap();
     b.stop().await.unwrap();
 }
+
+/// The leader of `t`'s `partition` as `c`'s broker names it (-1 while none).
+async fn leader_of_t(c: &mut Client, partition: usize) -> i32 {
+    let r = c
+        .call(
+            &MetadataRequest::default().with_topics(Some(vec![
+                metadata_request::MetadataRequestTopic::default().with_name(Some(topic_name("t"))),
+            ])),
+            12,
+        )
+        .await;
+    r.topics[0]
+        .partitions
+        .get(partition)
+        .map_or(-1, |p| p.leader_id.0)
+}
+
+/// PostgreSQL stopped under three brokers for longer than their leases: once it is back,
+/// the brokers share the slots out again and every group and partition is served, with
+/// every commit and record acknowledged before the outage.
+#[tokio::test]
+async fn a_cluster_rides_out_a_postgresql_restart() {
+    let Some(mut pg) = server().await else { return };
+    let url = bounded("create database", pg.create_database("cluster_restart"))
+        .await
+        .unwrap();
+    let node = |id: i32| BrokerConfig {
+        node_id: id,
+        broker_session_timeout_ms: 1_500,
+        broker_heartbeat_interval_ms: 200,
+        ..on(&url)
+    };
+    let brokers = [
+        TestBroker::with(node(1)).await,
+        TestBroker::with(node(2)).await,
+        TestBroker::with(node(3)).await,
+    ];
+    let mut clients = Vec::new();
+    for b in &brokers {
+        clients.push(b.client().await);
+    }
+    let groups = ["a", "b", "c", "d", "e", "f"];
+    // Served, each at the broker that serves it now (the slots settle as the three share
+    // them out, so every step waits until its broker takes it).
+    async fn commit_at_coordinator(clients: &mut [Client], group: &str, offset: i64) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (code, node) = coordinator_of(&mut clients[0], group).await;
+            if code == 0 {
+                let at = usize::try_from(node - 1).unwrap();
+                let r = clients[at]
+                    .call(&commit(group, "", -1, &[("t", 0, offset)]), 8)
+                    .await;
+                if commit_codes(&r) == [0] {
+                    return;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{group} never served"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    async fn produce_at_leader(clients: &mut [Client], partition: usize) -> i64 {
+        let one = batch(&[record(0, 1_000)], Compression::None);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let leader = leader_of_t(&mut clients[0], partition).await;
+            if leader > 0 {
+                let at = usize::try_from(leader - 1).unwrap();
+                let p = i32::try_from(partition).unwrap();
+                let (code, base) = produce(&mut clients[at], "t", p, one.clone(), 9).await;
+                if code == 0 {
+                    return base;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "t-{partition} never led"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    for g in groups {
+        commit_at_coordinator(&mut clients, g, 1).await;
+    }
+    for p in 0..2 {
+        assert_eq!(produce_at_leader(&mut clients, p).await, 0);
+    }
+
+    // PostgreSQL goes away for twice the lease: every lease runs out meanwhile.
+    pg.stop().unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    bounded("restart PostgreSQL", pg.start_again())
+        .await
+        .unwrap();
+
+    for g in groups {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let offsets = loop {
+            let (code, node) = coordinator_of(&mut clients[0], g).await;
+            if code == 0 {
+                let at = usize::try_from(node - 1).unwrap();
+                let r = clients[at].call(&offset_fetch(g, &[0]), 7).await;
+                if r.error_code == 0 {
+                    break fetched(&r);
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{g} never served again"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(offsets, [1], "{g}: the acknowledged commit");
+    }
+    for p in 0..2 {
+        assert_eq!(
+            produce_at_leader(&mut clients, p).await,
+            1,
+            "t-{p}: the record acknowledged before the outage, and nothing else"
+        );
+    }
+    drop(clients);
+    for b in brokers {
+        b.stop().await.unwrap();
+    }
+}
