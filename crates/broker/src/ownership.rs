@@ -150,6 +150,12 @@ impl Ownership {
         self.slot(transaction_slot(id))
     }
 
+    /// Who coordinates the groups of group slot `slot` (Kafka's `__consumer_offsets`
+    /// partition `slot`, 0–49).
+    pub(crate) fn group_slot(&self, slot: i32) -> Serving {
+        self.slot(slot)
+    }
+
     /// Who leads `topic`'s `partition`.
     pub(crate) fn partition(&self, topic: &str, partition: i32) -> Serving {
         self.slot(append_slot(topic, i64::from(partition)))

@@ -925,10 +925,12 @@ async fn transactions(
         Some(l) => ProducerIds::starting_at(ProducerIds::cluster_block(l.fence().incarnation())),
         None => ProducerIds::new(),
     });
-    let markers = Arc::new(LogMarkers {
-        log: log.clone(),
-        producers: producers.clone(),
-    });
+    // With several brokers, markers for what others lead go to them (WriteTxnMarkers).
+    let ownership = lease.map_or_else(
+        || Arc::new(crate::ownership::Ownership::alone(config.node_id)),
+        Lease::ownership,
+    );
+    let markers = Arc::new(LogMarkers::new(log.clone(), producers.clone(), ownership));
     let txn = TransactionCoordinator::builder(coordinator.clone(), markers, producer_ids.clone())
         .clock(Arc::new(WallClock))
         .transaction_max_timeout_ms(config.transaction_max_timeout_ms)

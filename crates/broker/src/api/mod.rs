@@ -30,6 +30,7 @@ mod scram_credentials;
 pub(crate) mod topic_configs;
 mod topics;
 mod transactions;
+mod write_txn_markers;
 
 use std::net::SocketAddr;
 

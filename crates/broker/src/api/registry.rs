@@ -192,7 +192,7 @@ const fn entry<A: Api>() -> Entry {
 /// Every API the broker serves, in ApiVersions order. The versions are docs/wire.md#api-versions' "safe
 /// maximum for all" column intersected with what kafka-protocol 0.18 decodes; the group admin
 /// APIs are advertised at the ranges Kafka 3.x brokers advertise, which every client handles.
-static REGISTRY: [Entry; 49] = [
+static REGISTRY: [Entry; 50] = [
     entry::<super::produce::Produce>(),
     entry::<super::fetch::Fetch>(),
     entry::<super::list_offsets::ListOffsets>(),
@@ -215,6 +215,7 @@ static REGISTRY: [Entry; 49] = [
     entry::<super::transactions::AddOffsetsToTxn>(),
     entry::<super::transactions::EndTxn>(),
     entry::<super::transactions::TxnOffsetCommit>(),
+    entry::<super::write_txn_markers::WriteTxnMarkers>(),
     entry::<super::configs::DescribeConfigs>(),
     entry::<super::configs::AlterConfigs>(),
     entry::<super::sasl::SaslAuthenticate>(),

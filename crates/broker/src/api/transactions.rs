@@ -7,7 +7,11 @@
 //! A transactional id this broker does not coordinate (several brokers over PostgreSQL) is
 //! refused NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while its slot loads) where Kafka's
 //! `TransactionCoordinator` refuses it, per id for DescribeTransactions; TxnOffsetCommit is
-//! refused so by the group's coordinator. ListTransactions lists the transactions held here.
+//! refused so by the group's coordinator. A TxnOffsetCommit whose group is coordinated here
+//! but whose transaction another broker coordinates is kept pending by the group coordinator
+//! alone (as Kafka's group coordinator does), until that broker's marker into the group's
+//! `__consumer_offsets` partition completes it (see `write_txn_markers`). ListTransactions
+//! lists the transactions held here.
 
 use crate::acl::Operation;
 use std::ops::RangeInclusive;
@@ -27,6 +31,7 @@ use super::groups::refusal;
 use super::offsets::{existing, split_offsets};
 use super::registry::Api;
 use super::{codes, Call};
+use crate::ownership::Serving;
 use crate::shutdown::Shutdown;
 
 /// A topic's asked partitions: each index with its partition, if it exists.
@@ -209,12 +214,28 @@ async fn txn_offset_commit(
             group_instance_id: r.group_instance_id.as_ref().map(|s| s.to_string()),
             offsets,
         };
-        match call
-            .context
-            .txn
-            .txn_offset_commit(&r.transactional_id, r.producer_epoch, &req)
-            .await
-        {
+        // The transaction's coordinator is another broker (several brokers over
+        // PostgreSQL): as Kafka's group coordinator, take the offsets pending here; that
+        // coordinator completes them with a marker into the group's `__consumer_offsets`
+        // partition (WriteTxnMarkers).
+        let elsewhere = !r.transactional_id.is_empty()
+            && matches!(
+                call.context.ownership.transaction(&r.transactional_id),
+                Serving::Elsewhere(_) | Serving::Nobody
+            );
+        let result = if elsewhere {
+            call.context
+                .coordinator
+                .txn_offset_commit(&req)
+                .await
+                .map_err(TxnError::from)
+        } else {
+            call.context
+                .txn
+                .txn_offset_commit(&r.transactional_id, r.producer_epoch, &req)
+                .await
+        };
+        match result {
             Ok(()) => codes::NONE,
             Err(e) => txn_offset_code(&e, call.version),
         }

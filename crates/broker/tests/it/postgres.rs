@@ -618,6 +618,373 @@ async fn three_brokers_share_the_work_and_a_killed_ones_moves() {
     }
 }
 
+fn txn_id(id: &str) -> TransactionalId {
+    TransactionalId(StrBytes::from_string(id.to_string()))
+}
+
+/// The coordinator of transactional id `id` as `c`'s broker answers FindCoordinator v3:
+/// `(error, node)`.
+async fn txn_coordinator_of(c: &mut Client, id: &str) -> (i16, i32) {
+    let r = c
+        .call(
+            &FindCoordinatorRequest::default()
+                .with_key(StrBytes::from_string(id.into()))
+                .with_key_type(1),
+            3,
+        )
+        .await;
+    (r.error_code, r.node_id.0)
+}
+
+/// The leader of every partition of `t` as `c`'s broker answers Metadata v12.
+async fn leaders_of_t(c: &mut Client) -> Vec<i32> {
+    let r = c
+        .call(
+            &MetadataRequest::default().with_topics(Some(vec![
+                metadata_request::MetadataRequestTopic::default().with_name(Some(topic_name("t"))),
+            ])),
+            12,
+        )
+        .await;
+    let mut partitions: Vec<(i32, i32)> = r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.leader_id.0))
+        .collect();
+    partitions.sort_unstable();
+    partitions.into_iter().map(|(_, leader)| leader).collect()
+}
+
+/// A read_committed fetch of `t`-`partition` from 0: (data records outside aborted
+/// transactions, last stable offset, high watermark, producer ids of the aborted
+/// transactions).
+async fn read_committed_at(c: &mut Client, partition: i32) -> (usize, i64, i64, Vec<i64>) {
+    let request = fetch_request("t", partition, 0).with_isolation_level(1);
+    let r = c.call(&request, 11).await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0, "fetch of t-{partition}");
+    let aborted: Vec<(i64, i64)> = p
+        .aborted_transactions
+        .clone()
+        .unwrap_or_default()
+        .iter()
+        .map(|a| (a.producer_id.0, a.first_offset))
+        .collect();
+    let records = decode_records(p)
+        .iter()
+        .filter(|r| !r.control)
+        .filter(|r| {
+            !aborted
+                .iter()
+                .any(|&(pid, first)| pid == r.producer_id && r.offset >= first)
+        })
+        .count();
+    (
+        records,
+        p.last_stable_offset,
+        p.high_watermark,
+        aborted.iter().map(|&(pid, _)| pid).collect(),
+    )
+}
+
+/// One transaction of `id` (producer `p`) as a client runs it: `partitions` (each with the
+/// client of its leader and the sequence of its first record) get three records each, the
+/// group gets `offset` for t-0 at its coordinator, then EndTxn at the transaction's
+/// coordinator, retried while it answers CONCURRENT_TRANSACTIONS (markers not all written
+/// yet); returns EndTxn's last answer.
+#[allow(clippy::too_many_arguments)]
+async fn run_transaction(
+    coordinator: &mut Client,
+    leaders: &mut [(i32, &mut Client, i32)],
+    group_coordinator: &mut Client,
+    id: &'static str,
+    (pid, epoch): (i64, i16),
+    group: &str,
+    offset: i64,
+    commit: bool,
+) -> i16 {
+    let add = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(txn_id(id))
+        .with_v3_and_below_producer_id(ProducerId(pid))
+        .with_v3_and_below_producer_epoch(epoch)
+        .with_v3_and_below_topics(vec![
+            add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                .with_name(topic_name("t"))
+                .with_partitions(leaders.iter().map(|(p, _, _)| *p).collect()),
+        ]);
+    let r = coordinator.call(&add, 3).await;
+    for t in &r.results_by_topic_v3_and_below {
+        for p in &t.results_by_partition {
+            assert_eq!(p.partition_error_code, 0, "AddPartitionsToTxn");
+        }
+    }
+    for (partition, c, sequence) in leaders.iter_mut() {
+        let records = crate::idempotence::producer_batch(pid, epoch, *sequence, 3, true);
+        let request =
+            produce_request("t", *partition, records, -1).with_transactional_id(Some(txn_id(id)));
+        let r = c.call(&request, 7).await;
+        let code = r.responses[0].partition_responses[0].error_code;
+        assert_eq!(
+            code, 0,
+            "transactional produce to t-{partition} at its leader"
+        );
+        *sequence += 3;
+    }
+    let add_offsets = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())));
+    assert_eq!(coordinator.call(&add_offsets, 3).await.error_code, 0);
+    let txn_commit = TxnOffsetCommitRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_generation_id(-1)
+        .with_member_id(StrBytes::default())
+        .with_topics(vec![
+            txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                .with_name(topic_name("t"))
+                .with_partitions(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset)
+                        .with_committed_leader_epoch(-1),
+                ]),
+        ]);
+    let r = group_coordinator.call(&txn_commit, 3).await;
+    let codes: Vec<i16> = r
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect();
+    assert_eq!(codes, [0], "TxnOffsetCommit at the group's coordinator");
+    let end = EndTxnRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_committed(commit);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let code = coordinator.call(&end, 3).await.error_code;
+        // CONCURRENT_TRANSACTIONS: Prepare* with markers still due; a client retries.
+        if code != 51 || tokio::time::Instant::now() >= deadline {
+            return code;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The state of transactional id `id` at `c`'s broker (DescribeTransactions).
+async fn txn_state(c: &mut Client, id: &str) -> (i16, String) {
+    let r = c
+        .call(
+            &DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id(id)]),
+            0,
+        )
+        .await;
+    let s = &r.transaction_states[0];
+    (s.error_code, s.transaction_state.to_string())
+}
+
+/// A transaction whose coordinator is one broker, whose partitions other brokers lead and
+/// whose group a third coordinates completes: its coordinator sends WriteTxnMarkers to the
+/// leaders (the markers move their last stable offsets) and a marker into the group's
+/// `__consumer_offsets` partition to the group's coordinator (the offsets become visible);
+/// an aborted one leaves its records skipped and its offsets uncommitted.
+#[tokio::test]
+async fn a_transaction_across_brokers_completes_with_markers_sent_to_the_leaders() {
+    let Some(pg) = server().await else { return };
+    let url = bounded("create database", pg.create_database("txn_across"))
+        .await
+        .expect("database");
+    let mut nodes = Vec::new();
+    for node in ["1", "2", "3"] {
+        nodes.push(spawn_node(&url, node, "t:6").await);
+    }
+    let mut clients = Vec::new();
+    for (_, addr) in &nodes {
+        clients.push(Client::connect(*addr).await);
+    }
+    let ids: Vec<&'static str> = vec![
+        "tx-0", "tx-1", "tx-2", "tx-3", "tx-4", "tx-5", "tx-6", "tx-7", "tx-8", "tx-9",
+    ];
+    let groups: Vec<String> = (0..10).map(|i| format!("group-{i}")).collect();
+    // Wait until the three brokers agree, twice in a row, on the leaders of t and on the
+    // coordinators of the ids and groups.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut last = None;
+    let mut same = 0;
+    let (leaders, txn_coordinators, group_coordinators) = loop {
+        let mut round = Vec::new();
+        for c in clients.iter_mut() {
+            let leaders = leaders_of_t(c).await;
+            let mut txns = Vec::new();
+            for id in &ids {
+                txns.push(txn_coordinator_of(c, id).await);
+            }
+            let mut gs = Vec::new();
+            for g in &groups {
+                gs.push(coordinator_of(c, g).await);
+            }
+            round.push((leaders, txns, gs));
+        }
+        let settled = round.iter().all(|(leaders, txns, gs)| {
+            leaders.len() == 6
+                && leaders.iter().all(|&l| l > 0)
+                && txns.iter().chain(gs).all(|&(code, _)| code == 0)
+        }) && round.iter().all(|r| *r == round[0]);
+        same = if settled && last.as_ref() == Some(&round[0]) {
+            same + 1
+        } else {
+            0
+        };
+        if same == 2 {
+            break round.swap_remove(0);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cluster never settled: {round:?}"
+        );
+        last = Some(round.swap_remove(0));
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    };
+    // A transactional id coordinated by X, a partition led by each other broker (at least
+    // one), and a group coordinated by another broker than X.
+    let (id, x, partitions, group, w) = ids
+        .iter()
+        .zip(&txn_coordinators)
+        .find_map(|(id, &(_, x))| {
+            let mut partitions: Vec<(i32, i32)> = Vec::new();
+            for (p, &leader) in leaders.iter().enumerate() {
+                if leader != x && !partitions.iter().any(|&(_, l)| l == leader) {
+                    partitions.push((i32::try_from(p).unwrap(), leader));
+                }
+            }
+            let (g, &(_, w)) = groups
+                .iter()
+                .zip(&group_coordinators)
+                .find(|(_, &(_, w))| w != x)?;
+            (!partitions.is_empty()).then(|| (*id, x, partitions, g.clone(), w))
+        })
+        .expect("a transactional id, partitions and a group spread over the brokers");
+    assert!(partitions.iter().all(|&(_, leader)| leader != x));
+    let index = |node: i32| usize::try_from(node - 1).unwrap();
+    // One client per role: the coordinator's, one per leader, the group coordinator's.
+    let mut coordinator = Client::connect(nodes[index(x)].1).await;
+    let mut group_coordinator = Client::connect(nodes[index(w)].1).await;
+    let mut leader_clients = Vec::new();
+    for &(_, leader) in &partitions {
+        leader_clients.push(Client::connect(nodes[index(leader)].1).await);
+    }
+    let r = coordinator
+        .call(
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(txn_id(id)))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+            4,
+        )
+        .await;
+    assert_eq!(r.error_code, 0, "InitProducerId at the coordinator");
+    let producer = (r.producer_id.0, r.producer_epoch);
+
+    // Committed: the records are read_committed at each leader once the marker moved the
+    // LSO past them; the offset is visible at the group's coordinator.
+    let mut leaders_rw: Vec<(i32, &mut Client, i32)> = partitions
+        .iter()
+        .zip(leader_clients.iter_mut())
+        .map(|(&(p, _), c)| (p, c, 0))
+        .collect();
+    let code = run_transaction(
+        &mut coordinator,
+        &mut leaders_rw,
+        &mut group_coordinator,
+        id,
+        producer,
+        &group,
+        7,
+        true,
+    )
+    .await;
+    assert_eq!(code, 0, "EndTxn(commit) completes");
+    assert_eq!(
+        txn_state(&mut coordinator, id).await,
+        (0, "CompleteCommit".to_string())
+    );
+    for (partition, c, _) in leaders_rw.iter_mut() {
+        let (records, lso, hw, aborted) = read_committed_at(c, *partition).await;
+        assert_eq!(
+            (records, lso, hw, aborted),
+            (3, 4, 4, vec![]),
+            "t-{partition}: three records and the commit marker, all stable"
+        );
+    }
+    let r = group_coordinator
+        .call(&offset_fetch(&group, &[0]).with_require_stable(true), 7)
+        .await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(
+        r.topics[0].partitions[0].error_code, 0,
+        "nothing pending any more"
+    );
+    assert_eq!(fetched(&r), [7], "the transactional offset is committed");
+
+    // Aborted: its records are skipped by read_committed, its offset never lands.
+    let code = run_transaction(
+        &mut coordinator,
+        &mut leaders_rw,
+        &mut group_coordinator,
+        id,
+        producer,
+        &group,
+        9,
+        false,
+    )
+    .await;
+    assert_eq!(code, 0, "EndTxn(abort) completes");
+    assert_eq!(
+        txn_state(&mut coordinator, id).await,
+        (0, "CompleteAbort".to_string())
+    );
+    for (partition, c, _) in leaders_rw.iter_mut() {
+        let (records, lso, hw, aborted) = read_committed_at(c, *partition).await;
+        assert_eq!(
+            (records, lso, hw, aborted),
+            (3, 8, 8, vec![producer.0]),
+            "t-{partition}: the aborted records are skipped, the abort marker is stable"
+        );
+    }
+    let r = group_coordinator
+        .call(&offset_fetch(&group, &[0]).with_require_stable(true), 7)
+        .await;
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    assert_eq!(fetched(&r), [7], "the aborted offset was dropped");
+    // And the id starts again: InitProducerId bumps the epoch (nothing is left pending).
+    let r = coordinator
+        .call(
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(txn_id(id)))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+            4,
+        )
+        .await;
+    assert_eq!(
+        (r.error_code, r.producer_id.0, r.producer_epoch),
+        (0, producer.0, producer.1 + 1)
+    );
+    drop(leaders_rw);
+    for (child, _) in nodes.iter_mut() {
+        kill(child, "TERM").await;
+        let status = bounded("a broker stops", child.wait()).await.expect("wait");
+        assert!(status.success(), "{status}");
+    }
+}
+
 /// An ACL for `principal` on group `g` (READ, ALLOW).
 fn acl_for(principal: &str) -> CreateAclsRequest {
     CreateAclsRequest::default().with_creations(vec![create_acls_request::AclCreation::default()

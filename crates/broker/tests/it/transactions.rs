@@ -449,3 +449,63 @@ pub(crate) async fn transactions_survive_a_restart(with_dir: impl Fn() -> broker
     assert_eq!(init(&mut c, "done").await, (done.0, done.1 + 1));
     broker.stop().await.unwrap();
 }
+
+/// WriteTxnMarkers v1 for producer `pid` (epoch `epoch`): `t`-0, a partition of `t` that
+/// does not exist, and the `__consumer_offsets` partitions `slots`; the codes in order.
+async fn write_markers(
+    c: &mut Client,
+    (pid, epoch): (i64, i16),
+    commit: bool,
+    slots: &[i32],
+) -> Vec<i16> {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    let request =
+        WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_transaction_result(commit)
+            .with_coordinator_epoch(0)
+            .with_topics(vec![
+                WritableTxnMarkerTopic::default()
+                    .with_name(topic_name("t"))
+                    .with_partition_indexes(vec![0, 999]),
+                WritableTxnMarkerTopic::default()
+                    .with_name(topic_name("__consumer_offsets"))
+                    .with_partition_indexes(slots.to_vec()),
+            ])]);
+    let r = c.call(&request, 1).await;
+    assert_eq!(r.markers.len(), 1);
+    assert_eq!(r.markers[0].producer_id.0, pid);
+    r.markers[0]
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// What another broker's transaction coordinator sends a leader: the marker closes the
+/// transaction on the data partition, and the one into the group's `__consumer_offsets`
+/// partition commits the producer's pending offsets (a broker alone owns every slot).
+#[tokio::test]
+async fn write_txn_markers_writes_the_marker_and_completes_the_groups_offsets() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let p = open_transaction(&mut c, "tx").await;
+    let slot = store_postgres::cluster::group_slot("g");
+    let other = (slot + 1) % 50;
+    assert_eq!(
+        write_markers(&mut c, p, true, &[other, slot, 50]).await,
+        [0, 3, 0, 0, 3],
+        "t-0, t-999 (no such partition), the group slots, no slot 50"
+    );
+    assert_eq!(read_committed(&mut c).await, (3, vec![]));
+    assert_eq!(fetch_offset(&mut c, "g", true).await, (0, 3));
+    // A marker of an older epoch is refused by the partition's producer state.
+    let stale = (p.0, p.1 - 1);
+    assert_eq!(
+        write_markers(&mut c, stale, false, &[]).await[0],
+        INVALID_PRODUCER_EPOCH
+    );
+}

@@ -177,6 +177,17 @@ impl Coordinator {
         had
     }
 
+    /// The groups with transactional offsets pending for `producer_id`, sorted (what a
+    /// marker into a `__consumer_offsets` partition completes, for the groups of that
+    /// partition).
+    pub fn pending_txn_groups(&self, producer_id: i64) -> Vec<String> {
+        self.pending()
+            .iter()
+            .filter(|(_, p)| p.contains_key(&producer_id))
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
     /// The partitions of `group` with transactional offsets pending (OffsetFetch's
     /// `require_stable` answers UNSTABLE_OFFSET_COMMIT for them).
     pub fn pending_txn_partitions(&self, group_id: &str) -> BTreeSet<TopicPartition> {

@@ -838,7 +838,43 @@ impl TransactionCoordinator {
             }
             incomplete |= !record.partitions.is_empty();
         }
-        let groups: Vec<String> = record.groups.iter().cloned().collect();
+        let (routed, groups): (Vec<String>, Vec<String>) = record
+            .groups
+            .iter()
+            .cloned()
+            .partition(|g| self.markers.routes_group(g));
+        if !routed.is_empty() {
+            let markers = TxnMarkers {
+                producer_id: record.producer_id,
+                producer_epoch: record.producer_epoch,
+                coordinator_epoch: self.config.coordinator_epoch,
+                commit,
+                partitions: Vec::new(),
+            };
+            let mut answered = BTreeSet::new();
+            for (group, result) in self.markers.write_group_markers(&markers, &routed).await {
+                match result {
+                    Ok(()) if routed.contains(&group) => {
+                        // Anything restored here from a PrepareCommit record is not ours
+                        // to write: the group's coordinator completed its own copy.
+                        self.groups.drop_txn_offsets(&group, record.producer_id);
+                        record.groups.remove(&group);
+                        record.pending_offsets.remove(&group);
+                        answered.insert(group);
+                    }
+                    Ok(()) => {}
+                    Err(e) => warn!(
+                        transactional_id = record.transactional_id.as_str(),
+                        group = group.as_str(),
+                        code = e.kafka_code,
+                        error = e.message.as_str(),
+                        "transactional offsets not completed at the group's coordinator; \
+                         retried later"
+                    ),
+                }
+            }
+            incomplete |= routed.iter().any(|g| !answered.contains(g));
+        }
         for group in groups {
             match self
                 .groups

@@ -59,6 +59,43 @@ pub trait MarkerWriter: Send + Sync {
         &self,
         markers: &TxnMarkers,
     ) -> Vec<(TopicPartition, Result<(), MarkerError>)>;
+
+    /// Whether group `group_id`'s transactional offsets are completed through
+    /// [`write_group_markers`](Self::write_group_markers) — its group coordinator is on
+    /// another broker — rather than by the transaction coordinator's own group coordinator
+    /// (`Coordinator::complete_txn_offsets`). Default: never (one broker coordinates every
+    /// group).
+    fn routes_group(&self, group_id: &str) -> bool {
+        let _ = group_id;
+        false
+    }
+
+    /// Completes the transactional offsets of `markers.producer_id` in each of `groups`
+    /// (groups [`routes_group`](Self::routes_group) accepted) at their group coordinators:
+    /// Kafka's marker into each group's `__consumer_offsets` partition, upon which that
+    /// partition's group coordinator commits (or, for an abort, drops) the producer's
+    /// pending offsets. `markers.partitions` is empty. Answer for every group; a group not
+    /// answered, or answered with an error, stays due (the coordinator retries it).
+    /// Default: every group COORDINATOR_NOT_AVAILABLE (15) — nothing is routed by default.
+    async fn write_group_markers(
+        &self,
+        markers: &TxnMarkers,
+        groups: &[String],
+    ) -> Vec<(String, Result<(), MarkerError>)> {
+        let _ = markers;
+        groups
+            .iter()
+            .map(|g| {
+                (
+                    g.clone(),
+                    Err(MarkerError {
+                        kafka_code: 15,
+                        message: format!("no route to the coordinator of group {g}"),
+                    }),
+                )
+            })
+            .collect()
+    }
 }
 
 /// Where new producer ids come from: shared by idempotent and transactional producers, so

@@ -32,6 +32,11 @@ struct FakeMarkers {
     failing: Mutex<BTreeSet<TopicPartition>>,
     /// When set, every write waits for a permit.
     gate: Mutex<Option<Arc<Semaphore>>>,
+    /// Groups whose offsets are completed elsewhere (`routes_group`), and whether those
+    /// completions fail.
+    routed: Mutex<BTreeSet<String>>,
+    routed_fail: Mutex<bool>,
+    group_calls: Mutex<Vec<(TxnMarkers, Vec<String>)>>,
 }
 
 #[async_trait]
@@ -59,6 +64,36 @@ impl MarkerWriter for FakeMarkers {
                     Ok(())
                 };
                 (tp.clone(), r)
+            })
+            .collect()
+    }
+
+    fn routes_group(&self, group_id: &str) -> bool {
+        self.routed.lock().unwrap().contains(group_id)
+    }
+
+    async fn write_group_markers(
+        &self,
+        markers: &TxnMarkers,
+        groups: &[String],
+    ) -> Vec<(String, Result<(), MarkerError>)> {
+        self.group_calls
+            .lock()
+            .unwrap()
+            .push((markers.clone(), groups.to_vec()));
+        let fail = *self.routed_fail.lock().unwrap();
+        groups
+            .iter()
+            .map(|g| {
+                let r = if fail {
+                    Err(MarkerError {
+                        kafka_code: 6,
+                        message: "not the leader".into(),
+                    })
+                } else {
+                    Ok(())
+                };
+                (g.clone(), r)
             })
             .collect()
     }
@@ -1035,4 +1070,67 @@ async fn calls_waiting_for_an_unloaded_ids_slot_are_answered() {
     );
     assert_eq!(answered(unload).await, 1);
     assert!(h.txn.record(ID).await.is_none());
+}
+
+/// A group whose coordinator is elsewhere (`MarkerWriter::routes_group`): its offsets are
+/// completed through `write_group_markers` (a marker into its `__consumer_offsets`
+/// partition), not by the local group coordinator; a failure leaves the transaction in
+/// PrepareCommit with the group due, and the retry completes it.
+#[tokio::test]
+async fn a_routed_group_is_completed_through_the_marker_writer_and_retried() {
+    let h = harness();
+    h.markers.routed.lock().unwrap().insert("remote".into());
+    let p = ongoing(&h).await;
+    h.txn
+        .add_offsets(ID, p.producer_id, p.epoch, "remote")
+        .await
+        .unwrap();
+    *h.markers.routed_fail.lock().unwrap() = true;
+    let e = h
+        .txn
+        .end_txn(ID, p.producer_id, p.epoch, true)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "CONCURRENT_TRANSACTIONS");
+    let record = h.txn.record(ID).await.unwrap();
+    assert_eq!(record.state, TxnState::PrepareCommit);
+    assert_eq!(
+        record.groups.iter().cloned().collect::<Vec<_>>(),
+        ["remote"],
+        "the local group is done, the routed one still due"
+    );
+    assert_eq!(
+        h.groups.committed("g", &tp(0)).await.unwrap(),
+        Some(42),
+        "the local group's offsets were applied locally"
+    );
+    *h.markers.routed_fail.lock().unwrap() = false;
+    h.txn
+        .end_txn(ID, p.producer_id, p.epoch, true)
+        .await
+        .unwrap();
+    assert_eq!(state(&h).await, TxnState::CompleteCommit);
+    let calls = h.markers.group_calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 2);
+    for (markers, groups) in calls {
+        assert_eq!(groups, ["remote"]);
+        assert!(markers.commit && markers.partitions.is_empty());
+        assert_eq!(
+            (markers.producer_id, markers.producer_epoch),
+            (p.producer_id, p.epoch)
+        );
+    }
+}
+
+#[tokio::test]
+async fn pending_txn_groups_lists_the_groups_of_a_producer() {
+    let h = harness();
+    let p = ongoing(&h).await;
+    assert_eq!(h.groups.pending_txn_groups(p.producer_id), ["g"]);
+    assert!(h.groups.pending_txn_groups(p.producer_id + 1).is_empty());
+    h.txn
+        .end_txn(ID, p.producer_id, p.epoch, false)
+        .await
+        .unwrap();
+    assert!(h.groups.pending_txn_groups(p.producer_id).is_empty());
 }
