@@ -7,6 +7,7 @@ import os
 import random
 import re
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -664,10 +665,41 @@ def three_brokers(ctx, protocol):
         ctx.check(not back, "committed offsets went back across the move: %s" % back)
         ctx.wait_done(prod, 90)
         ctx.wait_consumed(consumers, [(t, k) for t, k, _, _ in ctx.produced([prod])], 90)
+
+        # The zombie: the group's coordinator is paused (SIGSTOP) past its lease while a
+        # producer and the group go on; the other broker takes the group over; the paused one
+        # is resumed with whatever the clients had sent it. Nothing it writes may land: the
+        # committed offsets the database holds at the end are the consumers' last commits.
+        node = agreed()
+        zombie = brokers[node]
+        os.kill(zombie.pid, signal.SIGSTOP)
+        t_stop = now()
+        try:
+            live = [b.address for n, b in brokers.items() if n != node]
+            prod2 = ctx.producer("confluent", "producer-2", [topic], 1200, "p3z", rate=400,
+                                 bootstrap=",".join(live))
+            while True:
+                err, moved_to, _ = coordinator_at(ctx, live[0], group)
+                if err == 0 and moved_to != node:
+                    break
+                if now() - t_stop > 20:
+                    raise Failed("no broker took %s over from the paused one within 20 s" % group)
+                ctx.sleep(0.05)
+            ctx.note("SIGSTOP of node %d: node %d coordinates %s after %.2f s"
+                     % (node, moved_to, group, now() - t_stop))
+            ctx.sleep(2.0)
+        finally:
+            os.kill(zombie.pid, signal.SIGCONT)
+        ctx.wait_done(prod2, 90)
+        ctx.wait_consumed(consumers, [(t, k) for t, k, _, _ in ctx.produced([prod2])], 90)
         for p in consumers:
             ctx.stop(p)
-        check_final_commits(ctx, consumers, group)
-        ctx.run_checker(consumers, [prod])
+        commits = check_final_commits(ctx, consumers, group)
+        held = fetch_committed(ctx, group, all_parts, live[0])
+        differ = {tp: (commits.get(tp), held[tp]) for tp in all_parts if held[tp] != commits.get(tp, -1)}
+        ctx.check(not differ, "the database holds other offsets than the consumers' last commits "
+                  "(a commit of the resumed broker landed?), {partition: (last commit, held)}: %s" % differ)
+        ctx.run_checker(consumers, [prod, prod2])
         for name, b in brokers.items():
             code, took, killed = b.stop(15)
             ctx.check(code == 0 and not killed, "node %d on SIGTERM: exit %s" % (name, code))
