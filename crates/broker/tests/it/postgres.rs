@@ -431,18 +431,40 @@ async fn a_paused_broker_loses_its_slots_and_none_of_its_commits_land() {
 
     // A commit and an append that reach node 1 as it wakes up never land: whether node 1's
     // heartbeat or its write finds out first, they are refused.
-    let correlation = to_a.send(&commit("g", "", -1, &[("t", 0, 9)]), 8).await;
-    let produced = produce_to_a
-        .send(&produce_request("t", 0, one.clone(), -1), 9)
-        .await;
+    let mut commits = Vec::new();
+    for offset in 9..14 {
+        commits.push(
+            to_a.send(&commit("g", "", -1, &[("t", 0, offset)]), 8)
+                .await,
+        );
+    }
+    let mut appends = Vec::new();
+    for _ in 0..3 {
+        appends.push(
+            produce_to_a
+                .send(&produce_request("t", 0, one.clone(), -1), 9)
+                .await,
+        );
+    }
     kill(&a, "CONT").await;
-    let r = to_a.receive::<OffsetCommitRequest>(correlation, 8).await;
-    assert_eq!(commit_codes(&r), [16], "NOT_COORDINATOR");
-    let r = produce_to_a.receive::<ProduceRequest>(produced, 9).await;
-    let code = r.responses[0].partition_responses[0].error_code;
-    assert!(
-        code == 6 || code == 56,
-        "NOT_LEADER_OR_FOLLOWER, or KAFKA_STORAGE_ERROR from the fence: {code}"
+    let mut refused = 0;
+    for correlation in commits {
+        let r = to_a.receive::<OffsetCommitRequest>(correlation, 8).await;
+        assert_eq!(commit_codes(&r), [16], "NOT_COORDINATOR");
+        refused += 1;
+    }
+    for correlation in appends {
+        let r = produce_to_a.receive::<ProduceRequest>(correlation, 9).await;
+        let code = r.responses[0].partition_responses[0].error_code;
+        assert!(
+            code == 6 || code == 56,
+            "NOT_LEADER_OR_FOLLOWER, or KAFKA_STORAGE_ERROR from the fence: {code}"
+        );
+        refused += 1;
+    }
+    assert_eq!(
+        refused, 8,
+        "every write in flight at the paused broker refused"
     );
     // Node 1 carries on as a broker of the cluster: it never serves the state it had before
     // the pause again. Asked about g, it says NOT_COORDINATOR, or, once the two brokers have
