@@ -587,6 +587,35 @@ async fn three_brokers_share_the_work_and_a_killed_ones_moves() {
     distinct.sort_unstable();
     distinct.dedup();
     assert!(distinct.len() >= 2, "spread: {coordinators:?}");
+    // A Produce at a broker that does not lead the partition: NOT_LEADER_OR_FOLLOWER, with
+    // the leader in Kafka's current-leader fields (Produce v10+, KIP-951); the leader takes
+    // it.
+    let leader = leaders_of_t(&mut clients[0]).await[0];
+    let other = usize::try_from(leader % 3).unwrap();
+    let one = batch(&[record(0, 1)], Compression::None);
+    let r = clients[other]
+        .call(&produce_request("t", 0, one.clone(), -1), 10)
+        .await;
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, 6, "NOT_LEADER_OR_FOLLOWER");
+    assert_eq!(p.current_leader.leader_id.0, leader);
+    let endpoint = r
+        .node_endpoints
+        .iter()
+        .find(|e| e.node_id.0 == leader)
+        .expect("the leader's endpoint");
+    let leader_at = usize::try_from(leader - 1).unwrap();
+    assert_eq!(
+        (endpoint.host.to_string(), endpoint.port),
+        (
+            nodes[leader_at].1.ip().to_string(),
+            i32::from(nodes[leader_at].1.port())
+        )
+    );
+    assert_eq!(
+        produce(&mut clients[leader_at], "t", 0, one, 10).await,
+        (0, 0)
+    );
     // The coordinator takes a commit; another broker answers NOT_COORDINATOR and writes
     // nothing.
     for (g, &node) in groups.iter().zip(&coordinators) {
