@@ -425,9 +425,9 @@ pub struct BrokerConfig {
     pub ssl_key: Option<PathBuf>,
     /// `--ssl-client-ca PEM`: the certificate authorities client certificates must chain to.
     /// When given, SSL listeners require a client certificate (Kafka's
-    /// `ssl.client.auth=required`) unless [`listener_ssl_client_auth`]
-    /// (Self::listener_ssl_client_auth) says otherwise, and an SSL connection's principal is
-    /// its subject, `User:CN=…` (Kafka's default principal builder). SASL_SSL listeners ask
+    /// `ssl.client.auth=required`) unless
+    /// [`listener_ssl_client_auth`](Self::listener_ssl_client_auth) says otherwise, and an SSL
+    /// connection's principal is its subject, `User:CN=…` (Kafka's default principal builder). SASL_SSL listeners ask
     /// for certificates only when [`listener_ssl_client_auth`](Self::listener_ssl_client_auth)
     /// names them: their clients authenticate with SASL (as Kafka, KIP-684).
     pub ssl_client_ca: Option<PathBuf>,

@@ -169,13 +169,14 @@ impl StoreConfig {
     /// For the log, this creates `<dir>/groups/` if needed and, if `<dir>/offsets.json`
     /// exists (an older broker's, or the JSON store's), imports it first: every group's
     /// offsets are committed to the log and synced, then the file is renamed to
-    /// `offsets.json.imported` (see [`import_json`] for why a crash at any point is safe).
+    /// `offsets.json.imported` (a crash at any point of the import is safe: the file is
+    /// renamed only once every offset is in the log and synced).
     ///
     /// # Errors
     /// The store's: the directory's lock held by another process, an unreadable or invalid
     /// offset file or log; for the log, a `groups/` that cannot be created, and an
-    /// `offsets.json` whose offsets differ from the log's for a partition both hold (see
-    /// [`import_json`]); for the JSON file, a directory that holds a group log (`groups/`:
+    /// `offsets.json` whose offsets differ from the log's for a partition both hold; for the
+    /// JSON file, a directory that holds a group log (`groups/`:
     /// the JSON store would not read it).
     pub async fn open(&self) -> Result<Arc<dyn OffsetStore>, StorageError> {
         self.open_fenced(None).await

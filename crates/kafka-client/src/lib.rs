@@ -39,8 +39,8 @@ use tokio::net::TcpStream;
 /// The largest response frame accepted: a broker answering more is broken or hostile.
 pub const MAX_RESPONSE: usize = 64 * 1024 * 1024;
 
-/// Why an exchange failed. The messages are the ones the groups tool prints after "failed
-/// <API>: ".
+/// Why an exchange failed. The messages are the ones the groups tool prints after
+/// `failed <API>: `.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {

@@ -37,7 +37,7 @@ pub struct GroupConfig {
     pub share_record_lock_duration_ms: Option<u64>,
 }
 
-/// Kafka's names of the group configs, in the order [`GroupConfig::entries`] lists them.
+/// Kafka's names of the group configs, in the order DescribeConfigs lists them.
 pub const GROUP_CONFIG_NAMES: [&str; 5] = [
     "consumer.session.timeout.ms",
     "consumer.heartbeat.interval.ms",
