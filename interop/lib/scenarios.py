@@ -631,6 +631,20 @@ def three_brokers(ctx, protocol):
                     raise Failed("the brokers never agreed on the coordinator of %s: %s" % (group, answers))
                 ctx.sleep(0.2)
 
+        def committed(address):
+            """fetch_committed, again while the group's slot moves between live brokers (for up to
+            a heartbeat interval between one's release and the other's claim no broker owns it:
+            COORDINATOR_NOT_AVAILABLE, or NOT_COORDINATOR from a broker that has not seen the
+            move yet)."""
+            deadline = now() + 20
+            while True:
+                try:
+                    return fetch_committed(ctx, group, all_parts, address)
+                except Failed:
+                    if now() > deadline:
+                        raise
+                ctx.sleep(0.1)
+
         ctx.sleep(1.5)
         ctx.note("the three brokers agree: node %d coordinates %s" % (agreed(), group))
         if protocol == "consumer":
@@ -643,7 +657,7 @@ def three_brokers(ctx, protocol):
         ctx.note("stable (%s %s): %s" % ("generation" if protocol == "classic" else "epoch", gen,
                                          {p.label: ctx.owned(p) for p in consumers}))
         ctx.sleep(1.0)
-        before = fetch_committed(ctx, group, all_parts, bootstrap.split(",")[0])
+        before = committed(bootstrap.split(",")[0])
         node = agreed()
         victim = brokers.pop(node)
         victim.proc.kill()
@@ -660,7 +674,7 @@ def three_brokers(ctx, protocol):
             ctx.sleep(0.05)
         ctx.note("SIGKILL of node %d: node %d coordinates %s after %.2f s (lease 3 s)"
                  % (node, moved_to, group, now() - t_down))
-        after = fetch_committed(ctx, group, all_parts, survivor)
+        after = committed(survivor)
         back = {tp: (before[tp], after[tp]) for tp in all_parts if after[tp] < before[tp]}
         ctx.check(not back, "committed offsets went back across the move: %s" % back)
         ctx.wait_done(prod, 90)
@@ -695,7 +709,7 @@ def three_brokers(ctx, protocol):
         for p in consumers:
             ctx.stop(p)
         commits = check_final_commits(ctx, consumers, group)
-        held = fetch_committed(ctx, group, all_parts, live[0])
+        held = committed(live[0])
         differ = {tp: (commits.get(tp), held[tp]) for tp in all_parts if held[tp] != commits.get(tp, -1)}
         ctx.check(not differ, "the database holds other offsets than the consumers' last commits "
                   "(a commit of the resumed broker landed?), {partition: (last commit, held)}: %s" % differ)
