@@ -228,31 +228,28 @@ pub(crate) async fn apply(context: &Context, balance: Balance) {
     if loading.is_empty() {
         return;
     }
-    let groups = context
-        .coordinator
-        .load_where(|g| loading.contains(&group_slot(g)))
-        .await;
-    let transactions = match &groups {
-        Ok(_) => Some(
-            context
-                .txn
-                .load_where(|id| loading.contains(&transaction_slot(id)))
-                .await,
-        ),
-        Err(_) => None,
-    };
-    match (groups, transactions) {
-        (Ok(groups), Some(Ok(transactions))) => {
+    let loaded = async {
+        let groups = context
+            .coordinator
+            .load_where(|g| loading.contains(&group_slot(g)))
+            .await
+            .map_err(|e| format!("the groups: {e}"))?;
+        let transactions = context
+            .txn
+            .load_where(|id| loading.contains(&transaction_slot(id)))
+            .await
+            .map_err(|e| format!("the transactions: {e}"))?;
+        Ok::<_, String>((groups, transactions))
+    }
+    .await;
+    match loaded {
+        Ok((groups, transactions)) => {
             context.ownership.loaded(&loading);
             info!(slots = ?loading, groups, transactions, "coordinator slots loaded and served");
         }
-        (Err(e), _) => {
-            warn!(error = %e, slots = ?loading, "cannot load the groups of new coordinator slots; retrying at the next heartbeat")
+        Err(e) => {
+            warn!(error = %e, slots = ?loading, "cannot load new coordinator slots; retrying at the next heartbeat")
         }
-        (_, Some(Err(e))) => {
-            warn!(error = %e, slots = ?loading, "cannot load the transactions of new coordinator slots; retrying at the next heartbeat")
-        }
-        (Ok(_), None) => {}
     }
 }
 

@@ -216,11 +216,8 @@ impl Server {
             .build()?;
         let coordinator = Arc::new(coordinator);
         // Alone, every group; with several brokers, the groups of the slots this one took.
-        let owns = |slot: i32| {
-            lease
-                .as_ref()
-                .is_none_or(|l| l.fence().epoch(slot).is_some())
-        };
+        let fence = lease.as_ref().map(Lease::fence);
+        let owns = |slot: i32| fence.as_ref().is_none_or(|f| f.epoch(slot).is_some());
         let loaded = coordinator
             .load_where(|g| owns(store_postgres::cluster::group_slot(g)))
             .await?;

@@ -334,13 +334,7 @@ impl Coordinator {
             // Taken out of the map with no tombstone: the group's generation is the store's
             // (and its next coordinator's) business now.
             let mut groups = self.write_groups();
-            if groups
-                .map
-                .get(&cell.id)
-                .is_some_and(|c| Arc::ptr_eq(c, cell))
-            {
-                groups.map.remove(&cell.id);
-            }
+            groups.remove_cell(cell);
             groups.tombstones.remove(&cell.id);
         }
         std::mem::drop(gate);

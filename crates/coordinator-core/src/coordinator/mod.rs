@@ -252,6 +252,18 @@ pub(crate) struct Groups {
     pub(crate) tombstones: HashMap<Arc<str>, Generation>,
 }
 
+impl Groups {
+    /// Takes `cell` out of the map if it is still the group's cell there (a newer cell
+    /// under the same id stays); says whether it was.
+    pub(crate) fn remove_cell(&mut self, cell: &Arc<GroupCell>) -> bool {
+        let current = self.map.get(&cell.id).is_some_and(|c| Arc::ptr_eq(c, cell));
+        if current {
+            self.map.remove(&cell.id);
+        }
+        current
+    }
+}
+
 /// The consumer-group coordinator.
 ///
 /// `Send + Sync`: share it as `Arc<Coordinator>` between the tasks of a multi-threaded
@@ -632,12 +644,7 @@ impl Coordinator {
     /// Takes a removed group's cell out of the map, leaving its generation as a tombstone.
     pub(crate) fn forget(&self, cell: &Arc<GroupCell>, generation: Generation) {
         let mut groups = self.write_groups();
-        if groups
-            .map
-            .get(&cell.id)
-            .is_some_and(|c| Arc::ptr_eq(c, cell))
-        {
-            groups.map.remove(&cell.id);
+        if groups.remove_cell(cell) {
             groups.tombstones.insert(cell.id.clone(), generation);
         }
     }
