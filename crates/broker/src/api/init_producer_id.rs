@@ -61,8 +61,10 @@ pub(crate) struct InitProducerId;
 
 impl Api for InitProducerId {
     const KEY: ApiKey = ApiKey::InitProducerId;
-    /// v3 carries the producer id and epoch (KIP-360), v4 knows PRODUCER_FENCED (KIP-588).
-    const VERSIONS: RangeInclusive<i16> = 0..=4;
+    /// v3 carries the producer id and epoch (KIP-360), v4 knows PRODUCER_FENCED (KIP-588), v5
+    /// TRANSACTION_ABORTABLE (KIP-890, never answered here). v6 (two-phase commit, KIP-939)
+    /// is unstable in Kafka 4.2, which does not advertise it either.
+    const VERSIONS: RangeInclusive<i16> = 0..=5;
     type Request = InitProducerIdRequest;
 
     async fn handle(

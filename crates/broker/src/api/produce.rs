@@ -52,28 +52,42 @@ async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceRespo
         per_batch: config.max_decompressed_batch_bytes,
         left: config.max_decompressed_request_bytes,
     };
+    let names = topic_names(call, &request.topic_data).await;
     let mut responses = Vec::with_capacity(request.topic_data.len());
-    for topic in request.topic_data {
-        let name = topic.name.0.to_string();
+    // The topic of each response, by name (from v13 the response names it by id only).
+    let mut answered = Vec::with_capacity(request.topic_data.len());
+    for (topic, name) in request.topic_data.into_iter().zip(names) {
+        let Some(name) = name else {
+            // v13+: an id no topic has; each partition answers UNKNOWN_TOPIC_ID, as Kafka's
+            // `KafkaApis.handleProduceRequest` does before its authorization check.
+            responses.extend(refuse_all(vec![topic], codes::UNKNOWN_TOPIC_ID));
+            answered.push(String::new());
+            continue;
+        };
         if !call.may_topic(Operation::Write, &name) {
             // Kafka: each partition of a topic the principal may not write answers
             // TOPIC_AUTHORIZATION_FAILED; nothing of it is appended.
             responses.extend(refuse_all(vec![topic], codes::TOPIC_AUTHORIZATION_FAILED));
+            answered.push(name);
             continue;
         }
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             partitions.push(append(call, &name, data, &mut inflation).await);
         }
+        // The request names the topic either way (by name to v12, by id from v13): the
+        // answer names it the same way, the other field left at its default.
         responses.push(
             TopicProduceResponse::default()
                 .with_name(topic.name)
+                .with_topic_id(topic.topic_id)
                 .with_partition_responses(partitions),
         );
+        answered.push(name);
     }
     // v10+ (KIP-951): each partition refused for its leader names the current one.
     let endpoints = if call.version >= 10 {
-        current_leaders(&mut responses, |topic, partition| {
+        current_leaders(&mut responses, &answered, |topic, partition| {
             call.other_leader(topic, partition)
         })
     } else {
@@ -92,15 +106,16 @@ async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceRespo
 /// keeps leader −1.
 fn current_leaders(
     responses: &mut [TopicProduceResponse],
+    names: &[String],
     leader_of: impl Fn(&str, i32) -> Option<Node>,
 ) -> Vec<NodeEndpoint> {
     let mut endpoints: Vec<NodeEndpoint> = Vec::new();
-    for topic in responses.iter_mut() {
+    for (topic, name) in responses.iter_mut().zip(names) {
         for p in &mut topic.partition_responses {
             if p.error_code != codes::NOT_LEADER_OR_FOLLOWER {
                 continue;
             }
-            let Some(node) = leader_of(topic.name.0.as_str(), p.index) else {
+            let Some(node) = leader_of(name, p.index) else {
                 continue;
             };
             p.current_leader = LeaderIdAndEpoch::default().with_leader_id(node.node_id.into());
@@ -116,6 +131,22 @@ fn current_leaders(
     }
     endpoints
 }
+
+/// The topic each entry of the request names: to v12 by name, from v13 (KIP-516) by id
+/// (`None` for an id no topic has).
+async fn topic_names(call: &Call<'_>, topics: &[TopicProduceData]) -> Vec<Option<String>> {
+    if call.version < TOPIC_IDS_FROM {
+        return topics.iter().map(|t| Some(t.name.0.to_string())).collect();
+    }
+    let mut names = Vec::with_capacity(topics.len());
+    for t in topics {
+        names.push(call.context.topic_by_id(t.topic_id).await);
+    }
+    names
+}
+
+/// The first Produce version that names topics by id (KIP-516).
+const TOPIC_IDS_FROM: i16 = 13;
 
 /// `answer` with `reason` as its error message, from v8 (KIP-467) where the field exists.
 fn with_message(
@@ -158,6 +189,7 @@ fn refuse_all(topics: Vec<TopicProduceData>, code: i16) -> Vec<TopicProduceRespo
                 .collect();
             TopicProduceResponse::default()
                 .with_name(topic.name)
+                .with_topic_id(topic.topic_id)
                 .with_partition_responses(partitions)
         })
         .collect()
@@ -312,8 +344,11 @@ impl Api for Produce {
     /// Advertised from 0 although kafka-protocol 0.18 decodes from 3 only: librdkafka derives
     /// its compression features from the advertised Produce range and silently stops
     /// compressing when the minimum is 3 (Kafka 4 does the same, KAFKA-18659). A v0-2
-    /// Produce closes the connection, as an undecodable request does.
-    const VERSIONS: RangeInclusive<i16> = 0..=10;
+    /// Produce closes the connection, as an undecodable request does. v11 only allows the
+    /// TRANSACTION_ABORTABLE error (never answered here), v12 is v11 for a producer outside
+    /// transaction version 2 (this broker lists no `transaction.version` feature, so no client
+    /// adds partitions through Produce), v13 names topics by id (KIP-516).
+    const VERSIONS: RangeInclusive<i16> = 0..=13;
     const DECODABLE_MIN: i16 = 3;
     type Request = ProduceRequest;
 
@@ -347,7 +382,7 @@ mod tests {
                 partition(3, codes::NOT_LEADER_OR_FOLLOWER),
             ])];
         // Partitions 0 and 2 are led by node 2, 3 by nobody alive.
-        let endpoints = current_leaders(&mut responses, |topic, p| {
+        let endpoints = current_leaders(&mut responses, &["t".to_string()], |topic, p| {
             assert_eq!(topic, "t");
             (p != 3).then(|| Node {
                 node_id: 2,

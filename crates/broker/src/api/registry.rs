@@ -282,7 +282,7 @@ mod tests {
             assert_eq!(e.decodable_min, expected, "{:?}", e.key);
         }
         let produce = find(ApiKey::Produce).map(|e| (e.versions.clone(), e.decodable_min));
-        assert_eq!(produce, Some((0..=10, 3)));
+        assert_eq!(produce, Some((0..=13, 3)));
         assert!(find(ApiKey::CreateDelegationToken).is_none());
     }
 

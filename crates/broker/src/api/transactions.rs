@@ -382,7 +382,8 @@ pub(crate) struct AddOffsetsToTxn;
 
 impl Api for AddOffsetsToTxn {
     const KEY: ApiKey = ApiKey::AddOffsetsToTxn;
-    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    /// v4 only allows the TRANSACTION_ABORTABLE error (KIP-890), never answered here.
+    const VERSIONS: RangeInclusive<i16> = 0..=4;
     type Request = AddOffsetsToTxnRequest;
 
     async fn handle(
@@ -403,7 +404,9 @@ pub(crate) struct EndTxn;
 
 impl Api for EndTxn {
     const KEY: ApiKey = ApiKey::EndTxn;
-    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    /// v4 only allows TRANSACTION_ABORTABLE (KIP-890); v5 bumps the epoch at every end
+    /// (transaction version 2), not served: this broker lists no `transaction.version`.
+    const VERSIONS: RangeInclusive<i16> = 0..=4;
     type Request = EndTxnRequest;
 
     async fn handle(
@@ -424,7 +427,9 @@ pub(crate) struct TxnOffsetCommit;
 
 impl Api for TxnOffsetCommit {
     const KEY: ApiKey = ApiKey::TxnOffsetCommit;
-    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    /// v4 only allows TRANSACTION_ABORTABLE (KIP-890); v5 adds the group to the transaction
+    /// itself (transaction version 2), not served.
+    const VERSIONS: RangeInclusive<i16> = 0..=4;
     type Request = TxnOffsetCommitRequest_;
 
     async fn handle(

@@ -60,21 +60,36 @@ async fn add_partitions(
         .collect()
 }
 
-async fn add_offsets(c: &mut Client, id: &str, (pid, epoch): (i64, i16), group: &str) -> i16 {
+async fn add_offsets(c: &mut Client, id: &str, p: (i64, i16), group: &str) -> i16 {
+    add_offsets_at(c, id, p, group, 3).await
+}
+
+async fn add_offsets_at(
+    c: &mut Client,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    group: &str,
+    version: i16,
+) -> i16 {
     let request = AddOffsetsToTxnRequest::default()
         .with_transactional_id(tid(id))
         .with_producer_id(ProducerId(pid))
         .with_producer_epoch(epoch)
         .with_group_id(GroupId(StrBytes::from_string(group.to_string())));
-    c.call(&request, 3).await.error_code
+    c.call(&request, version).await.error_code
 }
 
-async fn txn_commit(
+async fn txn_commit(c: &mut Client, id: &str, p: (i64, i16), group: &str, offset: i64) -> Vec<i16> {
+    txn_commit_at(c, id, p, group, offset, 3).await
+}
+
+async fn txn_commit_at(
     c: &mut Client,
     id: &str,
     (pid, epoch): (i64, i16),
     group: &str,
     offset: i64,
+    version: i16,
 ) -> Vec<i16> {
     let request = TxnOffsetCommitRequest::default()
         .with_transactional_id(tid(id))
@@ -93,7 +108,7 @@ async fn txn_commit(
                         .with_committed_leader_epoch(-1),
                 ]),
         ]);
-    c.call(&request, 3)
+    c.call(&request, version)
         .await
         .topics
         .iter()
@@ -151,6 +166,33 @@ async fn open_transaction(c: &mut Client, id: &str) -> (i64, i16) {
     assert_eq!(add_offsets(c, id, p, "g").await, 0);
     assert_eq!(txn_commit(c, id, p, "g", 3).await, vec![0]);
     p
+}
+
+/// A transaction at Kafka 4.2's newest versions for a producer outside transaction version
+/// 2: InitProducerId v5, AddPartitionsToTxn v3, Produce v12, AddOffsetsToTxn v4,
+/// TxnOffsetCommit v4, EndTxn v4 (v4/v5 only allow TRANSACTION_ABORTABLE, KIP-890).
+#[tokio::test]
+async fn a_transaction_at_the_newest_versions_commits() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(tid("tx")))
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let r = c.call(&request, 5).await;
+    assert_eq!(r.error_code, 0);
+    let p = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(add_partitions(&mut c, "tx", p, &[0]).await, vec![0]);
+    let produce = produce_request("t", 0, producer_batch(p.0, p.1, 0, 3, true), -1)
+        .with_transactional_id(Some(tid("tx")));
+    let produced = c.call(&produce, 12).await;
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    assert_eq!(add_offsets_at(&mut c, "tx", p, "g", 4).await, 0);
+    assert_eq!(txn_commit_at(&mut c, "tx", p, "g", 3, 4).await, vec![0]);
+    assert_eq!(end_txn_at(&mut c, "tx", p, true, 4).await, 0);
+    assert_eq!(read_committed(&mut c).await, (3, vec![]));
+    assert_eq!(fetch_offset(&mut c, "g", true).await, (0, 3));
 }
 
 #[tokio::test]

@@ -25,7 +25,7 @@ async fn api_versions_lists_the_served_table_at_every_version() {
         };
         assert_eq!(
             find(ApiKey::Produce),
-            Some((0, 10)),
+            Some((0, 13)),
             "Produce advertised from 0"
         );
         assert_eq!(find(ApiKey::Fetch), Some((4, 18)));
@@ -45,6 +45,11 @@ async fn api_versions_lists_the_served_table_at_every_version() {
         assert_eq!(find(ApiKey::FindCoordinator), Some((0, 6)));
         assert_eq!(find(ApiKey::SaslHandshake), Some((0, 1)));
         assert_eq!(find(ApiKey::SaslAuthenticate), Some((0, 2)));
+        assert_eq!(find(ApiKey::InitProducerId), Some((0, 5)));
+        assert_eq!(find(ApiKey::AddPartitionsToTxn), Some((0, 3)));
+        assert_eq!(find(ApiKey::AddOffsetsToTxn), Some((0, 4)));
+        assert_eq!(find(ApiKey::EndTxn), Some((0, 4)));
+        assert_eq!(find(ApiKey::TxnOffsetCommit), Some((0, 4)));
         assert_eq!(find(ApiKey::CreateDelegationToken), None);
     }
     broker.stop().await.expect("clean stop");
@@ -563,6 +568,46 @@ async fn fetch_names_topics_by_id_from_v13() {
     let r = c.call(&unknown, 13).await;
     assert_eq!(r.responses[0].topic_id, Uuid::from_u128(12345));
     assert_eq!(r.responses[0].partitions[0].error_code, 100);
+}
+
+#[tokio::test]
+async fn produce_names_topics_by_id_from_v13() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let metadata = MetadataRequest::default().with_topics(Some(vec![
+        metadata_request::MetadataRequestTopic::default().with_name(Some(topic_name("t"))),
+    ]));
+    let id = c.call(&metadata, 12).await.topics[0].topic_id;
+    assert!(!id.is_nil());
+    // v11 and v12 are v10 for a producer outside transaction version 2; v13 names by id.
+    for (i, version) in (3..=13).enumerate() {
+        let records = batch(&[record(0, 1)], Compression::None);
+        let mut request = produce_request("t", 0, records, -1);
+        if version >= 13 {
+            request.topic_data[0].name = Default::default();
+            request.topic_data[0].topic_id = id;
+        }
+        let r = c.call(&request, version).await;
+        let topic = &r.responses[0];
+        if version >= 13 {
+            assert_eq!(topic.topic_id, id, "v{version} answers by id");
+            assert_eq!(topic.name.0.as_str(), "", "v{version}");
+        } else {
+            assert_eq!(topic.name.0.as_str(), "t", "v{version} answers by name");
+        }
+        let p = &topic.partition_responses[0];
+        assert_eq!((p.error_code, p.base_offset), (0, i as i64), "v{version}");
+    }
+    // An id no topic has: UNKNOWN_TOPIC_ID for each partition, and nothing appended.
+    let mut unknown = produce_request("t", 0, batch(&[record(0, 1)], Compression::None), -1);
+    unknown.topic_data[0].name = Default::default();
+    unknown.topic_data[0].topic_id = Uuid::from_u128(12345);
+    let r = c.call(&unknown, 13).await;
+    assert_eq!(r.responses[0].topic_id, Uuid::from_u128(12345));
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset), (100, -1));
+    let f = c.call(&fetch_request("t", 0, 0), 11).await;
+    assert_eq!(f.responses[0].partitions[0].high_watermark, 11);
 }
 
 fn list_offsets(partition: i32, timestamp: i64) -> ListOffsetsRequest {
