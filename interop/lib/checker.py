@@ -22,6 +22,17 @@ Violations (each a string):
                A holding ended by "lost" (the member learned it had been fenced: Kafka gives the
                partition to another while a fenced member may still believe it holds it) is not
                judged; such holdings are counted in the stats (lost_holdings).
+               A holding the coordinator ended by fencing its member (fenced: the member's
+               session expired) ends there for this rule, whether or not the member heard of
+               it: a client that stops reaching its coordinator may keep its assignment long
+               after Kafka gave the partitions to others (seen with librdkafka 2.16 and
+               group.protocol=consumer: a commit stuck at a paused coordinator leaves it looping
+               on "marking the coordinator dead", sending no heartbeat, never told it was
+               fenced). Such holdings are counted in the stats (fenced_holdings).
+
+Fencings (optional)
+  fenced:   {(group, label): [time, ...]} when the coordinator removed a member of that label
+            because its session expired, on the events' clock (from the brokers' logs).
 
 Records whose generation changed during the poll that returned them (gen0 != gen) are not
 used for the double-owner rule (their generation is ambiguous); they are counted in the stats.
@@ -68,8 +79,9 @@ def consumed_records(members):
                     yield m, ev.get("gen"), ev.get("gen0", ev.get("gen")), t, p, o, k
 
 
-def check(produced, members, limit=20):
+def check(produced, members, limit=20, fenced=None):
     violations = []
+    fenced = fenced or {}
     stats = defaultdict(int)
 
     def add(kind, msg):
@@ -146,6 +158,10 @@ def check(produced, members, limit=20):
             if how == "lost":
                 stats["lost_holdings"] += 1
                 continue
+            cut = [f for f in fenced.get((m.group, m.label), ()) if start <= f < end]
+            if cut:
+                end = min(cut)
+                stats["fenced_holdings"] += 1
             by_partition[(m.group, t, p)].append((start, end, m.label))
     for (g, t, p), hs in by_partition.items():
         hs.sort()

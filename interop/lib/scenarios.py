@@ -57,11 +57,14 @@ def end_offsets(consumers):
     return out
 
 
-def check_final_commits(ctx, consumers, group):
-    """Every partition read was committed up to its end (the consumers commit after each batch)."""
+def check_final_commits(ctx, consumers, group, skip=()):
+    """Every partition read was committed up to its end (the consumers commit after each batch),
+    but those in skip (noted)."""
     ends = end_offsets(consumers)
     commits = {(t, p): o for (g, t, p), o in checker.final_commits(ctx.members(consumers)).items() if g == group}
-    missing = {tp: (o, commits.get(tp)) for tp, o in ends.items() if commits.get(tp) != o}
+    if skip:
+        ctx.note("not judged for their last commits: %s" % sorted(skip))
+    missing = {tp: (o, commits.get(tp)) for tp, o in ends.items() if commits.get(tp) != o and tp not in skip}
     ctx.check(not missing, "group %s: last commits differ from the ends read, {partition: (end, committed)}: %s"
               % (group, missing))
     return commits
@@ -603,6 +606,34 @@ def coordinator_at(ctx, address, group):
     return err, node, "%s:%d" % (chost, cport)
 
 
+SESSION_EXPIRED = re.compile(r'^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z .*member removed from the consumer group '
+                             r'group="([^"]*)" member="([^"]*)" .*why="session expired"')
+
+
+def session_expiries(ctx, brokers, consumers):
+    """{(group, label): [time, ...]} when a broker's coordinator removed a member of that label
+    because its session expired, read from the brokers' logs (UTC wall clock) and put on the
+    events' clock (CLOCK_MONOTONIC)."""
+    import datetime
+    label_of = {}
+    for m in ctx.members(consumers):
+        for ev in m.events:
+            if ev.get("mid"):
+                label_of[ev["mid"]] = m.label
+    to_mono = time.time() - now()
+    out = {}
+    for b in brokers:
+        with open(b.log_path, errors="replace") as f:
+            for line in f:
+                hit = SESSION_EXPIRED.match(line)
+                if not hit or hit.group(3) not in label_of:
+                    continue
+                wall = datetime.datetime.strptime(hit.group(1)[:26], "%Y-%m-%dT%H:%M:%S.%f")
+                t = wall.replace(tzinfo=datetime.timezone.utc).timestamp() - to_mono
+                out.setdefault((hit.group(2), label_of[hit.group(3)]), []).append(t)
+    return out
+
+
 def three_brokers(ctx, protocol):
     import pgtemp
     topic, group = "p3%s" % protocol[:3], "p3-%s" % protocol
@@ -660,6 +691,7 @@ def three_brokers(ctx, protocol):
         before = committed(bootstrap.split(",")[0])
         node = agreed()
         victim = brokers.pop(node)
+        every_broker = [victim] + list(brokers.values())
         victim.proc.kill()
         victim.proc.p.wait(ctx.left(15))
         t_down = now()
@@ -706,14 +738,48 @@ def three_brokers(ctx, protocol):
             os.kill(zombie.pid, signal.SIGCONT)
         ctx.wait_done(prod2, 90)
         ctx.wait_consumed(consumers, [(t, k) for t, k, _, _ in ctx.produced([prod2])], 90)
+        # A member the coordinator fenced (its session expired) that never heard of it: with
+        # group.protocol=consumer, librdkafka 2.16 whose commit was in flight at the paused
+        # broker may lose count of it when the coordinator moves: it then loops on "marking the
+        # coordinator dead", sends no heartbeat again, never learns it was fenced, and its close
+        # waits for that commit. Kafka's coordinator meets the same client (interop/README.md).
+        # Such a member is excused its close, and the commits of what it still held (its
+        # commits cannot reach the coordinator); its holdings end at the fencing (checker.py).
+        def unheard(p):
+            times = session_expiries(ctx, every_broker, [p]).get((group, p.label), [])
+            return bool(times) and not any(e["ev"] == "lost" and e["t"] >= min(times) for e in p.snapshot())
+
+        def left_held():
+            """What the members that never heard of their fencing still hold."""
+            stuck = [m for m, p in zip(ctx.members(consumers), consumers) if unheard(p)]
+            return {(t, part) for m in stuck for t, part, _s, _e, how in checker.holdings(m)
+                    if how in ("closed", "end")}
+
+        # Every record was read; the group settles before it stops: the commits reach the ends
+        # read (a member told it was fenced read again from the last commit), but for what a
+        # member that never heard still holds. Bounded: the final check says what is missing.
+        ends, deadline = end_offsets(consumers), now() + 30
+        while now() < deadline:
+            at = committed(live[0])
+            skip = left_held()
+            if all(at.get(tp, -1) >= o for tp, o in ends.items() if tp not in skip):
+                break
+            ctx.sleep(0.5)
         for p in consumers:
-            ctx.stop(p)
-        commits = check_final_commits(ctx, consumers, group)
+            ctx.stop(p, may_hang=lambda p=p: "its session expired at the coordinator and it never heard"
+                     if unheard(p) else None)
+        fenced = session_expiries(ctx, every_broker, consumers)
+        if fenced:
+            ctx.note("sessions expired at the coordinator: %s" % sorted(fenced))
+        commits = check_final_commits(ctx, consumers, group, skip=left_held())
         held = committed(live[0])
         differ = {tp: (commits.get(tp), held[tp]) for tp in all_parts if held[tp] != commits.get(tp, -1)}
         ctx.check(not differ, "the database holds other offsets than the consumers' last commits "
                   "(a commit of the resumed broker landed?), {partition: (last commit, held)}: %s" % differ)
-        ctx.run_checker(consumers, [prod, prod2])
+        # A member whose session expired at the coordinator holds nothing from then on, in
+        # Kafka's eyes, whether or not its client heard (see checker.py: librdkafka with
+        # group.protocol=consumer may never hear, after a commit stuck at the paused broker).
+        ctx.run_checker(consumers, [prod, prod2], fenced=fenced)
         for name, b in brokers.items():
             code, took, killed = b.stop(15)
             ctx.check(code == 0 and not killed, "node %d on SIGTERM: exit %s" % (name, code))

@@ -129,6 +129,18 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(v, [])
         self.assertEqual(stats["lost_holdings"], 1)
 
+    def test_a_holding_ends_where_the_coordinator_fenced_its_member(self):
+        a = Member("a", 1, "x", "g", [assigned(1.0, [["t", 0]])])
+        b = Member("b", 2, "x", "g", [assigned(2.5, [["t", 0]])])
+        v, stats = checker.check([], [a, b], fenced={("g", "a"): [0.5, 2.0]})
+        self.assertEqual(v, [])
+        self.assertEqual(stats["fenced_holdings"], 1)
+        # fenced after the other member took the partition: still held twice
+        self.assertEqual(kinds(checker.check([], [a, b], fenced={("g", "a"): [3.0]})[0]), ["held-twice"])
+        # a fencing of another label, or in another group, ends nothing
+        self.assertEqual(kinds(checker.check([], [a, b], fenced={("g", "c"): [2.0], ("g2", "a"): [2.0]})[0]),
+                         ["held-twice"])
+
     def test_a_holding_ends_when_the_process_ends_or_closes(self):
         b = Member("b", 2, "x", "g", [assigned(2.5, [["t", 0]])])
         killed = Member("a", 1, "x", "g", [assigned(1.0, [["t", 0]])], ended_at=2.0)

@@ -296,6 +296,9 @@ class ConfluentConsumer:
         if s.get("instance_id"):
             conf["group.instance.id"] = s["instance_id"]
         conf.update(s.get("extra_conf", {}))
+        if os.environ.get("INTEROP_RDKAFKA_DEBUG"):
+            # librdkafka's own trace (for example "cgrp,protocol") into the worker's log
+            conf["debug"] = os.environ["INTEROP_RDKAFKA_DEBUG"]
         self.c = confluent_kafka.Consumer(conf, logger=None)
         lst = self.listener = Listener(self)
 
