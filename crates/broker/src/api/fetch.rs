@@ -90,6 +90,16 @@ async fn topic_names(call: &Call<'_>, request: &FetchRequest) -> Vec<Option<Stri
             .map(|t| Some(t.topic.0.to_string()))
             .collect();
     }
+    names_of_ids(call, request.topics.iter().map(|t| t.topic_id)).await
+}
+
+/// The name of the topic of each of `ids`, in their order (`None` for an id no topic has),
+/// the log's topics listed once: how the APIs that name topics by id (Fetch v13+,
+/// OffsetCommit and OffsetFetch v10+) resolve them.
+pub(super) async fn names_of_ids(
+    call: &Call<'_>,
+    ids: impl IntoIterator<Item = Uuid>,
+) -> Vec<Option<String>> {
     let context = call.context;
     let known: HashMap<Uuid, String> = match context.log.topics().await {
         Ok(topics) => topics
@@ -98,11 +108,7 @@ async fn topic_names(call: &Call<'_>, request: &FetchRequest) -> Vec<Option<Stri
             .collect(),
         Err(_) => HashMap::new(),
     };
-    request
-        .topics
-        .iter()
-        .map(|t| known.get(&t.topic_id).cloned())
-        .collect()
+    ids.into_iter().map(|id| known.get(&id).cloned()).collect()
 }
 
 /// One pass over the asked partitions: the response, the record bytes in it, and whether

@@ -1,4 +1,4 @@
-//! ListOffsets (v1–v10): the earliest offset, the latest (the high watermark, or for
+//! ListOffsets (v1–v11): the earliest offset, the latest (the high watermark, or for
 //! isolation level 1, read_committed, the last stable offset), the record with the largest
 //! timestamp (`MAX_TIMESTAMP`, KIP-734, v7+), or the first offset at or after a timestamp;
 //! answered as Kafka 4's `UnifiedLog.fetchOffsetByTimestamp` and
@@ -10,6 +10,7 @@
 //! | −2 `EARLIEST`, −4 `EARLIEST_LOCAL` (KIP-405) | the log start offset, timestamp −1 |
 //! | −3 `MAX_TIMESTAMP` | the first record with the largest timestamp, with that timestamp |
 //! | −5 `LATEST_TIERED` (KIP-1005) | offset −1, timestamp −1: nothing is tiered |
+//! | −6 `EARLIEST_PENDING_UPLOAD` (KIP-1023, v11+) | offset −1, timestamp −1: nothing is tiered (`UnifiedLog.fetchEarliestPendingUploadOffset` without remote storage); below v11 UNSUPPORTED_VERSION, as `ReplicaManager.isListOffsetsTimestampUnsupported` answers |
 //! | ≥ 0, and other negative values | the first record at or after it (a negative one: the first record) |
 //!
 //! A found record at or past the last offset the isolation level may read (the high
@@ -44,6 +45,9 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
+const EARLIEST_PENDING_UPLOAD: i64 = -6;
+/// The first version that carries `EARLIEST_PENDING_UPLOAD` (KIP-1023).
+const EARLIEST_PENDING_UPLOAD_FROM: i16 = 11;
 
 async fn handle(call: &Call<'_>, request: ListOffsetsRequest) -> ListOffsetsResponse {
     let mut topics = Vec::with_capacity(request.topics.len());
@@ -85,6 +89,9 @@ async fn lookup(
     let Ok(index) = u32::try_from(p.partition_index) else {
         return answer.with_error_code(codes::UNKNOWN_TOPIC_OR_PARTITION);
     };
+    if p.timestamp == EARLIEST_PENDING_UPLOAD && call.version < EARLIEST_PENDING_UPLOAD_FROM {
+        return answer.with_error_code(codes::UNSUPPORTED_VERSION);
+    }
     let tp = TopicPartition::new(topic, index);
     if let Some(code) = not_led(call, &tp).await {
         return answer.with_error_code(code);
@@ -95,7 +102,9 @@ async fn lookup(
             .map(|lso| Some((lso, -1))),
         LATEST => log.bounds(&tp).await.map(|(_, hw)| Some((hw, -1))),
         EARLIEST | EARLIEST_LOCAL => log.bounds(&tp).await.map(|(start, _)| Some((start, -1))),
-        LATEST_TIERED => log.bounds(&tp).await.map(|_| Some((-1, -1))),
+        // Nothing is tiered: no tiered offset, none pending upload (Kafka's answer for a log
+        // without remote storage).
+        LATEST_TIERED | EARLIEST_PENDING_UPLOAD => log.bounds(&tp).await.map(|_| Some((-1, -1))),
         ts => {
             let found = if ts == MAX_TIMESTAMP {
                 log.offset_of_max_timestamp(&tp).await
@@ -131,7 +140,8 @@ pub(crate) struct ListOffsets;
 
 impl Api for ListOffsets {
     const KEY: ApiKey = ApiKey::ListOffsets;
-    const VERSIONS: RangeInclusive<i16> = 1..=10;
+    /// v11: `EARLIEST_PENDING_UPLOAD` (KIP-1023).
+    const VERSIONS: RangeInclusive<i16> = 1..=11;
     type Request = ListOffsetsRequest;
 
     async fn handle(

@@ -9,6 +9,11 @@
 //! would have answered: OffsetCommit on each partition that passed those checks, OffsetFetch
 //! for the group (v8+ per group; before, at the top and, in v1, on each asked partition),
 //! OffsetDelete at the top.
+//!
+//! From v10, OffsetCommit and OffsetFetch name topics by id (KIP-848), in the request and in
+//! the answer: the ids are resolved once per request as Fetch v13+ resolves them, and a topic
+//! of an unknown id answers UNKNOWN_TOPIC_ID (100) on each of its partitions, its id echoed,
+//! as Kafka's `KafkaApis` does; ACLs are checked on the names the ids resolve to.
 
 use crate::acl::Operation;
 use std::collections::BTreeMap;
@@ -25,6 +30,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
+use super::fetch::names_of_ids;
 use super::groups::{code, generation, refusal};
 use super::registry::Api;
 use super::{codes, Call};
@@ -96,8 +102,23 @@ pub(super) fn split_offsets<'a>(
     (offsets, early)
 }
 
+/// The first version of OffsetCommit and OffsetFetch that names topics by id.
+const TOPIC_IDS_FROM: i16 = 10;
+
+/// The name of each topic of a request, in its order: from v10 the topic whose id is asked
+/// for (`None` for an unknown id), before it the name the request gives.
+async fn topic_names<'a>(
+    call: &Call<'_>,
+    topics: impl Iterator<Item = (&'a TopicName, uuid::Uuid)>,
+) -> Vec<Option<String>> {
+    if call.version < TOPIC_IDS_FROM {
+        return topics.map(|(name, _)| Some(name.0.to_string())).collect();
+    }
+    names_of_ids(call, topics.map(|(_, id)| id)).await
+}
+
 /// The OffsetCommit answer: each partition of the request with `code_of(topic index,
-/// partition index)`.
+/// partition index)`; each topic with its name and id (the version encodes one of them).
 fn commit_answer(
     request: &OffsetCommitRequest,
     code_of: impl Fn(usize, usize) -> i16,
@@ -110,6 +131,7 @@ fn commit_answer(
             .map(|(t, topic)| {
                 offset_commit_response::OffsetCommitResponseTopic::default()
                     .with_name(topic.name.clone())
+                    .with_topic_id(topic.topic_id)
                     .with_partitions(
                         topic
                             .partitions
@@ -132,23 +154,30 @@ async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitRe
         // Kafka: every partition answers GROUP_AUTHORIZATION_FAILED; nothing is committed.
         return commit_answer(&request, |_, _| codes::GROUP_AUTHORIZATION_FAILED);
     }
-    let parts = request.topics.iter().enumerate().flat_map(|(t, topic)| {
-        topic.partitions.iter().enumerate().map(move |(p, x)| {
-            let (offset, epoch) = (x.committed_offset, x.committed_leader_epoch);
-            let metadata = x.committed_metadata.as_ref();
-            (
-                t,
-                p,
-                topic.name.0.as_str(),
-                x.partition_index,
-                offset,
-                epoch,
-                metadata,
-            )
-        })
-    });
+    let names = topic_names(call, request.topics.iter().map(|t| (&t.name, t.topic_id))).await;
+    let parts = request
+        .topics
+        .iter()
+        .zip(&names)
+        .enumerate()
+        .filter_map(|(t, (topic, name))| Some((t, topic, name.as_deref()?)))
+        .flat_map(|(t, topic, name)| {
+            topic.partitions.iter().enumerate().map(move |(p, x)| {
+                let (offset, epoch) = (x.committed_offset, x.committed_leader_epoch);
+                let metadata = x.committed_metadata.as_ref();
+                (t, p, name, x.partition_index, offset, epoch, metadata)
+            })
+        });
     // Per (topic index, partition index): a code decided before the coordinator is asked.
-    let (offsets, early) = split_offsets(call, parts);
+    let (offsets, mut early) = split_offsets(call, parts);
+    // v10: a topic of an unknown id, UNKNOWN_TOPIC_ID on each of its partitions.
+    for (t, topic) in request.topics.iter().enumerate() {
+        if names[t].is_none() {
+            for p in 0..topic.partitions.len() {
+                early.insert((t, p), codes::UNKNOWN_TOPIC_ID);
+            }
+        }
+    }
     let group_code = if offsets.is_empty() {
         codes::NONE
     } else if let Some(c) = call.group_coordinator_error(&request.group_id) {
@@ -296,8 +325,37 @@ fn fields(offset: Option<&OffsetAndMetadata>) -> (i64, i32, Option<StrBytes>) {
     )
 }
 
-/// OffsetFetch v1-7 (one group) and v8-9 (a batch of groups; v9 with the member id and
-/// epoch of a consumer-protocol member, checked as Kafka checks them).
+/// The asked topics of an OffsetFetch v8+ group: each one's name (`None`: an unknown id), id
+/// and partitions.
+type AskedById = Vec<(Option<String>, uuid::Uuid, Vec<i32>)>;
+
+/// One asked topic of an OffsetFetch v8+ group as answered: by name and, from v10, by id.
+fn fetch_topic(
+    name: TopicName,
+    id: uuid::Uuid,
+    parts: &[(i32, Option<OffsetAndMetadata>, i16)],
+) -> offset_fetch_response::OffsetFetchResponseTopics {
+    offset_fetch_response::OffsetFetchResponseTopics::default()
+        .with_name(name)
+        .with_topic_id(id)
+        .with_partitions(
+            parts
+                .iter()
+                .map(|(p, o, c)| {
+                    let (offset, epoch, metadata) = fields(o.as_ref());
+                    offset_fetch_response::OffsetFetchResponsePartitions::default()
+                        .with_partition_index(*p)
+                        .with_committed_offset(offset)
+                        .with_committed_leader_epoch(epoch)
+                        .with_metadata(metadata)
+                        .with_error_code(*c)
+                })
+                .collect(),
+        )
+}
+
+/// OffsetFetch v1-7 (one group), v8-9 (a batch of groups; v9 with the member id and epoch of
+/// a consumer-protocol member, checked as Kafka checks them) and v10 (topics by id).
 async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchResponse {
     if call.version >= 8 {
         let mut groups = Vec::with_capacity(request.groups.len());
@@ -315,41 +373,74 @@ async fn fetch(call: &Call<'_>, request: OffsetFetchRequest) -> OffsetFetchRespo
                     member_epoch: g.member_epoch,
                 }
             };
-            let asked = g.topics.map(|topics| {
+            // Each asked topic's name (from v10 resolved from its id) and id.
+            let asked_topics: Option<AskedById> = match g.topics {
+                Some(topics) => {
+                    let names =
+                        topic_names(call, topics.iter().map(|t| (&t.name, t.topic_id))).await;
+                    Some(
+                        topics
+                            .into_iter()
+                            .zip(names)
+                            .map(|(t, name)| (name, t.topic_id, t.partition_indexes))
+                            .collect(),
+                    )
+                }
+                None => None,
+            };
+            let asked = asked_topics.as_ref().map(|topics| {
                 topics
-                    .into_iter()
-                    .map(|t| (t.name, t.partition_indexes))
+                    .iter()
+                    .filter_map(|(name, _, parts)| {
+                        let name = TopicName(StrBytes::from_string(name.clone()?));
+                        Some((name, parts.clone()))
+                    })
                     .collect()
             });
             let group = offset_fetch_response::OffsetFetchResponseGroup::default()
                 .with_group_id(g.group_id.clone());
             let stable = request.require_stable;
-            groups.push(match fetch_group(call, &g.group_id, &authority, asked, stable).await {
-                Ok(found) => group.with_topics(
-                    found
-                        .into_iter()
-                        .map(|(name, parts)| {
-                            offset_fetch_response::OffsetFetchResponseTopics::default()
-                                .with_name(name)
-                                .with_partitions(
-                                    parts
-                                        .iter()
-                                        .map(|(p, o, c)| {
-                                            let (offset, epoch, metadata) = fields(o.as_ref());
-                                            offset_fetch_response::OffsetFetchResponsePartitions::default()
-                                                .with_partition_index(*p)
-                                                .with_committed_offset(offset)
-                                                .with_committed_leader_epoch(epoch)
-                                                .with_metadata(metadata)
-                                                .with_error_code(*c)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                ),
-                Err(c) => group.with_error_code(c),
-            });
+            groups.push(
+                match fetch_group(call, &g.group_id, &authority, asked, stable).await {
+                    Ok(found) => group.with_topics(match asked_topics {
+                        // The asked topics in the request's order; `found` holds the resolved
+                        // ones in that order. An unknown id: UNKNOWN_TOPIC_ID per partition.
+                        Some(asked_topics) => {
+                            let mut found = found.into_iter();
+                            asked_topics
+                                .into_iter()
+                                .filter_map(|(name, id, parts)| match name {
+                                    Some(_) => {
+                                        let (name, parts) = found.next()?;
+                                        Some(fetch_topic(name, id, &parts))
+                                    }
+                                    None => {
+                                        let parts: Vec<_> = parts
+                                            .into_iter()
+                                            .map(|p| (p, None, codes::UNKNOWN_TOPIC_ID))
+                                            .collect();
+                                        Some(fetch_topic(TopicName::default(), id, &parts))
+                                    }
+                                })
+                                .collect()
+                        }
+                        // Every committed offset: from v10 by the topic's id, for the topics
+                        // that still exist (a deleted topic has no id to answer with).
+                        None => found
+                            .into_iter()
+                            .filter(|(name, _)| {
+                                call.version < TOPIC_IDS_FROM
+                                    || call.context.log.partition_count(name.0.as_str()).is_some()
+                            })
+                            .map(|(name, parts)| {
+                                let id = call.context.topic_id(name.0.as_str());
+                                fetch_topic(name, id, &parts)
+                            })
+                            .collect(),
+                    }),
+                    Err(c) => group.with_error_code(c),
+                },
+            );
         }
         return OffsetFetchResponse::default().with_groups(groups);
     }
@@ -500,8 +591,9 @@ pub(crate) struct OffsetCommit;
 
 impl Api for OffsetCommit {
     const KEY: ApiKey = ApiKey::OffsetCommit;
-    /// v9: a consumer-protocol member commits with its member epoch (KIP-848).
-    const VERSIONS: RangeInclusive<i16> = 2..=9;
+    /// v9: a consumer-protocol member commits with its member epoch (KIP-848); v10 names
+    /// topics by id (KIP-848).
+    const VERSIONS: RangeInclusive<i16> = 2..=10;
     type Request = OffsetCommitRequest;
 
     async fn handle(
@@ -517,8 +609,9 @@ pub(crate) struct OffsetFetch;
 
 impl Api for OffsetFetch {
     const KEY: ApiKey = ApiKey::OffsetFetch;
-    /// v8 batches groups; v9 carries a consumer-protocol member's id and epoch (KIP-848).
-    const VERSIONS: RangeInclusive<i16> = 1..=9;
+    /// v8 batches groups; v9 carries a consumer-protocol member's id and epoch (KIP-848);
+    /// v10 names topics by id.
+    const VERSIONS: RangeInclusive<i16> = 1..=10;
     type Request = OffsetFetchRequest;
 
     async fn handle(

@@ -23,4 +23,5 @@ mod sasl;
 mod scram_admin;
 mod tls;
 mod transactions;
+mod versions_42;
 mod wire;

@@ -29,11 +29,11 @@ async fn api_versions_lists_the_served_table_at_every_version() {
             "Produce advertised from 0"
         );
         assert_eq!(find(ApiKey::Fetch), Some((4, 18)));
-        assert_eq!(find(ApiKey::ListOffsets), Some((1, 10)));
+        assert_eq!(find(ApiKey::ListOffsets), Some((1, 11)));
         assert_eq!(find(ApiKey::Metadata), Some((0, 13)));
         assert_eq!(find(ApiKey::DescribeCluster), Some((0, 2)));
-        assert_eq!(find(ApiKey::OffsetCommit), Some((2, 9)));
-        assert_eq!(find(ApiKey::OffsetFetch), Some((1, 9)));
+        assert_eq!(find(ApiKey::OffsetCommit), Some((2, 10)));
+        assert_eq!(find(ApiKey::OffsetFetch), Some((1, 10)));
         assert_eq!(find(ApiKey::ConsumerGroupHeartbeat), Some((0, 1)));
         assert_eq!(find(ApiKey::ConsumerGroupDescribe), Some((0, 1)));
         assert_eq!(find(ApiKey::ApiVersions), Some((0, 4)));
