@@ -343,7 +343,24 @@ async fn list(call: &Call<'_>, r: &ListTransactionsRequest) -> ListTransactionsR
     } else {
         -1
     };
-    let (listed, unknown) = call.context.txn.list(&states, &pids, duration).await;
+    // v2 (KIP-1152): the transactional ids must match a regular expression.
+    let pattern = if call.version >= 2 {
+        r.transactional_id_pattern.as_deref()
+    } else {
+        None
+    };
+    let (listed, unknown) = match call
+        .context
+        .txn
+        .list_matching(&states, &pids, duration, pattern)
+        .await
+    {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::debug!(reason = %e, "ListTransactions refused");
+            return ListTransactionsResponse::default().with_error_code(e.kafka_code());
+        }
+    };
     ListTransactionsResponse::default()
         .with_unknown_state_filters(unknown.into_iter().map(StrBytes::from_string).collect())
         .with_transaction_states(
@@ -461,7 +478,9 @@ pub(crate) struct ListTransactions;
 
 impl Api for ListTransactions {
     const KEY: ApiKey = ApiKey::ListTransactions;
-    const VERSIONS: RangeInclusive<i16> = 0..=1;
+    /// v1 filters by duration (KIP-994), v2 by a regular expression on the transactional id
+    /// (KIP-1152).
+    const VERSIONS: RangeInclusive<i16> = 0..=2;
     type Request = ListTransactionsRequest;
 
     async fn handle(

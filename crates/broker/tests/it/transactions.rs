@@ -404,6 +404,34 @@ async fn describe_and_list_transactions() {
         .call(&list(&[], &[]).with_duration_filter(3_600_000), 1)
         .await;
     assert!(long.transaction_states.is_empty());
+    // v2's transactional id pattern (KIP-1152): the whole id must match, with the other
+    // filters; empty or null lists every id; v1 ignores it.
+    let pattern = |p: Option<&str>| {
+        list(&[], &[])
+            .with_transactional_id_pattern(p.map(|p| StrBytes::from_string(p.to_string())))
+    };
+    let t = c.call(&pattern(Some("t.*")), 2).await;
+    assert_eq!((t.error_code, ids(&t)), (0, vec!["tx".to_string()]));
+    assert!(
+        ids(&c.call(&pattern(Some("t")), 2).await).is_empty(),
+        "whole id"
+    );
+    assert_eq!(ids(&c.call(&pattern(Some("")), 2).await).len(), 2);
+    assert_eq!(ids(&c.call(&pattern(None), 2).await).len(), 2);
+    let and = c
+        .call(
+            &pattern(Some("idle|tx"))
+                .with_state_filters(vec![StrBytes::from_static_str("Ongoing")]),
+            2,
+        )
+        .await;
+    assert_eq!(ids(&and), vec!["tx".to_string()]);
+    let bad = c.call(&pattern(Some("(")), 2).await;
+    assert_eq!(
+        (bad.error_code, bad.transaction_states.len()),
+        (128, 0),
+        "INVALID_REGULAR_EXPRESSION"
+    );
 }
 
 #[tokio::test]

@@ -120,6 +120,17 @@ pub enum TxnError {
         /// The bound.
         max: usize,
     },
+    /// INVALID_REGULAR_EXPRESSION (128): ListTransactions' transactional id pattern (v2,
+    /// KIP-1152) does not compile.
+    #[error(
+        "the transactional id pattern `{pattern}` is not a valid regular expression: {reason}"
+    )]
+    InvalidRegularExpression {
+        /// The pattern the request sent.
+        pattern: String,
+        /// Why it does not compile.
+        reason: String,
+    },
     /// A refusal of the group coordinator (TxnOffsetCommit: UNKNOWN_MEMBER_ID,
     /// ILLEGAL_GENERATION, FENCED_INSTANCE_ID, STALE_MEMBER_EPOCH, …), with its code.
     #[error(transparent)]
@@ -142,6 +153,7 @@ impl TxnError {
             TxnError::TooManyTransactionalIds { .. } | TxnError::TooManyPartitions { .. } => {
                 "THROTTLING_QUOTA_EXCEEDED"
             }
+            TxnError::InvalidRegularExpression { .. } => "INVALID_REGULAR_EXPRESSION",
             TxnError::Group(e) => e.code(),
         }
     }
@@ -159,6 +171,7 @@ impl TxnError {
             TxnError::TransactionalIdNotFound { .. } => 105,
             TxnError::CoordinatorNotAvailable { .. } => 15,
             TxnError::TooManyTransactionalIds { .. } | TxnError::TooManyPartitions { .. } => 89,
+            TxnError::InvalidRegularExpression { .. } => 128,
             // Every group error a TxnOffsetCommit can get has a Kafka code; an unexpected
             // one without is reported as UNKNOWN_SERVER_ERROR.
             TxnError::Group(e) => e.kafka_code().unwrap_or(-1),

@@ -971,6 +971,36 @@ impl TransactionCoordinator {
         producer_ids: &[i64],
         min_duration_ms: i64,
     ) -> (Vec<ListedTransaction>, Vec<String>) {
+        // Without a pattern there is nothing to refuse.
+        self.list_matching(states, producer_ids, min_duration_ms, None)
+            .await
+            .unwrap_or_default()
+    }
+
+    /// [`list`](Self::list) with ListTransactions v2's transactional id pattern too
+    /// (KIP-1152): a regular expression the whole id must match, as Kafka's RE2/J
+    /// `Matcher.matches()` (the same reading as a consumer group's `SubscribedTopicRegex`);
+    /// `None` or empty lists every id. All filters hold together. A pattern that does not
+    /// compile is INVALID_REGULAR_EXPRESSION and lists nothing.
+    pub async fn list_matching(
+        &self,
+        states: &[String],
+        producer_ids: &[i64],
+        min_duration_ms: i64,
+        pattern: Option<&str>,
+    ) -> Result<(Vec<ListedTransaction>, Vec<String>), TxnError> {
+        let pattern = match pattern.filter(|p| !p.is_empty()) {
+            None => None,
+            Some(p) => Some(crate::group::consumer::pattern::compile(p).map_err(|e| {
+                TxnError::InvalidRegularExpression {
+                    pattern: p.to_string(),
+                    reason: match e {
+                        crate::error::Error::InvalidRegularExpression { reason, .. } => reason,
+                        other => other.to_string(),
+                    },
+                }
+            })?),
+        };
         let mut wanted = BTreeSet::new();
         let mut unknown = Vec::new();
         for s in states {
@@ -983,7 +1013,7 @@ impl TransactionCoordinator {
         }
         if !unknown.is_empty() && wanted.is_empty() {
             // Kafka: only unknown states asked for, nothing matches.
-            return (Vec::new(), unknown);
+            return Ok((Vec::new(), unknown));
         }
         let slots: Vec<Slot> = self.map().values().cloned().collect();
         let now = i64::try_from(self.now()).unwrap_or(i64::MAX);
@@ -995,6 +1025,12 @@ impl TransactionCoordinator {
                 continue;
             }
             if !producer_ids.is_empty() && !producer_ids.contains(&r.producer_id) {
+                continue;
+            }
+            if pattern
+                .as_ref()
+                .is_some_and(|p| !p.is_match(&r.transactional_id))
+            {
                 continue;
             }
             if min_duration_ms >= 0 {
@@ -1012,7 +1048,7 @@ impl TransactionCoordinator {
             });
         }
         out.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
-        (out, unknown)
+        Ok((out, unknown))
     }
 
     /// When the timer next needs to run (the clock's milliseconds).

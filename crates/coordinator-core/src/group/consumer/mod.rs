@@ -15,7 +15,7 @@
 //! protocol's calls).
 
 mod api;
-mod pattern;
+pub(crate) mod pattern;
 mod protocol;
 mod state;
 
