@@ -443,6 +443,16 @@ pub struct BrokerConfig {
     /// connections that do not authenticate (PLAINTEXT, or SSL without `--ssl-client-ca`);
     /// without it the broker refuses to start. Default `false`.
     pub allow_plaintext_remote: bool,
+    /// `--control-listen HOST:PORT`: serve the control port there (faults and the record of
+    /// requests, a JSON-lines protocol: see [`crate::faults`] and the crate's README). Default
+    /// `None`: no control port. An address that is not loopback is refused without
+    /// [`allow_plaintext_remote`](Self::allow_plaintext_remote): the port has no
+    /// authentication.
+    pub control_listen: Option<SocketAddr>,
+    /// `--requests-recorded K`: how many of the last requests the broker remembers for
+    /// [`Faults::requests_since`](crate::faults::Faults::requests_since) (default 10,000; 0
+    /// remembers none).
+    pub requests_recorded: usize,
     /// `--authorizer` (Kafka's `authorizer.class.name` set to its `StandardAuthorizer`):
     /// every request is checked against the ACLs, which CreateAcls, DescribeAcls and
     /// DeleteAcls manage and `<data-dir>/acls.json` keeps. Default off: anyone may do anything.
@@ -634,6 +644,8 @@ impl Default for BrokerConfig {
             listener_ssl_client_auth: Vec::new(),
             advertised_listeners: Vec::new(),
             allow_plaintext_remote: false,
+            control_listen: None,
+            requests_recorded: crate::faults::DEFAULT_REQUESTS_RECORDED,
             authorizer: false,
             super_users: Vec::new(),
             allow_everyone_if_no_acl_found: false,
@@ -1012,6 +1024,18 @@ impl BrokerConfig {
                         l.protocol.name(),
                         l.address,
                         l.address.ip()
+                    ),
+                );
+            }
+        }
+        if let Some(control) = self.control_listen {
+            if !control.ip().is_loopback() && !self.allow_plaintext_remote {
+                return invalid(
+                    "control-listen",
+                    format!(
+                        "{control} is not a loopback address: anyone who reaches it could fail, \
+                         delay or drop every request without authenticating; use 127.0.0.1 or \
+                         ::1, or --allow-plaintext-remote if that is what you mean"
                     ),
                 );
             }

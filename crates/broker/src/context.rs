@@ -65,6 +65,9 @@ pub(crate) struct Context {
     /// Which broker coordinates each group and transactional id and leads each partition:
     /// this one for all, unless several brokers share a PostgreSQL database.
     pub(crate) ownership: Arc<Ownership>,
+    /// The faults a test set and the record of the requests received (see
+    /// [`crate::faults`]).
+    pub(crate) faults: Arc<crate::faults::Faults>,
 }
 
 /// The broker's producer-id allocator: one counter, started from the start time so that ids
@@ -136,6 +139,7 @@ impl Context {
     ) -> Context {
         Context {
             ownership: Arc::new(Ownership::alone(config.node_id)),
+            faults: Arc::new(crate::faults::Faults::new(config.requests_recorded)),
             config,
             log,
             coordinator,

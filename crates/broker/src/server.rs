@@ -26,6 +26,7 @@ use crate::connection::{Connection, FrameError};
 use crate::context::{Context, Endpoint, ProducerIds, Transactions, WallClock};
 use crate::documents::Documents;
 use crate::error::BrokerError;
+use crate::faults::{Instead, Outcome, SeenRequest};
 use crate::lease::Lease;
 use crate::producers::Producers;
 use crate::retention::Retention;
@@ -84,6 +85,8 @@ pub struct Server {
     context: Arc<Context>,
     /// With `--postgres`: the registration and slots this broker holds.
     lease: Option<Lease>,
+    /// With `--control-listen`: the control port (see [`crate::control`]).
+    control: Option<crate::control::ControlListener>,
 }
 
 /// One bound listener: its socket, its endpoint, and what its connections need (SASL's users
@@ -302,6 +305,10 @@ impl Server {
         } else {
             None
         };
+        let control = match config.control_listen {
+            Some(address) => Some(crate::control::ControlListener::bind(address).await?),
+            None => None,
+        };
         let ownership = lease.as_ref().map(Lease::ownership);
         let context = Context::new(
             config,
@@ -323,7 +330,21 @@ impl Server {
             listeners,
             context,
             lease,
+            control,
         })
+    }
+
+    /// The control port's address (with the port the OS picked for port 0), with
+    /// `--control-listen`.
+    pub fn control_addr(&self) -> Option<SocketAddr> {
+        self.control
+            .as_ref()
+            .map(crate::control::ControlListener::local_addr)
+    }
+
+    /// The broker's faults and its record of requests (see [`crate::faults`]).
+    pub fn faults(&self) -> Arc<crate::faults::Faults> {
+        self.context.faults.clone()
     }
 
     /// The address the first listener listens on (with the port the OS picked for port 0).
@@ -355,6 +376,10 @@ impl Server {
         let txn_timer = TxnTimer::spawn(self.context.txn.clone());
         let (notify_shutdown, _) = broadcast::channel(1);
         let (shutdown_complete_tx, mut shutdown_complete_rx) = mpsc::channel::<()>(1);
+        if let Some(control) = self.control {
+            let faults = self.context.faults.clone();
+            tokio::spawn(control.serve(faults, notify_shutdown.subscribe()));
+        }
         // One connection limit and one per-address count over every listener, as Kafka's
         // max.connections and max.connections.per.ip are broker-wide.
         let shared = Arc::new(Shared {
@@ -801,29 +826,84 @@ impl Handler {
                         client_id = header.client_id.as_deref().unwrap_or(""),
                     );
                     let started = Instant::now();
-                    // The answer is boxed (see `registry::Answer`): an idle connection's
-                    // task does not carry the largest handler's future.
-                    let answer = request
-                        .answer(
-                            &self.context,
-                            &mut self.shutdown,
-                            self.peer,
-                            &header,
-                            &self.session,
-                        )
-                        .instrument(span.clone())
-                        .await;
-                    span.in_scope(|| {
-                        debug!(
-                            latency_us = started.elapsed().as_micros() as u64,
-                            "answered"
-                        )
-                    });
-                    match answer {
-                        Ok(response) => response,
-                        Err(e) => {
-                            error!(connection = self.id, api = ?key, error = %e, "cannot answer; closing the connection");
-                            return format!("internal error: {e}");
+                    let version = header.request_api_version;
+                    let client_id = header.client_id.as_deref().unwrap_or("");
+                    let mut seen = SeenRequest {
+                        seq: 0,
+                        connection: self.id,
+                        api: key,
+                        api_key: key as i16,
+                        version,
+                        client_id: crate::faults::bounded(client_id),
+                        group_id: crate::faults::group_of(request.request(), version),
+                        outcome: Outcome::Answered,
+                        error_code: None,
+                    };
+                    // Faults (crate::faults): here, after the request is decoded and its
+                    // connection authenticated, before its handler.
+                    let faults = self.context.faults.clone();
+                    let verdict = faults.on_request(key, client_id);
+                    if let Some(delay) = verdict.delay {
+                        tokio::select! {
+                            () = tokio::time::sleep(delay) => {}
+                            () = self.shutdown.recv() => {}
+                        }
+                    }
+                    match verdict.action {
+                        Some(Instead::Drop) => {
+                            seen.outcome = Outcome::Dropped;
+                            faults.record(seen);
+                            info!(connection = self.id, api = ?key, client_id, "a drop fault closes the connection instead of answering");
+                            return format!("{key:?} dropped by a fault");
+                        }
+                        Some(Instead::Fail(code)) => {
+                            seen.outcome = Outcome::Failed;
+                            seen.error_code = Some(code);
+                            faults.record(seen);
+                            debug!(connection = self.id, api = ?key, client_id, code, "answered with a fault's error");
+                            match request.error_answer(version, header.correlation_id, code) {
+                                Ok(frame) => Some(frame),
+                                Err(e) => {
+                                    error!(connection = self.id, api = ?key, error = %e, "cannot answer with the fault's error; closing the connection");
+                                    return format!("internal error: {e}");
+                                }
+                            }
+                        }
+                        None => {
+                            // The answer is boxed (see `registry::Answer`): an idle
+                            // connection's task does not carry the largest handler's future.
+                            let answer = request
+                                .answer(
+                                    &self.context,
+                                    &mut self.shutdown,
+                                    self.peer,
+                                    &header,
+                                    &self.session,
+                                )
+                                .instrument(span.clone())
+                                .await;
+                            span.in_scope(|| {
+                                debug!(
+                                    latency_us = started.elapsed().as_micros() as u64,
+                                    "answered"
+                                )
+                            });
+                            match answer {
+                                Ok(answered) => {
+                                    seen.error_code = answered.error_code;
+                                    if answered.frame.is_none() {
+                                        seen.outcome = Outcome::NoAnswer;
+                                    }
+                                    faults.record(seen);
+                                    answered.frame
+                                }
+                                Err(e) => {
+                                    seen.outcome = Outcome::Error;
+                                    faults.record(seen);
+                                    error!(connection = self.id, api = ?key, error = %e, "cannot answer; closing the connection");
+                                    return format!("internal error: {e}");
+                                }
+                            }
                         }
                     }
                 }
@@ -834,6 +914,19 @@ impl Handler {
                     }
                     let answer = entry.unsupported_version(version, header.correlation_id);
                     let client_id = header.client_id.as_deref().unwrap_or("");
+                    self.context.faults.record(SeenRequest {
+                        seq: 0,
+                        connection: self.id,
+                        api: key,
+                        api_key: key as i16,
+                        version,
+                        client_id: crate::faults::bounded(client_id),
+                        group_id: None,
+                        outcome: Outcome::UnsupportedVersion,
+                        error_code: answer
+                            .is_some()
+                            .then_some(crate::api::codes::UNSUPPORTED_VERSION),
+                    });
                     let (min, max) = (entry.decodable_min, *entry.versions.end());
                     if !std::mem::replace(&mut self.told_unsupported, true) {
                         // Old clients are told, not dropped silently: one line per connection

@@ -34,18 +34,58 @@
 //! # }
 //! ```
 //!
+//! # Faults, and what the broker saw
+//!
+//! [`faults`](TestBroker::faults) makes the broker misbehave on purpose, as librdkafka's mock
+//! cluster and franz-go's kfake do: fail the next requests of an API with an error code
+//! (for every client or one client id), delay an API, close a connection instead of
+//! answering; and it lists the requests the broker received, in order, with their error
+//! codes. See [`crate::faults`] for where the faults apply and how they differ from the
+//! mock's.
+//!
+//! ```
+//! use broker::testing::TestBroker;
+//! use kafka_protocol::messages::{ApiKey, GroupId, HeartbeatRequest};
+//! use kafka_protocol::protocol::StrBytes;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let broker = TestBroker::start().await?;
+//! // The next Heartbeat of client "app" is answered REBALANCE_IN_PROGRESS, unhandled.
+//! broker.faults().fail(ApiKey::Heartbeat, 27, 1, Some("app"))?;
+//!
+//! let mut connection = kafka_client::Connection::connect(broker.addr()).await?;
+//! connection.set_client_id("app");
+//! let heartbeat = HeartbeatRequest::default()
+//!     .with_group_id(GroupId(StrBytes::from_static_str("g")))
+//!     .with_member_id(StrBytes::from_static_str("m"));
+//! let answer = connection.call(&heartbeat, 4).await?;
+//! assert_eq!(answer.error_code, 27);
+//!
+//! // What the broker saw: the API, version, client id, group and error code, in order.
+//! let seen = broker.faults().requests();
+//! let last = seen.last().expect("one request");
+//! assert_eq!((last.api, last.client_id.as_str()), (ApiKey::Heartbeat, "app"));
+//! assert_eq!((last.group_id.as_deref(), last.error_code), (Some("g"), Some(27)));
+//! broker.faults().clear();
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! [`TestBroker::test_config`] is what [`start`](TestBroker::start) runs: topics created on
 //! first use, no initial rebalance delay. Change it and pass it to
 //! [`with_config`](TestBroker::with_config) for a data directory (`data_dir`), topics made at
 //! start (`topics`), TLS, SASL or ACLs.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::config::{BrokerConfig, SecurityProtocol};
 use crate::error::BrokerError;
+use crate::faults::Faults;
 use crate::server::Server;
 
 /// A running broker for a test. See the [module](self) docs.
@@ -55,6 +95,8 @@ pub struct TestBroker {
     listeners: Vec<(SecurityProtocol, SocketAddr)>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), BrokerError>>>,
+    faults: Arc<Faults>,
+    control: Option<SocketAddr>,
 }
 
 impl TestBroker {
@@ -88,6 +130,8 @@ impl TestBroker {
         let server = Server::bind(config).await?;
         let addr = server.local_addr();
         let listeners = server.local_addrs();
+        let faults = server.faults();
+        let control = server.control_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(server.run(async move {
             let _ = stopped.await;
@@ -97,7 +141,21 @@ impl TestBroker {
             listeners,
             stop: Some(stop),
             task: Some(task),
+            faults,
+            control,
         })
+    }
+
+    /// The broker's faults and its record of requests: see the [module](self) docs and
+    /// [`crate::faults`].
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// The control port's address, when the configuration asked for one
+    /// ([`BrokerConfig::control_listen`]).
+    pub fn control_addr(&self) -> Option<SocketAddr> {
+        self.control
     }
 
     /// `HOST:PORT` of the first listener: what a client's `bootstrap.servers` takes.

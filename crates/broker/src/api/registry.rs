@@ -13,7 +13,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{api_versions_response, ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Message, Request};
 
-use super::Call;
+use super::{codes, Call};
 use crate::auth::Session;
 use crate::codec::encode_response;
 use crate::context::Context;
@@ -52,14 +52,38 @@ pub(crate) trait Api: 'static {
     }
 }
 
-/// A future answering one request: the encoded response frame, `None` for no answer, `Err`
-/// for a response this crate failed to encode (a bug; the connection is closed). Boxed: it is
-/// as large as its API's handler, and inline it would make every idle connection that large.
-pub(crate) type Answer<'a> =
-    Pin<Box<dyn Future<Output = Result<Option<BytesMut>, String>> + Send + 'a>>;
+/// A future answering one request: the encoded response frame (`None` for no answer) with
+/// the response's top-level error code where it has one, `Err` for a response this crate
+/// failed to encode (a bug; the connection is closed). Boxed: it is as large as its API's
+/// handler, and inline it would make every idle connection that large.
+pub(crate) type Answer<'a> = Pin<Box<dyn Future<Output = Result<Answered, String>> + Send + 'a>>;
+
+/// What a handler answered.
+#[derive(Debug)]
+pub(crate) struct Answered {
+    /// The response frame; `None` for no answer (Produce with `acks=0`).
+    pub(crate) frame: Option<BytesMut>,
+    /// The response's top-level error code, where the response has one at its version.
+    pub(crate) error_code: Option<i16>,
+}
 
 /// A decoded request of some registered API, ready to be answered.
 pub(crate) trait Decoded: Send + fmt::Debug {
+    /// The decoded request, for what the record of requests reads of it (its group).
+    fn request(&self) -> &dyn std::any::Any;
+
+    /// The answer carrying Kafka error `code` instead of the handler's (a fault, see
+    /// [`crate::faults`]): the API's response at the request's version, with the code per
+    /// partition (or topic, or group) for the APIs that carry errors there, else at the top
+    /// level ([`Entry::error_answer`]). `Err` if the response cannot carry an error at this
+    /// version ([`Entry::carries_errors`] is checked before a fault is set).
+    fn error_answer(
+        &self,
+        version: i16,
+        correlation_id: i32,
+        code: i16,
+    ) -> Result<BytesMut, String>;
+
     /// Runs the API's handler and encodes its response at the request's version.
     fn answer<'a>(
         self: Box<Self>,
@@ -80,6 +104,26 @@ impl<A: Api> fmt::Debug for Body<A> {
 }
 
 impl<A: Api> Decoded for Body<A> {
+    fn request(&self) -> &dyn std::any::Any {
+        &self.0
+    }
+
+    fn error_answer(
+        &self,
+        version: i16,
+        correlation_id: i32,
+        code: i16,
+    ) -> Result<BytesMut, String> {
+        crate::faults::per_partition_answer(A::KEY, &self.0, version, correlation_id, code)
+            .or_else(|| top_level_error::<A>(version, correlation_id, code))
+            .unwrap_or_else(|| {
+                Err(format!(
+                    "{:?} v{version} responses cannot carry an error code",
+                    A::KEY
+                ))
+            })
+    }
+
     fn answer<'a>(
         self: Box<Self>,
         context: &'a Context,
@@ -98,10 +142,19 @@ impl<A: Api> Decoded for Body<A> {
                 session,
             };
             match A::handle(&call, self.0, shutdown).await {
-                Some(body) => {
-                    encode_response(A::KEY, version, header.correlation_id, &body).map(Some)
-                }
-                None => Ok(None),
+                Some(body) => Ok(Answered {
+                    error_code: crate::faults::top_level_code(&body, version),
+                    frame: Some(encode_response(
+                        A::KEY,
+                        version,
+                        header.correlation_id,
+                        &body,
+                    )?),
+                }),
+                None => Ok(Answered {
+                    frame: None,
+                    error_code: None,
+                }),
             }
         })
     }
@@ -120,6 +173,9 @@ pub(crate) struct Entry {
     pub(crate) decodable_min: i16,
     decode: DecodeFn,
     unsupported: fn(i16, i32) -> Option<Result<BytesMut, String>>,
+    /// The top-level error answer with any code, where the response has one (see
+    /// [`top_level_error`]).
+    error: fn(i16, i32, i16) -> Option<Result<BytesMut, String>>,
 }
 
 impl fmt::Debug for Entry {
@@ -156,7 +212,28 @@ impl Entry {
     ) -> Option<BytesMut> {
         (self.unsupported)(version, correlation_id).and_then(Result::ok)
     }
+
+    /// Whether a response of every version served can carry an error code a fault injects:
+    /// per partition (or topic, or group) for Produce, Fetch, ListOffsets, OffsetCommit,
+    /// OffsetFetch and Metadata, else at the top level, where the API's UNSUPPORTED_VERSION
+    /// answer puts it (see [`top_level_error`]).
+    pub(crate) fn carries_errors(&self) -> bool {
+        PER_PARTITION_ERRORS.contains(&self.key)
+            || (self.decodable_min..=*self.versions.end())
+                .all(|v| matches!((self.error)(v, 0, codes::UNKNOWN_SERVER_ERROR), Some(Ok(_))))
+    }
 }
+
+/// The APIs whose fault answers carry the error per partition (or per topic, or per group):
+/// built from the request by [`crate::faults::per_partition_answer`].
+const PER_PARTITION_ERRORS: [ApiKey; 6] = [
+    ApiKey::Produce,
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::Metadata,
+];
 
 fn decode<A: Api>(body: &mut Bytes, version: i16) -> Result<Box<dyn Decoded>, String> {
     use kafka_protocol::protocol::Decodable;
@@ -167,6 +244,40 @@ fn decode<A: Api>(body: &mut Bytes, version: i16) -> Result<Box<dyn Decoded>, St
 fn unsupported<A: Api>(version: i16, correlation_id: i32) -> Option<Result<BytesMut, String>> {
     let (at, body) = A::unsupported(version)?;
     Some(encode_response(A::KEY, at, correlation_id, &body))
+}
+
+/// The answer of API `A` at `version` carrying Kafka error `code` at its top level, for
+/// every API whose UNSUPPORTED_VERSION answer ([`Api::unsupported`]) has one: that answer,
+/// encoded at `version`, with its error code replaced by `code`. `None` when the API has no
+/// such answer at `version`.
+///
+/// The error code's place is found in the encoded body itself: an UNSUPPORTED_VERSION body
+/// is a default body but for its error code, and every field before the error code of
+/// these responses is a default (zero or -1 numbers, empty or null strings and arrays, empty
+/// tagged fields), whose bytes are all 0x00, 0x01 or 0xff; so the first 0x00 0x23 (35,
+/// UNSUPPORTED_VERSION) after the response header is the error code. Fields after it (the
+/// versions ApiVersions lists) are left as they are. The unit tests check every API at every
+/// version served by decoding the result.
+fn top_level_error<A: Api>(
+    version: i16,
+    correlation_id: i32,
+    code: i16,
+) -> Option<Result<BytesMut, String>> {
+    let (_, body) = A::unsupported(version)?;
+    let mut frame = match encode_response(A::KEY, version, correlation_id, &body) {
+        Ok(frame) => frame,
+        Err(e) => return Some(Err(e)),
+    };
+    // [length][correlation id][tagged fields, flexible headers only]
+    let body_start = 8 + usize::from(A::KEY.response_header_version(version) >= 1);
+    let unsupported = codes::UNSUPPORTED_VERSION.to_be_bytes();
+    let at = frame
+        .get(body_start..)?
+        .windows(2)
+        .position(|w| w == unsupported)?
+        + body_start;
+    frame[at..at + 2].copy_from_slice(&code.to_be_bytes());
+    Some(Ok(frame))
 }
 
 /// The registry row of `A`. Evaluated at compile time, so an API whose key is not its request
@@ -186,6 +297,7 @@ const fn entry<A: Api>() -> Entry {
         decodable_min: min,
         decode: decode::<A>,
         unsupported: unsupported::<A>,
+        error: top_level_error::<A>,
     }
 }
 
@@ -284,6 +396,74 @@ mod tests {
         let produce = find(ApiKey::Produce).map(|e| (e.versions.clone(), e.decodable_min));
         assert_eq!(produce, Some((0..=13, 3)));
         assert!(find(ApiKey::CreateDelegationToken).is_none());
+    }
+
+    /// The generic top-level error answer puts the code in the error code field, at every
+    /// version served, of every API it serves; the others are refused when a fault is set.
+    #[test]
+    fn the_top_level_error_answer_carries_any_code_at_every_version() {
+        use kafka_protocol::messages::*;
+        use kafka_protocol::protocol::Decodable;
+        fn body<R: Decodable>(frame: &BytesMut, key: ApiKey, version: i16) -> R {
+            let start = 8 + usize::from(key.response_header_version(version) >= 1);
+            let mut bytes = Bytes::copy_from_slice(&frame[start..]);
+            let decoded = R::decode(&mut bytes, version).expect("a well-formed body");
+            assert!(bytes.is_empty(), "{key:?} v{version}: bytes left");
+            decoded
+        }
+        let code = 27;
+        let mut carried = Vec::new();
+        for e in &REGISTRY {
+            if e.carries_errors() {
+                carried.push(e.key);
+            }
+            for v in e.decodable_min..=*e.versions.end() {
+                let Some(frame) = (e.error)(v, 7, code) else {
+                    continue;
+                };
+                let frame = frame.expect("encodes");
+                assert_eq!(&frame[4..8], &7i32.to_be_bytes(), "the correlation id");
+                let got = match e.key {
+                    ApiKey::Heartbeat => body::<HeartbeatResponse>(&frame, e.key, v).error_code,
+                    ApiKey::JoinGroup => body::<JoinGroupResponse>(&frame, e.key, v).error_code,
+                    ApiKey::SyncGroup => body::<SyncGroupResponse>(&frame, e.key, v).error_code,
+                    ApiKey::LeaveGroup => body::<LeaveGroupResponse>(&frame, e.key, v).error_code,
+                    ApiKey::ListGroups => body::<ListGroupsResponse>(&frame, e.key, v).error_code,
+                    ApiKey::ApiVersions => {
+                        let r = body::<ApiVersionsResponse>(&frame, e.key, v);
+                        assert_eq!(r.api_keys.len(), REGISTRY.len(), "the versions stay");
+                        r.error_code
+                    }
+                    ApiKey::InitProducerId => {
+                        body::<InitProducerIdResponse>(&frame, e.key, v).error_code
+                    }
+                    ApiKey::AddOffsetsToTxn => {
+                        body::<AddOffsetsToTxnResponse>(&frame, e.key, v).error_code
+                    }
+                    ApiKey::EndTxn => body::<EndTxnResponse>(&frame, e.key, v).error_code,
+                    ApiKey::ListTransactions => {
+                        body::<ListTransactionsResponse>(&frame, e.key, v).error_code
+                    }
+                    ApiKey::OffsetFetch => body::<OffsetFetchResponse>(&frame, e.key, v).error_code,
+                    ApiKey::Fetch => body::<FetchResponse>(&frame, e.key, v).error_code,
+                    other => panic!("{other:?} v{v}: a top-level answer this test does not know"),
+                };
+                assert_eq!(got, code, "{:?} v{v}", e.key);
+            }
+        }
+        for key in [
+            ApiKey::Produce,
+            ApiKey::Fetch,
+            ApiKey::OffsetCommit,
+            ApiKey::OffsetFetch,
+            ApiKey::Heartbeat,
+            ApiKey::JoinGroup,
+            ApiKey::SyncGroup,
+            ApiKey::ApiVersions,
+        ] {
+            assert!(carried.contains(&key), "{key:?}");
+        }
+        assert!(!carried.contains(&ApiKey::DescribeGroups));
     }
 
     #[test]

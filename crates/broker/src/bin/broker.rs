@@ -35,6 +35,22 @@ struct Args {
     /// read, commit and delete groups. Logged as a warning at start.
     #[arg(long)]
     allow_plaintext_remote: bool,
+    /// Serve the control port on HOST:PORT (off by default): a JSON-lines protocol over TCP,
+    /// one object per line in and out, to fail the next N requests of an API with a Kafka
+    /// error code ({"op":"fail","api":"Heartbeat","error":27,"count":2,"client_id":"c1"}),
+    /// delay an API ({"op":"latency","api":"Fetch","ms":200}), close the connection instead
+    /// of answering ({"op":"drop","api":"OffsetCommit","count":1}), remove every fault
+    /// ({"op":"clear"}) and read the requests the broker received ({"op":"requests",
+    /// "since":0}); see the README's "Faults and the control port". It has no
+    /// authentication: an address that is not loopback is refused unless
+    /// --allow-plaintext-remote. Once bound, prints `control on HOST:PORT` to stdout after
+    /// the `listening on` lines.
+    #[arg(long, value_name = "HOST:PORT")]
+    control_listen: Option<std::net::SocketAddr>,
+    /// How many of the last requests the broker remembers for the control port's
+    /// `requests` (API, version, client id, group, error code); 0 remembers none.
+    #[arg(long, default_value_t = broker::faults::DEFAULT_REQUESTS_RECORDED, value_name = "K")]
+    requests_recorded: usize,
     /// Enforce ACLs (Kafka's authorizer.class.name=StandardAuthorizer): every request is
     /// checked against them; CreateAcls, DescribeAcls and DeleteAcls manage them, and
     /// DATA_DIR/acls.json keeps them (in memory without --data-dir).
@@ -293,6 +309,8 @@ impl Args {
             listener_ssl_client_auth: self.listener_ssl_client_auth,
             advertised_listeners: self.advertised_listeners,
             allow_plaintext_remote: self.allow_plaintext_remote,
+            control_listen: self.control_listen,
+            requests_recorded: self.requests_recorded,
             authorizer: self.authorizer,
             super_users: self.super_users,
             allow_everyone_if_no_acl_found: self.allow_everyone_if_no_acl_found,
@@ -377,6 +395,9 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
         } else {
             writeln!(stdout, "listening on {}://{address}", protocol.name())?;
         }
+    }
+    if let Some(control) = server.control_addr() {
+        writeln!(stdout, "control on {control}")?;
     }
     stdout.flush()?;
     drop(stdout);

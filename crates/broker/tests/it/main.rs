@@ -15,6 +15,7 @@ mod admin;
 mod bad_input;
 mod cluster_admin;
 mod consumer_groups;
+mod faults;
 mod groups;
 mod groups_tool;
 mod idempotence;

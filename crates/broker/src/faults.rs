@@ -1,0 +1,926 @@
+//! Faults on demand and a record of what the broker saw, for tests of Kafka clients.
+//!
+//! A [`Faults`] registry is shared by every connection of one broker (the broker's context
+//! holds it). A test sets rules on it — from Rust through
+//! [`TestBroker::faults`](crate::testing::TestBroker::faults), from any language through the
+//! control port (`--control-listen`, [`crate::control`]) — and reads back the requests the
+//! broker received.
+//!
+//! # The rules
+//!
+//! - [`fail`](Faults::fail): the next `count` requests of an API (from every client, or
+//!   from one client id) are not handled and are answered with a Kafka error code: the
+//!   response of the request's API and version, with the code at its top level where the
+//!   response has one, per partition for Produce, Fetch (and at the top level from v7),
+//!   ListOffsets, OffsetCommit and OffsetFetch (v1 per partition, v2-7 at the top level,
+//!   v8+ per group), and per topic for Metadata before v13 (at the top level from v13).
+//!   An API whose response cannot carry an error is refused when the rule is set
+//!   ([`FaultError::NoErrorField`]). librdkafka's `rd_kafka_mock_push_request_errors`.
+//! - [`latency`](Faults::latency): every request of an API (from every client, or one)
+//!   waits this long before it is handled, until cleared. librdkafka's
+//!   `rd_kafka_mock_broker_set_rtt`, per API instead of per broker.
+//! - [`drop_connection`](Faults::drop_connection): instead of answering the next `count`
+//!   requests of an API (every client, or one), the broker closes that request's
+//!   connection, unhandled. Other connections are untouched.
+//! - [`clear`](Faults::clear): every rule goes.
+//!
+//! Rules of the same kind queue in the order they were set: two `fail` rules for Heartbeat
+//! are used up one after the other (as the mock's pushed errors are). A `fail` and a `drop`
+//! both matching a request: the older rule applies. Latency rules for the same API and
+//! client replace each other; when several match a request (one for every client, one for
+//! its client id), the longest applies.
+//!
+//! # Where they apply
+//!
+//! In the connection's handler, after the request frame is decoded, its version checked
+//! (a version the broker does not serve is answered UNSUPPORTED_VERSION and never meets a
+//! fault) and its connection authenticated (a request refused before SASL authentication
+//! closes the connection as it always does), and before the API's handler runs: a failed or
+//! dropped request has no effect at all, and a delayed one takes effect after its delay.
+//! Differences from librdkafka's mock and franz-go's kfake:
+//!
+//! - The mock's RTT holds a handled request's response; here the request waits before it is
+//!   handled, so its effect comes later too (as a slow network on the way in would).
+//! - The mock's pushed errors belong to the cluster (or one broker) and apply to every
+//!   client; here a rule can name one client id (kfake's `ControlKey` sees the client id
+//!   and can do the same by hand).
+//! - The mock answers a pushed error through each API's own handler code; kfake lets the
+//!   control function build any response. Here the error answer is built from the request
+//!   alone: the partitions and topics the request names, nothing else (no records, no
+//!   offsets, no brokers in a Metadata answer).
+//! - ACLs are not checked for a failed request: the fault comes first.
+//!
+//! # What the broker saw
+//!
+//! Every request that reached the hook above (and every request of an unserved version)
+//! is recorded, in order, in a ring of the last `K` entries
+//! ([`BrokerConfig::requests_recorded`](crate::BrokerConfig::requests_recorded), default
+//! 10,000; 0 records nothing): a sequence number, the connection id, the API and version, the
+//! client id, the group id for the group APIs that name one group, what happened to it, and
+//! the top-level error code of its answer where the response has one (or the injected code).
+//! [`requests_since`](Faults::requests_since) reads them from a sequence number on.
+
+use std::any::Any;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kafka_protocol::messages::*;
+use serde::Serialize;
+
+use crate::api::registry;
+
+/// The most rules a [`Faults`] holds at once; setting one more is refused
+/// ([`FaultError::TooManyRules`]).
+pub const MAX_RULES: usize = 1024;
+
+/// The longest latency a rule may add (ten minutes): longer would only hold a connection
+/// past any client's timeout.
+pub const MAX_LATENCY_MS: u64 = 600_000;
+
+/// The default number of requests [`Faults`] remembers.
+pub const DEFAULT_REQUESTS_RECORDED: usize = 10_000;
+
+/// The most bytes of a client id or group id kept in the record (longer ones are cut at a
+/// character boundary).
+const MAX_RECORDED_STRING: usize = 256;
+
+/// Why a fault could not be set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FaultError {
+    /// Already [`MAX_RULES`] rules.
+    #[error("already {limit} fault rules: clear some first")]
+    TooManyRules {
+        /// [`MAX_RULES`].
+        limit: usize,
+    },
+    /// The API name or number is not one of Kafka's.
+    #[error("unknown API `{api}`: give a Kafka API name (Heartbeat, OffsetCommit, …) or key")]
+    UnknownApi {
+        /// What was given.
+        api: String,
+    },
+    /// The API is one of Kafka's but this broker does not serve it.
+    #[error("{api:?} is not served by this broker: no request of it can arrive")]
+    NotServed {
+        /// The API.
+        api: ApiKey,
+    },
+    /// The API's response has no error code at some version this broker serves.
+    #[error("{api:?} responses cannot carry an error code: use a drop or a latency fault")]
+    NoErrorField {
+        /// The API.
+        api: ApiKey,
+    },
+    /// Error code 0 is no error.
+    #[error("error code 0 is no error: give a Kafka error code (e.g. 27, REBALANCE_IN_PROGRESS)")]
+    NoError,
+    /// A count of zero requests.
+    #[error("count must be at least 1")]
+    ZeroCount,
+    /// A latency above [`MAX_LATENCY_MS`].
+    #[error("latency {ms} ms is above the most a fault may add, {max} ms")]
+    LatencyTooLong {
+        /// What was asked.
+        ms: u64,
+        /// [`MAX_LATENCY_MS`].
+        max: u64,
+    },
+}
+
+impl FaultError {
+    /// A stable code for the error: `TOO_MANY_RULES`, `UNKNOWN_API`, `NOT_SERVED`,
+    /// `NO_ERROR_FIELD`, `NO_ERROR`, `ZERO_COUNT`, `LATENCY_TOO_LONG`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            FaultError::TooManyRules { .. } => "TOO_MANY_RULES",
+            FaultError::UnknownApi { .. } => "UNKNOWN_API",
+            FaultError::NotServed { .. } => "NOT_SERVED",
+            FaultError::NoErrorField { .. } => "NO_ERROR_FIELD",
+            FaultError::NoError => "NO_ERROR",
+            FaultError::ZeroCount => "ZERO_COUNT",
+            FaultError::LatencyTooLong { .. } => "LATENCY_TOO_LONG",
+        }
+    }
+}
+
+/// Kafka's API `name` (an [`ApiKey`] name such as `OffsetCommit`, any case) or its key as
+/// a number (`8`).
+///
+/// # Errors
+/// [`FaultError::UnknownApi`] when it is neither.
+pub fn parse_api(name: &str) -> Result<ApiKey, FaultError> {
+    let unknown = || FaultError::UnknownApi {
+        api: name.chars().take(64).collect(),
+    };
+    let trimmed = name.trim();
+    if let Ok(key) = trimmed.parse::<i16>() {
+        return ApiKey::try_from(key).map_err(|()| unknown());
+    }
+    (0..=i16::from(u8::MAX))
+        .filter_map(|k| ApiKey::try_from(k).ok())
+        .find(|k| format!("{k:?}").eq_ignore_ascii_case(trimmed))
+        .ok_or_else(unknown)
+}
+
+/// What happened to a recorded request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Handled by its API's handler and answered.
+    Answered,
+    /// Handled, and not answered (Produce with `acks=0`).
+    NoAnswer,
+    /// Not handled: answered with the injected error code of a `fail` rule.
+    Failed,
+    /// Not handled: its connection was closed by a `drop` rule.
+    Dropped,
+    /// A version this broker does not serve: answered UNSUPPORTED_VERSION where the
+    /// response can carry it, else the connection was closed.
+    UnsupportedVersion,
+    /// The handler could not answer (the connection was closed; see the broker's log).
+    Error,
+}
+
+/// One request the broker received. See the [module](self) docs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SeenRequest {
+    /// The position in the record: 0 for the broker's first request, then one more each.
+    pub seq: u64,
+    /// The connection it came on (the id in the broker's log lines).
+    pub connection: u64,
+    /// The API.
+    #[serde(serialize_with = "api_name")]
+    pub api: ApiKey,
+    /// The API's key.
+    pub api_key: i16,
+    /// The request's version.
+    pub version: i16,
+    /// The header's client id (empty without one; at most 256 bytes kept).
+    pub client_id: String,
+    /// The group the request is about, for JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+    /// OffsetCommit, OffsetFetch (one group, before v8; the first of a v8+ batch),
+    /// ConsumerGroupHeartbeat, TxnOffsetCommit and FindCoordinator for a group.
+    pub group_id: Option<String>,
+    /// What happened to it.
+    pub outcome: Outcome,
+    /// The top-level error code of the answer, where the response has one, or the code a
+    /// `fail` rule injected.
+    pub error_code: Option<i16>,
+}
+
+fn api_name<S: serde::Serializer>(api: &ApiKey, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{api:?}"))
+}
+
+/// The requests recorded from a sequence number on, as [`Faults::requests_since`] reads them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SeenRequests {
+    /// The recorded requests with `seq >= since`, oldest first.
+    pub requests: Vec<SeenRequest>,
+    /// The sequence number the next request will get: ask `since` it next time.
+    pub next: u64,
+    /// How many requests at or after `since` the record no longer holds (it keeps the last
+    /// `K`).
+    pub missed: u64,
+}
+
+/// Who a rule applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    api: ApiKey,
+    /// `None`: every client.
+    client_id: Option<String>,
+}
+
+impl Target {
+    fn matches(&self, api: ApiKey, client_id: &str) -> bool {
+        self.api == api && self.client_id.as_deref().is_none_or(|c| c == client_id)
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Action {
+    Fail { code: i16, left: u32 },
+    Drop { left: u32 },
+    Latency { ms: u64 },
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    target: Target,
+    action: Action,
+}
+
+/// What the hook does with one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Verdict {
+    /// How long to wait before going on.
+    pub(crate) delay: Option<Duration>,
+    /// What to do instead of handling it, if anything.
+    pub(crate) action: Option<Instead>,
+}
+
+/// Instead of handling a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Instead {
+    /// Answer it with this error code.
+    Fail(i16),
+    /// Close its connection.
+    Drop,
+}
+
+#[derive(Debug)]
+struct Record {
+    capacity: usize,
+    entries: VecDeque<SeenRequest>,
+    next: u64,
+}
+
+/// The broker's faults and its record of requests. See the [module](self) docs.
+#[derive(Debug)]
+pub struct Faults {
+    rules: Mutex<Vec<Rule>>,
+    /// Whether any rule is set: a request meets no lock when none is.
+    active: AtomicBool,
+    record: Mutex<Record>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults::new(DEFAULT_REQUESTS_RECORDED)
+    }
+}
+
+impl Faults {
+    /// No rules, and a record of the last `requests_recorded` requests (0: none).
+    pub fn new(requests_recorded: usize) -> Faults {
+        Faults {
+            rules: Mutex::new(Vec::new()),
+            active: AtomicBool::new(false),
+            record: Mutex::new(Record {
+                capacity: requests_recorded,
+                entries: VecDeque::new(),
+                next: 0,
+            }),
+        }
+    }
+
+    fn rules(&self) -> std::sync::MutexGuard<'_, Vec<Rule>> {
+        self.rules
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn add(&self, rule: Rule) -> Result<(), FaultError> {
+        let mut rules = self.rules();
+        if rules.len() >= MAX_RULES {
+            return Err(FaultError::TooManyRules { limit: MAX_RULES });
+        }
+        rules.push(rule);
+        self.active.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Answers the next `count` requests of `api` (from `client_id` only, if given) with
+    /// Kafka error `code`, without handling them.
+    ///
+    /// # Errors
+    /// [`FaultError::NotServed`], [`FaultError::NoErrorField`] (the API's response cannot
+    /// carry an error at some version served), [`FaultError::NoError`] (code 0),
+    /// [`FaultError::ZeroCount`], [`FaultError::TooManyRules`].
+    pub fn fail(
+        &self,
+        api: ApiKey,
+        code: i16,
+        count: u32,
+        client_id: Option<&str>,
+    ) -> Result<(), FaultError> {
+        let entry = registry::find(api).ok_or(FaultError::NotServed { api })?;
+        if !entry.carries_errors() {
+            return Err(FaultError::NoErrorField { api });
+        }
+        if code == 0 {
+            return Err(FaultError::NoError);
+        }
+        if count == 0 {
+            return Err(FaultError::ZeroCount);
+        }
+        self.add(Rule {
+            target: target(api, client_id),
+            action: Action::Fail { code, left: count },
+        })
+    }
+
+    /// Closes the connection of each of the next `count` requests of `api` (from
+    /// `client_id` only, if given) instead of handling and answering them.
+    ///
+    /// # Errors
+    /// [`FaultError::NotServed`], [`FaultError::ZeroCount`], [`FaultError::TooManyRules`].
+    pub fn drop_connection(
+        &self,
+        api: ApiKey,
+        count: u32,
+        client_id: Option<&str>,
+    ) -> Result<(), FaultError> {
+        registry::find(api).ok_or(FaultError::NotServed { api })?;
+        if count == 0 {
+            return Err(FaultError::ZeroCount);
+        }
+        self.add(Rule {
+            target: target(api, client_id),
+            action: Action::Drop { left: count },
+        })
+    }
+
+    /// Delays every request of `api` (from `client_id` only, if given) by `ms` before it is
+    /// handled, until [`clear`](Self::clear)ed; replaces a latency set before for the same
+    /// API and client. `ms` 0 removes it.
+    ///
+    /// # Errors
+    /// [`FaultError::NotServed`], [`FaultError::LatencyTooLong`],
+    /// [`FaultError::TooManyRules`].
+    pub fn latency(&self, api: ApiKey, ms: u64, client_id: Option<&str>) -> Result<(), FaultError> {
+        registry::find(api).ok_or(FaultError::NotServed { api })?;
+        if ms > MAX_LATENCY_MS {
+            return Err(FaultError::LatencyTooLong {
+                ms,
+                max: MAX_LATENCY_MS,
+            });
+        }
+        let target = target(api, client_id);
+        let mut rules = self.rules();
+        rules.retain(|r| !(matches!(r.action, Action::Latency { .. }) && r.target == target));
+        if ms > 0 {
+            if rules.len() >= MAX_RULES {
+                return Err(FaultError::TooManyRules { limit: MAX_RULES });
+            }
+            rules.push(Rule {
+                target,
+                action: Action::Latency { ms },
+            });
+        }
+        self.active.store(!rules.is_empty(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Removes every rule (the record stays).
+    pub fn clear(&self) {
+        let mut rules = self.rules();
+        rules.clear();
+        self.active.store(false, Ordering::Release);
+    }
+
+    /// How many rules are set (a `fail` or `drop` rule goes once used up).
+    pub fn rule_count(&self) -> usize {
+        self.rules().len()
+    }
+
+    /// What the hook does with a request of `api` from `client_id`: uses up one request
+    /// of the oldest `fail` or `drop` rule matching it.
+    pub(crate) fn on_request(&self, api: ApiKey, client_id: &str) -> Verdict {
+        if !self.active.load(Ordering::Acquire) {
+            return Verdict::default();
+        }
+        let mut rules = self.rules();
+        let delay = rules
+            .iter()
+            .filter(|r| r.target.matches(api, client_id))
+            .filter_map(|r| match r.action {
+                Action::Latency { ms } => Some(ms),
+                _ => None,
+            })
+            .max()
+            .map(Duration::from_millis);
+        let mut action = None;
+        let mut used_up = None;
+        for (i, rule) in rules.iter_mut().enumerate() {
+            if !rule.target.matches(api, client_id) {
+                continue;
+            }
+            let left = match &mut rule.action {
+                Action::Fail { code, left } => {
+                    action = Some(Instead::Fail(*code));
+                    left
+                }
+                Action::Drop { left } => {
+                    action = Some(Instead::Drop);
+                    left
+                }
+                Action::Latency { .. } => continue,
+            };
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                used_up = Some(i);
+            }
+            break;
+        }
+        if let Some(i) = used_up {
+            rules.remove(i);
+        }
+        self.active.store(!rules.is_empty(), Ordering::Release);
+        Verdict { delay, action }
+    }
+
+    fn record_lock(&self) -> std::sync::MutexGuard<'_, Record> {
+        self.record
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Appends a request to the record (its `seq` is given here).
+    pub(crate) fn record(&self, mut seen: SeenRequest) {
+        let mut record = self.record_lock();
+        seen.seq = record.next;
+        record.next += 1;
+        if record.capacity == 0 {
+            return;
+        }
+        if record.entries.len() >= record.capacity {
+            record.entries.pop_front();
+        }
+        record.entries.push_back(seen);
+    }
+
+    /// The recorded requests with a sequence number of `since` or more, oldest first.
+    pub fn requests_since(&self, since: u64) -> SeenRequests {
+        let record = self.record_lock();
+        let oldest = record.entries.front().map_or(record.next, |e| e.seq);
+        SeenRequests {
+            requests: record
+                .entries
+                .iter()
+                .filter(|e| e.seq >= since)
+                .cloned()
+                .collect(),
+            next: record.next,
+            missed: oldest
+                .saturating_sub(since)
+                .min(record.next.saturating_sub(since)),
+        }
+    }
+
+    /// Every recorded request still held, oldest first.
+    pub fn requests(&self) -> Vec<SeenRequest> {
+        self.requests_since(0).requests
+    }
+}
+
+fn target(api: ApiKey, client_id: Option<&str>) -> Target {
+    Target {
+        api,
+        client_id: client_id.map(str::to_owned),
+    }
+}
+
+/// `s` cut to at most [`MAX_RECORDED_STRING`] bytes, at a character boundary.
+pub(crate) fn bounded(s: &str) -> String {
+    let mut end = s.len().min(MAX_RECORDED_STRING);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+/// The group a request is about, for the APIs that name one group.
+pub(crate) fn group_of(request: &dyn Any, version: i16) -> Option<String> {
+    let group = if let Some(r) = request.downcast_ref::<JoinGroupRequest>() {
+        r.group_id.as_str()
+    } else if let Some(r) = request.downcast_ref::<SyncGroupRequest>() {
+        r.group_id.as_str()
+    } else if let Some(r) = request.downcast_ref::<HeartbeatRequest>() {
+        r.group_id.as_str()
+    } else if let Some(r) = request.downcast_ref::<LeaveGroupRequest>() {
+        r.group_id.as_str()
+    } else if let Some(r) = request.downcast_ref::<OffsetCommitRequest>() {
+        r.group_id.as_str()
+    } else if let Some(r) = request.downcast_ref::<TxnOffsetCommitRequest>() {
+        r.group_id.as_str()
+    } else if let Some(r) = request.downcast_ref::<ConsumerGroupHeartbeatRequest>() {
+        r.group_id.as_str()
+    } else if let Some(r) = request.downcast_ref::<OffsetFetchRequest>() {
+        if version < 8 {
+            r.group_id.as_str()
+        } else {
+            r.groups.first()?.group_id.as_str()
+        }
+    } else if let Some(r) = request.downcast_ref::<FindCoordinatorRequest>() {
+        // key type 0 is a group (1 a transactional id, 2 a share group)
+        if r.key_type != 0 {
+            return None;
+        }
+        if version < 4 {
+            r.key.as_str()
+        } else {
+            r.coordinator_keys.first()?.as_str()
+        }
+    } else {
+        return None;
+    };
+    Some(bounded(group))
+}
+
+/// The top-level error code of a response, for the responses that have one at `version`.
+pub(crate) fn top_level_code(response: &dyn Any, version: i16) -> Option<i16> {
+    macro_rules! always {
+        ($($t:ty),* $(,)?) => {
+            $(if let Some(r) = response.downcast_ref::<$t>() {
+                return Some(r.error_code);
+            })*
+        };
+    }
+    always!(
+        HeartbeatResponse,
+        JoinGroupResponse,
+        SyncGroupResponse,
+        LeaveGroupResponse,
+        ListGroupsResponse,
+        ApiVersionsResponse,
+        InitProducerIdResponse,
+        AddOffsetsToTxnResponse,
+        EndTxnResponse,
+        ListTransactionsResponse,
+        ConsumerGroupHeartbeatResponse,
+        SaslHandshakeResponse,
+        SaslAuthenticateResponse,
+        DescribeClusterResponse,
+    );
+    if let Some(r) = response.downcast_ref::<OffsetFetchResponse>() {
+        return (2..8).contains(&version).then_some(r.error_code);
+    }
+    if let Some(r) = response.downcast_ref::<FetchResponse>() {
+        return (version >= 7).then_some(r.error_code);
+    }
+    if let Some(r) = response.downcast_ref::<FindCoordinatorResponse>() {
+        return match r.coordinators.first() {
+            Some(c) if version >= 4 => Some(c.error_code),
+            _ => (version < 4).then_some(r.error_code),
+        };
+    }
+    if let Some(r) = response.downcast_ref::<MetadataResponse>() {
+        return (version >= 13).then_some(r.error_code);
+    }
+    None
+}
+
+/// The error answer of the APIs whose responses carry errors per partition (or per topic or
+/// group), built from the request: `None` for the others (their answer is the generic one,
+/// see [`registry`]).
+pub(crate) fn per_partition_answer(
+    key: ApiKey,
+    request: &dyn Any,
+    version: i16,
+    correlation_id: i32,
+    code: i16,
+) -> Option<Result<bytes::BytesMut, String>> {
+    if let Some(r) = request.downcast_ref::<ProduceRequest>() {
+        let body = ProduceResponse::default().with_responses(
+            r.topic_data
+                .iter()
+                .map(|t| {
+                    produce_response::TopicProduceResponse::default()
+                        .with_name(t.name.clone())
+                        .with_topic_id(t.topic_id)
+                        .with_partition_responses(
+                            t.partition_data
+                                .iter()
+                                .map(|p| {
+                                    produce_response::PartitionProduceResponse::default()
+                                        .with_index(p.index)
+                                        .with_error_code(code)
+                                        .with_base_offset(-1)
+                                        .with_log_append_time_ms(-1)
+                                        .with_log_start_offset(-1)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        );
+        return Some(crate::codec::encode_response(
+            key,
+            version,
+            correlation_id,
+            &body,
+        ));
+    }
+    if let Some(r) = request.downcast_ref::<FetchRequest>() {
+        let body = FetchResponse::default()
+            .with_error_code(if version >= 7 { code } else { 0 })
+            .with_session_id(0)
+            .with_responses(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        fetch_response::FetchableTopicResponse::default()
+                            .with_topic(t.topic.clone())
+                            .with_topic_id(t.topic_id)
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        fetch_response::PartitionData::default()
+                                            .with_partition_index(p.partition)
+                                            .with_error_code(code)
+                                            .with_high_watermark(-1)
+                                            .with_last_stable_offset(-1)
+                                            .with_log_start_offset(-1)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            );
+        return Some(crate::codec::encode_response(
+            key,
+            version,
+            correlation_id,
+            &body,
+        ));
+    }
+    if let Some(r) = request.downcast_ref::<ListOffsetsRequest>() {
+        let body = ListOffsetsResponse::default().with_topics(
+            r.topics
+                .iter()
+                .map(|t| {
+                    list_offsets_response::ListOffsetsTopicResponse::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    list_offsets_response::ListOffsetsPartitionResponse::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(code)
+                                        .with_timestamp(-1)
+                                        .with_offset(-1)
+                                        .with_leader_epoch(-1)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        );
+        return Some(crate::codec::encode_response(
+            key,
+            version,
+            correlation_id,
+            &body,
+        ));
+    }
+    if let Some(r) = request.downcast_ref::<OffsetCommitRequest>() {
+        let body = OffsetCommitResponse::default().with_topics(
+            r.topics
+                .iter()
+                .map(|t| {
+                    offset_commit_response::OffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_topic_id(t.topic_id)
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    offset_commit_response::OffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(code)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        );
+        return Some(crate::codec::encode_response(
+            key,
+            version,
+            correlation_id,
+            &body,
+        ));
+    }
+    if let Some(r) = request.downcast_ref::<OffsetFetchRequest>() {
+        let body = if version >= 8 {
+            OffsetFetchResponse::default().with_groups(
+                r.groups
+                    .iter()
+                    .map(|g| {
+                        offset_fetch_response::OffsetFetchResponseGroup::default()
+                            .with_group_id(g.group_id.clone())
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            )
+        } else {
+            let partitions = r.topics.iter().flatten().map(|t| {
+                offset_fetch_response::OffsetFetchResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partition_indexes
+                            .iter()
+                            .map(|&p| {
+                                offset_fetch_response::OffsetFetchResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_committed_offset(-1)
+                                    .with_committed_leader_epoch(-1)
+                                    .with_metadata(Some(Default::default()))
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            });
+            // v2-7 carry the error at the top level too; v1 only per partition.
+            OffsetFetchResponse::default()
+                .with_error_code(if version >= 2 { code } else { 0 })
+                .with_topics(partitions.collect())
+        };
+        return Some(crate::codec::encode_response(
+            key,
+            version,
+            correlation_id,
+            &body,
+        ));
+    }
+    if let Some(r) = request.downcast_ref::<MetadataRequest>() {
+        let body = if version >= 13 {
+            MetadataResponse::default().with_error_code(code)
+        } else {
+            MetadataResponse::default().with_topics(
+                r.topics
+                    .iter()
+                    .flatten()
+                    .map(|t| {
+                        metadata_response::MetadataResponseTopic::default()
+                            .with_error_code(code)
+                            .with_name(t.name.clone())
+                            .with_topic_id(t.topic_id)
+                    })
+                    .collect(),
+            )
+        };
+        let body = body.with_controller_id(BrokerId(-1));
+        return Some(crate::codec::encode_response(
+            key,
+            version,
+            correlation_id,
+            &body,
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(api: ApiKey) -> SeenRequest {
+        SeenRequest {
+            seq: 0,
+            connection: 1,
+            api,
+            api_key: api as i16,
+            version: 0,
+            client_id: "c".into(),
+            group_id: None,
+            outcome: Outcome::Answered,
+            error_code: None,
+        }
+    }
+
+    #[test]
+    fn api_names_and_numbers() {
+        assert_eq!(parse_api("Heartbeat"), Ok(ApiKey::Heartbeat));
+        assert_eq!(parse_api("offsetcommit"), Ok(ApiKey::OffsetCommit));
+        assert_eq!(parse_api("12"), Ok(ApiKey::Heartbeat));
+        assert_eq!(parse_api("Nope").map_err(|e| e.code()), Err("UNKNOWN_API"));
+        assert_eq!(parse_api("9999").map_err(|e| e.code()), Err("UNKNOWN_API"));
+    }
+
+    #[test]
+    fn fail_rules_are_used_up_in_order_and_per_client() {
+        let f = Faults::default();
+        f.fail(ApiKey::Heartbeat, 27, 2, Some("a")).unwrap();
+        f.fail(ApiKey::Heartbeat, 25, 1, None).unwrap();
+        let code = |c: &str| f.on_request(ApiKey::Heartbeat, c).action;
+        assert_eq!(
+            code("b"),
+            Some(Instead::Fail(25)),
+            "the rule for all, b's first"
+        );
+        assert_eq!(code("a"), Some(Instead::Fail(27)));
+        assert_eq!(code("a"), Some(Instead::Fail(27)));
+        assert_eq!(code("a"), None);
+        assert_eq!(f.rule_count(), 0);
+        assert_eq!(f.on_request(ApiKey::JoinGroup, "a"), Verdict::default());
+    }
+
+    #[test]
+    fn refusals_are_typed() {
+        let f = Faults::default();
+        let err = |r: Result<(), FaultError>| r.unwrap_err().code();
+        assert_eq!(err(f.fail(ApiKey::Heartbeat, 0, 1, None)), "NO_ERROR");
+        assert_eq!(err(f.fail(ApiKey::Heartbeat, 27, 0, None)), "ZERO_COUNT");
+        assert_eq!(
+            err(f.fail(ApiKey::CreateDelegationToken, 1, 1, None)),
+            "NOT_SERVED"
+        );
+        let e = f.fail(ApiKey::DescribeGroups, 16, 1, None).unwrap_err();
+        assert_eq!(e.code(), "NO_ERROR_FIELD");
+        assert!(e.to_string().contains("DescribeGroups"), "{e}");
+        assert_eq!(
+            err(f.latency(ApiKey::Fetch, MAX_LATENCY_MS + 1, None)),
+            "LATENCY_TOO_LONG"
+        );
+        for _ in 0..MAX_RULES {
+            f.drop_connection(ApiKey::Fetch, 1, None).unwrap();
+        }
+        assert_eq!(
+            err(f.drop_connection(ApiKey::Fetch, 1, None)),
+            "TOO_MANY_RULES"
+        );
+        f.clear();
+        assert_eq!(f.rule_count(), 0);
+    }
+
+    #[test]
+    fn latency_replaces_and_the_longest_applies() {
+        let f = Faults::default();
+        f.latency(ApiKey::Fetch, 100, None).unwrap();
+        f.latency(ApiKey::Fetch, 50, None).unwrap();
+        f.latency(ApiKey::Fetch, 70, Some("a")).unwrap();
+        assert_eq!(f.rule_count(), 2);
+        let delay = |c: &str| f.on_request(ApiKey::Fetch, c).delay;
+        assert_eq!(delay("a"), Some(Duration::from_millis(70)));
+        assert_eq!(delay("b"), Some(Duration::from_millis(50)));
+        f.latency(ApiKey::Fetch, 0, None).unwrap();
+        assert_eq!(delay("b"), None);
+    }
+
+    #[test]
+    fn the_record_is_a_ring_read_since_a_sequence_number() {
+        let f = Faults::new(3);
+        for _ in 0..5 {
+            f.record(seen(ApiKey::Heartbeat));
+        }
+        let all = f.requests_since(0);
+        assert_eq!(
+            all.requests.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            [2, 3, 4]
+        );
+        assert_eq!((all.next, all.missed), (5, 2));
+        let later = f.requests_since(4);
+        assert_eq!((later.requests.len(), later.missed), (1, 0));
+        assert_eq!(f.requests_since(9).requests.len(), 0);
+        let none = Faults::new(0);
+        none.record(seen(ApiKey::Heartbeat));
+        assert_eq!(none.requests_since(0).next, 1);
+        assert!(none.requests().is_empty());
+    }
+
+    #[test]
+    fn strings_are_cut_at_a_boundary() {
+        let long = "é".repeat(200);
+        let cut = bounded(&long);
+        assert!(cut.len() <= MAX_RECORDED_STRING && long.starts_with(&cut));
+    }
+}

@@ -1,0 +1,568 @@
+//! Faults on demand and the record of requests (issue 44): through the library's
+//! `broker::testing::TestBroker`, the wire, the control port and the binary.
+
+use std::net::SocketAddr;
+
+use crate::common;
+
+use broker::faults::Outcome;
+use broker::testing::TestBroker;
+use broker::BrokerConfig;
+use bytes::{BufMut, Bytes, BytesMut};
+use common::*;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::records::Compression;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+const REBALANCE_IN_PROGRESS: i16 = 27;
+const NOT_COORDINATOR: i16 = 16;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+async fn start(config: BrokerConfig) -> TestBroker {
+    bounded("start", TestBroker::with_config(config))
+        .await
+        .expect("the broker starts")
+}
+
+async fn client(broker: &TestBroker, client_id: &'static str) -> Client {
+    let mut c = Client::connect(broker.addr()).await;
+    c.client_id = client_id;
+    c
+}
+
+fn join_request(group: &str, member: &str) -> JoinGroupRequest {
+    let mut subscription = BytesMut::new();
+    subscription.put_i16(0);
+    ConsumerProtocolSubscription::default()
+        .with_topics(vec![s("t")])
+        .encode(&mut subscription, 0)
+        .unwrap();
+    JoinGroupRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s(member))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(60_000)
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+        )
+        .with_name(s("range"))
+        .with_metadata(subscription.freeze())])
+}
+
+/// The only member of `group`, joined and synced: (member id, generation).
+async fn member_of(c: &mut Client, group: &str) -> (StrBytes, i32) {
+    let first = c.call(&join_request(group, ""), 5).await;
+    assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED");
+    let joined = c.call(&join_request(group, &first.member_id), 5).await;
+    assert_eq!(joined.error_code, 0);
+    let sync = SyncGroupRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id(joined.generation_id)
+        .with_member_id(joined.member_id.clone())
+        .with_assignments(vec![
+            sync_group_request::SyncGroupRequestAssignment::default()
+                .with_member_id(joined.member_id.clone())
+                .with_assignment(Bytes::new()),
+        ]);
+    assert_eq!(c.call(&sync, 3).await.error_code, 0);
+    (joined.member_id, joined.generation_id)
+}
+
+fn heartbeat(group: &str, member: &StrBytes, generation: i32) -> HeartbeatRequest {
+    HeartbeatRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(member.clone())
+        .with_generation_id(generation)
+}
+
+#[tokio::test]
+async fn a_heartbeat_fails_twice_for_one_client_only_then_succeeds() {
+    let broker = start(TestBroker::test_config()).await;
+    let mut a = client(&broker, "a").await;
+    let mut b = client(&broker, "b").await;
+    let (ma, ga) = member_of(&mut a, "ga").await;
+    let (mb, gb) = member_of(&mut b, "gb").await;
+    broker
+        .faults()
+        .fail(ApiKey::Heartbeat, REBALANCE_IN_PROGRESS, 2, Some("a"))
+        .unwrap();
+    let beat_b = b.call(&heartbeat("gb", &mb, gb), 4).await;
+    assert_eq!(beat_b.error_code, 0, "client b is not affected");
+    for _ in 0..2 {
+        let beat_a = a.call(&heartbeat("ga", &ma, ga), 4).await;
+        assert_eq!(beat_a.error_code, REBALANCE_IN_PROGRESS);
+    }
+    assert_eq!(a.call(&heartbeat("ga", &ma, ga), 4).await.error_code, 0);
+    assert_eq!(b.call(&heartbeat("gb", &mb, gb), 4).await.error_code, 0);
+    // The failed heartbeats were not handled: a's group is still stable at its generation
+    // (an older Heartbeat version answers the same).
+    assert_eq!(a.call(&heartbeat("ga", &ma, ga), 0).await.error_code, 0);
+    assert_eq!(broker.faults().rule_count(), 0, "the rule is used up");
+}
+
+#[tokio::test]
+async fn a_failed_offset_commit_commits_nothing() {
+    let broker = start(common::config()).await;
+    let mut c = client(&broker, "c").await;
+    let r = c
+        .call(&commit("g", "", -1, &[("t", 0, 5), ("t", 1, 6)]), 8)
+        .await;
+    assert_eq!(commit_codes(&r), [0, 0]);
+    broker
+        .faults()
+        .fail(ApiKey::OffsetCommit, NOT_COORDINATOR, 1, None)
+        .unwrap();
+    let r = c
+        .call(&commit("g", "", -1, &[("t", 0, 9), ("t", 1, 9)]), 8)
+        .await;
+    assert_eq!(
+        commit_codes(&r),
+        [NOT_COORDINATOR, NOT_COORDINATOR],
+        "per partition"
+    );
+    assert_eq!(r.topics[0].name.as_str(), "t");
+    // OffsetFetch: the old offsets.
+    let r = c.call(&offset_fetch("g", &[0, 1]), 7).await;
+    assert_eq!((r.error_code, fetched(&r)), (0, vec![5, 6]));
+    // The rule is used up: the next commit lands.
+    let r = c.call(&commit("g", "", -1, &[("t", 0, 9)]), 8).await;
+    assert_eq!(commit_codes(&r), [0]);
+    // OffsetFetch failed per group (v8+) and at the top level (v2-7).
+    broker
+        .faults()
+        .fail(ApiKey::OffsetFetch, NOT_COORDINATOR, 2, None)
+        .unwrap();
+    assert_eq!(
+        c.call(&offset_fetch("g", &[0]), 7).await.error_code,
+        NOT_COORDINATOR
+    );
+    let batched = OffsetFetchRequest::default().with_groups(vec![
+        offset_fetch_request::OffsetFetchRequestGroup::default().with_group_id(GroupId(s("g"))),
+    ]);
+    let r = c.call(&batched, 8).await;
+    assert_eq!(r.groups[0].error_code, NOT_COORDINATOR);
+    assert_eq!(r.groups[0].group_id.as_str(), "g");
+}
+
+#[tokio::test]
+async fn a_failed_produce_appends_nothing() {
+    let broker = start(common::config()).await;
+    let mut c = client(&broker, "p").await;
+    let one = batch(&[record(0, 1)], Compression::None);
+    assert_eq!(produce(&mut c, "t", 0, one.clone(), 9).await, (0, 0));
+    broker
+        .faults()
+        .fail(ApiKey::Produce, NOT_LEADER_OR_FOLLOWER, 1, None)
+        .unwrap();
+    let (code, _) = produce(&mut c, "t", 0, one.clone(), 9).await;
+    assert_eq!(code, NOT_LEADER_OR_FOLLOWER);
+    let r = c.call(&fetch_request("t", 0, 0), 12).await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(
+        (p.error_code, p.high_watermark),
+        (0, 1),
+        "one record, not two"
+    );
+    assert_eq!(decode_records(p).len(), 1);
+    // The rule is used up; and a Fetch fault is per partition (and top-level from v7).
+    assert_eq!(produce(&mut c, "t", 0, one, 9).await, (0, 1));
+    broker
+        .faults()
+        .fail(ApiKey::Fetch, NOT_LEADER_OR_FOLLOWER, 1, None)
+        .unwrap();
+    let r = c.call(&fetch_request("t", 0, 0), 12).await;
+    assert_eq!(r.error_code, NOT_LEADER_OR_FOLLOWER);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        NOT_LEADER_OR_FOLLOWER
+    );
+    let records = &r.responses[0].partitions[0].records;
+    assert!(records.as_ref().is_none_or(Bytes::is_empty), "no records");
+}
+
+#[tokio::test]
+async fn latency_delays_one_clients_answers_behind_a_later_request() {
+    let broker = start(TestBroker::test_config()).await;
+    broker
+        .faults()
+        .latency(ApiKey::ApiVersions, 1_000, Some("slow"))
+        .unwrap();
+    let mut slow = client(&broker, "slow").await;
+    let mut fast = client(&broker, "fast").await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    // The slow client's request is written first.
+    let correlation = slow.send(&ApiVersionsRequest::default(), 3).await;
+    let slow_tx = tx.clone();
+    let slow_task = tokio::spawn(async move {
+        let r = slow.receive::<ApiVersionsRequest>(correlation, 3).await;
+        slow_tx.send(("slow", r.error_code)).unwrap();
+    });
+    let fast_task = tokio::spawn(async move {
+        let r = fast.call(&ApiVersionsRequest::default(), 3).await;
+        tx.send(("fast", r.error_code)).unwrap();
+    });
+    let mut order = Vec::new();
+    for _ in 0..2 {
+        order.push(bounded("an answer", rx.recv()).await.unwrap());
+    }
+    assert_eq!(order, [("fast", 0), ("slow", 0)]);
+    slow_task.await.unwrap();
+    fast_task.await.unwrap();
+    // The delayed request was handled, once.
+    let seen = broker.faults().requests();
+    assert_eq!(
+        seen.iter().filter(|r| r.client_id == "slow").count(),
+        1,
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_drop_closes_that_connection_only() {
+    let broker = start(TestBroker::test_config()).await;
+    let mut other = client(&broker, "x").await;
+    let mut victim = client(&broker, "x").await;
+    assert_eq!(
+        other
+            .call(&ApiVersionsRequest::default(), 3)
+            .await
+            .error_code,
+        0
+    );
+    broker
+        .faults()
+        .drop_connection(ApiKey::Metadata, 1, Some("x"))
+        .unwrap();
+    let correlation = victim.send(&MetadataRequest::default(), 12).await;
+    assert!(victim
+        .receive_or_closed::<MetadataRequest>(correlation, 12)
+        .await
+        .is_none());
+    // The other connection of the same client is untouched, and the rule is used up.
+    assert_eq!(
+        other
+            .call(&ApiVersionsRequest::default(), 3)
+            .await
+            .error_code,
+        0
+    );
+    let r = other.call(&MetadataRequest::default(), 12).await;
+    assert_eq!(r.brokers.len(), 1);
+    let seen = broker.faults().requests();
+    let dropped: Vec<_> = seen
+        .iter()
+        .filter(|r| r.outcome == Outcome::Dropped)
+        .collect();
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(
+        (dropped[0].api, dropped[0].error_code),
+        (ApiKey::Metadata, None)
+    );
+}
+
+#[tokio::test]
+async fn the_record_lists_requests_in_order_with_codes_and_is_bounded() {
+    let config = BrokerConfig {
+        requests_recorded: 4,
+        ..common::config()
+    };
+    let broker = start(config).await;
+    let faults = broker.faults();
+    faults
+        .fail(ApiKey::Heartbeat, REBALANCE_IN_PROGRESS, 1, None)
+        .unwrap();
+    let mut c = client(&broker, "rec").await;
+    let mut d = client(&broker, "other").await;
+    assert_eq!(
+        c.call(&ApiVersionsRequest::default(), 3).await.error_code,
+        0
+    );
+    let hb = heartbeat("g", &s("m"), 1);
+    assert_eq!(c.call(&hb, 4).await.error_code, REBALANCE_IN_PROGRESS);
+    let unknown_member = c.call(&hb, 4).await.error_code;
+    assert_ne!(unknown_member, 0);
+    assert_eq!(c.call(&join_request("g", ""), 5).await.error_code, 79);
+    assert_eq!(d.call(&ListGroupsRequest::default(), 4).await.error_code, 0);
+    let r = c.call(&commit("g2", "", -1, &[("t", 0, 1)]), 8).await;
+    assert_eq!(commit_codes(&r), [0]);
+
+    let all = faults.requests_since(0);
+    assert_eq!((all.next, all.missed), (6, 2), "{all:?}");
+    let got: Vec<_> = all
+        .requests
+        .iter()
+        .map(|r| {
+            (
+                r.seq,
+                r.api,
+                r.version,
+                r.client_id.as_str(),
+                r.group_id.as_deref(),
+                r.outcome,
+                r.error_code,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                2,
+                ApiKey::Heartbeat,
+                4,
+                "rec",
+                Some("g"),
+                Outcome::Answered,
+                Some(unknown_member)
+            ),
+            (
+                3,
+                ApiKey::JoinGroup,
+                5,
+                "rec",
+                Some("g"),
+                Outcome::Answered,
+                Some(79)
+            ),
+            (
+                4,
+                ApiKey::ListGroups,
+                4,
+                "other",
+                None,
+                Outcome::Answered,
+                Some(0)
+            ),
+            (
+                5,
+                ApiKey::OffsetCommit,
+                8,
+                "rec",
+                Some("g2"),
+                Outcome::Answered,
+                None
+            ),
+        ]
+    );
+    assert_ne!(all.requests[2].connection, all.requests[3].connection);
+    assert_eq!(all.requests[0].connection, all.requests[3].connection);
+    let since = faults.requests_since(4);
+    assert_eq!((since.requests.len(), since.missed, since.next), (2, 0, 6));
+    assert!(faults.requests_since(6).requests.is_empty());
+}
+
+#[tokio::test]
+async fn the_record_keeps_a_failed_request_with_its_injected_code() {
+    let broker = start(TestBroker::test_config()).await;
+    broker
+        .faults()
+        .fail(ApiKey::Heartbeat, REBALANCE_IN_PROGRESS, 1, None)
+        .unwrap();
+    let mut c = client(&broker, "rec").await;
+    c.call(&heartbeat("g", &s("m"), 1), 2).await;
+    let seen = broker.faults().requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        (
+            seen[0].seq,
+            seen[0].outcome,
+            seen[0].error_code,
+            seen[0].version
+        ),
+        (0, Outcome::Failed, Some(REBALANCE_IN_PROGRESS), 2)
+    );
+}
+
+/// One JSON-lines connection to the control port.
+struct Control {
+    lines: tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>,
+    write: tokio::net::tcp::OwnedWriteHalf,
+}
+
+impl Control {
+    async fn connect(addr: SocketAddr) -> Control {
+        let stream = bounded("control connect", TcpStream::connect(addr))
+            .await
+            .unwrap();
+        let (read, write) = stream.into_split();
+        Control {
+            lines: BufReader::new(read).lines(),
+            write,
+        }
+    }
+
+    async fn send_line(&mut self, line: &str) -> Option<Value> {
+        self.write.write_all(line.as_bytes()).await.unwrap();
+        self.write.write_all(b"\n").await.unwrap();
+        let answer = bounded("control answer", self.lines.next_line())
+            .await
+            .unwrap()?;
+        Some(serde_json::from_str(&answer).expect("one JSON object per line"))
+    }
+
+    async fn call(&mut self, request: Value) -> Value {
+        self.send_line(&request.to_string())
+            .await
+            .expect("an answer")
+    }
+}
+
+#[tokio::test]
+async fn the_control_port_sets_faults_reads_the_record_and_answers_bad_lines() {
+    let config = BrokerConfig {
+        control_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..TestBroker::test_config()
+    };
+    let broker = start(config).await;
+    let addr = broker.control_addr().expect("a control port");
+    let mut control = Control::connect(addr).await;
+    let ok = json!({"ok": true});
+    assert_eq!(
+        control
+            .call(json!({"op":"fail","api":"Heartbeat","error":27,"count":2,"client_id":"a"}))
+            .await,
+        ok
+    );
+    let mut a = client(&broker, "a").await;
+    let mut b = client(&broker, "b").await;
+    let (ma, ga) = member_of(&mut a, "ga").await;
+    let (mb, gb) = member_of(&mut b, "gb").await;
+    assert_eq!(b.call(&heartbeat("gb", &mb, gb), 4).await.error_code, 0);
+    for _ in 0..2 {
+        let code = a.call(&heartbeat("ga", &ma, ga), 4).await.error_code;
+        assert_eq!(code, REBALANCE_IN_PROGRESS);
+    }
+    assert_eq!(a.call(&heartbeat("ga", &ma, ga), 4).await.error_code, 0);
+
+    // Bad lines are answered with an error, and the connection goes on.
+    let bad = control.send_line("{this is not json").await.unwrap();
+    assert_eq!(
+        (bad["ok"].clone(), bad["code"].clone()),
+        (json!(false), json!("BAD_JSON"))
+    );
+    assert!(bad["error"].as_str().is_some_and(|e| !e.is_empty()));
+    let bad = control
+        .call(json!({"op":"fail","api":"DescribeGroups","error":1}))
+        .await;
+    assert_eq!(bad["code"], "NO_ERROR_FIELD");
+    assert!(
+        bad["error"].as_str().unwrap().contains("DescribeGroups"),
+        "{bad}"
+    );
+    let bad = control
+        .call(json!({"op":"latency","api":"Nope","ms":1}))
+        .await;
+    assert_eq!(bad["code"], "UNKNOWN_API");
+    assert_eq!(
+        control
+            .call(json!({"op":"drop","api":3,"count":1,"client_id":"a"}))
+            .await,
+        ok
+    );
+    assert_eq!(control.call(json!({"op":"clear"})).await, ok);
+
+    // The record over the port, in order, with the codes.
+    let seen = control.call(json!({"op":"requests","since":0})).await;
+    assert_eq!(seen["ok"], true);
+    let heartbeats: Vec<(String, i64, String)> = seen["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["api"] == "Heartbeat")
+        .map(|r| {
+            (
+                r["client_id"].as_str().unwrap().to_owned(),
+                r["error_code"].as_i64().unwrap(),
+                r["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let row = |c: &str, code, o: &str| (c.to_owned(), code, o.to_owned());
+    assert_eq!(
+        heartbeats,
+        [
+            row("b", 0, "answered"),
+            row("a", 27, "failed"),
+            row("a", 27, "failed"),
+            row("a", 0, "answered"),
+        ]
+    );
+    let next = seen["next"].as_u64().unwrap();
+    let later = control.call(json!({"op":"requests","since":next})).await;
+    assert_eq!(later["requests"], json!([]));
+
+    // A line over the limit is refused and closes that control connection only.
+    let long = format!("{{\"op\":\"clear\",\"x\":\"{}\"}}", "x".repeat(70 * 1024));
+    let refused = control.send_line(&long).await.unwrap();
+    assert_eq!(refused["code"], "LINE_TOO_LONG");
+    let mut again = Control::connect(addr).await;
+    assert_eq!(again.call(json!({"op":"clear"})).await, ok);
+}
+
+#[tokio::test]
+async fn the_binary_refuses_a_remote_control_port_and_serves_a_loopback_one() {
+    let out = bounded(
+        "broker refuses",
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_broker"))
+            .args(["--listen", "127.0.0.1:0", "--control-listen", "0.0.0.0:0"])
+            .env("RUST_LOG", "off")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("control-listen") && stderr.contains("loopback"),
+        "{stderr}"
+    );
+
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_broker"));
+    command
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--control-listen",
+            "127.0.0.1:0",
+            "--requests-recorded",
+            "2",
+        ])
+        .env("RUST_LOG", "off");
+    let (_child, addr, mut lines) = spawn_listening(command).await;
+    let line = bounded("control line", lines.next_line())
+        .await
+        .unwrap()
+        .expect("a control line");
+    let control_addr: SocketAddr = line
+        .strip_prefix("control on ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .parse()
+        .unwrap();
+    let mut control = Control::connect(control_addr).await;
+    let set = json!({"op":"fail","api":"ApiVersions","error":REBALANCE_IN_PROGRESS,"count":1});
+    assert_eq!(control.call(set).await, json!({"ok": true}));
+    let mut c = Client::connect(addr).await;
+    assert_eq!(
+        c.call(&ApiVersionsRequest::default(), 3).await.error_code,
+        REBALANCE_IN_PROGRESS
+    );
+    assert_eq!(
+        c.call(&ApiVersionsRequest::default(), 3).await.error_code,
+        0
+    );
+    c.call(&ApiVersionsRequest::default(), 3).await;
+    let seen = control.call(json!({"op":"requests"})).await;
+    assert_eq!(
+        (seen["next"].clone(), seen["missed"].clone()),
+        (json!(3), json!(1))
+    );
+    assert_eq!(seen["requests"].as_array().map(Vec::len), Some(2));
+}
