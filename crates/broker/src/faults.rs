@@ -13,7 +13,9 @@
 //!   response of the request's API and version, with the code at its top level where the
 //!   response has one, per partition for Produce, Fetch (and at the top level from v7),
 //!   ListOffsets, OffsetCommit and OffsetFetch (v1 per partition, v2-7 at the top level,
-//!   v8+ per group), and per topic for Metadata before v13 (at the top level from v13).
+//!   v8+ per group), per topic for Metadata before v13 (at the top level from v13), per
+//!   key for FindCoordinator v4+ (at the top level before), at the top level for
+//!   ConsumerGroupHeartbeat.
 //!   An API whose response cannot carry an error is refused when the rule is set
 //!   ([`FaultError::NoErrorField`]). librdkafka's `rd_kafka_mock_push_request_errors`.
 //! - [`latency`](Faults::latency): every request of an API (from every client, or one)
@@ -781,6 +783,49 @@ pub(crate) fn per_partition_answer(
             &body,
         ));
     }
+    if let Some(r) = request.downcast_ref::<FindCoordinatorRequest>() {
+        // v0-3 at the top level, v4+ per key (no generic answer: FindCoordinator has no
+        // UNSUPPORTED_VERSION answer of its own).
+        let none = BrokerId(-1);
+        let body = if version >= 4 {
+            FindCoordinatorResponse::default().with_coordinators(
+                r.coordinator_keys
+                    .iter()
+                    .map(|k| {
+                        find_coordinator_response::Coordinator::default()
+                            .with_key(k.clone())
+                            .with_node_id(none)
+                            .with_port(-1)
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            )
+        } else {
+            FindCoordinatorResponse::default()
+                .with_error_code(code)
+                .with_node_id(none)
+                .with_port(-1)
+        };
+        return Some(crate::codec::encode_response(
+            key,
+            version,
+            correlation_id,
+            &body,
+        ));
+    }
+    if request.is::<ConsumerGroupHeartbeatRequest>() {
+        // A top-level error, built here: ConsumerGroupHeartbeat has no UNSUPPORTED_VERSION
+        // answer of its own to generalise.
+        let body = ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(code)
+            .with_member_epoch(-1);
+        return Some(crate::codec::encode_response(
+            key,
+            version,
+            correlation_id,
+            &body,
+        ));
+    }
     if let Some(r) = request.downcast_ref::<MetadataRequest>() {
         let body = if version >= 13 {
             MetadataResponse::default().with_error_code(code)
@@ -915,6 +960,143 @@ mod tests {
         none.record(seen(ApiKey::Heartbeat));
         assert_eq!(none.requests_since(0).next, 1);
         assert!(none.requests().is_empty());
+    }
+
+    /// Every explicit error answer encodes at every version served and carries the code
+    /// where that version has room for it.
+    #[test]
+    fn explicit_answers_carry_the_code_at_every_version() {
+        use bytes::Bytes;
+        use kafka_protocol::protocol::{Decodable, StrBytes};
+        fn decode<R: Decodable>(frame: &bytes::BytesMut, key: ApiKey, version: i16) -> R {
+            let start = 8 + usize::from(key.response_header_version(version) >= 1);
+            let mut bytes = Bytes::copy_from_slice(&frame[start..]);
+            let r = R::decode(&mut bytes, version).unwrap();
+            assert!(bytes.is_empty(), "{key:?} v{version}");
+            r
+        }
+        let name = TopicName(StrBytes::from_static_str("t"));
+        let id = uuid::Uuid::from_u128(7);
+        let code = 16;
+        let versions = |key| {
+            let e = registry::find(key).unwrap();
+            e.decodable_min..=*e.versions.end()
+        };
+        let answer = |key, request: &dyn Any, v| {
+            per_partition_answer(key, request, v, 1, code)
+                .unwrap_or_else(|| panic!("{key:?}: an explicit answer"))
+                .unwrap_or_else(|e| panic!("{key:?} v{v}: {e}"))
+        };
+        let produce = ProduceRequest::default().with_topic_data(vec![
+            produce_request::TopicProduceData::default()
+                .with_name(name.clone())
+                .with_topic_id(id)
+                .with_partition_data(vec![
+                    produce_request::PartitionProduceData::default().with_index(1)
+                ]),
+        ]);
+        for v in versions(ApiKey::Produce) {
+            let r: ProduceResponse =
+                decode(&answer(ApiKey::Produce, &produce, v), ApiKey::Produce, v);
+            let p = &r.responses[0].partition_responses[0];
+            assert_eq!((p.index, p.error_code), (1, code), "v{v}");
+        }
+        let fetch = FetchRequest::default().with_topics(vec![fetch_request::FetchTopic::default()
+            .with_topic(name.clone())
+            .with_topic_id(id)
+            .with_partitions(vec![
+                fetch_request::FetchPartition::default().with_partition(1)
+            ])]);
+        for v in versions(ApiKey::Fetch) {
+            let r: FetchResponse = decode(&answer(ApiKey::Fetch, &fetch, v), ApiKey::Fetch, v);
+            assert_eq!(r.responses[0].partitions[0].error_code, code, "v{v}");
+        }
+        let list = ListOffsetsRequest::default().with_topics(vec![
+            list_offsets_request::ListOffsetsTopic::default()
+                .with_name(name.clone())
+                .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default()]),
+        ]);
+        for v in versions(ApiKey::ListOffsets) {
+            let r: ListOffsetsResponse = decode(
+                &answer(ApiKey::ListOffsets, &list, v),
+                ApiKey::ListOffsets,
+                v,
+            );
+            assert_eq!(r.topics[0].partitions[0].error_code, code, "v{v}");
+        }
+        let commit = OffsetCommitRequest::default().with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(name.clone())
+                .with_topic_id(id)
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default(),
+                ]),
+        ]);
+        for v in versions(ApiKey::OffsetCommit) {
+            let r: OffsetCommitResponse = decode(
+                &answer(ApiKey::OffsetCommit, &commit, v),
+                ApiKey::OffsetCommit,
+                v,
+            );
+            assert_eq!(r.topics[0].partitions[0].error_code, code, "v{v}");
+        }
+        let offsets = OffsetFetchRequest::default()
+            .with_topics(Some(vec![
+                offset_fetch_request::OffsetFetchRequestTopic::default()
+                    .with_name(name.clone())
+                    .with_partition_indexes(vec![0]),
+            ]))
+            .with_groups(vec![
+                offset_fetch_request::OffsetFetchRequestGroup::default(),
+            ]);
+        for v in versions(ApiKey::OffsetFetch) {
+            let r: OffsetFetchResponse = decode(
+                &answer(ApiKey::OffsetFetch, &offsets, v),
+                ApiKey::OffsetFetch,
+                v,
+            );
+            match v {
+                1 => assert_eq!(r.topics[0].partitions[0].error_code, code),
+                2..=7 => assert_eq!(r.error_code, code, "v{v}"),
+                _ => assert_eq!(r.groups[0].error_code, code, "v{v}"),
+            }
+        }
+        let metadata = MetadataRequest::default().with_topics(Some(vec![
+            metadata_request::MetadataRequestTopic::default().with_name(Some(name.clone())),
+        ]));
+        for v in versions(ApiKey::Metadata) {
+            let r: MetadataResponse =
+                decode(&answer(ApiKey::Metadata, &metadata, v), ApiKey::Metadata, v);
+            if v >= 13 {
+                assert_eq!(r.error_code, code);
+            } else {
+                assert_eq!(r.topics[0].error_code, code, "v{v}");
+            }
+        }
+        let find = FindCoordinatorRequest::default()
+            .with_key(StrBytes::from_static_str("g"))
+            .with_coordinator_keys(vec![StrBytes::from_static_str("g")]);
+        for v in versions(ApiKey::FindCoordinator) {
+            let r: FindCoordinatorResponse = decode(
+                &answer(ApiKey::FindCoordinator, &find, v),
+                ApiKey::FindCoordinator,
+                v,
+            );
+            let got = if v >= 4 {
+                r.coordinators[0].error_code
+            } else {
+                r.error_code
+            };
+            assert_eq!(got, code, "v{v}");
+        }
+        let cgh = ConsumerGroupHeartbeatRequest::default();
+        for v in versions(ApiKey::ConsumerGroupHeartbeat) {
+            let key = ApiKey::ConsumerGroupHeartbeat;
+            let r: ConsumerGroupHeartbeatResponse = decode(&answer(key, &cgh, v), key, v);
+            assert_eq!(r.error_code, code, "v{v}");
+        }
+        let other = HeartbeatRequest::default();
+        assert!(per_partition_answer(ApiKey::Heartbeat, &other, 0, 1, code).is_none());
     }
 
     #[test]

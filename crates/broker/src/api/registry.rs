@@ -214,8 +214,9 @@ impl Entry {
     }
 
     /// Whether a response of every version served can carry an error code a fault injects:
-    /// per partition (or topic, or group) for Produce, Fetch, ListOffsets, OffsetCommit,
-    /// OffsetFetch and Metadata, else at the top level, where the API's UNSUPPORTED_VERSION
+    /// per partition (or topic, or group, or key) for Produce, Fetch, ListOffsets,
+    /// OffsetCommit, OffsetFetch, Metadata and FindCoordinator, at the top level for
+    /// ConsumerGroupHeartbeat, else at the top level, where the API's UNSUPPORTED_VERSION
     /// answer puts it (see [`top_level_error`]).
     pub(crate) fn carries_errors(&self) -> bool {
         PER_PARTITION_ERRORS.contains(&self.key)
@@ -226,13 +227,17 @@ impl Entry {
 
 /// The APIs whose fault answers carry the error per partition (or per topic, or per group):
 /// built from the request by [`crate::faults::per_partition_answer`].
-const PER_PARTITION_ERRORS: [ApiKey; 6] = [
+/// FindCoordinator (per key from v4) and ConsumerGroupHeartbeat (no UNSUPPORTED_VERSION
+/// answer to generalise) are built there too.
+const PER_PARTITION_ERRORS: [ApiKey; 8] = [
     ApiKey::Produce,
     ApiKey::Fetch,
     ApiKey::ListOffsets,
     ApiKey::OffsetCommit,
     ApiKey::OffsetFetch,
     ApiKey::Metadata,
+    ApiKey::FindCoordinator,
+    ApiKey::ConsumerGroupHeartbeat,
 ];
 
 fn decode<A: Api>(body: &mut Bytes, version: i16) -> Result<Box<dyn Decoded>, String> {
