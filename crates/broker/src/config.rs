@@ -1144,6 +1144,38 @@ pub fn default_max_connections() -> usize {
 mod tests {
     use super::*;
 
+    /// The control port has no authentication: only loopback, unless allowed outright.
+    #[test]
+    fn a_control_port_off_loopback_needs_allow_plaintext_remote() {
+        let control = |address: &str, allow| BrokerConfig {
+            control_listen: Some(address.parse().unwrap()),
+            allow_plaintext_remote: allow,
+            ..BrokerConfig::default()
+        };
+        for refused in ["0.0.0.0:0", "10.1.2.3:9999", "[::]:0"] {
+            let err = control(refused, false).validate().unwrap_err();
+            assert_eq!(err.code(), "INVALID_CONFIG");
+            let text = err.to_string();
+            assert!(
+                text.contains("control-listen") && text.contains("loopback"),
+                "{text}"
+            );
+        }
+        for ok in [
+            control("127.0.0.1:0", false),
+            control("[::1]:7000", false),
+            control("0.0.0.0:0", true),
+            BrokerConfig::default(),
+        ] {
+            ok.validate().unwrap();
+        }
+        assert_eq!(
+            BrokerConfig::default().control_listen,
+            None,
+            "off by default"
+        );
+    }
+
     #[test]
     fn a_postgres_url_is_shown_without_its_password() {
         for (given, shown) in [

@@ -566,3 +566,52 @@ async fn the_binary_refuses_a_remote_control_port_and_serves_a_loopback_one() {
     );
     assert_eq!(seen["requests"].as_array().map(Vec::len), Some(2));
 }
+
+#[tokio::test]
+async fn find_coordinator_fails_per_key_and_is_recorded_with_its_group() {
+    const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    let broker = start(TestBroker::test_config()).await;
+    broker
+        .faults()
+        .fail(ApiKey::FindCoordinator, COORDINATOR_NOT_AVAILABLE, 1, None)
+        .unwrap();
+    let mut c = client(&broker, "f").await;
+    let find = FindCoordinatorRequest::default()
+        .with_key_type(0)
+        .with_coordinator_keys(vec![s("g1"), s("g2")]);
+    let r = c.call(&find, 4).await;
+    let codes: Vec<_> = r
+        .coordinators
+        .iter()
+        .map(|k| (k.key.as_str(), k.error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("g1", COORDINATOR_NOT_AVAILABLE),
+            ("g2", COORDINATOR_NOT_AVAILABLE)
+        ]
+    );
+    let r = c.call(&find, 4).await;
+    assert!(r.coordinators.iter().all(|k| k.error_code == 0), "used up");
+    let old = FindCoordinatorRequest::default().with_key(s("g3"));
+    assert_eq!(c.call(&old, 3).await.error_code, 0);
+    let seen = broker.faults().requests();
+    let got: Vec<_> = seen
+        .iter()
+        .map(|r| (r.version, r.group_id.as_deref(), r.outcome, r.error_code))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                4,
+                Some("g1"),
+                Outcome::Failed,
+                Some(COORDINATOR_NOT_AVAILABLE)
+            ),
+            (4, Some("g1"), Outcome::Answered, Some(0)),
+            (3, Some("g3"), Outcome::Answered, Some(0)),
+        ]
+    );
+}
