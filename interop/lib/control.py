@@ -8,6 +8,10 @@ demand and the record of the requests the broker received. Standard library only
         control.fail("Heartbeat", 27, count=2, client_id="c1")   # REBALANCE_IN_PROGRESS
         control.latency("Fetch", 200)
         control.drop("OffsetCommit", count=1)
+        control.kick("my-group", member_id)       # its next heartbeat: UNKNOWN_MEMBER_ID
+        control.rebalance("my-group")             # REBALANCE_IN_PROGRESS at the next heartbeat
+        control.pause("my-group")                 # COORDINATOR_NOT_AVAILABLE until resume
+        control.resume("my-group")
         seen = control.requests(since=0)   # {"requests": [...], "next": N, "missed": M}
         control.clear()
 
@@ -92,6 +96,24 @@ class Control:
     def clear(self):
         """Removes every fault."""
         return self.call(op="clear")
+
+    def kick(self, group, member):
+        """Removes `member` from `group` as an admin's removal does: its next heartbeat is
+        UNKNOWN_MEMBER_ID (a classic group rebalances; a KIP-848 member is fenced)."""
+        return self.call(op="kick", group=group, member=member)
+
+    def rebalance(self, group):
+        """Starts a rebalance of `group` (a KIP-848 group: bumps its epoch); returns
+        whether one started."""
+        return self.call(op="rebalance", group=group)["started"]
+
+    def pause(self, group):
+        """Pauses `group`'s coordinator: its requests get COORDINATOR_NOT_AVAILABLE."""
+        return self.call(op="pause", group=group)["was_running"]
+
+    def resume(self, group):
+        """Resumes `group`'s coordinator."""
+        return self.call(op="resume", group=group)["was_paused"]
 
     def requests(self, since=0):
         """The recorded requests with seq >= since: {"requests": [...], "next": N,

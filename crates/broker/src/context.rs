@@ -139,7 +139,10 @@ impl Context {
     ) -> Context {
         Context {
             ownership: Arc::new(Ownership::alone(config.node_id)),
-            faults: Arc::new(crate::faults::Faults::new(config.requests_recorded)),
+            faults: Arc::new(
+                crate::faults::Faults::new(config.requests_recorded)
+                    .with_coordinator(coordinator.clone()),
+            ),
             config,
             log,
             coordinator,

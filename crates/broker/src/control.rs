@@ -8,6 +8,10 @@
 //! {"op":"drop","api":"OffsetCommit","count":1}                             → {"ok":true}
 //! {"op":"clear"}                                                           → {"ok":true}
 //! {"op":"requests","since":0}  → {"ok":true,"requests":[…],"next":N,"missed":M}
+//! {"op":"kick","group":"g","member":"m-1"}                                → {"ok":true}
+//! {"op":"rebalance","group":"g"}                                           → {"ok":true,"started":true}
+//! {"op":"pause","group":"g"}                                               → {"ok":true,"was_running":true}
+//! {"op":"resume","group":"g"}                                              → {"ok":true,"was_paused":true}
 //! {"op":"fail","api":"Nope","error":1} → {"ok":false,"error":"unknown API …","code":"UNKNOWN_API"}
 //! ```
 //!
@@ -37,8 +41,8 @@ const MAX_CONNECTIONS: usize = 64;
 
 /// Answers one line of the protocol (without its newline) with one JSON object (without a
 /// newline). Never panics, whatever the line.
-pub fn answer(faults: &Faults, line: &str) -> String {
-    match command(faults, line) {
+pub async fn answer(faults: &Faults, line: &str) -> String {
+    match command(faults, line).await {
         Ok(mut fields) => {
             fields.insert("ok".into(), Value::Bool(true));
             Value::Object(fields).to_string()
@@ -71,7 +75,7 @@ fn bad(error: impl Into<String>) -> Refusal {
     }
 }
 
-fn command(faults: &Faults, line: &str) -> Result<Map<String, Value>, Refusal> {
+async fn command(faults: &Faults, line: &str) -> Result<Map<String, Value>, Refusal> {
     let value: Value = serde_json::from_str(line).map_err(|e| Refusal {
         code: "BAD_JSON",
         error: format!("not a JSON object: {e}"),
@@ -84,7 +88,7 @@ fn command(faults: &Faults, line: &str) -> Result<Map<String, Value>, Refusal> {
     let op = match fields.get("op") {
         Some(Value::String(op)) => op.as_str(),
         Some(_) => return Err(bad("`op` must be a string")),
-        None => return Err(bad("missing `op`: fail, latency, drop, clear or requests")),
+        None => return Err(bad(format!("missing `op`: {OPS}"))),
     };
     let done = Ok(Map::new());
     match op {
@@ -121,6 +125,30 @@ fn command(faults: &Faults, line: &str) -> Result<Map<String, Value>, Refusal> {
             faults.clear();
             done
         }
+        "kick" => {
+            faults
+                .kick(&string(&fields, "group")?, &string(&fields, "member")?)
+                .await?;
+            done
+        }
+        "rebalance" => {
+            let started = faults.rebalance(&string(&fields, "group")?).await?;
+            Ok(Map::from_iter([("started".into(), Value::Bool(started))]))
+        }
+        "pause" => {
+            let was_running = faults.pause_coordinator(&string(&fields, "group")?);
+            Ok(Map::from_iter([(
+                "was_running".into(),
+                Value::Bool(was_running),
+            )]))
+        }
+        "resume" => {
+            let was_paused = faults.resume_coordinator(&string(&fields, "group")?);
+            Ok(Map::from_iter([(
+                "was_paused".into(),
+                Value::Bool(was_paused),
+            )]))
+        }
         "requests" => {
             let since = integer(&fields, "since", Some(0))?;
             let since = u64::try_from(since).map_err(|_| bad("`since` must be 0 or more"))?;
@@ -136,10 +164,21 @@ fn command(faults: &Faults, line: &str) -> Result<Map<String, Value>, Refusal> {
         other => Err(Refusal {
             code: "UNKNOWN_OP",
             error: format!(
-                "unknown op `{}`: fail, latency, drop, clear or requests",
+                "unknown op `{}`: {OPS}",
                 other.chars().take(64).collect::<String>()
             ),
         }),
+    }
+}
+
+/// The ops, for the messages.
+const OPS: &str = "fail, latency, drop, clear, requests, kick, rebalance, pause or resume";
+
+fn string(fields: &Map<String, Value>, name: &str) -> Result<String, Refusal> {
+    match fields.get(name) {
+        Some(Value::String(v)) if !v.is_empty() => Ok(v.clone()),
+        Some(_) => Err(bad(format!("`{name}` must be a non-empty string"))),
+        None => Err(bad(format!("missing `{name}`"))),
     }
 }
 
@@ -264,7 +303,7 @@ async fn connection(socket: TcpStream, faults: &Faults) -> &'static str {
             }
             continue;
         }
-        let mut out = answer(faults, text);
+        let mut out = answer(faults, text).await;
         out.push('\n');
         if write.write_all(out.as_bytes()).await.is_err() {
             return "write failed";
@@ -280,7 +319,11 @@ mod tests {
     use super::*;
 
     fn parsed(faults: &Faults, line: &str) -> Value {
-        serde_json::from_str(&answer(faults, line)).expect("one JSON object")
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let answer = runtime.block_on(answer(faults, line));
+        serde_json::from_str(&answer).expect("one JSON object")
     }
 
     #[test]
@@ -342,5 +385,31 @@ mod tests {
             assert_eq!(parsed(&f, line)["ok"], false);
         }
         assert_eq!(f.rule_count(), 0, "nothing refused was set");
+
+        for (line, expect) in [
+            (r#"{"op":"pause"}"#, "BAD_REQUEST"),
+            (r#"{"op":"resume","group":""}"#, "BAD_REQUEST"),
+            (r#"{"op":"kick","group":"g"}"#, "BAD_REQUEST"),
+            (r#"{"op":"rebalance","group":7}"#, "BAD_REQUEST"),
+            // Faults of no broker: no coordinator to kick from.
+            (r#"{"op":"kick","group":"g","member":"m"}"#, "GROUP"),
+        ] {
+            assert_eq!(code(line).as_deref(), Some(expect), "{line}");
+        }
+        assert_eq!(
+            parsed(&f, r#"{"op":"pause","group":"g"}"#),
+            json!({"ok": true, "was_running": true})
+        );
+        assert_eq!(
+            parsed(&f, r#"{"op":"pause","group":"g"}"#),
+            json!({"ok": true, "was_running": false})
+        );
+        assert_eq!(f.paused_coordinators(), ["g"]);
+        assert_eq!(parsed(&f, r#"{"op":"clear"}"#), ok);
+        assert!(f.paused_coordinators().is_empty(), "clear resumes");
+        assert_eq!(
+            parsed(&f, r#"{"op":"resume","group":"g"}"#),
+            json!({"ok": true, "was_paused": false})
+        );
     }
 }

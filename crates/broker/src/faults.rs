@@ -26,6 +26,52 @@
 //!   connection, unhandled. Other connections are untouched.
 //! - [`clear`](Faults::clear): every rule goes.
 //!
+//! # Group faults
+//!
+//! - [`kick`](Faults::kick) a member out of a group. A classic group: what Kafka does when an
+//!   admin removes the member (`Admin.removeMembersFromConsumerGroup`, a LeaveGroup v3+
+//!   naming it, KIP-345's batch leave): the member goes, the group rebalances (the others'
+//!   next Heartbeat is REBALANCE_IN_PROGRESS) and the kicked member's next Heartbeat (or
+//!   SyncGroup, OffsetCommit) is UNKNOWN_MEMBER_ID, after which a client joins again with an
+//!   empty member id. A consumer-protocol group (KIP-848): what Kafka's coordinator does when
+//!   it fences a member (`consumerGroupFenceMember`: an admin's removal, an expired session):
+//!   the member is removed and the group epoch bumped, so the others get a new assignment at
+//!   their next heartbeat; the kicked member's next ConsumerGroupHeartbeat is
+//!   UNKNOWN_MEMBER_ID (Kafka's answer for a member id the group does not hold;
+//!   FENCED_MEMBER_EPOCH is its answer for a member it holds at another epoch), and the
+//!   client joins again with epoch 0. librdkafka's mock has no such fault; kfake's nearest is
+//!   a `ControlKey` answering the member's heartbeat with the error, which removes nobody.
+//! - [`rebalance`](Faults::rebalance) a group. A classic group: what Kafka does when a
+//!   member's metadata changes (`prepareRebalance`): a Stable or CompletingRebalance group
+//!   goes to PreparingRebalance and its members' next Heartbeat is REBALANCE_IN_PROGRESS
+//!   (they join again; one that does not within the rebalance timeout is removed, as
+//!   always). A consumer-protocol group: the group epoch is bumped, as a subscription or
+//!   metadata change bumps it, so the next heartbeat computes the target assignment again
+//!   and every member moves to the new epoch (a KIP-848 member never sees
+//!   REBALANCE_IN_PROGRESS).
+//! - [`pause_coordinator`](Faults::pause_coordinator) /
+//!   [`resume_coordinator`](Faults::resume_coordinator): while a group's coordinator is
+//!   paused, every request about that group — FindCoordinator for it, JoinGroup, SyncGroup,
+//!   Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ConsumerGroupHeartbeat — is answered
+//!   COORDINATOR_NOT_AVAILABLE and not handled, as Kafka answers while the group's
+//!   coordinator is moving (its `__consumer_offsets` partition has no leader, or the new one
+//!   is not loaded yet). Other groups are untouched; nothing is lost: resume and the group is
+//!   as it was. The group is the one the record names (the first key of a FindCoordinator v4+
+//!   batch, the first group of an OffsetFetch v8+ batch: the whole request is refused).
+//!   librdkafka's mock: `rd_kafka_mock_coordinator_set` to a broker that is down; kfake:
+//!   `CoordinatorFor`.
+//!
+//! Differences: a pause does not stop the coordinator's timers (Kafka's new coordinator
+//! restarts the members' sessions when it has loaded the group): a pause longer than a
+//! member's session timeout expires it. TxnOffsetCommit (whose answer has no room for a
+//! top-level error), DescribeGroups, ListGroups, DeleteGroups, OffsetDelete and
+//! ConsumerGroupDescribe are served during a pause. Kafka names a member to remove by
+//! instance id too; a kick names a member id (of a static member as well: it is removed for
+//! good, not left for its instance to come back).
+//!
+//! A pause uses up no `fail` or `drop` rule (a latency still applies); [`clear`](Faults::clear)
+//! resumes every paused coordinator.
+//!
 //! Rules of the same kind queue in the order they were set: two `fail` rules for Heartbeat
 //! are used up one after the other (as the mock's pushed errors are). A `fail` and a `drop`
 //! both matching a request: the older rule applies. Latency rules for the same API and
@@ -63,11 +109,12 @@
 //! [`requests_since`](Faults::requests_since) reads them from a sequence number on.
 
 use std::any::Any;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use coordinator_core::{Coordinator, GroupKind, LeavingMember};
 use kafka_protocol::messages::*;
 use serde::Serialize;
 
@@ -80,6 +127,9 @@ pub const MAX_RULES: usize = 1024;
 /// The longest latency a rule may add (ten minutes): longer would only hold a connection
 /// past any client's timeout.
 pub const MAX_LATENCY_MS: u64 = 600_000;
+
+/// Kafka's COORDINATOR_NOT_AVAILABLE: what a paused coordinator answers.
+pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 
 /// The default number of requests [`Faults`] remembers.
 pub const DEFAULT_REQUESTS_RECORDED: usize = 10_000;
@@ -122,6 +172,28 @@ pub enum FaultError {
     /// A count of zero requests.
     #[error("count must be at least 1")]
     ZeroCount,
+    /// No group of that id (kick, rebalance).
+    #[error("no group `{group}` on this broker")]
+    UnknownGroup {
+        /// The group id.
+        group: String,
+    },
+    /// The member is not in the group (kick).
+    #[error("no member `{member}` in group `{group}`")]
+    UnknownMember {
+        /// The group id.
+        group: String,
+        /// The member id.
+        member: String,
+    },
+    /// The group is of a kind the fault does not apply to, or the coordinator refused.
+    #[error("group `{group}`: {reason}")]
+    Group {
+        /// The group id.
+        group: String,
+        /// Why.
+        reason: String,
+    },
     /// A latency above [`MAX_LATENCY_MS`].
     #[error("latency {ms} ms is above the most a fault may add, {max} ms")]
     LatencyTooLong {
@@ -134,7 +206,8 @@ pub enum FaultError {
 
 impl FaultError {
     /// A stable code for the error: `TOO_MANY_RULES`, `UNKNOWN_API`, `NOT_SERVED`,
-    /// `NO_ERROR_FIELD`, `NO_ERROR`, `ZERO_COUNT`, `LATENCY_TOO_LONG`.
+    /// `NO_ERROR_FIELD`, `NO_ERROR`, `ZERO_COUNT`, `LATENCY_TOO_LONG`, `UNKNOWN_GROUP`,
+    /// `UNKNOWN_MEMBER`, `GROUP`.
     pub fn code(&self) -> &'static str {
         match self {
             FaultError::TooManyRules { .. } => "TOO_MANY_RULES",
@@ -144,6 +217,9 @@ impl FaultError {
             FaultError::NoError => "NO_ERROR",
             FaultError::ZeroCount => "ZERO_COUNT",
             FaultError::LatencyTooLong { .. } => "LATENCY_TOO_LONG",
+            FaultError::UnknownGroup { .. } => "UNKNOWN_GROUP",
+            FaultError::UnknownMember { .. } => "UNKNOWN_MEMBER",
+            FaultError::Group { .. } => "GROUP",
         }
     }
 }
@@ -286,9 +362,14 @@ struct Record {
 #[derive(Debug)]
 pub struct Faults {
     rules: Mutex<Vec<Rule>>,
-    /// Whether any rule is set: a request meets no lock when none is.
+    /// Whether any rule is set or any coordinator paused: a request meets no lock when
+    /// none is.
     active: AtomicBool,
     record: Mutex<Record>,
+    /// The groups whose coordinator is paused (ids as [`bounded`] keeps them).
+    paused: Mutex<BTreeSet<String>>,
+    /// The broker's group coordinator, for the group faults (kick, rebalance).
+    coordinator: Option<Arc<Coordinator>>,
 }
 
 impl Default for Faults {
@@ -308,7 +389,15 @@ impl Faults {
                 entries: VecDeque::new(),
                 next: 0,
             }),
+            paused: Mutex::new(BTreeSet::new()),
+            coordinator: None,
         }
+    }
+
+    /// These faults over the broker's group coordinator (the group faults need it).
+    pub(crate) fn with_coordinator(mut self, coordinator: Arc<Coordinator>) -> Faults {
+        self.coordinator = Some(coordinator);
+        self
     }
 
     fn rules(&self) -> std::sync::MutexGuard<'_, Vec<Rule>> {
@@ -323,7 +412,7 @@ impl Faults {
             return Err(FaultError::TooManyRules { limit: MAX_RULES });
         }
         rules.push(rule);
-        self.active.store(true, Ordering::Release);
+        self.settle(&rules);
         Ok(())
     }
 
@@ -405,15 +494,151 @@ impl Faults {
                 action: Action::Latency { ms },
             });
         }
-        self.active.store(!rules.is_empty(), Ordering::Release);
+        self.settle(&rules);
         Ok(())
     }
 
-    /// Removes every rule (the record stays).
+    /// Removes every rule and resumes every paused coordinator (the record stays).
     pub fn clear(&self) {
         let mut rules = self.rules();
         rules.clear();
-        self.active.store(false, Ordering::Release);
+        self.paused().clear();
+        self.settle(&rules);
+    }
+
+    /// Kicks `member` out of `group` as an admin's removal does (see the
+    /// [module](self) docs, "Group faults"): its next heartbeat is UNKNOWN_MEMBER_ID.
+    ///
+    /// # Errors
+    /// [`FaultError::UnknownGroup`], [`FaultError::UnknownMember`], [`FaultError::Group`].
+    pub async fn kick(&self, group: &str, member: &str) -> Result<(), FaultError> {
+        let coordinator = self.coordinator(group)?;
+        let refused = |e: coordinator_core::Error| FaultError::Group {
+            group: group.to_owned(),
+            reason: e.to_string(),
+        };
+        let unknown = || FaultError::UnknownMember {
+            group: group.to_owned(),
+            member: member.to_owned(),
+        };
+        let result = match coordinator.group_kind(group) {
+            Some(GroupKind::Classic) => coordinator
+                .classic()
+                .leave(
+                    group,
+                    &[LeavingMember {
+                        member_id: member.to_owned(),
+                        group_instance_id: None,
+                    }],
+                )
+                .await
+                .map_err(refused)?,
+            Some(GroupKind::Consumer) => coordinator
+                .consumer()
+                .remove_members(group, &[member])
+                .await
+                .map_err(refused)?,
+            Some(GroupKind::Simple) => return Err(unknown()),
+            Some(other) => {
+                return Err(FaultError::Group {
+                    group: group.to_owned(),
+                    reason: format!(
+                        "a {} group: kick needs a classic or consumer group",
+                        other.as_str()
+                    ),
+                })
+            }
+            None => {
+                return Err(FaultError::UnknownGroup {
+                    group: group.to_owned(),
+                })
+            }
+        };
+        match result.into_iter().next() {
+            Some(Ok(())) => Ok(()),
+            _ => Err(unknown()),
+        }
+    }
+
+    /// Starts a rebalance of `group` (see the [module](self) docs, "Group faults").
+    /// Returns whether one started (`false`: a classic group already rebalancing, or
+    /// Empty).
+    ///
+    /// # Errors
+    /// [`FaultError::UnknownGroup`], [`FaultError::Group`].
+    pub async fn rebalance(&self, group: &str) -> Result<bool, FaultError> {
+        let coordinator = self.coordinator(group)?;
+        let refused = |e: coordinator_core::Error| FaultError::Group {
+            group: group.to_owned(),
+            reason: e.to_string(),
+        };
+        match coordinator.group_kind(group) {
+            Some(GroupKind::Classic) => coordinator
+                .classic()
+                .rebalance(group, "forced by a fault")
+                .await
+                .map_err(refused),
+            Some(GroupKind::Consumer) => coordinator
+                .consumer()
+                .bump_epoch(group)
+                .await
+                .map(|_| true)
+                .map_err(refused),
+            Some(other) => Err(FaultError::Group {
+                group: group.to_owned(),
+                reason: format!(
+                    "a {} group: rebalance needs a classic or consumer group",
+                    other.as_str()
+                ),
+            }),
+            None => Err(FaultError::UnknownGroup {
+                group: group.to_owned(),
+            }),
+        }
+    }
+
+    fn coordinator(&self, group: &str) -> Result<&Coordinator, FaultError> {
+        self.coordinator
+            .as_deref()
+            .ok_or_else(|| FaultError::Group {
+                group: group.to_owned(),
+                reason: "these faults are not a broker's: no group coordinator".into(),
+            })
+    }
+
+    fn paused(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.paused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sets `active` from the rules and the paused groups (the caller holds the rules).
+    fn settle(&self, rules: &[Rule]) {
+        let active = !rules.is_empty() || !self.paused().is_empty();
+        self.active.store(active, Ordering::Release);
+    }
+
+    /// Pauses `group`'s coordinator: until [`resume_coordinator`](Self::resume_coordinator)
+    /// (or [`clear`](Self::clear)), the requests about that group are answered
+    /// COORDINATOR_NOT_AVAILABLE, unhandled. Returns whether it was running.
+    pub fn pause_coordinator(&self, group: &str) -> bool {
+        let rules = self.rules();
+        let was_running = self.paused().insert(bounded(group));
+        self.settle(&rules);
+        was_running
+    }
+
+    /// Resumes `group`'s coordinator. Returns whether it was paused.
+    pub fn resume_coordinator(&self, group: &str) -> bool {
+        let rules = self.rules();
+        let was_paused = self.paused().remove(&bounded(group));
+        self.settle(&rules);
+        was_paused
+    }
+
+    /// The groups whose coordinator is paused, in order.
+    pub fn paused_coordinators(&self) -> Vec<String> {
+        self.paused().iter().cloned().collect()
     }
 
     /// How many rules are set (a `fail` or `drop` rule goes once used up).
@@ -423,11 +648,29 @@ impl Faults {
 
     /// What the hook does with a request of `api` from `client_id`: uses up one request
     /// of the oldest `fail` or `drop` rule matching it.
-    pub(crate) fn on_request(&self, api: ApiKey, client_id: &str) -> Verdict {
+    pub(crate) fn on_request(&self, api: ApiKey, client_id: &str, group: Option<&str>) -> Verdict {
         if !self.active.load(Ordering::Acquire) {
             return Verdict::default();
         }
         let mut rules = self.rules();
+        if group.is_some_and(|g| self.paused().contains(g))
+            && registry::find(api).is_some_and(registry::Entry::carries_errors)
+        {
+            // A paused coordinator: no rule is used up.
+            let delay = rules
+                .iter()
+                .filter(|r| r.target.matches(api, client_id))
+                .filter_map(|r| match r.action {
+                    Action::Latency { ms } => Some(ms),
+                    _ => None,
+                })
+                .max()
+                .map(Duration::from_millis);
+            return Verdict {
+                delay,
+                action: Some(Instead::Fail(COORDINATOR_NOT_AVAILABLE)),
+            };
+        }
         let delay = rules
             .iter()
             .filter(|r| r.target.matches(api, client_id))
@@ -463,7 +706,7 @@ impl Faults {
         if let Some(i) = used_up {
             rules.remove(i);
         }
-        self.active.store(!rules.is_empty(), Ordering::Release);
+        self.settle(&rules);
         Verdict { delay, action }
     }
 
@@ -886,7 +1129,7 @@ mod tests {
         let f = Faults::default();
         f.fail(ApiKey::Heartbeat, 27, 2, Some("a")).unwrap();
         f.fail(ApiKey::Heartbeat, 25, 1, None).unwrap();
-        let code = |c: &str| f.on_request(ApiKey::Heartbeat, c).action;
+        let code = |c: &str| f.on_request(ApiKey::Heartbeat, c, None).action;
         assert_eq!(
             code("b"),
             Some(Instead::Fail(25)),
@@ -896,7 +1139,10 @@ mod tests {
         assert_eq!(code("a"), Some(Instead::Fail(27)));
         assert_eq!(code("a"), None);
         assert_eq!(f.rule_count(), 0);
-        assert_eq!(f.on_request(ApiKey::JoinGroup, "a"), Verdict::default());
+        assert_eq!(
+            f.on_request(ApiKey::JoinGroup, "a", None),
+            Verdict::default()
+        );
     }
 
     #[test]
@@ -928,13 +1174,38 @@ mod tests {
     }
 
     #[test]
+    fn a_paused_group_fails_its_group_requests_without_using_up_rules() {
+        let f = Faults::default();
+        f.fail(ApiKey::Heartbeat, 27, 1, None).unwrap();
+        assert!(f.pause_coordinator("g"));
+        let fail = Some(Instead::Fail(COORDINATOR_NOT_AVAILABLE));
+        assert_eq!(f.on_request(ApiKey::Heartbeat, "c", Some("g")).action, fail);
+        assert_eq!(
+            f.on_request(ApiKey::OffsetFetch, "c", Some("g")).action,
+            fail
+        );
+        assert_eq!(f.on_request(ApiKey::JoinGroup, "c", Some("h")).action, None);
+        assert_eq!(f.rule_count(), 1, "the Heartbeat rule is still there");
+        assert!(f.resume_coordinator("g"));
+        assert!(!f.resume_coordinator("g"));
+        assert_eq!(
+            f.on_request(ApiKey::Heartbeat, "c", Some("g")).action,
+            Some(Instead::Fail(27))
+        );
+        assert_eq!(
+            f.on_request(ApiKey::Heartbeat, "c", Some("g")),
+            Verdict::default()
+        );
+    }
+
+    #[test]
     fn latency_replaces_and_the_longest_applies() {
         let f = Faults::default();
         f.latency(ApiKey::Fetch, 100, None).unwrap();
         f.latency(ApiKey::Fetch, 50, None).unwrap();
         f.latency(ApiKey::Fetch, 70, Some("a")).unwrap();
         assert_eq!(f.rule_count(), 2);
-        let delay = |c: &str| f.on_request(ApiKey::Fetch, c).delay;
+        let delay = |c: &str| f.on_request(ApiKey::Fetch, c, None).delay;
         assert_eq!(delay("a"), Some(Duration::from_millis(70)));
         assert_eq!(delay("b"), Some(Duration::from_millis(50)));
         f.latency(ApiKey::Fetch, 0, None).unwrap();

@@ -842,7 +842,7 @@ impl Handler {
                     // Faults (crate::faults): here, after the request is decoded and its
                     // connection authenticated, before its handler.
                     let faults = self.context.faults.clone();
-                    let verdict = faults.on_request(key, client_id);
+                    let verdict = faults.on_request(key, client_id, seen.group_id.as_deref());
                     if let Some(delay) = verdict.delay {
                         tokio::select! {
                             () = tokio::time::sleep(delay) => {}

@@ -39,7 +39,8 @@
 //! [`faults`](TestBroker::faults) makes the broker misbehave on purpose, as librdkafka's mock
 //! cluster and franz-go's kfake do: fail the next requests of an API with an error code
 //! (for every client or one client id), delay an API, close a connection instead of
-//! answering; and it lists the requests the broker received, in order, with their error
+//! answering, kick a member from a group, force a rebalance, pause a group's coordinator;
+//! and it lists the requests the broker received, in order, with their error
 //! codes. See [`crate::faults`] for where the faults apply and how they differ from the
 //! mock's.
 //!

@@ -615,3 +615,225 @@ async fn find_coordinator_fails_per_key_and_is_recorded_with_its_group() {
         ]
     );
 }
+
+// ------------------------------------------------------------------ group faults
+
+const UNKNOWN_MEMBER_ID: i16 = 25;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+
+/// Two members of `group`, joined and synced: (a's client and member id, b's, generation).
+async fn pair_of(
+    broker: &TestBroker,
+    group: &'static str,
+) -> ((Client, StrBytes), (Client, StrBytes), i32) {
+    let mut a = client(broker, "a").await;
+    let mut b = client(broker, "b").await;
+    let (ma, ga) = member_of(&mut a, group).await;
+    let first = b.call(&join_request(group, ""), 5).await;
+    assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED");
+    let mb = first.member_id.clone();
+    let join_b = tokio::spawn(async move {
+        let r = b.call(&join_request(group, mb.as_str()), 5).await;
+        (b, r)
+    });
+    // a learns of the rebalance at its heartbeat, and joins again.
+    let mut beat = a.call(&heartbeat(group, &ma, ga), 4).await;
+    for _ in 0..100 {
+        if beat.error_code == REBALANCE_IN_PROGRESS {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        beat = a.call(&heartbeat(group, &ma, ga), 4).await;
+    }
+    assert_eq!(beat.error_code, REBALANCE_IN_PROGRESS);
+    let ja = a.call(&join_request(group, ma.as_str()), 5).await;
+    let (mut b, jb) = join_b.await.unwrap();
+    assert_eq!((ja.error_code, jb.error_code), (0, 0));
+    let generation = ja.generation_id;
+    let sync = |member: &StrBytes, leader: bool| {
+        let r = SyncGroupRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_generation_id(generation)
+            .with_member_id(member.clone());
+        if leader {
+            r.with_assignments(
+                [&ja.member_id, &jb.member_id]
+                    .iter()
+                    .map(|m| {
+                        sync_group_request::SyncGroupRequestAssignment::default()
+                            .with_member_id((*m).clone())
+                            .with_assignment(Bytes::new())
+                    })
+                    .collect(),
+            )
+        } else {
+            r
+        }
+    };
+    let (sa, sb) = (
+        sync(&ja.member_id, ja.leader == ja.member_id),
+        sync(&jb.member_id, jb.leader == jb.member_id),
+    );
+    let sync_b = tokio::spawn(async move {
+        let r = b.call(&sb, 3).await;
+        (b, r)
+    });
+    assert_eq!(a.call(&sa, 3).await.error_code, 0);
+    let (b, rb) = sync_b.await.unwrap();
+    assert_eq!(rb.error_code, 0);
+    ((a, ja.member_id), (b, jb.member_id), generation)
+}
+
+#[tokio::test]
+async fn a_kicked_classic_member_is_unknown_and_the_other_rebalances() {
+    let broker = start(TestBroker::test_config()).await;
+    let ((mut a, ma), (mut b, mb), generation) = pair_of(&broker, "g").await;
+    assert_eq!(
+        a.call(&heartbeat("g", &ma, generation), 4).await.error_code,
+        0
+    );
+    broker.faults().kick("g", ma.as_str()).await.unwrap();
+    let beat_a = a.call(&heartbeat("g", &ma, generation), 4).await;
+    assert_eq!(beat_a.error_code, UNKNOWN_MEMBER_ID, "the kicked member");
+    let beat_b = b.call(&heartbeat("g", &mb, generation), 4).await;
+    assert_eq!(beat_b.error_code, REBALANCE_IN_PROGRESS, "the other member");
+    let e = broker.faults().kick("g", ma.as_str()).await.unwrap_err();
+    assert_eq!(e.code(), "UNKNOWN_MEMBER", "{e}");
+    let e = broker.faults().kick("nope", "m").await.unwrap_err();
+    assert_eq!(e.code(), "UNKNOWN_GROUP", "{e}");
+}
+
+fn consumer_join(group: &str) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+        .with_topic_partitions(Some(Vec::new()))
+}
+
+#[tokio::test]
+async fn a_kicked_consumer_protocol_member_is_unknown_member_id() {
+    let broker = start(common::config()).await;
+    let mut a = client(&broker, "a").await;
+    let mut b = client(&broker, "b").await;
+    let ja = a.call(&consumer_join("cg"), 0).await;
+    let jb = b.call(&consumer_join("cg"), 0).await;
+    assert_eq!((ja.error_code, jb.error_code), (0, 0));
+    let member = ja.member_id.clone().unwrap();
+    broker.faults().kick("cg", member.as_str()).await.unwrap();
+    let beat = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("cg")))
+        .with_member_id(member.clone())
+        .with_member_epoch(ja.member_epoch);
+    let r = a.call(&beat, 0).await;
+    assert_eq!(r.error_code, UNKNOWN_MEMBER_ID, "{:?}", r.error_message);
+    // b is moved on to a new group epoch, with both partitions in time.
+    let beat_b = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("cg")))
+        .with_member_id(jb.member_id.clone().unwrap())
+        .with_member_epoch(jb.member_epoch);
+    let rb = b.call(&beat_b, 0).await;
+    assert_eq!(rb.error_code, 0);
+    assert!(rb.member_epoch > jb.member_epoch, "a new epoch for b");
+    // The kicked member joins again.
+    let again = a
+        .call(&consumer_join("cg").with_member_id(member.clone()), 0)
+        .await;
+    assert_eq!(again.error_code, 0);
+}
+
+#[tokio::test]
+async fn a_forced_rebalance_is_rebalance_in_progress_at_the_next_heartbeat() {
+    let broker = start(TestBroker::test_config()).await;
+    let mut a = client(&broker, "a").await;
+    let (ma, ga) = member_of(&mut a, "g").await;
+    assert_eq!(a.call(&heartbeat("g", &ma, ga), 4).await.error_code, 0);
+    broker.faults().rebalance("g").await.unwrap();
+    let beat = a.call(&heartbeat("g", &ma, ga), 4).await;
+    assert_eq!(beat.error_code, REBALANCE_IN_PROGRESS);
+    // It joins again, alone: a new generation.
+    let joined = a.call(&join_request("g", ma.as_str()), 5).await;
+    assert_eq!(joined.error_code, 0);
+    assert_eq!(joined.generation_id, ga + 1);
+    // A consumer-protocol group: a new group epoch, so a new member epoch at the next
+    // heartbeat.
+    let j = a.call(&consumer_join("cg"), 0).await;
+    assert_eq!(j.error_code, 0);
+    broker.faults().rebalance("cg").await.unwrap();
+    let beat = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("cg")))
+        .with_member_id(j.member_id.clone().unwrap())
+        .with_member_epoch(j.member_epoch);
+    let r = a.call(&beat, 0).await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.member_epoch, j.member_epoch + 1);
+}
+
+#[tokio::test]
+async fn a_paused_coordinator_answers_coordinator_not_available_for_its_group_only() {
+    let config = BrokerConfig {
+        control_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..common::config()
+    };
+    let broker = start(config).await;
+    let mut c = client(&broker, "c").await;
+    for group in ["g", "other"] {
+        let r = c
+            .call(&commit(group, "", -1, &[("t", 0, 5), ("t", 1, 6)]), 8)
+            .await;
+        assert_eq!(commit_codes(&r), [0, 0]);
+    }
+    let mut control = Control::connect(broker.control_addr().unwrap()).await;
+    assert_eq!(
+        control.call(json!({"op": "pause", "group": "g"})).await,
+        json!({"ok": true, "was_running": true})
+    );
+    assert_eq!(broker.faults().paused_coordinators(), ["g"]);
+    let find = |group: &str| FindCoordinatorRequest::default().with_key(s(group));
+    assert_eq!(
+        c.call(&find("g"), 3).await.error_code,
+        COORDINATOR_NOT_AVAILABLE
+    );
+    assert_eq!(c.call(&find("other"), 3).await.error_code, 0);
+    let batch = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("g")]);
+    let r = c.call(&batch, 4).await;
+    assert_eq!(r.coordinators[0].error_code, COORDINATOR_NOT_AVAILABLE);
+    let joined = c.call(&join_request("g", ""), 5).await;
+    assert_eq!(joined.error_code, COORDINATOR_NOT_AVAILABLE);
+    assert_eq!(c.call(&join_request("other", ""), 5).await.error_code, 79);
+    let r = c.call(&commit("g", "", -1, &[("t", 0, 9)]), 8).await;
+    assert_eq!(commit_codes(&r), [COORDINATOR_NOT_AVAILABLE]);
+    let r = c.call(&commit("other", "", -1, &[("t", 0, 9)]), 8).await;
+    assert_eq!(commit_codes(&r), [0]);
+    let r = c.call(&offset_fetch("g", &[0, 1]), 7).await;
+    assert_eq!(r.error_code, COORDINATOR_NOT_AVAILABLE);
+    let r = c.call(&offset_fetch("other", &[0, 1]), 7).await;
+    assert_eq!((r.error_code, fetched(&r)), (0, vec![9, 6]));
+    let seen = broker.faults().requests();
+    assert!(seen
+        .iter()
+        .filter(|r| r.group_id.as_deref() == Some("g") && r.api != ApiKey::OffsetCommit)
+        .skip(2)
+        .all(|r| r.outcome == Outcome::Failed && r.error_code == Some(COORDINATOR_NOT_AVAILABLE)));
+    // Resumed: nothing was lost, and the paused commit did not land.
+    assert_eq!(
+        control.call(json!({"op": "resume", "group": "g"})).await,
+        json!({"ok": true, "was_paused": true})
+    );
+    assert!(broker.faults().paused_coordinators().is_empty());
+    let r = c.call(&offset_fetch("g", &[0, 1]), 7).await;
+    assert_eq!((r.error_code, fetched(&r)), (0, vec![5, 6]));
+    assert_eq!(c.call(&find("g"), 3).await.error_code, 0);
+    // The group faults from the control port, refused with their codes.
+    let r = control
+        .call(json!({"op": "kick", "group": "nope", "member": "m"}))
+        .await;
+    assert_eq!(r["code"], "UNKNOWN_GROUP");
+    let r = control
+        .call(json!({"op": "rebalance", "group": "nope"}))
+        .await;
+    assert_eq!(r["code"], "UNKNOWN_GROUP");
+    let r = control.call(json!({"op": "pause"})).await;
+    assert_eq!(r["code"], "BAD_REQUEST");
+}

@@ -2143,3 +2143,31 @@ async fn a_commit_without_a_generation_from_a_made_up_member_lands_while_the_gro
         "GROUP_ID_NOT_FOUND"
     );
 }
+
+// ====================================================================== forced rebalance
+
+#[tokio::test]
+async fn a_forced_rebalance_of_a_stable_group_makes_heartbeats_rebalance_in_progress() {
+    let h = harness();
+    let (leader, follower, generation) = h.stable_pair("g").await;
+    assert!(h.c.classic().rebalance("g", "a test").await.unwrap());
+    assert_eq!(h.state("g").await, GroupState::PreparingRebalance);
+    for m in [&leader, &follower] {
+        assert_eq!(
+            code(
+                h.c.classic()
+                    .heartbeat("g", m, None, Some(generation))
+                    .await
+            ),
+            "REBALANCE_IN_PROGRESS"
+        );
+    }
+    assert!(
+        !h.c.classic().rebalance("g", "again").await.unwrap(),
+        "already rebalancing: nothing more"
+    );
+    assert_eq!(
+        code(h.c.classic().rebalance("nope", "a test").await),
+        "GROUP_ID_NOT_FOUND"
+    );
+}

@@ -1167,3 +1167,67 @@ async fn a_group_config_reaches_each_member_at_its_next_heartbeat() {
     h.c.set_group_config(G, GroupConfig::default()).unwrap();
     assert!(h.c.group_configs().is_empty());
 }
+
+// ====================================================================== admin removal, forced epoch bump
+
+#[tokio::test]
+async fn a_member_removed_by_an_admin_is_fenced_and_its_next_heartbeat_is_unknown_member() {
+    let h = harness();
+    let a = h.join("a", &["orders"]).await;
+    let b = h.join("b", &["orders"]).await;
+    let epoch_before = h.c.consumer().describe(G).await.unwrap().group_epoch;
+    let results =
+        h.c.consumer()
+            .remove_members(G, &["a", "zz"])
+            .await
+            .unwrap();
+    assert!(results[0].is_ok());
+    assert_eq!(
+        results[1].as_ref().unwrap_err().error_code(),
+        ErrorCode::UnknownMember
+    );
+    let d = h.c.consumer().describe(G).await.unwrap();
+    assert_eq!(
+        d.group_epoch,
+        epoch_before + 1,
+        "the removal bumps the group epoch"
+    );
+    assert!(d.members.iter().all(|m| m.member_id != "a"));
+    let e = h
+        .hb(&Req::heartbeat(G, "a", a.member_epoch))
+        .await
+        .unwrap_err();
+    assert_eq!(e.error_code(), ErrorCode::UnknownMember);
+    // The other member gets the whole topic at its next heartbeats.
+    let mut members = vec![("b".to_string(), b.member_epoch, b.assignment.unwrap())];
+    settle(&h, &mut members).await;
+    assert_eq!(sorted(members[0].2.clone()).len(), 4);
+    // The removed member joins again with epoch 0.
+    assert_eq!(h.join("a", &["orders"]).await.member_id, "a");
+    assert_eq!(
+        h.c.consumer()
+            .remove_members("nope", &["a"])
+            .await
+            .unwrap_err()
+            .error_code(),
+        ErrorCode::GroupIdNotFound
+    );
+}
+
+#[tokio::test]
+async fn a_forced_epoch_bump_gives_members_a_new_epoch_at_their_next_heartbeat() {
+    let h = harness();
+    let a = h.join("a", &["orders"]).await;
+    let bumped = h.c.consumer().bump_epoch(G).await.unwrap();
+    assert_eq!(bumped, a.member_epoch + 1);
+    let r = h.beat("a", a.member_epoch, &a.assignment.unwrap()).await;
+    assert_eq!(r.member_epoch, bumped, "the target is computed again");
+    assert_eq!(
+        h.c.consumer()
+            .bump_epoch("nope")
+            .await
+            .unwrap_err()
+            .error_code(),
+        ErrorCode::GroupIdNotFound
+    );
+}

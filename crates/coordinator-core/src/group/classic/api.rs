@@ -381,6 +381,42 @@ impl ClassicGroups<'_> {
         Ok(results)
     }
 
+    /// Starts a rebalance of a group with members, as Kafka does when a member's metadata
+    /// changes (`prepareRebalance`): a Stable or CompletingRebalance group goes to
+    /// PreparingRebalance, its members' next Heartbeat (and a SyncGroup waiting for the
+    /// leader) answers `REBALANCE_IN_PROGRESS` and they join again. Nothing of Kafka's
+    /// protocol calls this: it is for tests (a broker's fault injection). Returns whether a
+    /// rebalance started (`false`: the group was already rebalancing, or Empty).
+    ///
+    /// Errors: `GROUP_ID_NOT_FOUND` (no such group); `INCONSISTENT_GROUP_PROTOCOL` for a
+    /// group of another kind with members.
+    pub async fn rebalance(self, group_id: &str, reason: &str) -> Result<bool, Error> {
+        let cell = self
+            .coordinator
+            .group(group_id)
+            .ok_or_else(|| not_found(group_id))?;
+        let gate = Arc::new(cell.gate.clone().write_owned().await);
+        let started = {
+            let mut entry = cell.lock();
+            if entry.removed {
+                return Err(not_found(group_id));
+            }
+            refuse_other_kind(group_id, entry.kind())?;
+            let now = self.coordinator.clock.now_ms();
+            let started = self
+                .coordinator
+                .on_classic(&mut entry, now, |group, ctx| {
+                    group.force_rebalance(ctx, reason)
+                })
+                .unwrap_or(false);
+            entry.note_membership(now);
+            self.coordinator.arm(&mut entry);
+            started
+        };
+        let _logged = self.coordinator.write_due_record(&cell, &gate).await;
+        Ok(started)
+    }
+
     /// Kafka's DescribeGroups for one group. A group known only by its offsets is an Empty
     /// group without a protocol type.
     ///

@@ -793,6 +793,19 @@ impl ClassicGroup {
         }
     }
 
+    /// A rebalance started from outside (a test's fault), as Kafka starts one when a member's
+    /// metadata changes: a Stable or CompletingRebalance group goes to PreparingRebalance;
+    /// `false` (nothing done) for a group already rebalancing, or Empty.
+    pub(crate) fn force_rebalance(&mut self, ctx: &mut Ctx<'_>, why: &str) -> bool {
+        match self.state {
+            GroupState::Stable | GroupState::CompletingRebalance => {
+                self.maybe_prepare_rebalance_or_complete_join(ctx, why);
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn maybe_prepare_rebalance_or_complete_join(&mut self, ctx: &mut Ctx<'_>, why: &str) {
         if self.can_rebalance() {
             self.prepare_rebalance(ctx, why);

@@ -172,6 +172,81 @@ impl ConsumerGroups<'_> {
         result
     }
 
+    /// Runs `f` on the consumer group `group_id` under its commit gate, then stores its
+    /// record if `f` made it due.
+    async fn with_group<T>(
+        self,
+        group_id: &str,
+        f: impl FnOnce(&mut ConsumerGroup, &mut crate::group::Ctx<'_>) -> T,
+    ) -> Result<T, Error> {
+        let c = self.coordinator;
+        let (cell, gate) = loop {
+            let cell = c.group(group_id).ok_or_else(|| not_found(group_id))?;
+            let gate = cell.gate.clone().write_owned().await;
+            if !cell.lock().removed {
+                break (cell, gate);
+            }
+        };
+        let gate = Arc::new(gate);
+        let out = {
+            let mut entry = cell.lock();
+            let now = c.clock.now_ms();
+            let kind = entry.kind();
+            let Some((group, generation)) = entry.split_mut::<ConsumerGroup>() else {
+                return Err(match kind {
+                    GroupKind::Simple => not_found(group_id),
+                    other => Error::NotConsumerGroup {
+                        group: group_id.to_string(),
+                        actual: other.as_str(),
+                    },
+                });
+            };
+            let settings = c.consumer_settings(group_id);
+            let out = f(group, &mut c.ctx_with(now, generation, &settings));
+            entry.note_membership(now);
+            c.arm(&mut entry);
+            out
+        };
+        c.write_due_record(&cell, &gate).await?;
+        Ok(out)
+    }
+
+    /// Removes members as Kafka does when an admin removes them from a consumer-protocol
+    /// group (`Admin.removeMembersFromConsumerGroup`, a LeaveGroup that Kafka's
+    /// `classicGroupLeaveToConsumerGroup` serves): each member is fenced (static ones too)
+    /// and the group epoch bumped, so the others get a new assignment at their next
+    /// heartbeat and a removed member's next heartbeat answers `UNKNOWN_MEMBER_ID` (it joins
+    /// again with epoch 0). Returns each member's result in order (`UNKNOWN_MEMBER_ID` for one
+    /// not in the group). For tests (a broker's fault injection) and admin fronts.
+    ///
+    /// Errors of the whole call: `GROUP_ID_NOT_FOUND` (no such group, or one of another
+    /// kind); the store's, when the group's record could not be written (the members are
+    /// removed in memory all the same).
+    pub async fn remove_members(
+        self,
+        group_id: &str,
+        member_ids: &[&str],
+    ) -> Result<Vec<Result<(), Error>>, Error> {
+        self.with_group(group_id, |group, ctx| {
+            member_ids
+                .iter()
+                .map(|m| group.remove_by_admin(m, ctx))
+                .collect()
+        })
+        .await
+    }
+
+    /// Bumps the group epoch, as a change of a subscription or of the subscribed topics'
+    /// metadata does: the next heartbeat computes a new target assignment and every member
+    /// reconciles toward it (with a new member epoch). Nothing of Kafka's protocol calls
+    /// this: it is for tests (a broker's fault injection). Returns the new group epoch.
+    ///
+    /// Errors: `GROUP_ID_NOT_FOUND` (no such group, or one of another kind); the store's.
+    pub async fn bump_epoch(self, group_id: &str) -> Result<i32, Error> {
+        self.with_group(group_id, |group, ctx| group.bump_epoch(ctx))
+            .await
+    }
+
     /// Kafka's ConsumerGroupDescribe for one group.
     ///
     /// Errors: `GROUP_ID_NOT_FOUND` (no such group, or a group of another kind: Kafka's

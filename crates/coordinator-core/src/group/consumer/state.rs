@@ -1065,6 +1065,38 @@ impl ConsumerGroup {
         );
     }
 
+    /// Removes a member as Kafka does when an admin removes it (LeaveGroup sent by
+    /// `Admin.removeMembersFromConsumerGroup`, `classicGroupLeaveToConsumerGroup`): the
+    /// member is fenced (a static one too, for good), the group epoch bumped. Its next
+    /// heartbeat is `UNKNOWN_MEMBER_ID`.
+    pub(crate) fn remove_by_admin(
+        &mut self,
+        member_id: &str,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(), Error> {
+        self.group_epoch = epoch_of(*ctx.generation);
+        let Some((id, _)) = self.members.get_key_value(member_id) else {
+            return Err(self.unknown(member_id));
+        };
+        let id = id.clone();
+        self.fence(&id, ctx, "removed by an admin");
+        Ok(())
+    }
+
+    /// Bumps the group epoch, so that the next heartbeat computes a new target assignment
+    /// (what a subscription or metadata change does). Returns the new epoch.
+    pub(crate) fn bump_epoch(&mut self, ctx: &mut Ctx<'_>) -> i32 {
+        *ctx.generation = ctx.generation.next();
+        self.group_epoch = epoch_of(*ctx.generation);
+        self.record_due = true;
+        info!(
+            group = &*self.id,
+            epoch = self.group_epoch,
+            "bumped group epoch (forced)"
+        );
+        self.group_epoch
+    }
+
     /// A heartbeat with epoch −1 (leave) or −2 (a static member leaving for now).
     fn leave(
         &mut self,
