@@ -17,9 +17,7 @@
 //! top, that broker's endpoint (KIP-951), as Kafka's `KafkaApis.handleFetchRequest` fills
 //! them (only from v16, although the current-leader field exists from v12).
 //!
-//! Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which clients
-//! read as "no session" and answer with full fetches; an incremental fetch (a non-zero
-//! session id) gets FETCH_SESSION_ID_NOT_FOUND, which makes them start over with a full one.
+//! Fetch sessions (KIP-227) are kept per connection, as [`super::fetch_session`] says.
 
 use crate::acl::Operation;
 use std::collections::HashMap;
@@ -40,6 +38,7 @@ use partition_log::Batch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::fetch_session::Plan;
 use super::produce::{log_code, not_led};
 use super::records::encode_records;
 use super::registry::Api;
@@ -53,18 +52,28 @@ pub(super) const READ_COMMITTED: i8 = 1;
 const TOPIC_IDS_FROM: i16 = 13;
 
 async fn handle(call: &Call<'_>, request: FetchRequest, shutdown: &mut Shutdown) -> FetchResponse {
-    if request.session_id != 0 {
-        return FetchResponse::default().with_error_code(codes::FETCH_SESSION_ID_NOT_FOUND);
-    }
+    let sessions = call.session.fetch_sessions();
+    let plan = sessions.plan(call.version, &request);
+    let response = match &plan {
+        Plan::Refused(_) => FetchResponse::default(),
+        Plan::Full { .. } => serve(call, &request, shutdown).await,
+        Plan::Incremental { request, .. } => serve(call, request, shutdown).await,
+    };
+    sessions.finish(call.version, &plan, &request, response)
+}
+
+/// Reads the asked partitions, long-polling until `min_bytes` are there, an error, the
+/// broker's shutdown or `max_wait_ms`.
+async fn serve(call: &Call<'_>, request: &FetchRequest, shutdown: &mut Shutdown) -> FetchResponse {
     let max_wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
     let deadline = Instant::now() + max_wait;
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
-    let names = topic_names(call, &request).await;
+    let names = topic_names(call, request).await;
     // Subscribe before the first read, so an append between the read and the wait is seen.
     let mut appends = call.context.log.appends();
     loop {
         appends.borrow_and_update();
-        let (response, bytes, errors) = read(call, &request, &names).await;
+        let (response, bytes, errors) = read(call, request, &names).await;
         if bytes >= min_bytes || errors || shutdown.is_shutdown() || Instant::now() >= deadline {
             return response;
         }

@@ -14,6 +14,7 @@ pub(crate) mod consumer_protocol;
 mod describe_cluster;
 mod describe_producers;
 mod fetch;
+pub(crate) mod fetch_session;
 mod find_coordinator;
 pub(crate) mod group_configs;
 mod groups;

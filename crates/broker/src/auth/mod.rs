@@ -56,6 +56,8 @@ pub(crate) struct Session {
     peer: SocketAddr,
     endpoint: Arc<Endpoint>,
     state: Mutex<State>,
+    /// The connection's fetch session (KIP-227), if the client opened one.
+    fetch: crate::api::fetch_session::FetchSessions,
 }
 
 #[derive(Debug)]
@@ -99,7 +101,13 @@ impl Session {
             peer,
             endpoint,
             state: Mutex::new(state),
+            fetch: Default::default(),
         }
+    }
+
+    /// The connection's fetch session (KIP-227).
+    pub(crate) fn fetch_sessions(&self) -> &crate::api::fetch_session::FetchSessions {
+        &self.fetch
     }
 
     /// The listener the connection came in on.

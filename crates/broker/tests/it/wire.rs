@@ -461,23 +461,147 @@ async fn fetch_reports_out_of_range_and_unknown_partitions_with_the_bounds() {
     assert_eq!(offsets, [0, 1]);
 }
 
+/// Partition `p`'s fetch position at `offset`, one byte at most (always one batch).
+fn fetch_part(p: i32, offset: i64) -> fetch_request::FetchPartition {
+    fetch_request::FetchPartition::default()
+        .with_partition(p)
+        .with_fetch_offset(offset)
+        .with_partition_max_bytes(1)
+}
+
+/// A fetch of topic t's `parts` in session `(id, epoch)`, one byte of response at most.
+fn session_fetch(id: i32, epoch: i32, parts: Vec<fetch_request::FetchPartition>) -> FetchRequest {
+    let topics = if parts.is_empty() {
+        Vec::new()
+    } else {
+        vec![fetch_request::FetchTopic::default()
+            .with_topic(topic_name("t"))
+            .with_partitions(parts)]
+    };
+    FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1)
+        .with_session_id(id)
+        .with_session_epoch(epoch)
+        .with_topics(topics)
+}
+
+/// The partitions an answer includes, and which of them carry records.
+fn answered(r: &FetchResponse) -> (Vec<i32>, Vec<i32>) {
+    let parts: Vec<&fetch_response::PartitionData> = r
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .collect();
+    (
+        parts.iter().map(|p| p.partition_index).collect(),
+        parts
+            .iter()
+            .filter(|p| p.records.as_ref().is_some_and(|r| !r.is_empty()))
+            .map(|p| p.partition_index)
+            .collect(),
+    )
+}
+
+/// KIP-227, as Kafka's `FetchSession`: a full fetch at epoch 0 opens a session; incremental
+/// fetches name only what changed and are answered only what is new; a partition that
+/// returned records goes to the end of the session's order, so a small `max_bytes` serves
+/// every partition in turn; forgotten partitions leave; wrong ids and epochs are refused.
 #[tokio::test]
-async fn an_incremental_fetch_session_is_refused_and_full_fetches_get_session_zero() {
+async fn fetch_sessions_answer_what_changed_and_take_partitions_in_turn() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
-    let full = fetch_request("t", 0, 0)
-        .with_session_id(0)
-        .with_session_epoch(0);
-    let r = c.call(&full, 11).await;
-    assert_eq!((r.error_code, r.session_id), (0, 0), "no session created");
-    let incremental = fetch_request("t", 0, 0)
-        .with_session_id(7)
-        .with_session_epoch(1);
+    for p in [0, 1] {
+        for i in 0..3 {
+            let records = batch(&[record(i, 1)], Compression::None);
+            assert_eq!(produce(&mut c, "t", p, records, 7).await.0, 0);
+        }
+    }
+    // Full fetch, epoch 0: both partitions answered, a session opened in the request's
+    // order; only partition 0 (first) gets its batch within one byte.
+    let r = c
+        .call(
+            &session_fetch(0, 0, vec![fetch_part(0, 0), fetch_part(1, 0)]),
+            11,
+        )
+        .await;
+    assert_eq!(r.error_code, 0);
+    let id = r.session_id;
+    assert_ne!(id, 0, "a session is opened");
+    assert_eq!(answered(&r), (vec![0, 1], vec![0]));
+    // Epoch 1, partition 0 moved on: read first, it returns records and goes to the end.
+    let r = c
+        .call(&session_fetch(id, 1, vec![fetch_part(0, 1)]), 11)
+        .await;
+    assert_eq!((r.error_code, r.session_id), (0, id));
     assert_eq!(
-        c.call(&incremental, 11).await.error_code,
-        70,
-        "FETCH_SESSION_ID_NOT_FOUND"
+        answered(&r),
+        (vec![0], vec![0]),
+        "partition 1 has nothing new"
     );
+    // Epoch 2: partition 1 is read first now and gets the byte.
+    let r = c
+        .call(&session_fetch(id, 2, vec![fetch_part(0, 2)]), 11)
+        .await;
+    assert_eq!(answered(&r), (vec![1], vec![1]), "partition 1's turn");
+    // Epoch 3: then partition 0 again.
+    let r = c
+        .call(&session_fetch(id, 3, vec![fetch_part(1, 1)]), 11)
+        .await;
+    assert_eq!(answered(&r), (vec![0], vec![0]), "partition 0's turn");
+    // Epoch 4, nothing moved: partition 1 is first, and still has records at its position.
+    let r = c.call(&session_fetch(id, 4, vec![]), 11).await;
+    assert_eq!(answered(&r), (vec![1], vec![1]));
+    // Epoch 5: partition 0 forgotten, partition 1 at its end: nothing new, an empty answer.
+    let forget = session_fetch(id, 5, vec![fetch_part(1, 3)]).with_forgotten_topics_data(vec![
+        fetch_request::ForgottenTopic::default()
+            .with_topic(topic_name("t"))
+            .with_partitions(vec![0]),
+    ]);
+    let r = c.call(&forget, 11).await;
+    assert_eq!(
+        (r.error_code, r.session_id, answered(&r).0),
+        (0, id, vec![])
+    );
+    // New records in the forgotten partition are not answered; in partition 1 they are.
+    produce(&mut c, "t", 0, batch(&[record(9, 1)], Compression::None), 7).await;
+    let r = c.call(&session_fetch(id, 6, vec![]), 11).await;
+    assert_eq!(answered(&r).0, Vec::<i32>::new(), "partition 0 forgotten");
+    produce(&mut c, "t", 1, batch(&[record(9, 1)], Compression::None), 7).await;
+    let r = c.call(&session_fetch(id, 7, vec![]), 11).await;
+    assert_eq!(answered(&r), (vec![1], vec![1]));
+    // A wrong epoch, an unknown id, a session opened by name continued by topic id.
+    let wrong = c.call(&session_fetch(id, 9, vec![]), 11).await;
+    assert_eq!(
+        (wrong.error_code, wrong.session_id),
+        (71, 0),
+        "INVALID_FETCH_SESSION_EPOCH"
+    );
+    let unknown = c.call(&session_fetch(id ^ 0x5a5a, 8, vec![]), 11).await;
+    assert_eq!(unknown.error_code, 70, "FETCH_SESSION_ID_NOT_FOUND");
+    let by_id = c.call(&session_fetch(id, 8, vec![]), 13).await;
+    assert_eq!(by_id.error_code, 106, "FETCH_SESSION_TOPIC_ID_ERROR");
+    let r = c.call(&session_fetch(id, 8, vec![]), 11).await;
+    assert_eq!(
+        (r.error_code, r.session_id),
+        (0, id),
+        "refusals leave the session as it was"
+    );
+    // Epoch -1 closes the session and is answered without one; the session is gone.
+    let last = c
+        .call(&session_fetch(id, -1, vec![fetch_part(1, 0)]), 11)
+        .await;
+    assert_eq!((last.error_code, last.session_id), (0, 0));
+    assert_eq!(
+        c.call(&session_fetch(id, 7, vec![]), 11).await.error_code,
+        70
+    );
+    // A fetch without sessions (id 0, epoch -1) opens none.
+    let plain = c
+        .call(&session_fetch(0, -1, vec![fetch_part(1, 0)]), 11)
+        .await;
+    assert_eq!((plain.error_code, plain.session_id), (0, 0));
 }
 
 #[tokio::test]
