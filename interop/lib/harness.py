@@ -196,6 +196,12 @@ class Broker:
         line = self.proc.wait_line(lambda l: l.startswith(prefix), timeout, "`%sHOST:PORT`" % prefix)
         return line[len(prefix):].strip()
 
+    def control(self, timeout=10):
+        """HOST:PORT of the control port (`--control-listen`), from its `control on HOST:PORT`
+        line."""
+        line = self.proc.wait_line(lambda l: l.startswith("control on "), timeout, "`control on HOST:PORT`")
+        return line.split("control on ", 1)[1].strip()
+
     @property
     def pid(self):
         return self.proc.pid if self.proc else None

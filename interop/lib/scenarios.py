@@ -800,6 +800,89 @@ def postgres_three_brokers_consumer(ctx):
 
 
 # -------------------------------------------------------------------------------------------
+# 7b'. group faults from the control port (issue 44): a member kicked out of its group rejoins
+#      and consumes again; a paused coordinator (COORDINATOR_NOT_AVAILABLE) loses nothing
+
+def member_id_of(proc):
+    """The member id the worker last reported (its `generation`/`assigned` events)."""
+    mids = [e["mid"] for e in proc.snapshot() if e.get("mid")]
+    return mids[-1] if mids else None
+
+
+@scenario("group-faults-confluent", topics={"gf": 4}, budget=150, own_broker=True, clients=("confluent",),
+          mock_note="the mock has no kick; a paused coordinator is its rd_kafka_mock_coordinator_set to a "
+                    "broker that is down")
+def group_faults_confluent(ctx):
+    from control import Control
+    topic, group = "gf", "gf-group"
+    all_parts = parts({topic: 4})
+    b = ctx.start_broker("broker", {topic: 4}, extra=["--control-listen", "127.0.0.1:0"])
+    control = Control(b.control(ctx.left(10)))
+    try:
+        kw = dict(session_ms=10000, heartbeat_ms=500, bootstrap=b.address)
+        prod = ctx.producer("confluent", "producer", [topic], 4000, "gf", rate=150, bootstrap=b.address)
+        a = ctx.consumer("confluent", "gf-a", group, [topic], **kw)
+        c = ctx.consumer("confluent", "gf-b", group, [topic], **kw)
+        ctx.wait_stable([a, c], all_parts, 40)
+        ctx.require(ctx.owned(a) and ctx.owned(c), "both members hold partitions: %s, %s"
+                    % (ctx.owned(a), ctx.owned(c)))
+        ctx.sleep(1.0)
+        # 1. kick a: its next heartbeat is UNKNOWN_MEMBER_ID; it gives up its partitions (lost or
+        #    revoked), joins again with a new member id, is assigned and consumes again
+        old_mid = member_id_of(a)
+        ctx.require(old_mid, "member a reported no member id")
+        mark = len(a.snapshot())
+        seen_from = control.requests(since=0)["next"]
+        t_kick = now()
+        control.kick(group, old_mid)
+        gave_up = ctx.wait_for(a, lambda e: e["ev"] in ("lost", "revoked"), 20,
+                               "a lost/revoked callback after the kick", start=mark)
+        back = ctx.wait_for(a, lambda e: e["ev"] == "assigned" and e["owned"], 30,
+                            "a new assignment after the kick", start=mark)
+        ctx.note("kicked: a's %s callback %.2f s after the kick, assigned again (%s) after %.2f s"
+                 % (gave_up["ev"], gave_up["t"] - t_kick, back["owned"], back["t"] - t_kick))
+        ctx.check(back.get("mid") and back["mid"] != old_mid,
+                  "a rejoined with member id %s, before the kick %s" % (back.get("mid"), old_mid))
+        # the kicked member's next group request meets UNKNOWN_MEMBER_ID (its Heartbeat, or its
+        # OffsetCommit, per partition, when that comes first: the record keeps top-level codes
+        # only) and it joins again as a new member (JoinGroup without a member id: 79)
+        seen = [(r["api"], r["error_code"]) for r in control.requests(since=seen_from)["requests"]
+                if r["group_id"] == group and r["client_id"] == "gf-a"]
+        ctx.note("gf-a's group requests after the kick: %s" % seen[:8])
+        ctx.check(("JoinGroup", 79) in seen, "gf-a did not join again as a new member after the kick: %s" % seen)
+        ctx.wait_stable([a, c], all_parts, 40)
+        ctx.wait_for(a, lambda e: e["ev"] == "recs" and e["t"] > back["t"], 30, "records read after the rejoin",
+                     start=mark)
+        # 2. pause the group's coordinator for 3 s (under the 10 s session): the clients meet
+        #    COORDINATOR_NOT_AVAILABLE, and after the resume the group goes on as it was
+        ctx.sleep(1.0)
+        gen = ctx.wait_stable([a, c], all_parts, 10)
+        marks = {p.label: len(p.snapshot()) for p in (a, c)}
+        seen_from = control.requests(since=0)["next"]
+        ctx.check(control.pause(group), "the coordinator was already paused")
+        ctx.sleep(3.0)
+        ctx.check(control.resume(group), "the coordinator was not paused")
+        t_resume = now()
+        refused = [r for r in control.requests(since=seen_from)["requests"]
+                   if r["group_id"] == group and r["outcome"] == "failed" and r["error_code"] == 15]
+        ctx.note("paused 3 s: %d requests answered COORDINATOR_NOT_AVAILABLE (%s)"
+                 % (len(refused), sorted({r["api"] for r in refused})))
+        ctx.check(refused, "no request of %s met the paused coordinator" % group)
+        for p in (a, c):
+            ctx.wait_for(p, lambda e: e["ev"] == "recs" and e["t"] > t_resume, 30,
+                         "%s reads after the resume" % p.label, start=marks[p.label])
+        ctx.check(ctx.wait_stable([a, c], all_parts, 10) == gen,
+                  "the pause changed the generation: before %s" % gen)
+        ctx.wait_done(prod, 60)
+        ctx.wait_consumed([a, c], [(t, k) for t, k, _, _ in ctx.produced([prod])], 60)
+        ctx.stop(a)
+        ctx.stop(c)
+        ctx.run_checker([a, c], [prod])
+    finally:
+        control.close()
+
+
+# -------------------------------------------------------------------------------------------
 # 7c. Kafka's consumer group protocol (KIP-848, group.protocol=consumer) with confluent-kafka:
 #     the broker assigns; a balanced split, a member that closes, a fourth that joins
 
