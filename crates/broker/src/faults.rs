@@ -32,7 +32,7 @@
 //!   admin removes the member (`Admin.removeMembersFromConsumerGroup`, a LeaveGroup v3+
 //!   naming it, KIP-345's batch leave): the member goes, the group rebalances (the others'
 //!   next Heartbeat is REBALANCE_IN_PROGRESS) and the kicked member's next Heartbeat (or
-//!   SyncGroup, OffsetCommit) is UNKNOWN_MEMBER_ID, after which a client joins again with an
+//!   SyncGroup, or OffsetCommit per partition: whichever comes first) is UNKNOWN_MEMBER_ID, after which a client joins again with an
 //!   empty member id. A consumer-protocol group (KIP-848): what Kafka's coordinator does when
 //!   it fences a member (`consumerGroupFenceMember`: an admin's removal, an expired session):
 //!   the member is removed and the group epoch bumped, so the others get a new assignment at
