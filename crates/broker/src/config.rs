@@ -449,6 +449,12 @@ pub struct BrokerConfig {
     /// [`allow_plaintext_remote`](Self::allow_plaintext_remote): the port has no
     /// authentication.
     pub control_listen: Option<SocketAddr>,
+    /// `--metrics-listen HOST:PORT`: serve `GET /metrics` there, in the Prometheus text
+    /// format (see [`crate::metrics`] and the crate's README, "Metrics"). Default `None`:
+    /// no metrics listener, and nothing is recorded. An address that is not loopback is
+    /// refused without [`allow_plaintext_remote`](Self::allow_plaintext_remote), as for the
+    /// control port: the listener has no authentication.
+    pub metrics_listen: Option<SocketAddr>,
     /// `--requests-recorded K`: how many of the last requests the broker remembers for
     /// [`Faults::requests_since`](crate::faults::Faults::requests_since) (default 10,000; 0
     /// remembers none).
@@ -645,6 +651,7 @@ impl Default for BrokerConfig {
             advertised_listeners: Vec::new(),
             allow_plaintext_remote: false,
             control_listen: None,
+            metrics_listen: None,
             requests_recorded: crate::faults::DEFAULT_REQUESTS_RECORDED,
             authorizer: false,
             super_users: Vec::new(),
@@ -1028,16 +1035,32 @@ impl BrokerConfig {
                 );
             }
         }
-        if let Some(control) = self.control_listen {
-            if !control.ip().is_loopback() && !self.allow_plaintext_remote {
-                return invalid(
-                    "control-listen",
-                    format!(
-                        "{control} is not a loopback address: anyone who reaches it could fail, \
-                         delay or drop every request without authenticating; use 127.0.0.1 or \
-                         ::1, or --allow-plaintext-remote if that is what you mean"
-                    ),
-                );
+        // The control and metrics ports have no authentication: loopback only, unless
+        // allowed outright.
+        let unauthenticated_ports = [
+            (
+                "control-listen",
+                self.control_listen,
+                "could fail, delay or drop every request",
+            ),
+            (
+                "metrics-listen",
+                self.metrics_listen,
+                "could read the broker's metrics (its groups, APIs and clients' traffic)",
+            ),
+        ];
+        for (setting, address, what) in unauthenticated_ports {
+            if let Some(address) = address {
+                if !address.ip().is_loopback() && !self.allow_plaintext_remote {
+                    return invalid(
+                        setting,
+                        format!(
+                            "{address} is not a loopback address: anyone who reaches it {what} \
+                             without authenticating; use 127.0.0.1 or ::1, or \
+                             --allow-plaintext-remote if that is what you mean"
+                        ),
+                    );
+                }
             }
         }
         if sasl && self.users_file.is_none() {
@@ -1171,6 +1194,37 @@ mod tests {
         }
         assert_eq!(
             BrokerConfig::default().control_listen,
+            None,
+            "off by default"
+        );
+    }
+
+    /// The metrics port has no authentication either: the control port's check.
+    #[test]
+    fn a_metrics_port_off_loopback_needs_allow_plaintext_remote() {
+        let metrics = |address: &str, allow| BrokerConfig {
+            metrics_listen: Some(address.parse().unwrap()),
+            allow_plaintext_remote: allow,
+            ..BrokerConfig::default()
+        };
+        for refused in ["0.0.0.0:0", "10.1.2.3:9999", "[::]:0"] {
+            let err = metrics(refused, false).validate().unwrap_err();
+            assert_eq!(err.code(), "INVALID_CONFIG");
+            let text = err.to_string();
+            assert!(
+                text.contains("metrics-listen") && text.contains("loopback"),
+                "{text}"
+            );
+        }
+        for ok in [
+            metrics("127.0.0.1:0", false),
+            metrics("[::1]:9404", false),
+            metrics("0.0.0.0:0", true),
+        ] {
+            ok.validate().unwrap();
+        }
+        assert_eq!(
+            BrokerConfig::default().metrics_listen,
             None,
             "off by default"
         );

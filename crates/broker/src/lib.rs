@@ -78,6 +78,7 @@ mod error;
 pub mod faults;
 mod files;
 mod lease;
+mod metrics;
 mod ownership;
 mod producers;
 mod retention;

@@ -28,6 +28,7 @@ use crate::documents::Documents;
 use crate::error::BrokerError;
 use crate::faults::{Instead, Outcome, SeenRequest};
 use crate::lease::Lease;
+use crate::metrics::{ListenerMetrics, Metrics, MetricsListener};
 use crate::producers::Producers;
 use crate::retention::Retention;
 use crate::shutdown::Shutdown;
@@ -87,6 +88,9 @@ pub struct Server {
     lease: Option<Lease>,
     /// With `--control-listen`: the control port (see [`crate::control`]).
     control: Option<crate::control::ControlListener>,
+    /// With `--metrics-listen`: the metrics listener and what the connections record into
+    /// (see [`crate::metrics`]).
+    metrics: Option<(Arc<Metrics>, MetricsListener)>,
 }
 
 /// One bound listener: its socket, its endpoint, and what its connections need (SASL's users
@@ -97,6 +101,8 @@ struct Bound {
     endpoint: Arc<Endpoint>,
     authenticator: Option<Arc<Authenticator>>,
     tls: Option<Tls>,
+    /// With `--metrics-listen`: the listener's connection gauge and byte counters.
+    metrics: Option<ListenerMetrics>,
 }
 
 impl Server {
@@ -233,6 +239,13 @@ impl Server {
             let ownership = lease.ownership();
             ownership.loaded(&ownership.loading());
         }
+        let metrics = match config.metrics_listen {
+            Some(address) => Some((
+                Arc::new(Metrics::new()),
+                MetricsListener::bind(address).await?,
+            )),
+            None => None,
+        };
         let mut listeners = Vec::new();
         for spec in config.all_listeners() {
             let bind_failed = |source| BrokerError::Bind {
@@ -264,6 +277,7 @@ impl Server {
                     .iter()
                     .find(|t| protocol.uses_tls() && t.client_auth == client_auth)
                     .cloned(),
+                metrics: metrics.as_ref().map(|(m, _)| m.listener(protocol, address)),
             });
         }
         for open in config.unauthenticated_remote_listeners() {
@@ -331,6 +345,7 @@ impl Server {
             context,
             lease,
             control,
+            metrics,
         })
     }
 
@@ -340,6 +355,11 @@ impl Server {
         self.control
             .as_ref()
             .map(crate::control::ControlListener::local_addr)
+    }
+
+    /// The metrics listener's address, with `--metrics-listen`.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|(_, l)| l.local_addr())
     }
 
     /// The broker's faults and its record of requests (see [`crate::faults`]).
@@ -379,6 +399,10 @@ impl Server {
         if let Some(control) = self.control {
             let faults = self.context.faults.clone();
             tokio::spawn(control.serve(faults, notify_shutdown.subscribe()));
+        }
+        if let Some((metrics, listener)) = self.metrics {
+            let coordinator = self.context.coordinator.clone();
+            tokio::spawn(listener.serve(metrics, coordinator, notify_shutdown.subscribe()));
         }
         // One connection limit and one per-address count over every listener, as Kafka's
         // max.connections and max.connections.per.ip are broker-wide.
@@ -645,10 +669,12 @@ impl Listener {
             let tls = self.bound.tls.clone();
             let authenticator = self.bound.authenticator.clone();
             let endpoint = self.bound.endpoint.clone();
+            let metrics = self.bound.metrics.clone();
             let context = context.clone();
             let shutdown_complete = self.shutdown_complete_tx.clone();
             tokio::spawn(async move {
                 info!(connection = id, %peer, protocol = endpoint.protocol.name(), "connection opened");
+                let open = metrics.as_ref().map(ListenerMetrics::opened);
                 let stream = match tls {
                     None => Stream::Tcp(socket),
                     // Boxed: the handshake's future (rustls mid-handshake) would otherwise
@@ -674,11 +700,13 @@ impl Listener {
                     shutdown,
                     told_unsupported: false,
                     session: Session::new(authenticator, peer, endpoint, principal),
+                    metrics,
                     _shutdown_complete: shutdown_complete,
                 };
                 let reason = handler.run().await;
                 let principal = handler.session.principal().unwrap_or_default();
                 info!(connection = handler.id, %peer, principal, reason = %reason, "connection closed");
+                drop(open);
                 drop(slot);
                 drop(permit);
             });
@@ -724,6 +752,8 @@ struct Handler {
     told_unsupported: bool,
     /// The connection's authentication and principal.
     session: Session,
+    /// With `--metrics-listen`: what the requests are recorded into.
+    metrics: Option<ListenerMetrics>,
     /// Dropped when the handler ends; the server waits for every one.
     _shutdown_complete: mpsc::Sender<()>,
 }
@@ -795,6 +825,10 @@ impl Handler {
                     return format!("bad frame: {e}");
                 }
             };
+            // Metrics: the frame's bytes, and the time its answer takes (see `answered`).
+            let timing = self.metrics.as_ref().map(|m| m.read(frame.len()));
+            // What the metrics count the answer under: API, version, error code.
+            let answered: Option<(kafka_protocol::messages::ApiKey, i16, Option<i16>)>;
             if self.session.expects_raw_token() {
                 // After a v0 SaslHandshake: a bare token, answered by a bare token; a failure
                 // closes the connection without an answer (Kafka's v0 behaviour).
@@ -857,6 +891,7 @@ impl Handler {
                             return format!("{key:?} dropped by a fault");
                         }
                         Some(Instead::Fail(code)) => {
+                            answered = Some((key, version, Some(code)));
                             seen.outcome = Outcome::Failed;
                             seen.error_code = Some(code);
                             faults.record(seen);
@@ -889,13 +924,14 @@ impl Handler {
                                 )
                             });
                             match answer {
-                                Ok(answered) => {
-                                    seen.error_code = answered.error_code;
-                                    if answered.frame.is_none() {
+                                Ok(answer) => {
+                                    answered = Some((key, version, answer.metric_code));
+                                    seen.error_code = answer.error_code;
+                                    if answer.frame.is_none() {
                                         seen.outcome = Outcome::NoAnswer;
                                     }
                                     faults.record(seen);
-                                    answered.frame
+                                    answer.frame
                                 }
                                 Err(e) => {
                                     seen.outcome = Outcome::Error;
@@ -913,6 +949,13 @@ impl Handler {
                         return reason;
                     }
                     let answer = entry.unsupported_version(version, header.correlation_id);
+                    answered = Some((
+                        key,
+                        version,
+                        answer
+                            .is_some()
+                            .then_some(crate::api::codes::UNSUPPORTED_VERSION),
+                    ));
                     let client_id = header.client_id.as_deref().unwrap_or("");
                     self.context.faults.record(SeenRequest {
                         seq: 0,
@@ -946,10 +989,16 @@ impl Handler {
                     return format!("bad request: {reason}");
                 }
             };
+            let written = response.as_ref().map_or(0, |frame| frame.len());
             if let Some(frame) = response {
                 if let Err(e) = self.connection.write_frame(&frame).await {
                     return format!("write failed: {e}");
                 }
+            }
+            if let (Some(m), Some(timing), Some((key, version, code))) =
+                (&self.metrics, timing, answered)
+            {
+                m.answered(timing, key, version, code, written);
             }
             if self.session.has_failed() {
                 return self.close_after_failed_authentication().await;

@@ -98,6 +98,7 @@ pub struct TestBroker {
     task: Option<JoinHandle<Result<(), BrokerError>>>,
     faults: Arc<Faults>,
     control: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
 }
 
 impl TestBroker {
@@ -133,6 +134,7 @@ impl TestBroker {
         let listeners = server.local_addrs();
         let faults = server.faults();
         let control = server.control_addr();
+        let metrics = server.metrics_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(server.run(async move {
             let _ = stopped.await;
@@ -144,6 +146,7 @@ impl TestBroker {
             task: Some(task),
             faults,
             control,
+            metrics,
         })
     }
 
@@ -157,6 +160,12 @@ impl TestBroker {
     /// ([`BrokerConfig::control_listen`]).
     pub fn control_addr(&self) -> Option<SocketAddr> {
         self.control
+    }
+
+    /// The metrics listener's address (`GET /metrics`), when the configuration asked for
+    /// one ([`BrokerConfig::metrics_listen`]).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics
     }
 
     /// `HOST:PORT` of the first listener: what a client's `bootstrap.servers` takes.

@@ -433,7 +433,7 @@ fn not_found(
 
 /// Kafka's group type of a kind: `consumer` for the consumer protocol's groups (KIP-848),
 /// `classic` for the others (the chapter's groups and those known by their offsets only).
-fn group_type(kind: GroupKind) -> &'static str {
+pub(crate) fn group_type(kind: GroupKind) -> &'static str {
     match kind {
         GroupKind::Consumer => "consumer",
         _ => "classic",

@@ -17,7 +17,7 @@ mod fetch;
 pub(crate) mod fetch_session;
 mod find_coordinator;
 pub(crate) mod group_configs;
-mod groups;
+pub(crate) mod groups;
 mod inflate;
 mod init_producer_id;
 mod list_offsets;

@@ -65,6 +65,8 @@ pub(crate) struct Answered {
     pub(crate) frame: Option<BytesMut>,
     /// The response's top-level error code, where the response has one at its version.
     pub(crate) error_code: Option<i16>,
+    /// The code the metrics count the answer under (see [`crate::metrics::response_code`]).
+    pub(crate) metric_code: Option<i16>,
 }
 
 /// A decoded request of some registered API, ready to be answered.
@@ -144,6 +146,7 @@ impl<A: Api> Decoded for Body<A> {
             match A::handle(&call, self.0, shutdown).await {
                 Some(body) => Ok(Answered {
                     error_code: crate::faults::top_level_code(&body, version),
+                    metric_code: crate::metrics::response_code(&body, version),
                     frame: Some(encode_response(
                         A::KEY,
                         version,
@@ -154,6 +157,7 @@ impl<A: Api> Decoded for Body<A> {
                 None => Ok(Answered {
                     frame: None,
                     error_code: None,
+                    metric_code: None,
                 }),
             }
         })

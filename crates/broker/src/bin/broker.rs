@@ -47,6 +47,14 @@ struct Args {
     /// the `listening on` lines.
     #[arg(long, value_name = "HOST:PORT")]
     control_listen: Option<std::net::SocketAddr>,
+    /// Serve `GET /metrics` on HOST:PORT (off by default): the broker's metrics in the
+    /// Prometheus text format, under Kafka's names (requests, errors and latency per API,
+    /// connections open and bytes per listener, groups by protocol and state); see the
+    /// README's "Metrics". It has no authentication: an address that is not loopback is
+    /// refused unless --allow-plaintext-remote. Once bound, prints `metrics on HOST:PORT`
+    /// to stdout after the `listening on` and `control on` lines.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// How many of the last requests the broker remembers for the control port's
     /// `requests` (API, version, client id, group, error code); 0 remembers none.
     #[arg(long, default_value_t = broker::faults::DEFAULT_REQUESTS_RECORDED, value_name = "K")]
@@ -310,6 +318,7 @@ impl Args {
             advertised_listeners: self.advertised_listeners,
             allow_plaintext_remote: self.allow_plaintext_remote,
             control_listen: self.control_listen,
+            metrics_listen: self.metrics_listen,
             requests_recorded: self.requests_recorded,
             authorizer: self.authorizer,
             super_users: self.super_users,
@@ -398,6 +407,9 @@ async fn serve(config: BrokerConfig) -> anyhow::Result<()> {
     }
     if let Some(control) = server.control_addr() {
         writeln!(stdout, "control on {control}")?;
+    }
+    if let Some(metrics) = server.metrics_addr() {
+        writeln!(stdout, "metrics on {metrics}")?;
     }
     stdout.flush()?;
     drop(stdout);

@@ -19,6 +19,7 @@ mod faults;
 mod groups;
 mod groups_tool;
 mod idempotence;
+mod metrics;
 mod postgres;
 mod sasl;
 mod scram_admin;

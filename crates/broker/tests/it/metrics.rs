@@ -1,0 +1,254 @@
+//! `--metrics-listen` (issue 50, first step): `GET /metrics` in the Prometheus text format,
+//! scraped with a plain TCP GET while a client is connected, checked against what it sent.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use crate::common;
+
+use broker::testing::TestBroker;
+use broker::BrokerConfig;
+use bytes::{BufMut, BytesMut};
+use common::*;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const MEMBER_ID_REQUIRED: i16 = 79;
+const UNKNOWN_MEMBER_ID: i16 = 25;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+async fn start() -> TestBroker {
+    let config = BrokerConfig {
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        topics: vec!["t:1".parse().unwrap()],
+        ..TestBroker::test_config()
+    };
+    bounded("start", TestBroker::with_config(config))
+        .await
+        .expect("the broker starts")
+}
+
+/// `GET path` over a fresh TCP connection: the status line and the body (the server closes
+/// the connection after its answer).
+async fn get(addr: SocketAddr, path: &str) -> (String, String, String) {
+    let mut socket = bounded("connect", TcpStream::connect(addr)).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: */*\r\n\r\n");
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    bounded("read the answer", socket.read_to_end(&mut answer))
+        .await
+        .unwrap();
+    let answer = String::from_utf8(answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    let status = head.lines().next().unwrap_or_default().to_string();
+    let content_type = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Type: "))
+        .unwrap_or_default()
+        .to_string();
+    (status, content_type, body.to_string())
+}
+
+/// Every sample of a scrape: `name{labels}` → value.
+async fn scrape(addr: SocketAddr) -> BTreeMap<String, f64> {
+    let (status, content_type, body) = get(addr, "/metrics").await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+    body.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').unwrap_or_else(|| panic!("{l:?}"));
+            (series.to_string(), value.parse().unwrap())
+        })
+        .collect()
+}
+
+fn value(samples: &BTreeMap<String, f64>, series: &str) -> f64 {
+    *samples
+        .get(series)
+        .unwrap_or_else(|| panic!("no {series} in {samples:#?}"))
+}
+
+fn join(group: &str, member: &str) -> JoinGroupRequest {
+    let mut subscription = BytesMut::new();
+    subscription.put_i16(0);
+    ConsumerProtocolSubscription::default()
+        .with_topics(vec![s("t")])
+        .encode(&mut subscription, 0)
+        .unwrap();
+    JoinGroupRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s(member))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(60_000)
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+        )
+        .with_name(s("range"))
+        .with_metadata(subscription.freeze())])
+}
+
+#[tokio::test]
+async fn metrics_count_requests_errors_connections_bytes_and_groups() {
+    let broker = start().await;
+    let metrics = broker.metrics_addr().expect("a metrics listener");
+    let mut c = Client::connect(broker.addr()).await;
+    for _ in 0..2 {
+        assert_eq!(
+            c.call(&ApiVersionsRequest::default(), 3).await.error_code,
+            0
+        );
+    }
+    let first = c.call(&join("g", ""), 5).await;
+    assert_eq!(first.error_code, MEMBER_ID_REQUIRED);
+    let joined = c.call(&join("g", &first.member_id), 5).await;
+    assert_eq!(joined.error_code, 0);
+    let sync = SyncGroupRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_generation_id(joined.generation_id)
+        .with_member_id(joined.member_id.clone())
+        .with_assignments(vec![
+            sync_group_request::SyncGroupRequestAssignment::default()
+                .with_member_id(joined.member_id.clone())
+                .with_assignment(bytes::Bytes::new()),
+        ]);
+    assert_eq!(c.call(&sync, 3).await.error_code, 0);
+    // A commit by a member the group does not have: refused, for every partition.
+    let refused = c
+        .call(
+            &commit("g", "nobody", joined.generation_id, &[("t", 0, 5)]),
+            8,
+        )
+        .await;
+    assert_eq!(commit_codes(&refused), [UNKNOWN_MEMBER_ID]);
+
+    let m = scrape(metrics).await;
+    let requests = |api: &str, version: i16| {
+        value(
+            &m,
+            &format!(
+                "kafka_network_requestmetrics_requests_total{{request=\"{api}\",version=\"{version}\"}}"
+            ),
+        )
+    };
+    assert_eq!(requests("ApiVersions", 3), 2.0);
+    assert_eq!(requests("JoinGroup", 5), 2.0);
+    assert_eq!(requests("SyncGroup", 3), 1.0);
+    assert_eq!(requests("OffsetCommit", 8), 1.0);
+    let errors = |api: &str, error: &str| {
+        value(
+            &m,
+            &format!(
+                "kafka_network_requestmetrics_errors_total{{request=\"{api}\",error=\"{error}\"}}"
+            ),
+        )
+    };
+    assert_eq!(errors("ApiVersions", "NONE"), 2.0);
+    assert_eq!(errors("JoinGroup", "MEMBER_ID_REQUIRED"), 1.0);
+    assert_eq!(errors("JoinGroup", "NONE"), 1.0);
+    assert_eq!(errors("OffsetCommit", "UNKNOWN_MEMBER_ID"), 1.0);
+    assert!(
+        !m.contains_key(
+            "kafka_network_requestmetrics_errors_total{request=\"OffsetCommit\",error=\"NONE\"}"
+        ),
+        "the refused commit is not counted as answered without error"
+    );
+    // The latency histogram: one observation per request, in seconds.
+    let latency = |api: &str, part: &str| {
+        value(
+            &m,
+            &format!("kafka_network_requestmetrics_totaltime_seconds_{part}{{request=\"{api}\"}}"),
+        )
+    };
+    assert_eq!(latency("ApiVersions", "count"), 2.0);
+    assert_eq!(latency("JoinGroup", "count"), 2.0);
+    let sum = latency("JoinGroup", "sum");
+    assert!(sum > 0.0 && sum < 10.0, "{sum}");
+    assert_eq!(
+        value(
+            &m,
+            "kafka_network_requestmetrics_totaltime_seconds_bucket{request=\"OffsetCommit\",le=\"+Inf\"}"
+        ),
+        1.0
+    );
+    // One connection open on the listener; bytes read and written on it.
+    let listener = format!("listener=\"PLAINTEXT\",address=\"{}\"", broker.addr());
+    assert_eq!(
+        value(
+            &m,
+            &format!("kafka_server_socket_server_metrics_connection_count{{{listener}}}")
+        ),
+        1.0
+    );
+    let bytes_in = value(
+        &m,
+        &format!("kafka_server_socket_server_metrics_incoming_byte_total{{{listener}}}"),
+    );
+    let bytes_out = value(
+        &m,
+        &format!("kafka_server_socket_server_metrics_outgoing_byte_total{{{listener}}}"),
+    );
+    // Six requests of at least 12 bytes each (size, key, version, correlation id, client
+    // id), and ApiVersions' answers alone are hundreds of bytes.
+    assert!(bytes_in >= 6.0 * 12.0, "{bytes_in}");
+    assert!(bytes_out > 2.0 * 200.0, "{bytes_out}");
+    // The group, by protocol and state, read from the coordinator at scrape time.
+    assert_eq!(
+        value(
+            &m,
+            "kafka_server_group_coordinator_metrics_group_count{protocol=\"classic\",state=\"Stable\"}"
+        ),
+        1.0
+    );
+
+    // The client leaves: no connection open (the broker notices the close at once).
+    drop(c);
+    let mut open = 1.0;
+    for _ in 0..100 {
+        let m = scrape(metrics).await;
+        open = value(
+            &m,
+            &format!("kafka_server_socket_server_metrics_connection_count{{{listener}}}"),
+        );
+        if open == 0.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(open, 0.0);
+    broker.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_metrics_listener_answers_404_elsewhere_and_bounds_the_request() {
+    let broker = start().await;
+    let metrics = broker.metrics_addr().expect("a metrics listener");
+    let (status, _, _) = get(metrics, "/").await;
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+    let (status, _, _) = get(metrics, "/metrics?x=1").await;
+    assert_eq!(status, "HTTP/1.1 200 OK", "a query string is ignored");
+    // A request that never ends its head is cut off, not buffered without bound.
+    let mut socket = TcpStream::connect(metrics).await.unwrap();
+    let huge = vec![b'a'; 64 * 1024];
+    let _ = socket.write_all(b"GET /").await;
+    let _ = socket.write_all(&huge).await;
+    let mut answer = Vec::new();
+    let _ = bounded("read the refusal", socket.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 431"),
+        "{answer}"
+    );
+    broker.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn no_metrics_listener_unless_asked() {
+    let broker = bounded("start", TestBroker::start()).await.unwrap();
+    assert_eq!(broker.metrics_addr(), None);
+}
