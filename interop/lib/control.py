@@ -115,6 +115,16 @@ class Control:
         """Resumes `group`'s coordinator."""
         return self.call(op="resume", group=group)["was_paused"]
 
+    def delete_records(self, topic, partition=None, before=None):
+        """Deletes `topic`'s records below `before` (all when None), in `partition` or in
+        every partition, as Kafka's DeleteRecords: {partition: new log start}."""
+        fields = {"op": "delete_records", "topic": topic}
+        if partition is not None:
+            fields["partition"] = partition
+        if before is not None:
+            fields["before"] = before
+        return {int(p): start for p, start in self.call(**fields)["log_start"].items()}
+
     def requests(self, since=0):
         """The recorded requests with seq >= since: {"requests": [...], "next": N,
         "missed": M}; each request has seq, connection, api, api_key, version, client_id,

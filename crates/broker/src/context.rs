@@ -141,7 +141,8 @@ impl Context {
             ownership: Arc::new(Ownership::alone(config.node_id)),
             faults: Arc::new(
                 crate::faults::Faults::new(config.requests_recorded)
-                    .with_coordinator(coordinator.clone()),
+                    .with_coordinator(coordinator.clone())
+                    .with_log(log.clone()),
             ),
             config,
             log,

@@ -12,6 +12,7 @@
 //! {"op":"rebalance","group":"g"}                                           → {"ok":true,"started":true}
 //! {"op":"pause","group":"g"}                                               → {"ok":true,"was_running":true}
 //! {"op":"resume","group":"g"}                                              → {"ok":true,"was_paused":true}
+//! {"op":"delete_records","topic":"t","partition":0,"before":5}             → {"ok":true,"log_start":{"0":5}}
 //! {"op":"fail","api":"Nope","error":1} → {"ok":false,"error":"unknown API …","code":"UNKNOWN_API"}
 //! ```
 //!
@@ -149,6 +150,29 @@ async fn command(faults: &Faults, line: &str) -> Result<Map<String, Value>, Refu
                 Value::Bool(was_paused),
             )]))
         }
+        "delete_records" => {
+            let topic = string(&fields, "topic")?;
+            let partition = match fields.get("partition") {
+                None | Some(Value::Null) => None,
+                Some(_) => Some(
+                    u32::try_from(integer(&fields, "partition", None)?)
+                        .map_err(|_| bad("`partition` must be 0 or more"))?,
+                ),
+            };
+            let before = match fields.get("before") {
+                None | Some(Value::Null) => None,
+                Some(_) => Some(integer(&fields, "before", None)?),
+            };
+            let starts = faults.delete_records(&topic, partition, before).await?;
+            let starts: Map<String, Value> = starts
+                .into_iter()
+                .map(|(p, start)| (p.to_string(), Value::from(start)))
+                .collect();
+            Ok(Map::from_iter([(
+                "log_start".into(),
+                Value::Object(starts),
+            )]))
+        }
         "requests" => {
             let since = integer(&fields, "since", Some(0))?;
             let since = u64::try_from(since).map_err(|_| bad("`since` must be 0 or more"))?;
@@ -172,7 +196,8 @@ async fn command(faults: &Faults, line: &str) -> Result<Map<String, Value>, Refu
 }
 
 /// The ops, for the messages.
-const OPS: &str = "fail, latency, drop, clear, requests, kick, rebalance, pause or resume";
+const OPS: &str =
+    "fail, latency, drop, clear, requests, kick, rebalance, pause, resume or delete_records";
 
 fn string(fields: &Map<String, Value>, name: &str) -> Result<String, Refusal> {
     match fields.get(name) {

@@ -26,6 +26,13 @@
 //!   connection, unhandled. Other connections are untouched.
 //! - [`clear`](Faults::clear): every rule goes.
 //!
+//! # Record faults
+//!
+//! - [`delete_records`](Faults::delete_records) of a topic (one partition or all), below an
+//!   offset or all of them: what Kafka's DeleteRecords (`kafka-delete-records.sh`) or its
+//!   retention do; a consumer positioned below the new log start gets OFFSET_OUT_OF_RANGE and
+//!   resets as its `auto.offset.reset` says. kfake and librdkafka's mock have no such fault.
+//!
 //! # Group faults
 //!
 //! - [`kick`](Faults::kick) a member out of a group. A classic group: what Kafka does when an
@@ -114,8 +121,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use coordinator_core::{Coordinator, GroupKind, LeavingMember};
+use coordinator_core::{Coordinator, GroupKind, LeavingMember, LogError, TopicPartition};
 use kafka_protocol::messages::*;
+use partition_log::PartitionLog;
 use serde::Serialize;
 
 use crate::api::registry;
@@ -194,6 +202,25 @@ pub enum FaultError {
         /// Why.
         reason: String,
     },
+    /// No topic of that name, or no such partition of it (delete_records).
+    #[error("{}", unknown_partition(topic, *partition))]
+    UnknownPartition {
+        /// The topic.
+        topic: String,
+        /// The partition asked for (`None`: the topic itself is unknown).
+        partition: Option<u32>,
+    },
+    /// The log refused the deletion (an offset past the high watermark, a failed write);
+    /// nothing of that partition changed.
+    #[error("records of {topic}-{partition}: {reason}")]
+    Records {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The log's refusal.
+        reason: String,
+    },
     /// A latency above [`MAX_LATENCY_MS`].
     #[error("latency {ms} ms is above the most a fault may add, {max} ms")]
     LatencyTooLong {
@@ -207,7 +234,7 @@ pub enum FaultError {
 impl FaultError {
     /// A stable code for the error: `TOO_MANY_RULES`, `UNKNOWN_API`, `NOT_SERVED`,
     /// `NO_ERROR_FIELD`, `NO_ERROR`, `ZERO_COUNT`, `LATENCY_TOO_LONG`, `UNKNOWN_GROUP`,
-    /// `UNKNOWN_MEMBER`, `GROUP`.
+    /// `UNKNOWN_MEMBER`, `GROUP`, `UNKNOWN_PARTITION`, `RECORDS`.
     pub fn code(&self) -> &'static str {
         match self {
             FaultError::TooManyRules { .. } => "TOO_MANY_RULES",
@@ -220,7 +247,16 @@ impl FaultError {
             FaultError::UnknownGroup { .. } => "UNKNOWN_GROUP",
             FaultError::UnknownMember { .. } => "UNKNOWN_MEMBER",
             FaultError::Group { .. } => "GROUP",
+            FaultError::UnknownPartition { .. } => "UNKNOWN_PARTITION",
+            FaultError::Records { .. } => "RECORDS",
         }
+    }
+}
+
+fn unknown_partition(topic: &str, partition: Option<u32>) -> String {
+    match partition {
+        Some(p) => format!("no partition {p} of topic `{topic}` on this broker"),
+        None => format!("no topic `{topic}` on this broker"),
     }
 }
 
@@ -370,6 +406,8 @@ pub struct Faults {
     paused: Mutex<BTreeSet<String>>,
     /// The broker's group coordinator, for the group faults (kick, rebalance).
     coordinator: Option<Arc<Coordinator>>,
+    /// The broker's log, for the record faults (delete_records).
+    log: Option<Arc<dyn PartitionLog>>,
 }
 
 impl Default for Faults {
@@ -391,6 +429,7 @@ impl Faults {
             }),
             paused: Mutex::new(BTreeSet::new()),
             coordinator: None,
+            log: None,
         }
     }
 
@@ -398,6 +437,68 @@ impl Faults {
     pub(crate) fn with_coordinator(mut self, coordinator: Arc<Coordinator>) -> Faults {
         self.coordinator = Some(coordinator);
         self
+    }
+
+    /// These faults over the broker's log (the record faults need it).
+    pub(crate) fn with_log(mut self, log: Arc<dyn PartitionLog>) -> Faults {
+        self.log = Some(log);
+        self
+    }
+
+    /// Deletes the records of `topic` below `before` (every record: the high watermark,
+    /// when `None`), in `partition` or in every partition of the topic, as Kafka's
+    /// DeleteRecords (`kafka-delete-records.sh`) or its retention do: the log start moves
+    /// up, and a consumer whose position is below it gets OFFSET_OUT_OF_RANGE and resets as
+    /// its `auto.offset.reset` says. Returns each partition's new log start. Partitions are
+    /// deleted one at a time: on an error, those before it stay deleted.
+    ///
+    /// # Errors
+    /// [`FaultError::UnknownPartition`], [`FaultError::Records`] (the log refused: an offset
+    /// past the high watermark, a failed write; that partition is unchanged).
+    pub async fn delete_records(
+        &self,
+        topic: &str,
+        partition: Option<u32>,
+        before: Option<i64>,
+    ) -> Result<Vec<(u32, i64)>, FaultError> {
+        let unknown = |partition| FaultError::UnknownPartition {
+            topic: topic.to_owned(),
+            partition,
+        };
+        let Some(log) = self.log.as_ref() else {
+            return Err(unknown(partition));
+        };
+        let refused = |partition, e: LogError| FaultError::Records {
+            topic: topic.to_owned(),
+            partition,
+            reason: e.to_string(),
+        };
+        let count = log
+            .topics()
+            .await
+            .map_err(|e| refused(partition.unwrap_or(0), e))?
+            .into_iter()
+            .find_map(|(name, count)| (name == topic).then_some(count))
+            .ok_or_else(|| unknown(None))?;
+        let partitions: Vec<u32> = match partition {
+            Some(p) if p < count => vec![p],
+            Some(p) => return Err(unknown(Some(p))),
+            None => (0..count).collect(),
+        };
+        let mut starts = Vec::with_capacity(partitions.len());
+        for p in partitions {
+            let tp = TopicPartition::new(topic, p);
+            let offset = match before {
+                Some(offset) => offset,
+                None => log.bounds(&tp).await.map_err(|e| refused(p, e))?.1,
+            };
+            let start = log
+                .delete_records(&tp, offset)
+                .await
+                .map_err(|e| refused(p, e))?;
+            starts.push((p, start));
+        }
+        Ok(starts)
     }
 
     fn rules(&self) -> std::sync::MutexGuard<'_, Vec<Rule>> {

@@ -837,3 +837,73 @@ async fn a_paused_coordinator_answers_coordinator_not_available_for_its_group_on
     let r = control.call(json!({"op": "pause"})).await;
     assert_eq!(r["code"], "BAD_REQUEST");
 }
+
+/// Records deleted below an offset, or all of them: the log start moves up, a fetch below it
+/// is OFFSET_OUT_OF_RANGE (what a consumer meets after Kafka's DeleteRecords or retention);
+/// from Rust and from the control port, with its refusals.
+#[tokio::test]
+async fn deleted_records_move_the_log_start_and_a_fetch_below_it_is_out_of_range() {
+    let config = BrokerConfig {
+        control_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..common::config()
+    };
+    let broker = start(config).await;
+    let mut c = client(&broker, "c").await;
+    for p in [0, 1] {
+        for i in 0..4 {
+            let records = batch(&[record(i, 1)], Compression::None);
+            assert_eq!(produce(&mut c, "t", p, records, 7).await.0, 0);
+        }
+    }
+    // From Rust: partition 0 below 3.
+    let starts = broker
+        .faults()
+        .delete_records("t", Some(0), Some(3))
+        .await
+        .unwrap();
+    assert_eq!(starts, vec![(0, 3)]);
+    let r = c.call(&fetch_request("t", 0, 0), 12).await;
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, 1,
+        "OFFSET_OUT_OF_RANGE"
+    );
+    let r = c.call(&fetch_request("t", 0, 3), 12).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    assert_eq!(decode_records(&r.responses[0].partitions[0]).len(), 1);
+    let r = c.call(&fetch_request("t", 1, 0), 12).await;
+    assert_eq!(
+        decode_records(&r.responses[0].partitions[0]).len(),
+        4,
+        "partition 1 untouched"
+    );
+    // From the control port: every record of every partition.
+    let mut control = Control::connect(broker.control_addr().unwrap()).await;
+    assert_eq!(
+        control
+            .call(json!({"op": "delete_records", "topic": "t"}))
+            .await,
+        json!({"ok": true, "log_start": {"0": 4, "1": 4}})
+    );
+    let r = c.call(&fetch_request("t", 1, 0), 12).await;
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, 1,
+        "OFFSET_OUT_OF_RANGE"
+    );
+    // Refusals: an unknown topic or partition, an offset past the end (nothing changes).
+    let r = control
+        .call(json!({"op": "delete_records", "topic": "nope"}))
+        .await;
+    assert_eq!(r["code"], "UNKNOWN_PARTITION", "{r}");
+    let r = control
+        .call(json!({"op": "delete_records", "topic": "t", "partition": 7}))
+        .await;
+    assert_eq!(r["code"], "UNKNOWN_PARTITION", "{r}");
+    let r = control
+        .call(json!({"op": "delete_records", "topic": "t", "partition": 0, "before": 99}))
+        .await;
+    assert_eq!(r["code"], "RECORDS", "{r}");
+    let r = control
+        .call(json!({"op": "delete_records", "topic": "t", "partition": -1}))
+        .await;
+    assert_eq!(r["code"], "BAD_REQUEST", "{r}");
+}
