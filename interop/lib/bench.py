@@ -580,6 +580,10 @@ def main():
                     help="one broker with --postgres against three over one database (a throwaway "
                          "PostgreSQL, a fresh database per workload; leases of 3 s, heartbeats every 0.5 s), "
                          "with the failover workload (20 SIGKILLs of a group's coordinator)")
+    ap.add_argument("--record-overhead", action="store_true",
+                    help="our in-memory broker as it starts by default (the record of the last "
+                         "10,000 requests kept for the test kit) against --requests-recorded 0, "
+                         "side by side")
     a = ap.parse_args()
 
     logdir = os.path.join(ROOT, "target", "interop", "bench-logs")
@@ -593,6 +597,8 @@ def main():
     elif not a.mock_only:
         print("bench: no broker binary at %s; measuring the mock only" % a.broker)
 
+    if a.record_overhead and have_ours:
+        targets = [("ours", [a.broker], None), ("ours-norecord", [a.broker], "norecord")]
     pg = None
     if a.postgres and have_ours:
         import pgtemp
@@ -637,6 +643,8 @@ def main():
                     time.sleep(1.5)  # the three share the slots out (two heartbeats)
                 elif store == "pg" and a.postgres_cluster:
                     b = start(kind, cmd, broker_args(None, None, url) + lease, logdir)
+                elif store == "norecord":
+                    b = start(kind, cmd, broker_args() + ["--requests-recorded", "0"], logdir)
                 else:
                     b = start(kind, cmd, broker_args(tmp if store else None, store, url), logdir)
                 try:
@@ -677,6 +685,8 @@ def main():
     kinds = ("mock", "ours", "ours-log", "ours-flush", "ours-json")
     if a.postgres:
         kinds = ("ours-log", "ours-pg")
+    if a.record_overhead:
+        kinds = ("ours", "ours-norecord")
     if a.postgres_cluster:
         kinds = ("ours-pg", "ours-pg3")
         rows += [("failover", "failover_median_s", "failover median (s), 20 kills", "lower"),
