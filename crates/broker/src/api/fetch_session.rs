@@ -25,6 +25,7 @@
 //! answered without a session, and an incremental one that would grow it past the bound ends
 //! the session (FETCH_SESSION_ID_NOT_FOUND).
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, PoisonError};
 
@@ -91,8 +92,8 @@ impl Cached {
         }
     }
 
-    fn same(&self, topic: &TopicName, topic_id: Uuid, partition: i32) -> bool {
-        self.fetch.partition == partition && self.topic == *topic && self.topic_id == topic_id
+    fn key(&self) -> (TopicName, Uuid, i32) {
+        (self.topic.clone(), self.topic_id, self.fetch.partition)
     }
 }
 
@@ -137,24 +138,36 @@ impl FetchSessions {
         if session.uses_ids != (version >= TOPIC_IDS_FROM) {
             return Plan::Refused(FETCH_SESSION_TOPIC_ID_ERROR);
         }
+        // Where each partition is in the session's order (one pass, not one per partition).
+        let mut at: HashMap<(TopicName, Uuid, i32), usize> = session
+            .partitions
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.key(), i))
+            .collect();
         for topic in &request.topics {
             for p in &topic.partitions {
-                match session
-                    .partitions
-                    .iter_mut()
-                    .find(|c| c.same(&topic.topic, topic.topic_id, p.partition))
-                {
-                    Some(cached) => cached.fetch = p.clone(),
-                    None => session.partitions.push(Cached::new(topic, p)),
+                let key = (topic.topic.clone(), topic.topic_id, p.partition);
+                match at.get(&key) {
+                    Some(&i) => session.partitions[i].fetch = p.clone(),
+                    None => {
+                        at.insert(key, session.partitions.len());
+                        session.partitions.push(Cached::new(topic, p));
+                    }
                 }
             }
         }
-        for forgotten in &request.forgotten_topics_data {
-            session.partitions.retain(|c| {
-                !(c.topic == forgotten.topic
-                    && c.topic_id == forgotten.topic_id
-                    && forgotten.partitions.contains(&c.fetch.partition))
-            });
+        if !request.forgotten_topics_data.is_empty() {
+            let forgotten: HashSet<(TopicName, Uuid, i32)> = request
+                .forgotten_topics_data
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(|&p| (t.topic.clone(), t.topic_id, p))
+                })
+                .collect();
+            session.partitions.retain(|c| !forgotten.contains(&c.key()));
         }
         if session.partitions.len() > MAX_SESSION_PARTITIONS {
             *slot = None;
@@ -221,20 +234,17 @@ impl FetchSessions {
             throttle_time_ms,
             ..
         } = response;
+        // The read request is the session's partitions in its order (built by `plan`, and
+        // nothing changed the session since: a connection serves one request at a time), so
+        // the i-th partition answered is the session's i-th.
         let mut kept: Vec<FetchableTopicResponse> = Vec::new();
-        let mut rotate = Vec::new();
+        let mut rotate = vec![false; session.partitions.len()];
+        let mut i = 0;
         for (topic, answered) in read.topics.iter().zip(responses) {
-            let FetchableTopicResponse {
-                partitions: datas, ..
-            } = answered;
             let mut included = Vec::new();
-            for (p, data) in topic.partitions.iter().zip(datas) {
-                let Some(cached) = session
-                    .partitions
-                    .iter_mut()
-                    .find(|c| c.same(&topic.topic, topic.topic_id, p.partition))
-                else {
-                    continue;
+            for data in answered.partitions.into_iter().take(topic.partitions.len()) {
+                let Some(cached) = session.partitions.get_mut(i) else {
+                    break;
                 };
                 let records = data.records.as_ref().map_or(0, |r| r.len());
                 let changed = cached.high_watermark != data.high_watermark
@@ -242,30 +252,27 @@ impl FetchSessions {
                     || cached.log_start != data.log_start_offset;
                 remember(cached, &data);
                 if records > 0 || changed || data.error_code != codes::NONE {
-                    if records > 0 {
-                        rotate.push(p.partition_key(topic));
-                    }
+                    rotate[i] = records > 0;
                     included.push(data);
                 }
+                i += 1;
             }
             if !included.is_empty() {
-                let entry = FetchableTopicResponse::default()
-                    .with_topic(topic.topic.clone())
-                    .with_topic_id(topic.topic_id)
-                    .with_partitions(included);
-                kept.push(entry);
+                kept.push(
+                    FetchableTopicResponse::default()
+                        .with_topic(topic.topic.clone())
+                        .with_topic_id(topic.topic_id)
+                        .with_partitions(included),
+                );
             }
         }
         // Those that returned records go to the end, in the order they were read.
-        for (name, topic_id, partition) in rotate {
-            if let Some(at) = session
-                .partitions
-                .iter()
-                .position(|c| c.same(&name, topic_id, partition))
-            {
-                let cached = session.partitions.remove(at);
-                session.partitions.push(cached);
-            }
+        if rotate.iter().any(|r| *r) {
+            let (last, first): (Vec<_>, Vec<_>) = std::mem::take(&mut session.partitions)
+                .into_iter()
+                .zip(rotate)
+                .partition(|(_, r)| *r);
+            session.partitions = first.into_iter().chain(last).map(|(c, _)| c).collect();
         }
         FetchResponse::default()
             .with_throttle_time_ms(throttle_time_ms)
@@ -306,16 +313,6 @@ fn runs(partitions: &[Cached]) -> Vec<FetchTopic> {
         }
     }
     topics
-}
-
-trait PartitionKey {
-    fn partition_key(&self, topic: &FetchTopic) -> (TopicName, Uuid, i32);
-}
-
-impl PartitionKey for FetchPartition {
-    fn partition_key(&self, topic: &FetchTopic) -> (TopicName, Uuid, i32) {
-        (topic.topic.clone(), topic.topic_id, self.partition)
-    }
 }
 
 /// A session id: non-zero, positive, not reused soon (a process-wide sequence from a
