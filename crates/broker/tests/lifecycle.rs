@@ -292,13 +292,15 @@ async fn running_out_of_file_descriptors_never_stops_the_broker() {
 async fn an_unserved_version_is_logged_once_per_connection_with_the_client_id() {
     let mut p = spawn(&[]).await;
     let mut c = Client::connect(p.addr).await;
-    // InitProducerId v5 (transactions v2) decodes but is not served.
-    let init = InitProducerIdRequest::default()
-        .with_transaction_timeout_ms(60_000)
+    // EndTxn v5 (transaction version 2) decodes but is not served.
+    let end = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(
+            kafka_protocol::protocol::StrBytes::from_static_str("t"),
+        ))
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
     for _ in 0..3 {
-        assert_eq!(c.call(&init, 5).await.error_code, 35);
+        assert_eq!(c.call(&end, 5).await.error_code, 35);
     }
     signal(&p.child, "TERM").await;
     bounded("exit", p.child.wait()).await.expect("wait");
@@ -310,7 +312,7 @@ async fn an_unserved_version_is_logged_once_per_connection_with_the_client_id() 
     assert_eq!(told.len(), 1, "{log}");
     assert!(
         told[0].contains("client_id=")
-            && told[0].contains("InitProducerId")
+            && told[0].contains("EndTxn")
             && told[0].contains("version=5"),
         "{}",
         told[0]
