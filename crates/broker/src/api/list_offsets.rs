@@ -35,7 +35,7 @@ use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 
 use super::fetch::READ_COMMITTED;
 use super::produce::{log_code, not_led};
-use super::registry::Api;
+use super::registry::{up_to_codec, Api};
 use super::{codes, Call};
 use crate::context::WallClock;
 use crate::shutdown::Shutdown;
@@ -140,8 +140,9 @@ pub(crate) struct ListOffsets;
 
 impl Api for ListOffsets {
     const KEY: ApiKey = ApiKey::ListOffsets;
-    /// v11: `EARLIEST_PENDING_UPLOAD` (KIP-1023).
-    const VERSIONS: RangeInclusive<i16> = 1..=11;
+    /// v11: `EARLIEST_PENDING_UPLOAD` (KIP-1023). Up to what the codec serves (see
+    /// [`up_to_codec`]).
+    const VERSIONS: RangeInclusive<i16> = 1..=up_to_codec::<ListOffsetsRequest>(11);
     type Request = ListOffsetsRequest;
 
     async fn handle(

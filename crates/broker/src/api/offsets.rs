@@ -32,7 +32,7 @@ use tracing::debug;
 
 use super::fetch::names_of_ids;
 use super::groups::{code, generation, refusal};
-use super::registry::Api;
+use super::registry::{up_to_codec, Api};
 use super::{codes, Call};
 use crate::shutdown::Shutdown;
 
@@ -592,8 +592,8 @@ pub(crate) struct OffsetCommit;
 impl Api for OffsetCommit {
     const KEY: ApiKey = ApiKey::OffsetCommit;
     /// v9: a consumer-protocol member commits with its member epoch (KIP-848); v10 names
-    /// topics by id (KIP-848).
-    const VERSIONS: RangeInclusive<i16> = 2..=10;
+    /// topics by id (KIP-848). Up to what the codec serves (see [`up_to_codec`]).
+    const VERSIONS: RangeInclusive<i16> = 2..=up_to_codec::<OffsetCommitRequest>(10);
     type Request = OffsetCommitRequest;
 
     async fn handle(
@@ -610,8 +610,8 @@ pub(crate) struct OffsetFetch;
 impl Api for OffsetFetch {
     const KEY: ApiKey = ApiKey::OffsetFetch;
     /// v8 batches groups; v9 carries a consumer-protocol member's id and epoch (KIP-848);
-    /// v10 names topics by id.
-    const VERSIONS: RangeInclusive<i16> = 1..=10;
+    /// v10 names topics by id. Up to what the codec serves (see [`up_to_codec`]).
+    const VERSIONS: RangeInclusive<i16> = 1..=up_to_codec::<OffsetFetchRequest>(10);
     type Request = OffsetFetchRequest;
 
     async fn handle(

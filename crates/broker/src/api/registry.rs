@@ -289,6 +289,30 @@ fn top_level_error<A: Api>(
     Some(Ok(frame))
 }
 
+/// Kafka 4.2's newest version of an API, `newest`, or the newest the codec decodes and
+/// encodes for `R` (request and response) if it stops short: the workspace patches
+/// `kafka-protocol` 0.18 (vendor/kafka-protocol/PATCHED.md) to Kafka 4.2's stable versions,
+/// but a package built from crates.io gets the published crate, generated from Kafka 4.1,
+/// and then advertises what that crate can serve (OffsetCommit 2–9, OffsetFetch 1–9,
+/// ListOffsets 1–10).
+pub(crate) const fn up_to_codec<R: Request>(newest: i16) -> i16
+where
+    R::Response: Message,
+{
+    let request = <R as Message>::VERSIONS.max;
+    let response = <R::Response as Message>::VERSIONS.max;
+    let codec = if request < response {
+        request
+    } else {
+        response
+    };
+    if codec < newest {
+        codec
+    } else {
+        newest
+    }
+}
+
 /// The registry row of `A`. Evaluated at compile time, so an API whose key is not its request
 /// type's, or whose versions lie outside what `kafka-protocol` decodes and encodes, does not
 /// build.
