@@ -326,6 +326,32 @@ pub struct SeenRequest {
     pub error_code: Option<i16>,
 }
 
+impl SeenRequest {
+    /// A request of `api` at `version` on `connection`, before the record numbers it; the
+    /// client id is kept as [`bounded`] keeps it.
+    pub(crate) fn new(
+        connection: u64,
+        api: ApiKey,
+        version: i16,
+        client_id: &str,
+        group_id: Option<String>,
+        outcome: Outcome,
+        error_code: Option<i16>,
+    ) -> SeenRequest {
+        SeenRequest {
+            seq: 0,
+            connection,
+            api,
+            api_key: api as i16,
+            version,
+            client_id: bounded(client_id),
+            group_id,
+            outcome,
+            error_code,
+        }
+    }
+}
+
 fn api_name<S: serde::Serializer>(api: &ApiKey, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format!("{api:?}"))
 }

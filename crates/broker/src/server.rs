@@ -862,17 +862,15 @@ impl Handler {
                     let started = Instant::now();
                     let version = header.request_api_version;
                     let client_id = header.client_id.as_deref().unwrap_or("");
-                    let mut seen = SeenRequest {
-                        seq: 0,
-                        connection: self.id,
-                        api: key,
-                        api_key: key as i16,
+                    let mut seen = SeenRequest::new(
+                        self.id,
+                        key,
                         version,
-                        client_id: crate::faults::bounded(client_id),
-                        group_id: crate::faults::group_of(request.request(), version),
-                        outcome: Outcome::Answered,
-                        error_code: None,
-                    };
+                        client_id,
+                        crate::faults::group_of(request.request(), version),
+                        Outcome::Answered,
+                        None,
+                    );
                     // Faults (crate::faults): here, after the request is decoded and its
                     // connection authenticated, before its handler.
                     let faults = self.context.faults.clone();
@@ -957,19 +955,17 @@ impl Handler {
                             .then_some(crate::api::codes::UNSUPPORTED_VERSION),
                     ));
                     let client_id = header.client_id.as_deref().unwrap_or("");
-                    self.context.faults.record(SeenRequest {
-                        seq: 0,
-                        connection: self.id,
-                        api: key,
-                        api_key: key as i16,
+                    self.context.faults.record(SeenRequest::new(
+                        self.id,
+                        key,
                         version,
-                        client_id: crate::faults::bounded(client_id),
-                        group_id: None,
-                        outcome: Outcome::UnsupportedVersion,
-                        error_code: answer
+                        client_id,
+                        None,
+                        Outcome::UnsupportedVersion,
+                        answer
                             .is_some()
                             .then_some(crate::api::codes::UNSUPPORTED_VERSION),
-                    });
+                    ));
                     let (min, max) = (entry.decodable_min, *entry.versions.end());
                     if !std::mem::replace(&mut self.told_unsupported, true) {
                         // Old clients are told, not dropped silently: one line per connection
