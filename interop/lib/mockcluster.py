@@ -3,6 +3,7 @@
 
     mockcluster.py --listen 127.0.0.1:0 [--topic NAME:PARTITIONS]... [--num-partitions N]
                    [--group-initial-rebalance-delay-ms N] [--brokers N] [--api-versions-like-broker]
+                   [--control-listen HOST:PORT]
 
 It loads the librdkafka shared object bundled in the confluent-kafka wheel, creates a mock
 cluster through ctypes, prints `listening on HOST:PORT` on stdout (one line, flushed) and
@@ -12,12 +13,33 @@ and ignored, with a note on stderr, so the suite can start either with the same 
 
 The mock listens on an ephemeral loopback port of its own choosing: --listen is accepted for
 symmetry, its port must be 0.
+
+--control-listen HOST:PORT serves the broker's control port protocol (JSON lines; see
+crates/broker/README.md, "Faults and the control port") for the faults the mock has, and prints
+`control on HOST:PORT` after the `listening on` line, as the broker does:
+
+  fail     rd_kafka_mock_push_request_errors_array: the next `count` requests of the API, from
+           every client (a `client_id` is refused: the mock's errors are the cluster's)
+  drop     the same with RD_KAFKA_RESP_ERR__TRANSPORT, which makes the mock close the connection
+  latency  rd_kafka_mock_broker_set_rtt on every broker: the mock's RTT holds the answer of
+           *every* API, after the request was handled (the longest latency set applies)
+  pause    COORDINATOR_NOT_AVAILABLE pushed (100,000 deep) for every group API (FindCoordinator,
+           JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+           ConsumerGroupHeartbeat) of every group; `resume` clears those APIs' errors (the
+           mock cannot pause one group, nor keep a `fail` of those APIs across a resume)
+  delete_records  rd_kafka_mock_partition_delete_records (librdkafka 2.16 and later)
+  clear    every pushed error and the RTT go
+
+kick, rebalance and requests have no counterpart in the mock: they are answered
+{"ok":false,"code":"UNSUPPORTED","error":...} (the broker's refusal shape).
 """
 import argparse
 import ctypes
 import glob
+import json
 import os
 import signal
+import socket
 import sys
 import threading
 
@@ -50,6 +72,229 @@ BROKER_API_VERSIONS = {
 }
 
 
+# Kafka's API names (ApiKey's), for the control port's `api` field
+API_KEYS = {
+    "Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
+    "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
+    "DescribeGroups": 15, "ListGroups": 16, "SaslHandshake": 17, "ApiVersions": 18, "CreateTopics": 19,
+    "DeleteTopics": 20, "DeleteRecords": 21, "InitProducerId": 22, "OffsetForLeaderEpoch": 23,
+    "AddPartitionsToTxn": 24, "AddOffsetsToTxn": 25, "EndTxn": 26, "TxnOffsetCommit": 28,
+    "DescribeAcls": 29, "CreateAcls": 30, "DeleteAcls": 31, "DescribeConfigs": 32, "AlterConfigs": 33,
+    "CreatePartitions": 37, "SaslAuthenticate": 36, "DeleteGroups": 42, "IncrementalAlterConfigs": 44,
+    "OffsetDelete": 47, "DescribeCluster": 60, "DescribeProducers": 61, "DescribeTransactions": 65,
+    "ListTransactions": 66, "ConsumerGroupHeartbeat": 68, "ConsumerGroupDescribe": 69,
+    "GetTelemetrySubscriptions": 71, "PushTelemetry": 72,
+}
+# what a paused coordinator answers COORDINATOR_NOT_AVAILABLE to (the broker's list)
+GROUP_APIS = (10, 11, 14, 12, 13, 8, 9, 68)
+COORDINATOR_NOT_AVAILABLE = 15
+RD_KAFKA_RESP_ERR__TRANSPORT = -195
+PAUSE_DEPTH = 100_000
+
+
+class Refused(Exception):
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class MockControl:
+    """The control port's protocol over the mock's own fault setters (see the module's doc)."""
+
+    def __init__(self, lib, mc, topics, bootstrap):
+        self.lib, self.mc, self.topics, self.bootstrap = lib, mc, topics, bootstrap
+        self.lock = threading.Lock()
+        self.latency = {}       # api key -> ms (the mock's RTT is one per broker: the longest)
+        self.pushed = set()     # API keys with errors pushed (cleared by `clear`)
+        self.paused = set()     # groups "paused" (the mock pauses every group's APIs at once)
+        lib.rd_kafka_mock_push_request_errors_array.restype = None
+        lib.rd_kafka_mock_push_request_errors_array.argtypes = [ctypes.c_void_p, ctypes.c_int16, ctypes.c_size_t,
+                                                                ctypes.POINTER(ctypes.c_int)]
+        lib.rd_kafka_mock_clear_request_errors.restype = None
+        lib.rd_kafka_mock_clear_request_errors.argtypes = [ctypes.c_void_p, ctypes.c_int16]
+        lib.rd_kafka_mock_broker_set_rtt.restype = ctypes.c_int
+        lib.rd_kafka_mock_broker_set_rtt.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int]
+        self.delete_records_fn = getattr(lib, "rd_kafka_mock_partition_delete_records", None)
+        if self.delete_records_fn is not None:
+            self.delete_records_fn.restype = ctypes.c_int
+            self.delete_records_fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int64]
+
+    # ---- fields
+    @staticmethod
+    def api_key(req):
+        api = req.get("api")
+        if isinstance(api, bool) or api is None:
+            raise Refused("BAD_REQUEST", "`api` is missing: give a Kafka API name or key")
+        if isinstance(api, int):
+            if api in API_KEYS.values():
+                return api
+        elif isinstance(api, str):
+            if api.strip().isdigit() and int(api) in API_KEYS.values():
+                return int(api)
+            for name, key in API_KEYS.items():
+                if name.lower() == api.strip().lower():
+                    return key
+        raise Refused("UNKNOWN_API", "unknown API `%s`: give a Kafka API name (OffsetCommit) or key (8)" % api)
+
+    @staticmethod
+    def number(req, field, default=None, lo=None):
+        value = req.get(field, default)
+        if value is None or isinstance(value, bool) or not isinstance(value, int):
+            raise Refused("BAD_REQUEST", "`%s` must be an integer" % field)
+        if lo is not None and value < lo:
+            raise Refused("BAD_REQUEST", "`%s` must be at least %d" % (field, lo))
+        return value
+
+    @staticmethod
+    def every_client(req, op):
+        if req.get("client_id") is not None:
+            raise Refused("UNSUPPORTED", "the mock's %s applies to every client: it has no per-client rule "
+                                         "(rd_kafka_mock_push_request_errors is the cluster's)" % op)
+
+    def push(self, key, errors):
+        arr = (ctypes.c_int * len(errors))(*errors)
+        self.lib.rd_kafka_mock_push_request_errors_array(self.mc, key, len(errors), arr)
+        self.pushed.add(key)
+
+    def set_rtt(self):
+        self.lib.rd_kafka_mock_broker_set_rtt(self.mc, -1, max(self.latency.values(), default=0))
+
+    # ---- ops
+    def handle(self, req):
+        if not isinstance(req, dict):
+            raise Refused("BAD_REQUEST", "a request is a JSON object")
+        op = req.get("op")
+        with self.lock:
+            if op == "fail":
+                key = self.api_key(req)
+                error = self.number(req, "error")
+                count = self.number(req, "count", 1, lo=0)
+                self.every_client(req, "fail")
+                if error == 0:
+                    raise Refused("NO_ERROR", "error 0 is no error")
+                if count == 0:
+                    raise Refused("ZERO_COUNT", "`count` 0 fails nothing")
+                self.push(key, [error] * count)
+                return {"ok": True}
+            if op == "drop":
+                key = self.api_key(req)
+                count = self.number(req, "count", 1, lo=0)
+                self.every_client(req, "drop")
+                if count == 0:
+                    raise Refused("ZERO_COUNT", "`count` 0 drops nothing")
+                self.push(key, [RD_KAFKA_RESP_ERR__TRANSPORT] * count)
+                return {"ok": True}
+            if op == "latency":
+                key = self.api_key(req)
+                ms = self.number(req, "ms", lo=0)
+                self.every_client(req, "latency")
+                if ms > 600_000:
+                    raise Refused("LATENCY_TOO_LONG", "at most 600000 ms")
+                if ms:
+                    self.latency[key] = ms
+                else:
+                    self.latency.pop(key, None)
+                self.set_rtt()
+                return {"ok": True, "scope": "every API of every broker: the mock's RTT (rd_kafka_mock_broker_set_rtt) "
+                                             "holds each answer after the request was handled"}
+            if op == "clear":
+                for key in sorted(self.pushed):
+                    self.lib.rd_kafka_mock_clear_request_errors(self.mc, key)
+                self.pushed.clear()
+                self.paused.clear()
+                self.latency.clear()
+                self.set_rtt()
+                return {"ok": True}
+            if op == "pause":
+                group = req.get("group")
+                if not isinstance(group, str):
+                    raise Refused("BAD_REQUEST", "`group` must be a string")
+                was_running = group not in self.paused
+                if not self.paused:
+                    for key in GROUP_APIS:
+                        self.push(key, [COORDINATOR_NOT_AVAILABLE] * PAUSE_DEPTH)
+                self.paused.add(group)
+                return {"ok": True, "was_running": was_running,
+                        "scope": "every group: the mock's errors are the cluster's, per API"}
+            if op == "resume":
+                group = req.get("group")
+                if not isinstance(group, str):
+                    raise Refused("BAD_REQUEST", "`group` must be a string")
+                was_paused = group in self.paused
+                self.paused.discard(group)
+                if was_paused and not self.paused:
+                    for key in GROUP_APIS:
+                        self.lib.rd_kafka_mock_clear_request_errors(self.mc, key)
+                return {"ok": True, "was_paused": was_paused}
+            if op == "delete_records":
+                return self.delete_records(req)
+            if op in ("kick", "rebalance", "requests"):
+                raise Refused("UNSUPPORTED", {
+                    "kick": "the mock cannot remove a member from its group (no admin removal, no "
+                            "per-member error)",
+                    "rebalance": "the mock cannot start a rebalance of a group on demand",
+                    "requests": "the mock keeps no record of requests with their client id, group and "
+                                "error code (rd_kafka_mock_get_requests has the API key and time only)",
+                }[op])
+            raise Refused("UNKNOWN_OP", "unknown op `%s`" % op)
+
+    def delete_records(self, req):
+        if self.delete_records_fn is None:
+            raise Refused("UNSUPPORTED", "this librdkafka's mock has no rd_kafka_mock_partition_delete_records")
+        topic = req.get("topic")
+        if not isinstance(topic, str) or topic not in self.topics:
+            raise Refused("UNKNOWN_PARTITION", "no topic `%s` in the mock (its topics come from --topic)" % topic)
+        if req.get("partition") is not None:
+            parts = [self.number(req, "partition", lo=0)]
+            if parts[0] >= self.topics[topic]:
+                raise Refused("UNKNOWN_PARTITION", "%s has %d partitions" % (topic, self.topics[topic]))
+        else:
+            parts = list(range(self.topics[topic]))
+        out = {}
+        for p in parts:
+            before = req.get("before")
+            if before is None:
+                before = self.high_watermark(topic, p)
+            else:
+                before = self.number(req, "before", lo=0)
+            err = self.delete_records_fn(self.mc, topic.encode(), p, before)
+            if err:
+                raise Refused("RECORDS", "partition %d: %s" % (p, self.lib.rd_kafka_err2str(err).decode()))
+            out[str(p)] = before
+        return {"ok": True, "log_start": out}
+
+    def high_watermark(self, topic, partition):
+        import confluent_kafka
+        c = confluent_kafka.Consumer({"bootstrap.servers": self.bootstrap, "group.id": "mockcluster-control"})
+        try:
+            return c.get_watermark_offsets(confluent_kafka.TopicPartition(topic, partition), timeout=10)[1]
+        finally:
+            c.close()
+
+    def serve(self, sock):
+        while True:
+            conn, _ = sock.accept()
+            threading.Thread(target=self.connection, args=(conn,), daemon=True).start()
+
+    def connection(self, conn):
+        with conn:
+            f = conn.makefile("rwb")
+            for line in f:
+                if len(line) > 65536:
+                    answer = {"ok": False, "code": "LINE_TOO_LONG", "error": "a line over 64 KiB"}
+                else:
+                    try:
+                        answer = self.handle(json.loads(line))
+                    except ValueError as e:
+                        answer = {"ok": False, "code": "BAD_JSON", "error": "not JSON: %s" % e}
+                    except Refused as e:
+                        answer = {"ok": False, "code": e.code, "error": str(e)}
+                f.write((json.dumps(answer) + "\n").encode())
+                f.flush()
+                if answer.get("code") == "LINE_TOO_LONG":
+                    return
+
+
 def find_librdkafka():
     import confluent_kafka  # noqa: F401  (locates the wheel)
     base = os.path.dirname(os.path.dirname(confluent_kafka.__file__))
@@ -80,6 +325,8 @@ def main():
     ap.add_argument("--group-consumer-heartbeat-interval-ms", type=int, default=None)
     ap.add_argument("--group-consumer-session-timeout-ms", type=int, default=None)
     ap.add_argument("--auto-create-topics", action="store_true")
+    ap.add_argument("--control-listen", help="serve the broker's control port protocol on HOST:PORT (loopback "
+                                             "only) for the faults the mock has; see the module's doc")
     args = ap.parse_args()
 
     host, _, port = args.listen.rpartition(":")
@@ -167,6 +414,23 @@ def main():
             print("mockcluster: --advertise: %s" % lib.rd_kafka_err2str(err).decode(), file=sys.stderr)
             return 1
     print("listening on " + bootstraps.split(",")[0], flush=True)
+    if args.control_listen:
+        chost, _, cport = args.control_listen.rpartition(":")
+        chost = chost.strip("[]") or "127.0.0.1"
+        if chost not in ("127.0.0.1", "::1", "localhost"):
+            print("mockcluster: --control-listen must be a loopback address (it has no authentication)",
+                  file=sys.stderr)
+            return 2
+        topics = {}
+        for spec in args.topic:
+            name, _, parts = spec.rpartition(":")
+            if not name:
+                name, parts = spec, str(args.num_partitions or 1)
+            topics[name] = int(parts)
+        control = MockControl(lib, mc, topics, bootstraps)
+        csock = socket.create_server((chost, int(cport)))
+        threading.Thread(target=control.serve, args=(csock,), daemon=True).start()
+        print("control on %s:%d" % csock.getsockname()[:2], flush=True)
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
