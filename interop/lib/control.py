@@ -12,6 +12,7 @@ demand and the record of the requests the broker received. Standard library only
         control.rebalance("my-group")             # REBALANCE_IN_PROGRESS at the next heartbeat
         control.pause("my-group")                 # COORDINATOR_NOT_AVAILABLE until resume
         control.resume("my-group")
+        control.advance_clock(6000)   # with --manual-clock: what is due by then runs now
         seen = control.requests(since=0)   # {"requests": [...], "next": N, "missed": M}
         control.clear()
 
@@ -124,6 +125,12 @@ class Control:
         if before is not None:
             fields["before"] = before
         return {int(p): start for p, start in self.call(**fields)["log_start"].items()}
+
+    def advance_clock(self, ms):
+        """Moves the broker's timer clock `ms` forward (the broker runs with --manual-clock)
+        and returns once every timer due has run: {"now_ms": N, "expired": [{"group", "member"}],
+        "transactions_aborted": [...], "transactional_ids_expired": [...]}."""
+        return self.call(op="advance_clock", ms=ms)
 
     def requests(self, since=0):
         """The recorded requests with seq >= since: {"requests": [...], "next": N,

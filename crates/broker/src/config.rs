@@ -459,6 +459,14 @@ pub struct BrokerConfig {
     /// [`Faults::requests_since`](crate::faults::Faults::requests_since) (default 10,000; 0
     /// remembers none).
     pub requests_recorded: usize,
+    /// `--manual-clock`: the group and transaction coordinators' timers (session expiries,
+    /// rebalance and join timeouts, the initial rebalance delay, offsets retention,
+    /// transaction timeouts, transactional id expiration) follow a clock that moves only
+    /// when a test advances it ([`Faults::advance_clock`](crate::faults::Faults::advance_clock),
+    /// or `{"op":"advance_clock","ms":N}` on the control port). It starts at the wall-clock
+    /// time the broker starts. Record timestamps, retention of records, faults' latencies,
+    /// connection timeouts and the several brokers' leases keep real time. Default `false`.
+    pub manual_clock: bool,
     /// `--authorizer` (Kafka's `authorizer.class.name` set to its `StandardAuthorizer`):
     /// every request is checked against the ACLs, which CreateAcls, DescribeAcls and
     /// DeleteAcls manage and `<data-dir>/acls.json` keeps. Default off: anyone may do anything.
@@ -653,6 +661,7 @@ impl Default for BrokerConfig {
             control_listen: None,
             metrics_listen: None,
             requests_recorded: crate::faults::DEFAULT_REQUESTS_RECORDED,
+            manual_clock: false,
             authorizer: false,
             super_users: Vec::new(),
             allow_everyone_if_no_acl_found: false,

@@ -166,6 +166,23 @@ impl Context {
         self
     }
 
+    /// This context with the manual clock's timers (`--manual-clock`) for its faults'
+    /// [`advance_clock`](crate::faults::Faults::advance_clock).
+    pub(crate) fn with_manual_timers(
+        mut self,
+        timers: Option<Arc<crate::manual_clock::ManualTimers>>,
+    ) -> Context {
+        if let Some(timers) = timers {
+            self.faults = Arc::new(
+                crate::faults::Faults::new(self.config.requests_recorded)
+                    .with_coordinator(self.coordinator.clone())
+                    .with_log(self.log.clone())
+                    .with_manual_timers(timers),
+            );
+        }
+        self
+    }
+
     /// This context with `group_configs` (the ones kept where the broker keeps its state,
     /// already set on the coordinator) instead of none.
     pub(crate) fn with_group_configs(mut self, group_configs: GroupConfigs) -> Context {

@@ -13,6 +13,7 @@
 //! {"op":"pause","group":"g"}                                               → {"ok":true,"was_running":true}
 //! {"op":"resume","group":"g"}                                              → {"ok":true,"was_paused":true}
 //! {"op":"delete_records","topic":"t","partition":0,"before":5}             → {"ok":true,"log_start":{"0":5}}
+//! {"op":"advance_clock","ms":6000}  → {"ok":true,"now_ms":N,"expired":[{"group":"g","member":"m-1"}],…}
 //! {"op":"fail","api":"Nope","error":1} → {"ok":false,"error":"unknown API …","code":"UNKNOWN_API"}
 //! ```
 //!
@@ -173,6 +174,18 @@ async fn command(faults: &Faults, line: &str) -> Result<Map<String, Value>, Refu
                 Value::Object(starts),
             )]))
         }
+        "advance_clock" => {
+            let ms = integer(&fields, "ms", None)?;
+            let ms = u64::try_from(ms).map_err(|_| bad("`ms` must be 0 or more"))?;
+            let advanced = faults.advance_clock(ms).await?;
+            match serde_json::to_value(advanced) {
+                Ok(Value::Object(map)) => Ok(map),
+                _ => Err(Refusal {
+                    code: "INTERNAL",
+                    error: "the clock's answer could not be written as JSON".into(),
+                }),
+            }
+        }
         "requests" => {
             let since = integer(&fields, "since", Some(0))?;
             let since = u64::try_from(since).map_err(|_| bad("`since` must be 0 or more"))?;
@@ -196,8 +209,8 @@ async fn command(faults: &Faults, line: &str) -> Result<Map<String, Value>, Refu
 }
 
 /// The ops, for the messages.
-const OPS: &str =
-    "fail, latency, drop, clear, requests, kick, rebalance, pause, resume or delete_records";
+const OPS: &str = "fail, latency, drop, clear, requests, kick, rebalance, pause, resume, \
+     delete_records or advance_clock";
 
 fn string(fields: &Map<String, Value>, name: &str) -> Result<String, Refusal> {
     match fields.get(name) {

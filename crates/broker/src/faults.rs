@@ -127,6 +127,7 @@ use partition_log::PartitionLog;
 use serde::Serialize;
 
 use crate::api::registry;
+use crate::manual_clock::{ClockAdvanced, ManualTimers};
 
 /// The most rules a [`Faults`] holds at once; setting one more is refused
 /// ([`FaultError::TooManyRules`]).
@@ -221,6 +222,9 @@ pub enum FaultError {
         /// The log's refusal.
         reason: String,
     },
+    /// The clock cannot be advanced: the broker runs on the OS clock.
+    #[error("the broker runs on the OS clock: start it with --manual-clock to advance its clock")]
+    NoManualClock,
     /// A latency above [`MAX_LATENCY_MS`].
     #[error("latency {ms} ms is above the most a fault may add, {max} ms")]
     LatencyTooLong {
@@ -234,7 +238,7 @@ pub enum FaultError {
 impl FaultError {
     /// A stable code for the error: `TOO_MANY_RULES`, `UNKNOWN_API`, `NOT_SERVED`,
     /// `NO_ERROR_FIELD`, `NO_ERROR`, `ZERO_COUNT`, `LATENCY_TOO_LONG`, `UNKNOWN_GROUP`,
-    /// `UNKNOWN_MEMBER`, `GROUP`, `UNKNOWN_PARTITION`, `RECORDS`.
+    /// `UNKNOWN_MEMBER`, `GROUP`, `UNKNOWN_PARTITION`, `RECORDS`, `NO_MANUAL_CLOCK`.
     pub fn code(&self) -> &'static str {
         match self {
             FaultError::TooManyRules { .. } => "TOO_MANY_RULES",
@@ -249,6 +253,7 @@ impl FaultError {
             FaultError::Group { .. } => "GROUP",
             FaultError::UnknownPartition { .. } => "UNKNOWN_PARTITION",
             FaultError::Records { .. } => "RECORDS",
+            FaultError::NoManualClock => "NO_MANUAL_CLOCK",
         }
     }
 }
@@ -434,6 +439,8 @@ pub struct Faults {
     coordinator: Option<Arc<Coordinator>>,
     /// The broker's log, for the record faults (delete_records).
     log: Option<Arc<dyn PartitionLog>>,
+    /// With `--manual-clock`: the clock the coordinators' timers follow.
+    manual: Option<Arc<ManualTimers>>,
 }
 
 impl Default for Faults {
@@ -456,6 +463,7 @@ impl Faults {
             paused: Mutex::new(BTreeSet::new()),
             coordinator: None,
             log: None,
+            manual: None,
         }
     }
 
@@ -463,6 +471,33 @@ impl Faults {
     pub(crate) fn with_coordinator(mut self, coordinator: Arc<Coordinator>) -> Faults {
         self.coordinator = Some(coordinator);
         self
+    }
+
+    /// These faults over the manual clock of the coordinators' timers (`--manual-clock`).
+    pub(crate) fn with_manual_timers(mut self, timers: Arc<ManualTimers>) -> Faults {
+        self.manual = Some(timers);
+        self
+    }
+
+    /// The manual clock's timers, when the broker runs on one.
+    pub(crate) fn manual_timers(&self) -> Option<&Arc<ManualTimers>> {
+        self.manual.as_ref()
+    }
+
+    /// Moves the coordinators' clock `ms` forward and runs every timer due at the new time
+    /// before returning (see [`crate::manual_clock`]): members whose session (or rebalance
+    /// timeout) passed are expired and their groups rebalance, timed-out transactions are
+    /// aborted. 0 runs what is due now. Kafka's coordinator tests do this with a `MockTime`;
+    /// librdkafka's mock and kfake have no clock a test moves.
+    ///
+    /// # Errors
+    /// [`FaultError::NoManualClock`] when the broker was not started with `--manual-clock`
+    /// ([`BrokerConfig::manual_clock`](crate::BrokerConfig::manual_clock)).
+    pub async fn advance_clock(&self, ms: u64) -> Result<ClockAdvanced, FaultError> {
+        match &self.manual {
+            Some(timers) => Ok(timers.advance(ms).await),
+            None => Err(FaultError::NoManualClock),
+        }
     }
 
     /// These faults over the broker's log (the record faults need it).

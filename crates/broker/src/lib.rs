@@ -78,6 +78,7 @@ mod error;
 pub mod faults;
 mod files;
 mod lease;
+pub mod manual_clock;
 mod metrics;
 mod ownership;
 mod producers;

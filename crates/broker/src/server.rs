@@ -28,6 +28,7 @@ use crate::documents::Documents;
 use crate::error::BrokerError;
 use crate::faults::{Instead, Outcome, SeenRequest};
 use crate::lease::Lease;
+use crate::manual_clock::ManualTimers;
 use crate::metrics::{ListenerMetrics, Metrics, MetricsListener};
 use crate::producers::Producers;
 use crate::retention::Retention;
@@ -190,6 +191,15 @@ impl Server {
                 }
             }
         }
+        // --manual-clock: one clock a test moves, for both coordinators' timers, starting at
+        // the wall-clock time (transactions' start times read as real ones).
+        let manual_clock = config.manual_clock.then(|| {
+            let clock = coordinator_core::ManualClock::new();
+            clock.advance(WallClock.now_ms());
+            clock
+        });
+        let timer_clock: Option<Arc<dyn Clock>> =
+            manual_clock.clone().map(|c| Arc::new(c) as Arc<dyn Clock>);
         let coordinator = Coordinator::builder(
             store,
             log.clone(),
@@ -216,6 +226,10 @@ impl Server {
         )
         .consumer_max_size(config.group_consumer_max_size)
         .empty_group_grace_ms(config.offsets_retention_check_interval_ms);
+        let coordinator = match &timer_clock {
+            Some(clock) => coordinator.clock(clock.clone()),
+            None => coordinator,
+        };
         let coordinator = config
             .group_consumer_assignors
             .iter()
@@ -234,7 +248,24 @@ impl Server {
             info!(groups = loaded, "groups with committed offsets loaded");
         }
         let group_configs = GroupConfigs::open(documents.clone(), &coordinator).await?;
-        let transactions = transactions(&config, &log, &coordinator, lease.as_ref()).await?;
+        let transactions = transactions(
+            &config,
+            &log,
+            &coordinator,
+            lease.as_ref(),
+            timer_clock.unwrap_or_else(|| Arc::new(WallClock)),
+        )
+        .await?;
+        let manual_timers = manual_clock.map(|clock| {
+            info!(
+                "--manual-clock: the coordinators' timers move only when a test advances the clock"
+            );
+            Arc::new(ManualTimers::new(
+                clock,
+                coordinator.clone(),
+                transactions.txn.clone(),
+            ))
+        });
         if let Some(lease) = &lease {
             let ownership = lease.ownership();
             ownership.loaded(&ownership.loading());
@@ -335,7 +366,8 @@ impl Server {
         )
         .with_topic_configs(TopicConfigs::open(documents).await?)
         .with_group_configs(group_configs)
-        .with_scram_users(scram_users);
+        .with_scram_users(scram_users)
+        .with_manual_timers(manual_timers);
         let context = Arc::new(match ownership {
             Some(ownership) => context.with_ownership(ownership),
             None => context,
@@ -390,10 +422,16 @@ impl Server {
     pub async fn run(self, shutdown: impl Future) -> Result<(), BrokerError> {
         let node_id = self.context.config.node_id;
         let mut heartbeat = self.lease.map(|l| l.spawn(self.context.clone()));
-        let driver = Driver::spawn(self.context.coordinator.clone());
+        // The coordinators' timers: on the OS clock, or on the manual clock a test moves.
+        let timers = match self.context.faults.manual_timers() {
+            Some(manual) => Timers::Manual(manual.spawn()),
+            None => Timers::Live(
+                Driver::spawn(self.context.coordinator.clone()),
+                TxnTimer::spawn(self.context.txn.clone()),
+            ),
+        };
         let interval = self.context.config.records.retention_check_interval_ms;
         let retention = Retention::spawn(self.context.clone(), Duration::from_millis(interval));
-        let txn_timer = TxnTimer::spawn(self.context.txn.clone());
         let (notify_shutdown, _) = broadcast::channel(1);
         let (shutdown_complete_tx, mut shutdown_complete_rx) = mpsc::channel::<()>(1);
         if let Some(control) = self.control {
@@ -449,8 +487,13 @@ impl Server {
                 DRAIN_LIMIT.as_secs()
             );
         }
-        driver.shutdown().await;
-        txn_timer.shutdown().await;
+        match timers {
+            Timers::Manual(task) => task.shutdown().await,
+            Timers::Live(driver, txn_timer) => {
+                driver.shutdown().await;
+                txn_timer.shutdown().await;
+            }
+        }
         drop(retention);
         if let Some(h) = heartbeat {
             h.release(fenced.is_some()).await;
@@ -1053,6 +1096,7 @@ async fn transactions(
     log: &Arc<dyn PartitionLog>,
     coordinator: &Arc<Coordinator>,
     lease: Option<&Lease>,
+    clock: Arc<dyn Clock>,
 ) -> Result<Transactions, BrokerError> {
     let producers = Arc::new(Producers::default());
     // With several brokers, each process hands out ids from its own block.
@@ -1067,7 +1111,7 @@ async fn transactions(
     );
     let markers = Arc::new(LogMarkers::new(log.clone(), producers.clone(), ownership));
     let txn = TransactionCoordinator::builder(coordinator.clone(), markers, producer_ids.clone())
-        .clock(Arc::new(WallClock))
+        .clock(clock)
         .transaction_max_timeout_ms(config.transaction_max_timeout_ms)
         .abort_timed_out_cleanup_interval_ms(config.transaction_abort_timed_out_cleanup_interval_ms)
         .transactional_id_expiration_ms(config.transactional_id_expiration_ms)
@@ -1099,6 +1143,15 @@ async fn transactions(
         producer_ids,
         txn: Arc::new(txn),
     })
+}
+
+/// The coordinators' timer tasks while the broker runs.
+enum Timers {
+    /// On the OS clock: the group coordinator's driver and the transaction timer.
+    Live(Driver, TxnTimer),
+    /// On the manual clock (`--manual-clock`): only work due at its current time runs by
+    /// itself; the rest when a test advances it.
+    Manual(crate::manual_clock::ManualTimersTask),
 }
 
 /// The transaction coordinator's timer task: sleeps until its next run (at most

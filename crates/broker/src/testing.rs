@@ -73,6 +73,43 @@
 //! # }
 //! ```
 //!
+//! # Time a test moves
+//!
+//! With `manual_clock` the coordinators' timers (sessions, rebalance timeouts, transaction
+//! timeouts) follow a clock that moves only by [`Faults::advance_clock`], which runs what is
+//! due before it returns: a test sees a session expire without sleeping for it.
+//!
+//! ```
+//! use broker::testing::TestBroker;
+//! use broker::BrokerConfig;
+//! use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, GroupId, TopicName};
+//! use kafka_protocol::protocol::StrBytes;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let broker = TestBroker::with_config(BrokerConfig {
+//!     manual_clock: true,
+//!     group_consumer_session_timeout_ms: 10_000,
+//!     ..TestBroker::test_config()
+//! })
+//! .await?;
+//! let mut connection = kafka_client::Connection::connect(broker.addr()).await?;
+//! let join = ConsumerGroupHeartbeatRequest::default()
+//!     .with_group_id(GroupId(StrBytes::from_static_str("g")))
+//!     .with_rebalance_timeout_ms(30_000)
+//!     .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_static_str("t"))]))
+//!     .with_topic_partitions(Some(Vec::new()));
+//! let member = connection.call(&join, 0).await?.member_id.expect("a member id");
+//!
+//! // Almost ten seconds pass for the broker, none for the test: the member is still there...
+//! assert!(broker.faults().advance_clock(9_999).await?.expired.is_empty());
+//! // ...at ten its session has expired, before the call returns.
+//! let advanced = broker.faults().advance_clock(1).await?;
+//! assert_eq!(advanced.expired[0].member, member.as_str());
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! [`TestBroker::test_config`] is what [`start`](TestBroker::start) runs: topics created on
 //! first use, no initial rebalance delay. Change it and pass it to
 //! [`with_config`](TestBroker::with_config) for a data directory (`data_dir`), topics made at

@@ -59,6 +59,14 @@ struct Args {
     /// `requests` (API, version, client id, group, error code); 0 remembers none.
     #[arg(long, default_value_t = broker::faults::DEFAULT_REQUESTS_RECORDED, value_name = "K")]
     requests_recorded: usize,
+    /// Run the group and transaction coordinators' timers (session expiries, rebalance and
+    /// join timeouts, the initial rebalance delay, offsets retention, transaction timeouts)
+    /// on a clock that moves only when a test advances it: the control port's
+    /// {"op":"advance_clock","ms":N} moves it and runs what is due before answering. It
+    /// starts at the wall-clock time of the start; record timestamps, retention of records
+    /// and connection timeouts keep real time. For tests of consumers only.
+    #[arg(long)]
+    manual_clock: bool,
     /// Enforce ACLs (Kafka's authorizer.class.name=StandardAuthorizer): every request is
     /// checked against them; CreateAcls, DescribeAcls and DeleteAcls manage them, and
     /// DATA_DIR/acls.json keeps them (in memory without --data-dir).
@@ -320,6 +328,7 @@ impl Args {
             control_listen: self.control_listen,
             metrics_listen: self.metrics_listen,
             requests_recorded: self.requests_recorded,
+            manual_clock: self.manual_clock,
             authorizer: self.authorizer,
             super_users: self.super_users,
             allow_everyone_if_no_acl_found: self.allow_everyone_if_no_acl_found,

@@ -58,9 +58,15 @@ fn join_request(group: &str, member: &str) -> JoinGroupRequest {
 
 /// The only member of `group`, joined and synced: (member id, generation).
 async fn member_of(c: &mut Client, group: &str) -> (StrBytes, i32) {
-    let first = c.call(&join_request(group, ""), 5).await;
+    member_with_session(c, group, 10_000).await
+}
+
+/// The only member of `group` with a session of `session_ms`, joined and synced.
+async fn member_with_session(c: &mut Client, group: &str, session_ms: i32) -> (StrBytes, i32) {
+    let join = |member: &str| join_request(group, member).with_session_timeout_ms(session_ms);
+    let first = c.call(&join(""), 5).await;
     assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED");
-    let joined = c.call(&join_request(group, &first.member_id), 5).await;
+    let joined = c.call(&join(&first.member_id), 5).await;
     assert_eq!(joined.error_code, 0);
     let sync = SyncGroupRequest::default()
         .with_group_id(GroupId(s(group)))
@@ -906,4 +912,145 @@ async fn deleted_records_move_the_log_start_and_a_fetch_below_it_is_out_of_range
         .call(json!({"op": "delete_records", "topic": "t", "partition": -1}))
         .await;
     assert_eq!(r["code"], "BAD_REQUEST", "{r}");
+}
+
+/// A broker whose coordinators' timers follow a clock the test moves.
+fn manual_clock_config() -> BrokerConfig {
+    BrokerConfig {
+        manual_clock: true,
+        group_min_session_timeout_ms: 1_000,
+        control_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..common::config()
+    }
+}
+
+#[tokio::test]
+async fn on_a_manual_clock_a_session_expires_when_the_clock_passes_it_not_before() {
+    let broker = start(manual_clock_config()).await;
+    let mut a = client(&broker, "a").await;
+    let (member, generation) = member_with_session(&mut a, "mc", 1_000).await;
+    // Real time passes the 1 s session: the clock did not move, the member is alive.
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    assert_eq!(
+        a.call(&heartbeat("mc", &member, generation), 4)
+            .await
+            .error_code,
+        0,
+        "a session on the manual clock does not expire on real time"
+    );
+    // Up to the deadline (now + 1,000 ms at that heartbeat): still a member.
+    let advanced = broker.faults().advance_clock(1_000).await.unwrap();
+    assert!(advanced.expired.is_empty(), "{advanced:?}");
+    // Past it: expired before the call returns, and named in its answer.
+    let advanced = broker.faults().advance_clock(1).await.unwrap();
+    assert_eq!(advanced.expired.len(), 1, "{advanced:?}");
+    assert_eq!(
+        (
+            advanced.expired[0].group.as_str(),
+            advanced.expired[0].member.as_str()
+        ),
+        ("mc", member.as_str())
+    );
+    assert_eq!(
+        a.call(&heartbeat("mc", &member, generation), 4)
+            .await
+            .error_code,
+        UNKNOWN_MEMBER_ID
+    );
+    // A broker on the OS clock refuses to advance it.
+    let live = start(TestBroker::test_config()).await;
+    let e = live.faults().advance_clock(1).await.unwrap_err();
+    assert_eq!(e.code(), "NO_MANUAL_CLOCK", "{e}");
+}
+
+#[tokio::test]
+async fn on_a_manual_clock_a_consumer_protocol_member_expires_when_advanced() {
+    let config = BrokerConfig {
+        group_consumer_session_timeout_ms: 6_000,
+        ..manual_clock_config()
+    };
+    let broker = start(config).await;
+    let mut a = client(&broker, "a").await;
+    let mut b = client(&broker, "b").await;
+    let ja = a.call(&consumer_join("mk"), 0).await;
+    let jb = b.call(&consumer_join("mk"), 0).await;
+    assert_eq!((ja.error_code, jb.error_code), (0, 0));
+    let advanced = broker.faults().advance_clock(5_000).await.unwrap();
+    assert!(advanced.expired.is_empty(), "{advanced:?}");
+    // b heartbeats; a does not.
+    let beat_b = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("mk")))
+        .with_member_id(jb.member_id.clone().unwrap())
+        .with_member_epoch(jb.member_epoch);
+    assert_eq!(b.call(&beat_b, 0).await.error_code, 0);
+    let advanced = broker.faults().advance_clock(1_001).await.unwrap();
+    let expired: Vec<_> = advanced.expired.iter().map(|e| e.member.clone()).collect();
+    assert_eq!(
+        expired,
+        [ja.member_id.clone().unwrap().to_string()],
+        "a, not b"
+    );
+    let beat_a = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("mk")))
+        .with_member_id(ja.member_id.clone().unwrap())
+        .with_member_epoch(ja.member_epoch);
+    assert_eq!(a.call(&beat_a, 0).await.error_code, UNKNOWN_MEMBER_ID);
+}
+
+#[tokio::test]
+async fn on_a_manual_clock_a_transaction_times_out_when_advanced_over_the_control_port() {
+    const PRODUCER_FENCED: i16 = 90;
+    let broker = start(manual_clock_config()).await;
+    let mut c = client(&broker, "p").await;
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(s("tx"))))
+        .with_transaction_timeout_ms(2_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let init = c.call(&init, 4).await;
+    assert_eq!(init.error_code, 0);
+    let add = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(TransactionalId(s("tx")))
+        .with_v3_and_below_producer_id(init.producer_id)
+        .with_v3_and_below_producer_epoch(init.producer_epoch)
+        .with_v3_and_below_topics(vec![
+            add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                .with_name(topic_name("t"))
+                .with_partitions(vec![0]),
+        ]);
+    let added = c.call(&add, 3).await;
+    assert_eq!(
+        added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
+    );
+    let mut control = Control::connect(broker.control_addr().unwrap()).await;
+    // Under the timeout (and the 10 s cleanup interval): nothing aborted.
+    let answer = control.call(json!({"op":"advance_clock","ms":1_500})).await;
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(answer["transactions_aborted"], json!([]), "{answer}");
+    // Past the timeout and the cleanup interval: aborted, the producer fenced.
+    let answer = control
+        .call(json!({"op":"advance_clock","ms":10_000}))
+        .await;
+    assert_eq!(answer["transactions_aborted"], json!(["tx"]), "{answer}");
+    assert!(answer["now_ms"].as_u64().unwrap() > 11_500, "{answer}");
+    let end = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(s("tx")))
+        .with_producer_id(init.producer_id)
+        .with_producer_epoch(init.producer_epoch)
+        .with_committed(true);
+    assert_eq!(c.call(&end, 4).await.error_code, PRODUCER_FENCED);
+    // Bad lines: a negative advance, and a clock on a live broker.
+    let answer = control.call(json!({"op":"advance_clock","ms":-1})).await;
+    assert_eq!(answer["code"], "BAD_REQUEST", "{answer}");
+    let live = start(BrokerConfig {
+        control_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..TestBroker::test_config()
+    })
+    .await;
+    let mut live_control = Control::connect(live.control_addr().unwrap()).await;
+    let answer = live_control
+        .call(json!({"op":"advance_clock","ms":1}))
+        .await;
+    assert_eq!(answer["code"], "NO_MANUAL_CLOCK", "{answer}");
 }
