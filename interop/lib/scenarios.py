@@ -883,6 +883,69 @@ def group_faults_confluent(ctx):
 
 
 # -------------------------------------------------------------------------------------------
+# 7b''. a manual clock (issue 44): a SIGKILLed member keeps its session while real time runs
+#       past it, and loses it the moment the test advances the broker's clock; the survivor
+#       then takes its partitions, with each client
+
+def manual_clock(client):
+    topic = group = "mc-%s" % client
+
+    @scenario("manual-clock-%s" % client, topics={topic: 4}, budget=120, own_broker=True, clients=(client,),
+              mock_note="the mock has no clock a test moves: its sessions run on real time")
+    def run(ctx):
+        from control import Control
+        all_parts = parts({topic: 4})
+        b = ctx.start_broker("broker", {topic: 4}, extra=["--control-listen", "127.0.0.1:0", "--manual-clock"])
+        control = Control(b.control(ctx.left(10)))
+        try:
+            kw = dict(session_ms=SESSION_MS, heartbeat_ms=HEARTBEAT_MS, bootstrap=b.address)
+            prod = ctx.producer("confluent", "producer", [topic], 2000, "mc-" + client, rate=200,
+                                bootstrap=b.address)
+            s = ctx.consumer(client, "member-s", group, [topic], **kw)
+            ctx.wait_assigned(s, 40)
+            k = ctx.consumer(client, "member-k", group, [topic], **kw)
+            ctx.wait_stable([s, k], all_parts, 40)
+            ctx.require(ctx.owned(k), "member-k got no partition")
+            ctx.sleep(1.0)
+            killed = member_id_of(k)
+            mark = len(s.snapshot())
+            k.kill()
+            # Real time runs twice past the session: the broker's clock did not move, so
+            # nothing expires and the survivor's assignment stays as it was.
+            ctx.sleep(2 * SESSION_MS / 1000)
+            moved = [e["ev"] for e in s.snapshot()[mark:] if e["ev"] in ("assigned", "revoked", "lost")]
+            ctx.check(not moved, "the survivor saw %s while the clock stood still: a session expired "
+                                 "on real time" % moved)
+            # Every session was last renewed at the same (frozen) instant: move to just short of
+            # it, let the survivor heartbeat on the new time, then past the killed one's deadline.
+            first = control.advance_clock(SESSION_MS - 1000)
+            ctx.check(not first["expired"], "expired short of the session: %s" % first["expired"])
+            ctx.sleep(2.0)
+            t_advance = now()
+            second = control.advance_clock(1001)
+            expired = [(e["group"], e["member"]) for e in second["expired"]]
+            ctx.note("advance_clock(%d) then (1001): expired %s" % (SESSION_MS - 1000, expired))
+            ctx.check([g for g, _ in expired] == [group],
+                      "one member of %s expired at the killed member's deadline: %s" % (group, expired))
+            ctx.check(killed is None or (group, killed) in expired,
+                      "the expired member is not the killed one (%s): %s" % (killed, expired))
+            ev = ctx.wait_for(s, lambda e: e["ev"] == "assigned" and sorted(map(tuple, e["owned"])) == all_parts,
+                              30, "the killed member's partitions", start=mark)
+            ctx.note("the survivor held every partition %.2f s after the advance" % (ev["t"] - t_advance))
+            ctx.wait_done(prod, 60)
+            ctx.wait_consumed([s, k], [(t, key) for t, key, _, _ in ctx.produced([prod])], 60)
+            ctx.stop(s)
+            ctx.run_checker([s, k], [prod])
+        finally:
+            control.close()
+    return run
+
+
+for _c in ("confluent", "kafka-python", "kafkajs"):
+    manual_clock(_c)
+
+
+# -------------------------------------------------------------------------------------------
 # 7c. Kafka's consumer group protocol (KIP-848, group.protocol=consumer) with confluent-kafka:
 #     the broker assigns; a balanced split, a member that closes, a fourth that joins
 
