@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scenarios  # noqa: E402,F401  (registers the scenarios)
 import scenarios_admin_tool  # noqa: E402,F401  (the groups tool against kafka-python's admin client)
 import scenarios_eos  # noqa: E402,F401  (exactly-once: a transactional consume-transform-produce application)
+import scenarios_faults  # noqa: E402,F401  (control-port faults met by kafka-python, kafkajs; delete_records)
 from harness import ROOT  # noqa: E402
 from suite import SCENARIOS, Abort, Suite  # noqa: E402
 
