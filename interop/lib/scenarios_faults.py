@@ -166,6 +166,25 @@ def group_faults(ctx, client):
         producers.append(produce_step(ctx, boot, topic, "fx1", 200))
         read_step(ctx, a, producers[-1])
 
+        # 1b. a rebalance started by the control port (as when a member's metadata changes): the
+        #     member's next heartbeat is REBALANCE_IN_PROGRESS and it rejoins, same member id
+        gen0, mid0 = ctx.current_generation(a), member_id_of(a)
+        mark, since, t0 = len(a.snapshot()), faults.next(), now()
+        if faults.set("rebalance", "rebalance", group=group) is not None:
+            back = ctx.wait_for(a, lambda e: e["ev"] == "assigned" and e["owned"] and e["t"] > t0, 60,
+                                "an assignment after the rebalance", start=mark)
+            gave = events_after(a, mark, ("revoked", "lost"))
+            ctx.note("1b. rebalance: %s callback(s), assigned after %.2f s, generation %s -> %s"
+                     % ([e["ev"] for e in gave], back["t"] - t0, gen0, back["gen"]))
+            ctx.check(back["gen"] is not None and gen0 is not None and back["gen"] > gen0,
+                      "1b. the rebalance made no new generation: %s -> %s" % (gen0, back["gen"]))
+            ctx.check(back.get("mid") == mid0, "1b. the member id changed: %s -> %s" % (mid0, back.get("mid")))
+            codes = [(r["api"], r["error_code"]) for r in faults.seen(since, client_id=label)
+                     if r["api"] in ("Heartbeat", "JoinGroup", "OffsetCommit")]
+            ctx.note("1b. %s's Heartbeat/JoinGroup/OffsetCommit after it: %s" % (label, codes[:6]))
+            ctx.check(any(c == REBALANCE_IN_PROGRESS for _, c in codes),
+                      "1b. no REBALANCE_IN_PROGRESS answered to %s: %s" % (label, codes[:6]))
+
         # 2. a kick: the next heartbeat is UNKNOWN_MEMBER_ID, the member joins again as a new one
         old_mid = member_id_of(a)
         ctx.require(old_mid, "%s reported no member id" % label)
