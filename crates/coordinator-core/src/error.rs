@@ -342,6 +342,15 @@ pub enum Error {
         actual: &'static str,
     },
     // ---- end of the consumer group protocol's errors ----
+    /// A share-group call named a group of another kind (Kafka: `GROUP_ID_NOT_FOUND`,
+    /// "Group … is not a share group.").
+    #[error("Group {group} is not a share group (it is a {actual} group).")]
+    NotShareGroup {
+        /// The group id.
+        group: String,
+        /// The kind it is.
+        actual: &'static str,
+    },
     /// The offset store failed. Nothing was committed.
     #[error(transparent)]
     Storage(StorageError),
@@ -563,7 +572,9 @@ impl Error {
             Error::InvalidRequest { .. } => ErrorCode::InvalidRequest,
             Error::UnsupportedVersion { .. } => ErrorCode::UnsupportedVersion,
             Error::InvalidRegularExpression { .. } => ErrorCode::InvalidRegularExpression,
-            Error::NotConsumerGroup { .. } => ErrorCode::GroupIdNotFound,
+            Error::NotConsumerGroup { .. } | Error::NotShareGroup { .. } => {
+                ErrorCode::GroupIdNotFound
+            }
             Error::Storage(e) => e.error_code(),
         }
     }
@@ -603,7 +614,8 @@ impl Error {
             | Error::InvalidRequest { .. }
             | Error::UnsupportedVersion { .. }
             | Error::InvalidRegularExpression { .. }
-            | Error::NotConsumerGroup { .. } => ErrorClass::InvalidRequest,
+            | Error::NotConsumerGroup { .. }
+            | Error::NotShareGroup { .. } => ErrorClass::InvalidRequest,
             // Another instance took this static member's place: retrying cannot help.
             Error::FencedInstanceId { .. } | Error::UnreleasedInstanceId { .. } => {
                 ErrorClass::Fatal

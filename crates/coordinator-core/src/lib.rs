@@ -262,6 +262,11 @@ pub use group::consumer::{
     ConsumerGroupState, ConsumerGroups, ConsumerMemberDescription, MemberState,
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 };
+pub use group::share::{
+    ShareGroupDescription, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+    ShareGroupSettings, ShareGroupState, ShareGroups, ShareMemberDescription,
+    DEFAULT_SHARE_MAX_SIZE, SHARE_LEAVE_GROUP_MEMBER_EPOCH,
+};
 pub use group::{
     CommitAuthority, ConsumerMemberRecord, GroupKind, GroupRecord, ListedGroup, MemberRecord,
 };

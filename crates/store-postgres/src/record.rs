@@ -134,6 +134,7 @@ pub(crate) fn decode(doc: &Value) -> Result<GroupRecord, String> {
         "classic" => GroupKind::Classic,
         "consumer" => GroupKind::Consumer,
         "simple" => GroupKind::Simple,
+        "share" => GroupKind::Share,
         other => return Err(format!("field `kind`: unknown group kind `{other}`")),
     };
     let state = match o.str("state")? {

@@ -305,8 +305,9 @@ impl GroupEntry {
     /// Makes the group one of kind `G` with `new` if it has no members (an unused entry, or
     /// an Empty group of another kind: the next group to join decides the kind, as in
     /// Kafka). A group of another kind with members stays as it is.
+    /// A share group is never taken over: Kafka refuses its group id to the other kinds.
     pub(crate) fn convert_if_empty<G: Group>(&mut self, new: impl FnOnce(Arc<str>) -> G) {
-        if !self.has_members() && self.get::<G>().is_none() {
+        if !self.has_members() && self.get::<G>().is_none() && self.kind() != GroupKind::Share {
             self.group = Some(Box::new(new(self.id.clone())));
         }
     }

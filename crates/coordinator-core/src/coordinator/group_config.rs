@@ -169,6 +169,20 @@ impl Coordinator {
     pub fn consumer_settings(&self, group_id: &str) -> ConsumerGroupSettings {
         self.group_config(group_id).apply(&self.config.consumer)
     }
+
+    /// The share-group settings `group_id` runs with: the coordinator's, with the group's
+    /// own `share.session.timeout.ms` and `share.heartbeat.interval.ms` applied.
+    pub fn share_settings(&self, group_id: &str) -> crate::group::share::ShareGroupSettings {
+        let config = self.group_config(group_id);
+        let mut settings = self.config.share.clone();
+        if let Some(ms) = config.share_session_timeout_ms {
+            settings.session_timeout_ms = ms;
+        }
+        if let Some(ms) = config.share_heartbeat_interval_ms {
+            settings.heartbeat_interval_ms = ms;
+        }
+        settings
+    }
 }
 
 /// Kafka's `GroupConfig.validate` over the resulting config, with the effective defaults.

@@ -89,6 +89,8 @@ pub struct CoordinatorConfig {
     pub offset_metadata_max_bytes: usize,
     /// The settings of consumer-protocol groups (KIP-848).
     pub consumer: ConsumerGroupSettings,
+    /// The settings of share groups (KIP-932).
+    pub share: crate::group::share::ShareGroupSettings,
 }
 
 // ---- Kafka's consumer group protocol (KIP-848): settings ----
@@ -238,6 +240,7 @@ impl Default for CoordinatorConfig {
             empty_group_grace_ms: DEFAULT_EMPTY_GROUP_GRACE_MS,
             offset_metadata_max_bytes: DEFAULT_OFFSET_METADATA_MAX_BYTES,
             consumer: ConsumerGroupSettings::default(),
+            share: crate::group::share::ShareGroupSettings::default(),
         }
     }
 }
@@ -483,6 +486,28 @@ impl CoordinatorBuilder {
         self
     }
     // ---- end of the consumer group protocol's builder settings ----
+
+    /// `group.share.session.timeout.ms` (default 45000): a share group member whose last
+    /// heartbeat is this old is removed.
+    #[must_use]
+    pub fn share_session_timeout_ms(mut self, ms: u64) -> Self {
+        self.config.share.session_timeout_ms = ms;
+        self
+    }
+
+    /// `group.share.heartbeat.interval.ms` (default 5000).
+    #[must_use]
+    pub fn share_heartbeat_interval_ms(mut self, ms: u64) -> Self {
+        self.config.share.heartbeat_interval_ms = ms;
+        self
+    }
+
+    /// `group.share.max.size` (default 200).
+    #[must_use]
+    pub fn share_max_size(mut self, members: u32) -> Self {
+        self.config.share.max_size = members;
+        self
+    }
 
     /// Builds the coordinator. Refuses a zero session timeout and two strategies with one name.
     pub fn build(self) -> Result<Coordinator, Error> {

@@ -16,11 +16,14 @@
 //! - `classic`: Kafka's JoinGroup/SyncGroup protocol, with a leader that assigns.
 //! - `consumer`: Kafka's consumer group protocol (KIP-848): the coordinator assigns with a
 //!   server-side assignor, members reconcile incrementally, fenced by member epochs.
+//! - `share`: Kafka's share groups (KIP-932): the coordinator assigns, a partition may have
+//!   several members, which take their assignment at once.
 
 pub(crate) mod chapter;
 pub(crate) mod classic;
 pub(crate) mod consumer;
 mod record;
+pub(crate) mod share;
 
 pub use record::{ConsumerMemberRecord, GroupRecord, MemberRecord};
 
@@ -46,12 +49,16 @@ pub enum GroupKind {
     /// No members ever joined: a group known only by its committed offsets (Kafka's
     /// "simple" group).
     Simple,
+    /// Kafka's share group (KIP-932): ShareGroupHeartbeat, server-side assignment in which
+    /// a partition may have several members.
+    Share,
 }
 
 impl GroupKind {
-    /// `chapter`, `classic`, `consumer` or `simple`.
+    /// `chapter`, `classic`, `consumer`, `simple` or `share`.
     pub fn as_str(self) -> &'static str {
         match self {
+            GroupKind::Share => "share",
             GroupKind::Chapter => "chapter",
             GroupKind::Classic => "classic",
             GroupKind::Consumer => "consumer",

@@ -18,6 +18,7 @@ mod lifecycle;
 mod mocks;
 mod nonblocking;
 mod observability;
+mod share;
 mod slots;
 mod stress;
 mod txn;

@@ -276,6 +276,7 @@ pub(crate) fn put_group(b: &mut Vec<u8>, r: &GroupRecord) {
         GroupKind::Classic => 1,
         GroupKind::Simple => 2,
         GroupKind::Consumer => 3,
+        GroupKind::Share => 4,
     });
     b.extend_from_slice(&r.generation.get().to_le_bytes());
     b.push(match r.state {
@@ -707,6 +708,7 @@ impl<'a> Reader<'a> {
             1 => GroupKind::Classic,
             2 => GroupKind::Simple,
             3 => GroupKind::Consumer,
+            4 => GroupKind::Share,
             other => return Err(format!("unknown group kind {other}")),
         };
         let generation = Generation::new(self.u64()?);
