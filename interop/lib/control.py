@@ -21,7 +21,9 @@ From a shell, one JSON object per argument, each answer printed on its own line:
     python3 interop/lib/control.py 127.0.0.1:9999 '{"op":"clear"}' '{"op":"requests"}'
 
 The protocol is one JSON object per line each way; see crates/broker/README.md, "Faults and
-the control port".
+the control port". librdkafka's mock cluster speaks it too, for the faults it has
+(`interop/lib/mockcluster.py --control-listen HOST:PORT`); the others (kick, rebalance,
+requests, a client_id) are refused there with the code UNSUPPORTED.
 """
 import json
 import socket
@@ -30,7 +32,8 @@ import sys
 
 class ControlError(Exception):
     """The broker refused a control request: `code` is its stable code (UNKNOWN_API,
-    NO_ERROR_FIELD, BAD_REQUEST, ...), the message says why."""
+    NO_ERROR_FIELD, BAD_REQUEST, ...; UNSUPPORTED from the mock cluster for a fault it
+    lacks), the message says why."""
 
     def __init__(self, code, message):
         super().__init__(f"{code}: {message}")
