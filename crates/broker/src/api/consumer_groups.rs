@@ -32,7 +32,10 @@ fn s(value: &str) -> StrBytes {
 }
 
 /// Partitions grouped by topic, sorted, as `(id, name, partitions)`.
-fn by_topic(call: &Call<'_>, partitions: &[TopicPartition]) -> Vec<(Uuid, String, Vec<i32>)> {
+pub(crate) fn by_topic(
+    call: &Call<'_>,
+    partitions: &[TopicPartition],
+) -> Vec<(Uuid, String, Vec<i32>)> {
     let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for tp in partitions {
         topics

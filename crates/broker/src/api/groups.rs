@@ -402,7 +402,12 @@ async fn describe(call: &Call<'_>, request: DescribeGroupsRequest) -> DescribeGr
                 described,
                 format!("Group {} not found.", group.as_str()),
             ),
-            Err(_) if call.context.coordinator.group_kind(&group) == Some(GroupKind::Consumer) => {
+            Err(_)
+                if matches!(
+                    call.context.coordinator.group_kind(&group),
+                    Some(GroupKind::Consumer | GroupKind::Share)
+                ) =>
+            {
                 not_found(
                     call.version,
                     described,
@@ -432,10 +437,12 @@ fn not_found(
 }
 
 /// Kafka's group type of a kind: `consumer` for the consumer protocol's groups (KIP-848),
-/// `classic` for the others (the chapter's groups and those known by their offsets only).
+/// `share` for share groups (KIP-932), `classic` for the others (the chapter's groups and
+/// those known by their offsets only).
 pub(crate) fn group_type(kind: GroupKind) -> &'static str {
     match kind {
         GroupKind::Consumer => "consumer",
+        GroupKind::Share => "share",
         _ => "classic",
     }
 }
@@ -447,7 +454,7 @@ async fn list(call: &Call<'_>, request: ListGroupsRequest) -> ListGroupsResponse
         .iter()
         .map(|s| s.trim().to_ascii_lowercase())
         .collect();
-    // v5's type filter: `classic` or `consumer`, case-insensitive (Kafka's `Group.GroupType`).
+    // v5's type filter: `classic`, `consumer` or `share`, case-insensitive (Kafka's `Group.GroupType`).
     let types: Vec<String> = request
         .types_filter
         .iter()

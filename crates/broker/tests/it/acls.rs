@@ -23,7 +23,9 @@ fn s(v: &str) -> StrBytes {
 }
 
 /// A SASL_PLAINTEXT broker with the ACLs enforced; `admin` is a super user.
-async fn acl_broker(data_dir: Option<&std::path::Path>) -> (TestBroker, tempfile::TempDir) {
+pub(crate) async fn acl_broker(
+    data_dir: Option<&std::path::Path>,
+) -> (TestBroker, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let users = dir.path().join("users");
     std::fs::File::create(&users)
@@ -44,7 +46,7 @@ async fn acl_broker(data_dir: Option<&std::path::Path>) -> (TestBroker, tempfile
 }
 
 /// A connection logged in as `user` (PLAIN, password `<user>-pw`).
-async fn login(broker: &TestBroker, user: &str) -> Client {
+pub(crate) async fn login(broker: &TestBroker, user: &str) -> Client {
     let mut c = broker.client().await;
     let handshake = SaslHandshakeRequest::default().with_mechanism(s("PLAIN"));
     assert_eq!(c.call(&handshake, 1).await.error_code, 0);

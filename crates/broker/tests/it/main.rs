@@ -23,6 +23,7 @@ mod metrics;
 mod postgres;
 mod sasl;
 mod scram_admin;
+mod share_groups;
 mod tls;
 mod transactions;
 mod versions_42;

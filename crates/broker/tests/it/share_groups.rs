@@ -1,0 +1,209 @@
+//! Share groups (KIP-932), step 1, through the wire: ShareGroupHeartbeat and
+//! ShareGroupDescribe at v1, topic ids, ListGroups v5's `share` type, DescribeGroups and
+//! DeleteGroups on a share group, a group id of another kind, and the ACLs.
+
+use crate::acls::{acl_broker, login};
+use crate::common;
+
+use common::*;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+const INVALID_REQUEST: i16 = 42;
+const GROUP_ID_NOT_FOUND: i16 = 69;
+const NON_EMPTY_GROUP: i16 = 68;
+const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn join(group: &str, member: &str) -> ShareGroupHeartbeatRequest {
+    ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s(member))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+}
+
+fn beat(group: &str, member: &str, epoch: i32) -> ShareGroupHeartbeatRequest {
+    ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+}
+
+fn partitions(r: &ShareGroupHeartbeatResponse) -> Vec<i32> {
+    r.assignment
+        .as_ref()
+        .expect("an assignment")
+        .topic_partitions
+        .iter()
+        .flat_map(|t| t.partitions.iter().copied())
+        .collect()
+}
+
+#[tokio::test]
+async fn share_members_are_assigned_described_listed_and_deleted_as_kafka_does() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let versions = c.call(&ApiVersionsRequest::default(), 3).await;
+    for key in [76, 77] {
+        let v = versions.api_keys.iter().find(|k| k.api_key == key).unwrap();
+        assert_eq!((v.min_version, v.max_version), (1, 1), "api {key}");
+    }
+    // Two members on the 2-partition topic "t": one partition each.
+    let a = c.call(&join("sg", "a"), 1).await;
+    assert_eq!(a.error_code, 0, "{:?}", a.error_message);
+    assert_eq!((a.member_id.as_deref(), a.member_epoch), (Some("a"), 1));
+    assert_eq!(partitions(&a), [0, 1]);
+    let b = c.call(&join("sg", "b"), 1).await;
+    assert_eq!(b.member_epoch, 2);
+    let a2 = c.call(&beat("sg", "a", 1), 1).await;
+    assert_eq!(a2.member_epoch, 2);
+    let (pa, pb) = (partitions(&a2), partitions(&b));
+    assert_eq!((pa.len(), pb.len()), (1, 1));
+    assert_ne!(pa, pb);
+    // ShareGroupDescribe: names and ids of the topics, the simple assignor.
+    let d = c
+        .call(
+            &ShareGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(s("sg")), GroupId(s("nope"))]),
+            1,
+        )
+        .await;
+    let g = &d.groups[0];
+    assert_eq!(g.error_code, 0);
+    assert_eq!(g.group_state.as_str(), "Stable");
+    assert_eq!((g.group_epoch, g.assignment_epoch), (2, 2));
+    assert_eq!(g.assignor_name.as_str(), "simple");
+    assert_eq!(g.members.len(), 2);
+    let tp = &g.members[0].assignment.topic_partitions[0];
+    assert_eq!(tp.topic_name.as_str(), "t");
+    assert_eq!(
+        tp.topic_id,
+        a.assignment.as_ref().unwrap().topic_partitions[0].topic_id
+    );
+    assert_eq!(d.groups[1].error_code, GROUP_ID_NOT_FOUND);
+    // ListGroups v5: type `share`, protocol type `share`.
+    let list = |types: &[&str]| {
+        ListGroupsRequest::default().with_types_filter(types.iter().map(|t| s(t)).collect())
+    };
+    let shares = c.call(&list(&["Share"]), 5).await;
+    assert_eq!(shares.groups.len(), 1);
+    assert_eq!(shares.groups[0].group_type.as_str(), "share");
+    assert_eq!(shares.groups[0].protocol_type.as_str(), "share");
+    assert!(c.call(&list(&["consumer"]), 5).await.groups.is_empty());
+    // DescribeGroups describes classic groups only.
+    let dg = c
+        .call(
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("sg"))]),
+            6,
+        )
+        .await;
+    assert_eq!(dg.groups[0].error_code, GROUP_ID_NOT_FOUND);
+    assert_eq!(
+        dg.groups[0].error_message.as_deref(),
+        Some("Group sg is not a classic group.")
+    );
+    // The group id is a share group's: a consumer-protocol member and a commit are refused.
+    let consumer = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("sg")))
+        .with_member_id(s("m"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+        .with_topic_partitions(Some(Vec::new()));
+    assert_eq!(c.call(&consumer, 1).await.error_code, GROUP_ID_NOT_FOUND);
+    let classic = JoinGroupRequest::default()
+        .with_group_id(GroupId(s("sg")))
+        .with_member_id(s("m"))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+        )
+        .with_name(s("range"))]);
+    assert_eq!(
+        c.call(&classic, 5).await.error_code,
+        23,
+        "INCONSISTENT_GROUP_PROTOCOL, as for a consumer-protocol group"
+    );
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s("sg")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(1),
+                ]),
+        ]);
+    let r = c.call(&commit, 9).await;
+    assert_eq!(r.topics[0].partitions[0].error_code, GROUP_ID_NOT_FOUND);
+    // Before v9 Kafka says ILLEGAL_GENERATION for GROUP_ID_NOT_FOUND.
+    let r = c.call(&commit, 8).await;
+    assert_eq!(r.topics[0].partitions[0].error_code, 22);
+    // DeleteGroups: refused while it has members, done once they left.
+    let delete = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("sg"))]);
+    assert_eq!(
+        c.call(&delete, 2).await.results[0].error_code,
+        NON_EMPTY_GROUP
+    );
+    for (m, epoch) in [("a", 2), ("b", 2)] {
+        let left = c.call(&beat("sg", m, epoch), 1).await;
+        assert_eq!(left.error_code, 0);
+        let left = c.call(&beat("sg", m, -1), 1).await;
+        assert_eq!((left.error_code, left.member_epoch), (0, -1));
+    }
+    assert_eq!(c.call(&delete, 2).await.results[0].error_code, 0);
+    broker.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn share_heartbeats_get_kafkas_validation_errors() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let r = c.call(&join("sg", ""), 1).await;
+    assert_eq!(r.error_code, INVALID_REQUEST);
+    assert_eq!(r.error_message.as_deref(), Some("MemberId can't be empty."));
+    let r = c
+        .call(&join("sg", "a").with_subscribed_topic_names(None), 1)
+        .await;
+    assert_eq!(r.error_code, INVALID_REQUEST);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("SubscribedTopicNames must be set in first request.")
+    );
+    let r = c.call(&beat("none", "a", 3), 1).await;
+    assert_eq!(r.error_code, GROUP_ID_NOT_FOUND);
+    assert_eq!(c.call(&join("sg", "a"), 1).await.error_code, 0);
+    let r = c.call(&beat("sg", "a", 7), 1).await;
+    assert_eq!(r.error_code, 110, "FENCED_MEMBER_EPOCH");
+    let r = c.call(&beat("sg", "x", 1), 1).await;
+    assert_eq!(r.error_code, 25, "UNKNOWN_MEMBER_ID");
+    broker.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn share_group_calls_are_authorized_as_kafka_authorizes_them() {
+    let (broker, _dir) = acl_broker(None).await;
+    let mut bob = login(&broker, "bob").await;
+    let r = bob.call(&join("sg", "b"), 1).await;
+    assert_eq!(
+        r.error_code, GROUP_AUTHORIZATION_FAILED,
+        "no READ on the group"
+    );
+    let d = bob
+        .call(
+            &ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("sg"))]),
+            1,
+        )
+        .await;
+    assert_eq!(d.groups[0].error_code, GROUP_AUTHORIZATION_FAILED);
+    let mut admin = login(&broker, "admin").await;
+    assert_eq!(admin.call(&join("sg", "a"), 1).await.error_code, 0);
+    broker.stop().await.expect("clean stop");
+}
