@@ -1,5 +1,5 @@
-"""Faults from the control port met by real clients (issue 44, item 4): kafka-python and kafkajs
-consumers meet a heartbeat answered REBALANCE_IN_PROGRESS, a kick, a slow Fetch, a dropped
+"""Faults from the control port met by real clients (issue 44, item 4): kafka-python, kafkajs
+and confluent-kafka consumers meet a heartbeat answered REBALANCE_IN_PROGRESS, a kick, a slow Fetch, a dropped
 connection at OffsetCommit, a paused coordinator and a commit refused with
 GROUP_AUTHORIZATION_FAILED; confluent-kafka and kafka-python consumers meet records deleted
 below their committed offset. Each step asserts what the application did (its callbacks, its
@@ -77,20 +77,12 @@ def read_step(ctx, consumer, prod, timeout=60):
                       "the records of %s" % prod.label)
 
 
-def finish(ctx, proc, expected_errors=(), timeout=30):
-    """Stops a worker: every error it reported must match one of `expected_errors` (regular
-    expressions; each one seen is noted), it must close and exit 0."""
+def finish(ctx, proc, timeout=30):
+    """Stops a worker: it must have reported no client error (a commit refused is a `commit`
+    event, not an error), close and exit 0."""
     code = proc.stop(ctx.left(timeout))
-    unexpected = []
-    for e in proc.snapshot():
-        if e["ev"] != "error":
-            continue
-        if any(re.search(x, e["msg"]) for x in expected_errors):
-            ctx.note("%s reported, as expected: %s" % (proc.label, e["msg"][:200]))
-        else:
-            unexpected.append(e["msg"])
-    ctx.check(not unexpected, "%s reported %d unexpected error(s), first: %s"
-              % (proc.label, len(unexpected), unexpected[:1]))
+    errors = [e["msg"] for e in proc.snapshot() if e["ev"] == "error"]
+    ctx.check(not errors, "%s reported %d client error(s), first: %s" % (proc.label, len(errors), errors[:1]))
     if proc.role == "consume":
         ctx.check(any(e["ev"] == "closed" for e in proc.snapshot()), "%s did not close (exit %s)" % (proc.label, code))
     ctx.check(code == 0, "%s exited with %s" % (proc.label, code))
@@ -104,20 +96,17 @@ CLIENT_NOTES = {
     "kafka-python": {
         # KafkaConsumer.commit() raises GroupAuthorizationFailedError(group) (coordinator/consumer.py)
         "commit_error": r"GroupAuthorizationFailed",
-        "expected_errors": (),
     },
     "kafkajs": {
         "commit_error": r"(?i)not authorized to access group|GROUP_AUTHORIZATION_FAILED",
-        "expected_errors": (),
     },
     "confluent": {
         # commit(asynchronous=False) returns the partitions with their error (the worker raises it)
         "commit_error": r"GROUP_AUTHORIZATION_FAILED|Group authorization failed",
-        "expected_errors": (),
         # librdkafka 2.16: a synchronous commit refused COORDINATOR_NOT_AVAILABLE is retried while
         # the coordinator's connection is still coming up, fails "Broker transport failure", marks
         # the coordinator dead again, every 0.5 s, and no heartbeat goes out: the session expires
-        # (seen in about one run in five here) and the member rejoins. It warns SESSTMOUT.
+        # (in about half the runs here, and against the mock too) and the member rejoins. It warns SESSTMOUT.
         "pause_expiry": r"\|SESSTMOUT\|",
     },
 }
@@ -299,7 +288,7 @@ def group_faults(ctx, client):
                   % [(e["ok"], e["err"]) for e in after[:3]])
         check_final_commits(ctx, [a], group)
 
-        finish(ctx, a, notes["expected_errors"])
+        finish(ctx, a)
         for p in producers:
             finish(ctx, p)
         ctx.run_checker([a], producers)
