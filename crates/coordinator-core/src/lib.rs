@@ -263,8 +263,9 @@ pub use group::consumer::{
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 };
 pub use group::share::{
-    ShareGroupDescription, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
-    ShareGroupSettings, ShareGroupState, ShareGroups, ShareMemberDescription,
+    AcknowledgeType, AcquiredRange, ShareAcknowledgeError, ShareGroupDescription,
+    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, ShareGroupSettings, ShareGroupState,
+    ShareGroups, ShareMemberDescription, SharePartition, SharePartitionConfig,
     DEFAULT_SHARE_MAX_SIZE, SHARE_LEAVE_GROUP_MEMBER_EPOCH,
 };
 pub use group::{

@@ -7,16 +7,23 @@
 //! `state.rs` the state machine of Kafka 4's `ShareGroup` (synchronous, no I/O); `api.rs` the
 //! [`ShareGroups`] view through which a wire front calls it (`coordinator.share()`).
 //!
-//! Not yet here: the share-partitions (ShareFetch and ShareAcknowledge: acquisition locks,
-//! delivery counts), the durable state of a share group, and its offsets admin APIs.
+//! `partition.rs` is a share-partition: which records are acquired, by whom, until when,
+//! acknowledged or archived (Kafka's `SharePartition`); the wire front keeps one per group
+//! and partition and reads the records from its log.
+//!
+//! Not yet here: the durable state of a share group, and its offsets admin APIs.
 //! A group id held by a group of another kind (even an Empty one, or one known only by its
 //! committed offsets) answers `GROUP_ID_NOT_FOUND`, as Kafka's coordinator does.
 
 mod api;
+mod partition;
 mod protocol;
 mod state;
 
 pub use api::ShareGroups;
+pub use partition::{
+    AcknowledgeType, AcquiredRange, ShareAcknowledgeError, SharePartition, SharePartitionConfig,
+};
 pub use protocol::{
     ShareGroupDescription, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
     ShareGroupState, ShareMemberDescription, SHARE_LEAVE_GROUP_MEMBER_EPOCH,
