@@ -30,7 +30,7 @@ crates/broker/README.md, "Faults and the control port") for the faults the mock 
   delete_records  rd_kafka_mock_partition_delete_records (librdkafka 2.16 and later)
   clear    every pushed error and the RTT go
 
-kick, rebalance and requests have no counterpart in the mock: they are answered
+kick, rebalance, requests and advance_clock have no counterpart in the mock: they are answered
 {"ok":false,"code":"UNSUPPORTED","error":...} (the broker's refusal shape).
 """
 import argparse
@@ -228,13 +228,14 @@ class MockControl:
                 return {"ok": True, "was_paused": was_paused}
             if op == "delete_records":
                 return self.delete_records(req)
-            if op in ("kick", "rebalance", "requests"):
+            if op in ("kick", "rebalance", "requests", "advance_clock"):
                 raise Refused("UNSUPPORTED", {
                     "kick": "the mock cannot remove a member from its group (no admin removal, no "
                             "per-member error)",
                     "rebalance": "the mock cannot start a rebalance of a group on demand",
                     "requests": "the mock keeps no record of requests with their client id, group and "
                                 "error code (rd_kafka_mock_get_requests has the API key and time only)",
+                    "advance_clock": "the mock's timers follow the OS clock: it has no manual clock",
                 }[op])
             raise Refused("UNKNOWN_OP", "unknown op `%s`" % op)
 
