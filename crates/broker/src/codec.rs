@@ -147,19 +147,21 @@ mod tests {
 
     #[test]
     fn a_known_api_at_an_unserved_version_is_unsupported_not_rejected() {
-        // EndTxn v5 (flexible header v2): served by the codec, not advertised here (it is
-        // transaction version 2's, which this broker does not offer).
-        let frame = vec![0, 26, 0, 5, 0, 0, 0, 9, 0, 2, b'a', b'b', 0];
+        // ApiVersions v5 (flexible header v2): a version after the newest, answered in a v0
+        // body (EndTxn v5, the example before, is served since transaction version 2).
+        let frame = vec![0, 18, 0, 5, 0, 0, 0, 9, 0, 2, b'a', b'b', 0];
         match parse_request(Bytes::from(frame)) {
             Incoming::UnsupportedVersion { header, entry } => {
-                assert_eq!((entry.key, header.correlation_id), (ApiKey::EndTxn, 9));
-                let resp = entry.unsupported_version(5, 9).expect("EndTxn can say so");
-                // length | corr 9 | tag byte | the v5 body
-                assert_eq!(&resp[4..9], &[0, 0, 0, 9, 0]);
-                let mut body = Bytes::copy_from_slice(&resp[9..]);
+                assert_eq!((entry.key, header.correlation_id), (ApiKey::ApiVersions, 9));
+                let resp = entry
+                    .unsupported_version(5, 9)
+                    .expect("ApiVersions can say so");
+                // length | corr 9 | the v0 body (ApiVersions' response header has no tags)
+                assert_eq!(&resp[4..8], &[0, 0, 0, 9]);
+                let mut body = Bytes::copy_from_slice(&resp[8..]);
                 let decoded =
-                    <kafka_protocol::messages::EndTxnResponse as kafka_protocol::protocol::Decodable>::decode(&mut body, 5)
-                        .expect("a v5 body");
+                    <kafka_protocol::messages::ApiVersionsResponse as kafka_protocol::protocol::Decodable>::decode(&mut body, 0)
+                        .expect("a v0 body");
                 assert_eq!(decoded.error_code, 35, "UNSUPPORTED_VERSION");
                 assert!(body.is_empty());
             }

@@ -921,6 +921,7 @@ mod tests {
             pending_offsets: [("g".to_string(), committed(&[("t", 0, 5, "m", 9)]))].into(),
             start_ms: Some(1),
             last_update_ms: 2,
+            transaction_version: 0,
         }
     }
 

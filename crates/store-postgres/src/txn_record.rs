@@ -10,6 +10,11 @@
 //! objects (Kafka's `OffsetAndMetadata`, as the `offsets` table's columns hold it). Arrays,
 //! not objects keyed by name: `jsonb` reorders an object's keys and keeps only the last of a
 //! duplicate, and a duplicate is refused when read instead.
+//!
+//! Version 2 adds `"transaction_version"` (KIP-890 part 2's transaction version, Kafka's
+//! `clientTransactionVersion`). A record of transaction version 0 is still written at
+//! version 1, so that the builds before version 2 keep reading the classic transactions; a
+//! record at version 2 is refused by them ("format version 2"), never misread.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,12 +24,15 @@ use serde_json::{json, Value};
 
 use crate::record::Obj;
 
-/// The version of the document this build writes (and the only one it reads).
+/// The version of the document of a transaction of transaction version 0.
 pub(crate) const TXN_RECORD_VERSION: u64 = 1;
+/// The version of the document with a transaction version (KIP-890 part 2), the newest this
+/// build reads.
+pub(crate) const TXN_RECORD_VERSION_TV: u64 = 2;
 
 /// `record` as a JSON document.
 pub(crate) fn encode(r: &TransactionRecord) -> Value {
-    json!({
+    let mut doc = json!({
         "v": TXN_RECORD_VERSION,
         "transactional_id": r.transactional_id,
         "producer_id": r.producer_id,
@@ -49,7 +57,12 @@ pub(crate) fn encode(r: &TransactionRecord) -> Value {
             .collect::<Vec<_>>(),
         "start_ms": r.start_ms,
         "last_update_ms": r.last_update_ms,
-    })
+    });
+    if r.transaction_version != 0 {
+        doc["v"] = json!(TXN_RECORD_VERSION_TV);
+        doc["transaction_version"] = json!(r.transaction_version);
+    }
+    doc
 }
 
 fn offset(tp: &TopicPartition, o: &OffsetAndMetadata) -> Value {
@@ -82,10 +95,10 @@ pub(crate) fn strings(r: &TransactionRecord) -> impl Iterator<Item = &str> {
 pub(crate) fn decode(doc: &Value) -> Result<TransactionRecord, String> {
     let o = Obj::new(doc, "the record")?;
     let version = o.u64("v")?;
-    if version != TXN_RECORD_VERSION {
+    if version != TXN_RECORD_VERSION && version != TXN_RECORD_VERSION_TV {
         return Err(format!(
             "record format version {version} is not one this build reads \
-             ({TXN_RECORD_VERSION})"
+             ({TXN_RECORD_VERSION} or {TXN_RECORD_VERSION_TV})"
         ));
     }
     let state = o.str("state")?;
@@ -130,6 +143,11 @@ pub(crate) fn decode(doc: &Value) -> Result<TransactionRecord, String> {
             _ => Some(o.u64("start_ms")?),
         },
         last_update_ms: o.u64("last_update_ms")?,
+        transaction_version: if version >= TXN_RECORD_VERSION_TV {
+            i16_field(&o, "transaction_version")?
+        } else {
+            0
+        },
     })
 }
 
@@ -231,6 +249,7 @@ mod tests {
             .into(),
             start_ms: Some(u64::MAX),
             last_update_ms: u64::MAX,
+            transaction_version: 0,
         }
     }
 
@@ -248,7 +267,34 @@ mod tests {
             pending_offsets: BTreeMap::new(),
             start_ms: None,
             last_update_ms: 0,
+            transaction_version: 0,
         }
+    }
+
+    #[test]
+    fn a_transaction_version_is_written_at_version_2_and_version_1_reads_as_0() {
+        let mut r = prepare_commit();
+        assert_eq!(encode(&r)["v"], json!(1));
+        assert!(encode(&r).get("transaction_version").is_none());
+        r.transaction_version = 2;
+        let doc = encode(&r);
+        assert_eq!(
+            (doc["v"].clone(), doc["transaction_version"].clone()),
+            (json!(2), json!(2))
+        );
+        assert_eq!(decode(&doc), Ok(r.clone()));
+        let mut missing = doc.clone();
+        missing
+            .as_object_mut()
+            .unwrap()
+            .remove("transaction_version");
+        assert!(decode(&missing)
+            .unwrap_err()
+            .contains("transaction_version"));
+        let mut old = doc;
+        old["v"] = json!(1);
+        r.transaction_version = 0;
+        assert_eq!(decode(&old), Ok(r));
     }
 
     #[test]
@@ -314,7 +360,7 @@ mod tests {
             decode(&json!([1, 2])).unwrap_err(),
             "the record is not a JSON object"
         );
-        refused(|d| d["v"] = json!(2), "format version 2");
+        refused(|d| d["v"] = json!(3), "format version 3");
         refused(
             |d| {
                 d.as_object_mut().unwrap().remove("producer_id");

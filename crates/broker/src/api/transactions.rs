@@ -16,7 +16,7 @@
 use crate::acl::Operation;
 use std::ops::RangeInclusive;
 
-use coordinator_core::txn::TxnError;
+use coordinator_core::txn::{TxnError, TV_2};
 use coordinator_core::{TopicPartition, TxnOffsetCommitRequest};
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
@@ -148,25 +148,31 @@ async fn add_offsets(call: &Call<'_>, r: &AddOffsetsToTxnRequest) -> AddOffsetsT
     AddOffsetsToTxnResponse::default().with_error_code(code)
 }
 
+/// EndTxn. v5 is transaction version 2 (KIP-890 part 2): the coordinator bumps the epoch
+/// and the answer carries the producer id and epoch the producer goes on with; an error
+/// carries −1 for both, as Kafka's. Earlier versions do not bump and have no such fields.
 async fn end_txn(call: &Call<'_>, r: &EndTxnRequest) -> EndTxnResponse {
     if let Some(c) = txn_refusal(call, &r.transactional_id) {
         return EndTxnResponse::default().with_error_code(c);
     }
-    let code = match call
+    let transaction_version = if call.version >= 5 { TV_2 } else { 0 };
+    match call
         .context
         .txn
-        .end_txn(
+        .end_txn_with_version(
             &r.transactional_id,
             r.producer_id.0,
             r.producer_epoch,
             r.committed,
+            transaction_version,
         )
         .await
     {
-        Ok(()) => codes::NONE,
-        Err(e) => e.kafka_code_for(call.version >= 2),
-    };
-    EndTxnResponse::default().with_error_code(code)
+        Ok(next) => EndTxnResponse::default()
+            .with_producer_id(ProducerId(next.producer_id))
+            .with_producer_epoch(next.epoch),
+        Err(e) => EndTxnResponse::default().with_error_code(e.kafka_code_for(call.version >= 2)),
+    }
 }
 
 /// TxnOffsetCommit: partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION and, a
@@ -422,8 +428,8 @@ pub(crate) struct EndTxn;
 impl Api for EndTxn {
     const KEY: ApiKey = ApiKey::EndTxn;
     /// v4 only allows TRANSACTION_ABORTABLE (KIP-890); v5 bumps the epoch at every end
-    /// (transaction version 2), not served: this broker lists no `transaction.version`.
-    const VERSIONS: RangeInclusive<i16> = 0..=4;
+    /// (transaction version 2) and answers the new producer id and epoch.
+    const VERSIONS: RangeInclusive<i16> = 0..=5;
     type Request = EndTxnRequest;
 
     async fn handle(

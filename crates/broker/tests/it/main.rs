@@ -26,5 +26,6 @@ mod scram_admin;
 mod share_groups;
 mod tls;
 mod transactions;
+mod transactions_v2;
 mod versions_42;
 mod wire;

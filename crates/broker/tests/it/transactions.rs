@@ -14,7 +14,7 @@ const CONCURRENT_TRANSACTIONS: i16 = 51;
 const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 const PRODUCER_FENCED: i16 = 90;
 
-fn tid(id: &str) -> TransactionalId {
+pub(crate) fn tid(id: &str) -> TransactionalId {
     TransactionalId(StrBytes::from_string(id.to_string()))
 }
 
@@ -27,13 +27,13 @@ async fn init_as(c: &mut Client, id: &str, timeout_ms: i32) -> InitProducerIdRes
     c.call(&request, 4).await
 }
 
-async fn init(c: &mut Client, id: &str) -> (i64, i16) {
+pub(crate) async fn init(c: &mut Client, id: &str) -> (i64, i16) {
     let r = init_as(c, id, 60_000).await;
     assert_eq!(r.error_code, 0);
     (r.producer_id.0, r.producer_epoch)
 }
 
-async fn add_partitions(
+pub(crate) async fn add_partitions(
     c: &mut Client,
     id: &str,
     (pid, epoch): (i64, i16),
@@ -64,7 +64,7 @@ async fn add_offsets(c: &mut Client, id: &str, p: (i64, i16), group: &str) -> i1
     add_offsets_at(c, id, p, group, 3).await
 }
 
-async fn add_offsets_at(
+pub(crate) async fn add_offsets_at(
     c: &mut Client,
     id: &str,
     (pid, epoch): (i64, i16),
@@ -83,7 +83,7 @@ async fn txn_commit(c: &mut Client, id: &str, p: (i64, i16), group: &str, offset
     txn_commit_at(c, id, p, group, offset, 3).await
 }
 
-async fn txn_commit_at(
+pub(crate) async fn txn_commit_at(
     c: &mut Client,
     id: &str,
     (pid, epoch): (i64, i16),
@@ -116,7 +116,7 @@ async fn txn_commit_at(
         .collect()
 }
 
-async fn end_txn_at(
+pub(crate) async fn end_txn_at(
     c: &mut Client,
     id: &str,
     (pid, epoch): (i64, i16),
@@ -136,7 +136,7 @@ async fn end_txn(c: &mut Client, id: &str, p: (i64, i16), commit: bool) -> i16 {
 }
 
 /// (error code, committed offset) of partition 0 of `group`, with `require_stable` or not.
-async fn fetch_offset(c: &mut Client, group: &str, require_stable: bool) -> (i16, i64) {
+pub(crate) async fn fetch_offset(c: &mut Client, group: &str, require_stable: bool) -> (i16, i64) {
     let request = offset_fetch(group, &[0]).with_require_stable(require_stable);
     let r = c.call(&request, 7).await;
     let p = &r.topics[0].partitions[0];
@@ -145,7 +145,7 @@ async fn fetch_offset(c: &mut Client, group: &str, require_stable: bool) -> (i16
 
 /// The data records a read_committed fetch of partition 0 from 0 is served, and the producer
 /// ids of the aborted transactions it is told about.
-async fn read_committed(c: &mut Client) -> (usize, Vec<i64>) {
+pub(crate) async fn read_committed(c: &mut Client) -> (usize, Vec<i64>) {
     let p = fetch_at(c, 0, 1).await;
     let records = decode_records(&p).iter().filter(|r| !r.control).count();
     let aborted = p
@@ -317,7 +317,10 @@ async fn requests_are_checked_before_anything_changes() {
     assert_eq!(end_txn(&mut c, "tx", p, true).await, 48, "still Empty");
 }
 
-async fn describe(c: &mut Client, id: &str) -> describe_transactions_response::TransactionState {
+pub(crate) async fn describe(
+    c: &mut Client,
+    id: &str,
+) -> describe_transactions_response::TransactionState {
     let request = DescribeTransactionsRequest::default().with_transactional_ids(vec![tid(id)]);
     c.call(&request, 0).await.transaction_states.remove(0)
 }

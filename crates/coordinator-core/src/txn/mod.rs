@@ -1,6 +1,12 @@
 //! The transaction coordinator (Apache Kafka 4's `TransactionCoordinator`,
-//! `TransactionMetadata` and `TransactionStateManager`, transaction version 0/1: one epoch
-//! per producer session, no KIP-890 epoch bump per transaction).
+//! `TransactionMetadata` and `TransactionStateManager`). Transaction version 0/1: one epoch
+//! per producer session. Transaction version 2 (KIP-890 part 2,
+//! [`end_txn_with_version`](TransactionCoordinator::end_txn_with_version)): the epoch is
+//! bumped at the end of every transaction, the markers carry the bumped epoch, and
+//! partitions and groups may be added implicitly
+//! ([`add_partitions_with_version`](TransactionCoordinator::add_partitions_with_version));
+//! the transaction keeps the version its client last used
+//! ([`TransactionRecord::transaction_version`]).
 //!
 //! ```text
 //!              AddPartitionsToTxn / AddOffsetsToTxn
@@ -27,7 +33,7 @@ mod state;
 
 pub use error::{TxnError, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED};
 pub use ports::{MarkerError, MarkerWriter, ProducerIdSource, TxnMarkers};
-pub use state::{TransactionRecord, TxnState};
+pub use state::{TransactionRecord, TxnState, TV_2};
 
 #[cfg(any(test, feature = "mocks"))]
 pub use ports::{MockMarkerWriter, MockProducerIdSource};
@@ -528,6 +534,7 @@ impl TransactionCoordinator {
             pending_offsets: BTreeMap::new(),
             start_ms: None,
             last_update_ms: now,
+            transaction_version: 0,
         };
         if let Err(e) = self.persist(&record).await {
             let mut map = self.map();
@@ -591,7 +598,65 @@ impl TransactionCoordinator {
         epoch: i16,
         partitions: &[TopicPartition],
     ) -> Result<(), TxnError> {
-        self.add(id, producer_id, epoch, partitions, None).await
+        self.add(id, producer_id, epoch, partitions, None, 0).await
+    }
+
+    /// [`add_partitions`](Self::add_partitions) by a call of transaction version
+    /// `transaction_version`: with [`TV_2`], the implicit add of KIP-890 part 2 (the
+    /// partition leader's AddPartitionsToTxn v4+ with `VerifyOnly` false, on a transactional
+    /// Produce v12+). The transaction keeps the version (Kafka's `clientTransactionVersion`),
+    /// unless every partition was in the open transaction already (nothing is written then,
+    /// as Kafka's shortcut). Errors as [`add_partitions`](Self::add_partitions).
+    pub async fn add_partitions_with_version(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &[TopicPartition],
+        transaction_version: i16,
+    ) -> Result<(), TxnError> {
+        self.add(
+            id,
+            producer_id,
+            epoch,
+            partitions,
+            None,
+            transaction_version,
+        )
+        .await
+    }
+
+    /// Whether each of `partitions` is in the open transaction of `id` (Kafka's
+    /// `handleVerifyPartitionsInTransaction`, AddPartitionsToTxn v4+ with `VerifyOnly`):
+    /// `true` if it is, `false` if not (Kafka answers TRANSACTION_ABORTABLE for it). Nothing
+    /// changes.
+    ///
+    /// Errors (for every partition): INVALID_REQUEST (empty id), INVALID_PRODUCER_ID_MAPPING
+    /// (unknown id, other producer id), PRODUCER_FENCED (another epoch),
+    /// CONCURRENT_TRANSACTIONS (Prepare*, or a call in progress).
+    pub async fn verify_partitions(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<(TopicPartition, bool)>, TxnError> {
+        Self::require_id(id)?;
+        let guard = self
+            .locked(id)?
+            .ok_or_else(|| TxnError::mapping(id, producer_id))?;
+        let Some(current) = guard.as_ref() else {
+            return Err(TxnError::concurrent(id));
+        };
+        Self::check_producer(current, producer_id, epoch)?;
+        if current.state.is_prepare() {
+            return Err(TxnError::concurrent(id));
+        }
+        let open = current.state == TxnState::Ongoing;
+        Ok(partitions
+            .iter()
+            .map(|tp| (tp.clone(), open && current.partitions.contains(tp)))
+            .collect())
     }
 
     /// AddOffsetsToTxn: adds `group` to the transaction (its transactional offsets complete
@@ -603,7 +668,30 @@ impl TransactionCoordinator {
         epoch: i16,
         group: &str,
     ) -> Result<(), TxnError> {
-        self.add(id, producer_id, epoch, &[], Some(group)).await
+        self.add(id, producer_id, epoch, &[], Some(group), 0).await
+    }
+
+    /// [`add_offsets`](Self::add_offsets) by a call of transaction version
+    /// `transaction_version`: with [`TV_2`], the implicit add of the group by a
+    /// TxnOffsetCommit v5 (KIP-890 part 2; Kafka's group coordinator adds the group's
+    /// `__consumer_offsets` partition). Errors as [`add_partitions`](Self::add_partitions).
+    pub async fn add_offsets_with_version(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        group: &str,
+        transaction_version: i16,
+    ) -> Result<(), TxnError> {
+        self.add(
+            id,
+            producer_id,
+            epoch,
+            &[],
+            Some(group),
+            transaction_version,
+        )
+        .await
     }
 
     async fn add(
@@ -613,6 +701,7 @@ impl TransactionCoordinator {
         epoch: i16,
         partitions: &[TopicPartition],
         group: Option<&str>,
+        transaction_version: i16,
     ) -> Result<(), TxnError> {
         Self::require_id(id)?;
         let mut guard = self
@@ -655,6 +744,7 @@ impl TransactionCoordinator {
         }
         next.state = TxnState::Ongoing;
         next.last_update_ms = now;
+        next.transaction_version = transaction_version;
         self.persist(&next).await?;
         *guard = Some(next);
         Ok(())
@@ -719,6 +809,9 @@ impl TransactionCoordinator {
     /// write fails, the transaction stays in Prepare* (nothing decided is lost) and the call
     /// answers CONCURRENT_TRANSACTIONS: its retry (or the timer) finishes it.
     ///
+    /// This is EndTxn v0–4 (transaction version 0/1); see
+    /// [`end_txn_with_version`](Self::end_txn_with_version) for v5.
+    ///
     /// Errors: INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
     /// CONCURRENT_TRANSACTIONS, INVALID_TXN_STATE, COORDINATOR_NOT_AVAILABLE.
     pub async fn end_txn(
@@ -728,6 +821,47 @@ impl TransactionCoordinator {
         epoch: i16,
         commit: bool,
     ) -> Result<(), TxnError> {
+        self.end_txn_with_version(id, producer_id, epoch, commit, 0)
+            .await
+            .map(|_| ())
+    }
+
+    /// EndTxn of a client using transaction version `transaction_version` (EndTxn v5 is
+    /// [`TV_2`], earlier versions 0), answering the producer id and epoch the producer goes
+    /// on with (EndTxn v5's response fields).
+    ///
+    /// With [`TV_2`] (KIP-890 part 2, Kafka's `TransactionCoordinator.endTransaction` and
+    /// `TransactionMetadata.prepareAbortOrCommit`): the epoch is bumped as the transaction
+    /// is prepared, the markers carry the bumped epoch (so they fence every batch of the
+    /// old epoch on every partition of the transaction), and the answer is the bumped
+    /// epoch. An exhausted epoch (`i16::MAX - 1`) is bumped to `i16::MAX` for the markers,
+    /// and the completed transaction moves to a new producer id with epoch 0 (the answer);
+    /// the old id is kept as the last producer id.
+    ///
+    /// Which epochs are accepted depends on the version the transaction already has
+    /// ([`TransactionRecord::transaction_version`], as Kafka reads its stored
+    /// `clientTransactionVersion`): a transaction of version 0/1 accepts its current epoch
+    /// only; one of version 2 accepts its current epoch while Ongoing (or Empty, then
+    /// INVALID_TXN_STATE), and in Prepare* or Complete* only the retry of the EndTxn that
+    /// bumped it: the epoch just below the current one, presented by the producer that
+    /// bumped it (the epoch kept as the last epoch), or after a rotation the old producer
+    /// id with the exhausted epoch. Any other epoch is PRODUCER_FENCED — also the current
+    /// epoch of a completed version 2 transaction (Kafka: "the next endTransaction call"),
+    /// and the old epoch of a producer fenced by InitProducerId or the timeout (the fence
+    /// clears the last epoch; Kafka gets the same by bumping twice).
+    ///
+    /// The answer of a completed retry is the current producer id and epoch. The answer of
+    /// a version 0/1 EndTxn is the unchanged producer id and epoch.
+    ///
+    /// Errors as [`end_txn`](Self::end_txn).
+    pub async fn end_txn_with_version(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        transaction_version: i16,
+    ) -> Result<ProducerIdAndEpoch, TxnError> {
         Self::require_id(id)?;
         let mut guard = self
             .locked(id)?
@@ -735,7 +869,38 @@ impl TransactionCoordinator {
         let Some(current) = guard.as_ref().cloned() else {
             return Err(TxnError::concurrent(id));
         };
-        Self::check_producer(&current, producer_id, epoch)?;
+        let stored_v2 = current.is_tv2();
+        // Kafka's `retryOnOverflow`: the retry of an EndTxn that rotated the producer id.
+        let retry_on_overflow = stored_v2
+            && current.producer_id != producer_id
+            && current.last_producer_id == producer_id
+            && epoch == EXHAUSTED_EPOCH
+            && current.last_producer_epoch == EXHAUSTED_EPOCH
+            && current.producer_epoch == 0;
+        // Kafka's `retryOnEpochBump`, and the epoch the bump was made from.
+        let retry_on_bump = stored_v2
+            && current.producer_id == producer_id
+            && i32::from(current.producer_epoch) == i32::from(epoch) + 1
+            && current.last_producer_epoch == epoch;
+        if current.producer_id != producer_id && !retry_on_overflow {
+            return Err(TxnError::mapping(id, producer_id));
+        }
+        let valid_epoch = if stored_v2 {
+            match current.state {
+                TxnState::Ongoing | TxnState::Empty | TxnState::Dead => {
+                    epoch == current.producer_epoch
+                }
+                TxnState::PrepareCommit | TxnState::PrepareAbort => retry_on_bump,
+                TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                    retry_on_bump || retry_on_overflow
+                }
+            }
+        } else {
+            epoch == current.producer_epoch
+        };
+        if !valid_epoch {
+            return Err(fenced(&current, producer_id, epoch));
+        }
         let wrong = |s: TxnState| {
             TxnError::state(
                 id,
@@ -746,14 +911,29 @@ impl TransactionCoordinator {
         match (current.state, commit) {
             (TxnState::Ongoing, _) => {
                 let now = self.now();
-                self.prepare(&mut guard, current, commit, now).await?;
+                let mut next = current;
+                if transaction_version >= TV_2 {
+                    // A client never holds i16::MAX (only a fence reaches it): fenced.
+                    let Some(bumped) = next.producer_epoch.checked_add(1) else {
+                        return Err(fenced(&next, producer_id, epoch));
+                    };
+                    next.last_producer_epoch = next.producer_epoch;
+                    next.producer_epoch = bumped;
+                }
+                next.transaction_version = transaction_version;
+                self.prepare(&mut guard, next, commit, now).await?;
             }
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {}
-            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => return Ok(()),
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+                return Ok(pid_epoch(&current))
+            }
             (s, _) => return Err(wrong(s)),
         }
         match self.complete(&mut guard).await {
-            Completion::Done => Ok(()),
+            Completion::Done => guard
+                .as_ref()
+                .map(pid_epoch)
+                .ok_or_else(|| TxnError::concurrent(id)),
             Completion::Incomplete => Err(TxnError::concurrent(id)),
         }
     }
@@ -818,6 +998,7 @@ impl TransactionCoordinator {
                 coordinator_epoch: self.config.coordinator_epoch,
                 commit,
                 partitions: record.partitions.iter().cloned().collect(),
+                transaction_version: record.transaction_version,
             };
             for (tp, result) in self.markers.write_markers(&markers).await {
                 match result {
@@ -850,6 +1031,7 @@ impl TransactionCoordinator {
                 coordinator_epoch: self.config.coordinator_epoch,
                 commit,
                 partitions: Vec::new(),
+                transaction_version: record.transaction_version,
             };
             let mut answered = BTreeSet::new();
             for (group, result) in self.markers.write_group_markers(&markers, &routed).await {
@@ -908,6 +1090,18 @@ impl TransactionCoordinator {
         next.pending_offsets.clear();
         next.start_ms = None;
         next.last_update_ms = self.now();
+        if next.is_tv2()
+            && next.producer_epoch == i16::MAX
+            && next.last_producer_epoch == EXHAUSTED_EPOCH
+        {
+            // Transaction version 2's EndTxn bumped an exhausted epoch: the markers carried
+            // i16::MAX, and the producer goes on with a new producer id (Kafka's
+            // `nextProducerId`, taken here once the markers are written; nobody saw it
+            // before, so one taken again after a failed write is as good).
+            next.last_producer_id = next.producer_id;
+            next.producer_id = self.producer_ids.next_producer_id();
+            next.producer_epoch = 0;
+        }
         if let Err(e) = self.persist(&next).await {
             warn!(
                 transactional_id = next.transactional_id.as_str(),

@@ -18,6 +18,10 @@ pub struct TxnMarkers {
     pub commit: bool,
     /// The partitions to write a marker into.
     pub partitions: Vec<TopicPartition>,
+    /// The transaction version of the transaction (WriteTxnMarkers v2's
+    /// `TransactionVersion`, KIP-1228): 2 when the markers carry an epoch bumped by EndTxn
+    /// (KIP-890 part 2), else 0 or 1.
+    pub transaction_version: i16,
 }
 
 /// Why a marker could not be written into a partition: Kafka's code and a message.

@@ -125,4 +125,22 @@ pub struct TransactionRecord {
     pub start_ms: Option<u64>,
     /// The last state change.
     pub last_update_ms: u64,
+    /// The transaction version the client last used on this transaction (Kafka's
+    /// `TransactionMetadata.clientTransactionVersion`, the `transaction.version` feature
+    /// level): 0 or 1 for the classic protocol, [`TV_2`] once a call of transaction version 2
+    /// (EndTxn v5, an implicit add by Produce v12+ or TxnOffsetCommit v5) changed it. From 2
+    /// every EndTxn bumps the epoch (KIP-890 part 2). Kept by the stores (0 where an older
+    /// record has none).
+    pub transaction_version: i16,
+}
+
+/// Transaction version 2 (KIP-890 part 2): the epoch is bumped at the end of every
+/// transaction and partitions are added implicitly.
+pub const TV_2: i16 = 2;
+
+impl TransactionRecord {
+    /// Whether the transaction follows transaction version 2 (KIP-890 part 2).
+    pub fn is_tv2(&self) -> bool {
+        self.transaction_version >= TV_2
+    }
 }

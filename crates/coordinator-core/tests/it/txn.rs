@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use common::{MapStore, StoreOp, TestStore, Topics};
 use coordinator_core::txn::{
     MarkerError, MarkerWriter, ProducerIdAndEpoch, ProducerIdSource, TransactionCoordinator,
-    TxnMarkers, TxnState,
+    TxnMarkers, TxnState, TV_2,
 };
 use coordinator_core::{
     named, ClassicProtocol, CommittedOffsets, ConsumerGroupHeartbeatRequest, Coordinator,
@@ -1133,4 +1133,269 @@ async fn pending_txn_groups_lists_the_groups_of_a_producer() {
         .await
         .unwrap();
     assert!(h.groups.pending_txn_groups(p.producer_id).is_empty());
+}
+
+// Transaction version 2 (KIP-890 part 2): an epoch bump at every EndTxn.
+
+/// Init, then partitions 0 and 1 added implicitly (transaction version 2).
+async fn ongoing_v2(h: &H) -> ProducerIdAndEpoch {
+    let p = h.txn.init_producer_id(ID, TIMEOUT, None).await.unwrap();
+    h.txn
+        .add_partitions_with_version(ID, p.producer_id, p.epoch, &[tp(0), tp(1)], TV_2)
+        .await
+        .unwrap();
+    p
+}
+
+#[tokio::test]
+async fn tv2_end_txn_bumps_the_epoch_and_the_markers_carry_it() {
+    let h = harness();
+    let p = ongoing_v2(&h).await;
+    let r = h.txn.record(ID).await.unwrap();
+    assert_eq!((r.state, r.transaction_version), (TxnState::Ongoing, 2));
+    h.txn
+        .add_offsets_with_version(ID, p.producer_id, p.epoch, "g", TV_2)
+        .await
+        .unwrap();
+    h.txn
+        .txn_offset_commit(ID, p.epoch, &commit_req(p.producer_id, &[(0, 42)]))
+        .await
+        .unwrap();
+    let next = h
+        .txn
+        .end_txn_with_version(ID, p.producer_id, p.epoch, true, TV_2)
+        .await
+        .unwrap();
+    assert_eq!((next.producer_id, next.epoch), (p.producer_id, p.epoch + 1));
+    let calls = h.markers.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        (calls[0].producer_epoch, calls[0].transaction_version),
+        (p.epoch + 1, 2),
+        "the markers carry the bumped epoch"
+    );
+    assert_eq!(h.groups.committed("g", &tp(0)).await.unwrap(), Some(42));
+    let r = h.txn.record(ID).await.unwrap();
+    assert_eq!(
+        (r.state, r.producer_epoch, r.transaction_version),
+        (TxnState::CompleteCommit, p.epoch + 1, 2)
+    );
+    // The old epoch is fenced for the next transaction; the bumped one opens it.
+    let e = h
+        .txn
+        .add_partitions_with_version(ID, p.producer_id, p.epoch, &[tp(2)], TV_2)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PRODUCER_FENCED");
+    h.txn
+        .add_partitions_with_version(ID, p.producer_id, next.epoch, &[tp(2)], TV_2)
+        .await
+        .unwrap();
+    let again = h
+        .txn
+        .end_txn_with_version(ID, p.producer_id, next.epoch, false, TV_2)
+        .await
+        .unwrap();
+    assert_eq!(again.epoch, p.epoch + 2);
+}
+
+#[tokio::test]
+async fn tv2_a_retried_end_txn_gets_the_bumped_epoch_and_the_current_epoch_is_fenced() {
+    let h = harness();
+    let p = ongoing_v2(&h).await;
+    let next = h
+        .txn
+        .end_txn_with_version(ID, p.producer_id, p.epoch, true, TV_2)
+        .await
+        .unwrap();
+    // The retry (its answer was lost): the same answer, no second bump, no markers.
+    let retry = h
+        .txn
+        .end_txn_with_version(ID, p.producer_id, p.epoch, true, TV_2)
+        .await
+        .unwrap();
+    assert_eq!(retry, next);
+    assert_eq!(h.markers.calls.lock().unwrap().len(), 1);
+    let e = h
+        .txn
+        .end_txn_with_version(ID, p.producer_id, p.epoch, false, TV_2)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "INVALID_TXN_STATE");
+    // The current epoch of a completed transaction is the next EndTxn: fenced (Kafka).
+    let e = h
+        .txn
+        .end_txn_with_version(ID, p.producer_id, next.epoch, true, TV_2)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PRODUCER_FENCED");
+    // An older epoch still: fenced.
+    let e = h
+        .txn
+        .end_txn_with_version(ID, p.producer_id, p.epoch - 1, true, TV_2)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PRODUCER_FENCED");
+    assert_eq!(h.txn.record(ID).await.unwrap().producer_epoch, next.epoch);
+}
+
+#[tokio::test]
+async fn tv2_a_producer_fenced_by_a_new_instance_cannot_end_its_transaction() {
+    let h = harness();
+    let old = ongoing_v2(&h).await;
+    let e = h.txn.init_producer_id(ID, TIMEOUT, None).await.unwrap_err();
+    assert_eq!(e.code(), "CONCURRENT_TRANSACTIONS");
+    let r = h.txn.record(ID).await.unwrap();
+    assert_eq!(
+        (r.state, r.producer_epoch),
+        (TxnState::CompleteAbort, old.epoch + 1)
+    );
+    // Its epoch is one below the current one, as a retry's would be: still fenced.
+    for commit in [false, true] {
+        let e = h
+            .txn
+            .end_txn_with_version(ID, old.producer_id, old.epoch, commit, TV_2)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "PRODUCER_FENCED", "commit {commit}");
+    }
+}
+
+/// A coordinator whose transactional id `ID` is Ongoing at epoch `epoch` with producer id 7
+/// (transaction version 2, partitions 0 and 1), loaded from the store as after a restart
+/// (its producer-id source starts at 1000 again).
+async fn ongoing_v2_at(epoch: i16) -> H {
+    let store = Arc::new(TestStore::new(MapStore::keeping_groups()));
+    let clock = ManualClock::new();
+    {
+        let h = harness_over(store.clone(), clock.clone());
+        ongoing_v2(&h).await;
+        let mut r = h.txn.record(ID).await.unwrap();
+        r.producer_epoch = epoch;
+        r.producer_id = 7;
+        store
+            .inner()
+            .unwrap()
+            .transactions
+            .lock()
+            .unwrap()
+            .insert(ID.to_string(), r);
+    }
+    let h = harness_over(store, clock);
+    assert_eq!(h.txn.load().await.unwrap(), 1);
+    h
+}
+
+#[tokio::test]
+async fn tv2_an_exhausted_epoch_moves_the_producer_to_a_new_id() {
+    let h = ongoing_v2_at(i16::MAX - 1).await;
+    let old = h.txn.record(ID).await.unwrap();
+    let next = h
+        .txn
+        .end_txn_with_version(ID, old.producer_id, i16::MAX - 1, true, TV_2)
+        .await
+        .unwrap();
+    assert_ne!(next.producer_id, old.producer_id);
+    assert_eq!(next.epoch, 0);
+    let calls = h.markers.calls.lock().unwrap().clone();
+    assert_eq!(
+        (calls[0].producer_id, calls[0].producer_epoch),
+        (old.producer_id, i16::MAX),
+        "the markers carry the old id at the last epoch"
+    );
+    let r = h.txn.record(ID).await.unwrap();
+    assert_eq!(
+        (r.producer_id, r.producer_epoch, r.last_producer_id),
+        (next.producer_id, 0, old.producer_id)
+    );
+    // The retry with the old id and epoch gets the new id again.
+    let retry = h
+        .txn
+        .end_txn_with_version(ID, old.producer_id, i16::MAX - 1, true, TV_2)
+        .await
+        .unwrap();
+    assert_eq!(retry, next);
+    // The new id goes on.
+    h.txn
+        .add_partitions_with_version(ID, next.producer_id, 0, &[tp(1)], TV_2)
+        .await
+        .unwrap();
+    let after = h
+        .txn
+        .end_txn_with_version(ID, next.producer_id, 0, true, TV_2)
+        .await
+        .unwrap();
+    assert_eq!((after.producer_id, after.epoch), (next.producer_id, 1));
+}
+
+#[tokio::test]
+async fn tv2_one_epoch_below_exhaustion_bumps_without_a_new_id() {
+    let h = ongoing_v2_at(i16::MAX - 2).await;
+    let old = h.txn.record(ID).await.unwrap();
+    let next = h
+        .txn
+        .end_txn_with_version(ID, old.producer_id, i16::MAX - 2, false, TV_2)
+        .await
+        .unwrap();
+    assert_eq!(
+        (next.producer_id, next.epoch),
+        (old.producer_id, i16::MAX - 1)
+    );
+}
+
+#[tokio::test]
+async fn tv2_the_transaction_version_survives_a_restart() {
+    let store = Arc::new(TestStore::new(MapStore::keeping_groups()));
+    let clock = ManualClock::new();
+    let (p, next) = {
+        let h = harness_over(store.clone(), clock.clone());
+        let p = ongoing_v2(&h).await;
+        let next = h
+            .txn
+            .end_txn_with_version(ID, p.producer_id, p.epoch, true, TV_2)
+            .await
+            .unwrap();
+        (p, next)
+    };
+    let h = harness_over(store, clock);
+    h.txn.load().await.unwrap();
+    let r = h.txn.record(ID).await.unwrap();
+    assert_eq!((r.transaction_version, r.producer_epoch), (2, next.epoch));
+    // Read as a version 2 transaction: the lost answer's retry is still answered.
+    let retry = h
+        .txn
+        .end_txn_with_version(ID, p.producer_id, p.epoch, true, TV_2)
+        .await
+        .unwrap();
+    assert_eq!(retry, next);
+}
+
+#[tokio::test]
+async fn classic_end_txn_keeps_the_epoch_and_verify_reads_the_partitions() {
+    let h = harness();
+    let p = h.txn.init_producer_id(ID, TIMEOUT, None).await.unwrap();
+    h.txn
+        .add_partitions(ID, p.producer_id, p.epoch, &[tp(0)])
+        .await
+        .unwrap();
+    let found = h
+        .txn
+        .verify_partitions(ID, p.producer_id, p.epoch, &[tp(0), tp(1)])
+        .await
+        .unwrap();
+    assert_eq!(found, vec![(tp(0), true), (tp(1), false)]);
+    let e = h
+        .txn
+        .verify_partitions(ID, p.producer_id, p.epoch + 1, &[tp(0)])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PRODUCER_FENCED");
+    let same = h
+        .txn
+        .end_txn_with_version(ID, p.producer_id, p.epoch, true, 0)
+        .await
+        .unwrap();
+    assert_eq!(same, p, "no bump below transaction version 2");
+    assert_eq!(h.txn.record(ID).await.unwrap().transaction_version, 0);
+    assert_eq!(h.markers.calls.lock().unwrap()[0].producer_epoch, p.epoch);
 }

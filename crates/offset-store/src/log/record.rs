@@ -37,6 +37,10 @@
 //! subscribes with a regular expression (version 2 adds it, see [`put_group`]), else at
 //! version 1: a log without such members stays readable by the builds before version 2,
 //! and one with them is refused by those builds ("at unknown version 2"), never misread.
+//!
+//! A transaction record is written at version 2 when its transaction version (KIP-890 part
+//! 2) is not 0 (version 2 adds it, see [`put_transaction`]), else at version 1, the same way:
+//! a log of classic transactions stays readable by the builds before version 2.
 
 use std::sync::Arc;
 
@@ -56,6 +60,8 @@ pub(crate) const MAX_BODY: usize = 1 << 30;
 const RECORD_VERSION: u8 = 1;
 /// The version of a group record with a member's regular expression.
 const GROUP_VERSION_REGEX: u8 = 2;
+/// The version of a transaction record with a transaction version.
+const TRANSACTION_VERSION_TV: u8 = 2;
 
 const COMMIT: u8 = 1;
 const DELETE_OFFSET: u8 = 2;
@@ -188,7 +194,9 @@ impl<'a> Frame<'a> {
     }
 
     pub(crate) fn transaction(&mut self, record: &TransactionRecord) {
-        self.record(TRANSACTION, |b| put_transaction(b, record));
+        self.record_at(TRANSACTION, transaction_version(record), |b| {
+            put_transaction(b, record)
+        });
     }
 
     pub(crate) fn transaction_tombstone(&mut self, id: &str) {
@@ -358,7 +366,7 @@ pub(crate) fn commit_size(group: &str, tp: &TopicPartition, o: &OffsetAndMetadat
 /// state:u8 (Kafka's state id), partitions:u32 then topic, partition:u32; groups:u32 then
 /// strings; pending offsets: groups:u32 then group, offsets:u32 then topic, partition:u32,
 /// offset:i64, leader epoch (optional i32), metadata, commit time ms:u64; start ms
-/// (optional u64), last update ms:u64
+/// (optional u64), last update ms:u64, [version 2: transaction version:i16]
 /// ```
 pub(crate) fn put_transaction(b: &mut Vec<u8>, r: &TransactionRecord) {
     put_str(b, &r.transactional_id);
@@ -393,6 +401,19 @@ pub(crate) fn put_transaction(b: &mut Vec<u8>, r: &TransactionRecord) {
         None => b.push(0),
     }
     b.extend_from_slice(&r.last_update_ms.to_le_bytes());
+    if transaction_version(r) >= TRANSACTION_VERSION_TV {
+        b.extend_from_slice(&r.transaction_version.to_le_bytes());
+    }
+}
+
+/// The version a transaction record is written at: 2 if it has a transaction version
+/// (KIP-890 part 2), else 1.
+fn transaction_version(r: &TransactionRecord) -> u8 {
+    if r.transaction_version != 0 {
+        TRANSACTION_VERSION_TV
+    } else {
+        RECORD_VERSION
+    }
 }
 
 /// An offset with its metadata, as a commit record holds it after its partition.
@@ -490,7 +511,9 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
     let bytes = r.bytes;
     let kind = r.u8()?;
     let version = r.u8()?;
-    if version != RECORD_VERSION && !(kind == GROUP && version == GROUP_VERSION_REGEX) {
+    let newer = (kind == GROUP && version == GROUP_VERSION_REGEX)
+        || (kind == TRANSACTION && version == TRANSACTION_VERSION_TV);
+    if version != RECORD_VERSION && !newer {
         return Err(format!("record type {kind} at unknown version {version}"));
     }
     let record = match kind {
@@ -511,7 +534,7 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
             offsets: r.u64()?,
             groups: r.u64()?,
         },
-        TRANSACTION => Record::Transaction(r.transaction()?),
+        TRANSACTION => Record::Transaction(r.transaction(version)?),
         TRANSACTION_TOMBSTONE => Record::TransactionTombstone { id: r.string()? },
         other => return Err(format!("unknown record type {other}")),
     };
@@ -651,7 +674,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn transaction(&mut self) -> Result<TransactionRecord, DecodeError> {
+    fn transaction(&mut self, version: u8) -> Result<TransactionRecord, DecodeError> {
         let transactional_id = self.string()?;
         let producer_id = self.i64()?;
         let producer_epoch = self.i16()?;
@@ -685,6 +708,11 @@ impl<'a> Reader<'a> {
             None
         };
         let last_update_ms = self.u64()?;
+        let transaction_version = if version >= TRANSACTION_VERSION_TV {
+            self.i16()?
+        } else {
+            0
+        };
         Ok(TransactionRecord {
             transactional_id,
             producer_id,
@@ -698,6 +726,7 @@ impl<'a> Reader<'a> {
             pending_offsets,
             start_ms,
             last_update_ms,
+            transaction_version,
         })
     }
 
@@ -1004,7 +1033,40 @@ mod tests {
             pending_offsets: [("g".to_string(), [(tp, offset)].into())].into(),
             start_ms: Some(5),
             last_update_ms: 6,
+            transaction_version: 0,
         }
+    }
+
+    #[test]
+    fn a_transaction_record_is_at_version_2_only_with_a_transaction_version() {
+        for (tv, version) in [(0i16, 1u8), (2, 2)] {
+            let mut t = sample_transaction();
+            t.transaction_version = tv;
+            let record = Record::Transaction(t.clone());
+            let frame = encode_frame(std::slice::from_ref(&record));
+            let at = FRAME_HEADER + 1 + 4 + 4;
+            assert_eq!((frame[at], frame[at + 1]), (TRANSACTION, version), "{tv}");
+            assert_eq!(decode_body(&frame[FRAME_HEADER..]).unwrap(), [record]);
+            assert_eq!(frame.len() - FRAME_HEADER - 5, transaction_size(&t));
+        }
+        // A version 1 record (what builds before transaction version 2 wrote) reads as
+        // transaction version 0.
+        let mut t = sample_transaction();
+        t.transaction_version = 2;
+        let mut frame = encode_frame(&[Record::Transaction(t.clone())]);
+        let at = FRAME_HEADER + 1 + 4 + 4;
+        frame[at + 1] = 1;
+        // Drop the trailing i16 and fix the record's length; the body is not checksummed
+        // by decode_body.
+        frame.truncate(frame.len() - 2);
+        let len_at = FRAME_HEADER + 1 + 4;
+        let len = u32::from_le_bytes(frame[len_at..len_at + 4].try_into().unwrap()) - 2;
+        frame[len_at..len_at + 4].copy_from_slice(&len.to_le_bytes());
+        t.transaction_version = 0;
+        assert_eq!(
+            decode_body(&frame[FRAME_HEADER..]).unwrap(),
+            [Record::Transaction(t)]
+        );
     }
 
     #[test]

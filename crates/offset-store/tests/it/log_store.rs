@@ -226,6 +226,7 @@ fn transaction(id: &str, epoch: i16, state: TxnState) -> TransactionRecord {
         pending_offsets: [("g".to_string(), with_metadata(&[(0, 10, "a")]))].into(),
         start_ms: Some(1),
         last_update_ms: 2,
+        transaction_version: 0,
     }
 }
 

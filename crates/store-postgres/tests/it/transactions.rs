@@ -42,6 +42,7 @@ fn ongoing(id: &str, epoch: i16) -> TransactionRecord {
         pending_offsets: BTreeMap::new(),
         start_ms: Some(1_700_000_000_000),
         last_update_ms: 1_700_000_000_001,
+        transaction_version: 0,
     }
 }
 
@@ -79,6 +80,7 @@ fn prepare_commit(id: &str) -> TransactionRecord {
         .into(),
         start_ms: Some(u64::MAX),
         last_update_ms: u64::MAX,
+        transaction_version: 2,
     }
 }
 
