@@ -398,6 +398,15 @@ impl PartitionState {
         }
     }
 
+    /// Whether producer `producer_id` has a transaction open on the partition (its first
+    /// batch written, no marker yet): Kafka's partition leader then skips the transaction's
+    /// verification (KIP-890).
+    pub(crate) fn has_open_txn(&self, producer_id: i64) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.txn_first_offset.is_some())
+    }
+
     /// Checks a marker before it is written: its producer epoch must not be older than the
     /// producer's (INVALID_PRODUCER_EPOCH), nor its coordinator epoch older than the last
     /// marker's (TRANSACTION_COORDINATOR_FENCED). Changes nothing.

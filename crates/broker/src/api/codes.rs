@@ -59,4 +59,6 @@ pub(crate) const CONCURRENT_TRANSACTIONS: i16 = 51;
 pub(crate) const OPERATION_NOT_ATTEMPTED: i16 = 55;
 pub(crate) const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 pub(crate) const PRODUCER_FENCED: i16 = 90;
+pub(crate) const NOT_ENOUGH_REPLICAS: i16 = 19;
+pub(crate) const TRANSACTION_ABORTABLE: i16 = 120;
 pub(crate) const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;

@@ -7,9 +7,15 @@
 //! last batches (then it is answered with the original offset and not appended again). Such
 //! a partition's record set must be exactly one batch, as Kafka requires of every Produce
 //! from v3. Transactional batches need the request's transactional id: without it the whole
-//! request is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does. The
-//! partition is not checked to be in the producer's transaction (KIP-890's verification is
-//! not done).
+//! request is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does.
+//!
+//! From v12 (transaction version 2, KIP-890 part 2) a transactional batch adds its partition
+//! to the producer's transaction, as Kafka's partition leader does through the transaction
+//! coordinator (AddPartitionsToTxn v4+ with `VerifyOnly` false), unless the producer's
+//! transaction is open on the partition already; a refusal of the coordinator refuses the
+//! partition (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, the retriable coordinator errors as
+//! NOT_ENOUGH_REPLICAS, as Kafka's `ReplicaManager` maps them). Below v12 the partition is
+//! not checked to be in the transaction (KIP-890 part 1's verification is not done).
 //!
 //! A partition this broker does not lead (several brokers over PostgreSQL) answers
 //! NOT_LEADER_OR_FOLLOWER and nothing of it is appended; from v10 with the current leader
@@ -32,11 +38,13 @@ use super::records::{
     check_batches, has_transactional, stamp_base_offset, CheckedBatch, Inflation, Refused,
 };
 use super::registry::Api;
+use super::transactions::txn_refusal;
 use super::{codes, Call};
 use crate::context::WallClock;
 use crate::ownership::Node;
 use crate::producers::ProducerError;
 use crate::shutdown::Shutdown;
+use coordinator_core::txn::TV_2;
 
 async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceResponse> {
     if request.transactional_id.is_none() && has_transactional_records(&request) {
@@ -73,7 +81,8 @@ async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceRespo
         }
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
-            partitions.push(append(call, &name, data, &mut inflation).await);
+            let txn = request.transactional_id.as_ref().map(|t| t.0.as_str());
+            partitions.push(append(call, &name, data, &mut inflation, txn).await);
         }
         // The request names the topic either way (by name to v12, by id from v13): the
         // answer names it the same way, the other field left at its default.
@@ -201,6 +210,7 @@ async fn append(
     topic: &str,
     data: PartitionProduceData,
     inflation: &mut Inflation,
+    transactional_id: Option<&str>,
 ) -> PartitionProduceResponse {
     let log = &call.context.log;
     let answer = PartitionProduceResponse::default().with_index(data.index);
@@ -247,6 +257,14 @@ async fn append(
         }
     };
     if batches.iter().any(|b| b.header.has_producer_id()) {
+        let transactional = batches.iter().find(|b| b.header.transactional);
+        if let (true, Some(id), Some(batch)) = (call.version >= 12, transactional_id, transactional)
+        {
+            if let Some(code) = implicit_add(call, &tp, id, &batch.header).await {
+                debug!(partition = %tp, code, "transactional batch refused: partition not added");
+                return answer.with_error_code(code);
+            }
+        }
         return match append_idempotent(call, &tp, batches).await {
             Ok(base) => accepted(call, &tp, answer, base).await,
             Err(e) => {
@@ -320,6 +338,66 @@ async fn append_idempotent(
     Ok(base)
 }
 
+/// Produce v12+'s implicit add of `tp` to the transaction of `id` (transaction version 2,
+/// KIP-890 part 2): nothing if the producer's transaction is open on `tp` already, else the
+/// transaction coordinator adds it. `Some(code)` refuses the partition.
+///
+/// A transactional id coordinated by another broker (several brokers over PostgreSQL) is
+/// not added from here: the partition is refused NOT_ENOUGH_REPLICAS, what Kafka's leader
+/// answers when it cannot reach the coordinator (the producer retries; see the README).
+async fn implicit_add(
+    call: &Call<'_>,
+    tp: &TopicPartition,
+    id: &str,
+    header: &crate::producers::BatchHeader,
+) -> Option<i16> {
+    let context = call.context;
+    let now_ms = i64::try_from(WallClock.now_ms()).unwrap_or(i64::MAX);
+    {
+        // A log error is left to the append, which meets it again.
+        let state = context
+            .producers
+            .lock(&*context.log, tp, now_ms)
+            .await
+            .ok()?;
+        if state.has_open_txn(header.producer_id) {
+            return None;
+        }
+    }
+    if let Some(code) = txn_refusal(call, id) {
+        return Some(verification_code(code));
+    }
+    match context
+        .txn
+        .add_partitions_with_version(
+            id,
+            header.producer_id,
+            header.producer_epoch,
+            std::slice::from_ref(tp),
+            TV_2,
+        )
+        .await
+    {
+        Ok(()) => None,
+        Err(e) => Some(verification_code(e.kafka_code_for(true))),
+    }
+}
+
+/// The code a produce gets for the transaction coordinator's refusal of its partition, as
+/// Kafka's `AddPartitionsToTxnManager` and `ReplicaManager` map it: PRODUCER_FENCED is
+/// INVALID_PRODUCER_EPOCH (what producers expect of a partition), the retriable coordinator
+/// errors NOT_ENOUGH_REPLICAS (retried without a metadata refresh).
+pub(super) fn verification_code(code: i16) -> i16 {
+    match code {
+        codes::PRODUCER_FENCED => codes::INVALID_PRODUCER_EPOCH,
+        codes::CONCURRENT_TRANSACTIONS
+        | codes::COORDINATOR_NOT_AVAILABLE
+        | codes::NOT_COORDINATOR
+        | codes::COORDINATOR_LOAD_IN_PROGRESS => codes::NOT_ENOUGH_REPLICAS,
+        other => other,
+    }
+}
+
 pub(super) fn log_code(e: &LogError) -> i16 {
     e.kafka_code().unwrap_or(codes::UNKNOWN_SERVER_ERROR)
 }
@@ -345,9 +423,9 @@ impl Api for Produce {
     /// its compression features from the advertised Produce range and silently stops
     /// compressing when the minimum is 3 (Kafka 4 does the same, KAFKA-18659). A v0-2
     /// Produce closes the connection, as an undecodable request does. v11 only allows the
-    /// TRANSACTION_ABORTABLE error (never answered here), v12 is v11 for a producer outside
-    /// transaction version 2 (this broker lists no `transaction.version` feature, so no client
-    /// adds partitions through Produce), v13 names topics by id (KIP-516).
+    /// TRANSACTION_ABORTABLE error (never answered here), v12 adds a transactional batch's
+    /// partition to its transaction (transaction version 2, KIP-890 part 2), v13 names topics
+    /// by id (KIP-516).
     const VERSIONS: RangeInclusive<i16> = 0..=13;
     const DECODABLE_MIN: i16 = 3;
     type Request = ProduceRequest;

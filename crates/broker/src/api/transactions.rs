@@ -229,21 +229,41 @@ async fn txn_offset_commit(
                 call.context.ownership.transaction(&r.transactional_id),
                 Serving::Elsewhere(_) | Serving::Nobody
             );
-        let result = if elsewhere {
-            call.context
-                .coordinator
-                .txn_offset_commit(&req)
-                .await
-                .map_err(TxnError::from)
+        if elsewhere && call.version >= 5 {
+            // v5 adds the group to the transaction at its coordinator, another broker here:
+            // not done from this broker (see the README), answered as Kafka's group
+            // coordinator answers a verification it could not make, retriable.
+            codes::COORDINATOR_NOT_AVAILABLE
+        } else if elsewhere {
+            match call.context.coordinator.txn_offset_commit(&req).await {
+                Ok(()) => codes::NONE,
+                Err(e) => txn_offset_code(&TxnError::from(e), call.version),
+            }
         } else {
-            call.context
-                .txn
-                .txn_offset_commit(&r.transactional_id, r.producer_epoch, &req)
+            let txn = &call.context.txn;
+            let id = r.transactional_id.as_str();
+            let added = if call.version >= 5 {
+                // Transaction version 2 (KIP-890 part 2): the group joins the transaction
+                // here, as Kafka's group coordinator adds it through AddPartitionsToTxn.
+                txn.add_offsets_with_version(
+                    id,
+                    req.producer_id,
+                    r.producer_epoch,
+                    &r.group_id,
+                    TV_2,
+                )
                 .await
-        };
-        match result {
-            Ok(()) => codes::NONE,
-            Err(e) => txn_offset_code(&e, call.version),
+                .map_err(|e| verified_offsets_code(&e))
+            } else {
+                Ok(())
+            };
+            match added {
+                Err(code) => code,
+                Ok(()) => match txn.txn_offset_commit(id, r.producer_epoch, &req).await {
+                    Ok(()) => codes::NONE,
+                    Err(e) => txn_offset_code(&e, call.version),
+                },
+            }
         }
     };
     let topics = r
@@ -280,6 +300,17 @@ fn txn_offset_code(e: &TxnError, version: i16) -> i16 {
     match e {
         TxnError::Group(g) if g.kafka_code().is_none() => codes::INVALID_REQUEST,
         e => e.kafka_code_for(version >= 3),
+    }
+}
+
+/// The code of TxnOffsetCommit v5 when its group could not be added to the transaction: as
+/// Kafka's group coordinator answers a failed verification (PRODUCER_FENCED as
+/// INVALID_PRODUCER_EPOCH, the retriable errors as COORDINATOR_NOT_AVAILABLE, which its
+/// client retries after looking the coordinator up again).
+fn verified_offsets_code(e: &TxnError) -> i16 {
+    match super::produce::verification_code(e.kafka_code_for(true)) {
+        codes::NOT_ENOUGH_REPLICAS => codes::COORDINATOR_NOT_AVAILABLE,
+        code => code,
     }
 }
 
@@ -451,8 +482,8 @@ pub(crate) struct TxnOffsetCommit;
 impl Api for TxnOffsetCommit {
     const KEY: ApiKey = ApiKey::TxnOffsetCommit;
     /// v4 only allows TRANSACTION_ABORTABLE (KIP-890); v5 adds the group to the transaction
-    /// itself (transaction version 2), not served.
-    const VERSIONS: RangeInclusive<i16> = 0..=4;
+    /// itself (transaction version 2, KIP-890 part 2): no AddOffsetsToTxn before it.
+    const VERSIONS: RangeInclusive<i16> = 0..=5;
     type Request = TxnOffsetCommitRequest_;
 
     async fn handle(

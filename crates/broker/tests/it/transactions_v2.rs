@@ -6,7 +6,9 @@ use kafka_protocol::messages::*;
 
 use crate::common::*;
 use crate::idempotence::{fetch_at, produce_as, producer_batch};
-use crate::transactions::{add_partitions, describe, init, read_committed, tid};
+use crate::transactions::{
+    add_partitions, describe, fetch_offset, init, read_committed, tid, txn_commit_at,
+};
 
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const PRODUCER_FENCED: i16 = 90;
@@ -119,5 +121,130 @@ async fn an_end_txn_v5_retried_after_a_restart_gets_the_same_answer() {
         48,
         "INVALID_TXN_STATE: the other outcome"
     );
+    broker.stop().await.unwrap();
+}
+
+/// A transactional Produce v12 of `count` records at `sequence` into partition `partition`:
+/// (error code, base offset).
+pub(crate) async fn produce_v12(
+    c: &mut Client,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    partition: i32,
+    sequence: i32,
+    count: usize,
+) -> (i16, i64) {
+    let batch = producer_batch(pid, epoch, sequence, count, true);
+    let request = produce_request("t", partition, batch, -1).with_transactional_id(Some(tid(id)));
+    let r = c.call(&request, 12).await;
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+#[tokio::test]
+async fn produce_v12_adds_its_partition_to_the_transaction() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let p = init(&mut c, "tx").await;
+    // No AddPartitionsToTxn: the batch adds partition 0.
+    assert_eq!(produce_v12(&mut c, "tx", p, 0, 0, 3).await.0, 0);
+    let d = describe(&mut c, "tx").await;
+    assert_eq!(d.transaction_state.as_str(), "Ongoing");
+    let parts: Vec<i32> = d.topics.iter().flat_map(|t| t.partitions.clone()).collect();
+    assert_eq!(parts, vec![0]);
+    // The next batch on the same partition needs no add.
+    assert_eq!(produce_v12(&mut c, "tx", p, 0, 3, 1).await.0, 0);
+    assert_eq!(end_txn_v(&mut c, "tx", p, true, 5).await, (0, p.0, p.1 + 1));
+    assert_eq!(read_committed(&mut c).await, (4, vec![]));
+    let last = fetch_at(&mut c, 0, 1).await;
+    assert_eq!(
+        last.last_stable_offset, last.high_watermark,
+        "the marker was written"
+    );
+    // The old epoch is refused: fenced by the coordinator as the partition's producer
+    // state (INVALID_PRODUCER_EPOCH either way).
+    assert_eq!(
+        produce_v12(&mut c, "tx", p, 0, 4, 1).await.0,
+        INVALID_PRODUCER_EPOCH
+    );
+    // The new epoch opens the next transaction, on another partition too.
+    let q = (p.0, p.1 + 1);
+    assert_eq!(produce_v12(&mut c, "tx", q, 1, 0, 2).await.0, 0);
+    let d = describe(&mut c, "tx").await;
+    let parts: Vec<i32> = d.topics.iter().flat_map(|t| t.partitions.clone()).collect();
+    assert_eq!((d.transaction_state.as_str(), parts), ("Ongoing", vec![1]));
+}
+
+#[tokio::test]
+async fn produce_v11_does_not_add_its_partition() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let p = init(&mut c, "tx").await;
+    let batch = producer_batch(p.0, p.1, 0, 1, true);
+    let request = produce_request("t", 0, batch, -1).with_transactional_id(Some(tid("tx")));
+    assert_eq!(
+        c.call(&request, 11).await.responses[0].partition_responses[0].error_code,
+        0
+    );
+    assert_eq!(
+        describe(&mut c, "tx").await.transaction_state.as_str(),
+        "Empty"
+    );
+}
+
+#[tokio::test]
+async fn txn_offset_commit_v5_adds_its_group_to_the_transaction() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let p = init(&mut c, "tx").await;
+    assert_eq!(produce_v12(&mut c, "tx", p, 0, 0, 3).await.0, 0);
+    // v4 without AddOffsetsToTxn: the group is not in the transaction.
+    assert_eq!(txn_commit_at(&mut c, "tx", p, "g", 3, 4).await, vec![48]);
+    // v5 adds it.
+    assert_eq!(txn_commit_at(&mut c, "tx", p, "g", 3, 5).await, vec![0]);
+    assert_eq!(fetch_offset(&mut c, "g", false).await, (0, -1), "pending");
+    assert_eq!(end_txn_v(&mut c, "tx", p, true, 5).await, (0, p.0, p.1 + 1));
+    assert_eq!(fetch_offset(&mut c, "g", true).await, (0, 3));
+    // A fenced epoch cannot add the group.
+    assert_eq!(
+        txn_commit_at(&mut c, "tx", p, "g", 5, 5).await,
+        vec![INVALID_PRODUCER_EPOCH]
+    );
+}
+
+#[tokio::test]
+async fn an_implicit_transaction_survives_a_restart_in_the_middle() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_dir = || broker::BrokerConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..config()
+    };
+    let p = {
+        let broker = TestBroker::with(with_dir()).await;
+        let mut c = broker.client().await;
+        let p = init(&mut c, "tx").await;
+        assert_eq!(produce_v12(&mut c, "tx", p, 0, 0, 3).await.0, 0);
+        assert_eq!(txn_commit_at(&mut c, "tx", p, "g", 3, 5).await, vec![0]);
+        broker.stop().await.unwrap();
+        p
+    };
+    let broker = TestBroker::with(with_dir()).await;
+    let mut c = broker.client().await;
+    let d = describe(&mut c, "tx").await;
+    let parts: Vec<i32> = d.topics.iter().flat_map(|t| t.partitions.clone()).collect();
+    assert_eq!((d.transaction_state.as_str(), parts), ("Ongoing", vec![0]));
+    // The offsets of an Ongoing transaction are lost with a restart (as with a move, see
+    // the core's unload_where); the producer commits them again, then ends it.
+    assert_eq!(txn_commit_at(&mut c, "tx", p, "g", 3, 5).await, vec![0]);
+    assert_eq!(end_txn_v(&mut c, "tx", p, true, 5).await, (0, p.0, p.1 + 1));
+    let last = fetch_at(&mut c, 0, 1).await;
+    assert_eq!(
+        last.last_stable_offset, last.high_watermark,
+        "the marker was written"
+    );
+    assert_eq!(read_committed(&mut c).await, (3, vec![]));
+    assert_eq!(fetch_offset(&mut c, "g", true).await, (0, 3));
+    // The retry after the end gets the same answer (the stored transaction version 2).
+    assert_eq!(end_txn_v(&mut c, "tx", p, true, 5).await, (0, p.0, p.1 + 1));
     broker.stop().await.unwrap();
 }

@@ -49,7 +49,7 @@ async fn api_versions_lists_the_served_table_at_every_version() {
         assert_eq!(find(ApiKey::AddPartitionsToTxn), Some((0, 3)));
         assert_eq!(find(ApiKey::AddOffsetsToTxn), Some((0, 4)));
         assert_eq!(find(ApiKey::EndTxn), Some((0, 5)));
-        assert_eq!(find(ApiKey::TxnOffsetCommit), Some((0, 4)));
+        assert_eq!(find(ApiKey::TxnOffsetCommit), Some((0, 5)));
         assert_eq!(find(ApiKey::CreateDelegationToken), None);
     }
     broker.stop().await.expect("clean stop");
