@@ -62,6 +62,8 @@ pub(crate) struct Context {
     pub(crate) producer_ids: Arc<ProducerIds>,
     /// The transaction coordinator.
     pub(crate) txn: Arc<TransactionCoordinator>,
+    /// The share groups' partitions and sessions this broker serves (KIP-932).
+    pub(crate) share: Arc<crate::share::ShareState>,
     /// Which broker coordinates each group and transactional id and leads each partition:
     /// this one for all, unless several brokers share a PostgreSQL database.
     pub(crate) ownership: Arc<Ownership>,
@@ -156,6 +158,7 @@ impl Context {
             producers: transactions.producers,
             producer_ids: transactions.producer_ids,
             txn: transactions.txn,
+            share: Arc::default(),
         }
     }
 

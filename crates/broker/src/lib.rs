@@ -84,6 +84,7 @@ mod ownership;
 mod producers;
 mod retention;
 mod server;
+mod share;
 mod shutdown;
 mod store;
 pub mod testing;

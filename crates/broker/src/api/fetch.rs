@@ -339,7 +339,7 @@ impl Pass {
 }
 
 /// The batches' wire bytes back to back. A single stored batch is handed out without a copy.
-fn concat(batches: &[Arc<Batch>]) -> Result<Bytes, String> {
+pub(super) fn concat(batches: &[Arc<Batch>]) -> Result<Bytes, String> {
     if let [batch] = batches {
         if let Some(encoded) = batch.encoded() {
             return Ok(Bytes::from_owner(encoded.clone()));

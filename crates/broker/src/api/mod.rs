@@ -28,6 +28,7 @@ mod records;
 pub(crate) mod registry;
 mod sasl;
 mod scram_credentials;
+mod share_fetch;
 mod share_groups;
 pub(crate) mod topic_configs;
 mod topics;

@@ -60,6 +60,9 @@ async fn heartbeat(
         client_host: format!("/{}", call.peer.ip()),
     };
     match call.context.coordinator.share().heartbeat(&core).await {
+        // A member that leaves keeps its share session: its client acknowledges what it
+        // holds and closes the session (ShareAcknowledge or ShareFetch with epoch -1) after
+        // this heartbeat, as librdkafka's close does.
         Ok(answer) => response(call, answer),
         Err(e) => {
             debug!(group = %core.group_id, member = %core.member_id, code = e.code(), error = %e, "share group heartbeat refused");

@@ -207,3 +207,207 @@ async fn share_group_calls_are_authorized_as_kafka_authorizes_them() {
     assert_eq!(admin.call(&join("sg", "a"), 1).await.error_code, 0);
     broker.stop().await.expect("clean stop");
 }
+
+// ---- step 2: ShareFetch and ShareAcknowledge ----
+
+fn fetch(
+    member: &str,
+    epoch: i32,
+    topic: uuid::Uuid,
+    acks: &[(i32, i64, i64, i8)],
+    partitions: &[i32],
+) -> ShareFetchRequest {
+    let mut parts: Vec<share_fetch_request::FetchPartition> = partitions
+        .iter()
+        .map(|&p| share_fetch_request::FetchPartition::default().with_partition_index(p))
+        .collect();
+    for &(p, first, last, kind) in acks {
+        let batch = share_fetch_request::AcknowledgementBatch::default()
+            .with_first_offset(first)
+            .with_last_offset(last)
+            .with_acknowledge_types(vec![kind]);
+        match parts.iter_mut().find(|x| x.partition_index == p) {
+            Some(x) => x.acknowledgement_batches.push(batch),
+            None => parts.push(
+                share_fetch_request::FetchPartition::default()
+                    .with_partition_index(p)
+                    .with_acknowledgement_batches(vec![batch]),
+            ),
+        }
+    }
+    ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(s("sg"))))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(epoch)
+        .with_max_wait_ms(0)
+        .with_max_records(100)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![share_fetch_request::FetchTopic::default()
+            .with_topic_id(topic)
+            .with_partitions(parts)])
+}
+
+/// Every acquired range of partition `p`: (first, last, delivery count).
+fn acquired(r: &ShareFetchResponse, p: i32) -> Vec<(i64, i64, i16)> {
+    r.responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|x| x.partition_index == p)
+        .flat_map(|x| {
+            x.acquired_records
+                .iter()
+                .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
+        })
+        .collect()
+}
+
+fn part(r: &ShareFetchResponse, p: i32) -> &share_fetch_response::PartitionData {
+    r.responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .find(|x| x.partition_index == p)
+        .expect("the partition in the answer")
+}
+
+async fn produce_n(c: &mut Client, partition: i32, n: usize) {
+    let records: Vec<_> = (0..n).map(|i| record(i, 1_000)).collect();
+    let (code, _) = produce(
+        c,
+        "t",
+        partition,
+        batch(&records, kafka_protocol::records::Compression::None),
+        9,
+    )
+    .await;
+    assert_eq!(code, 0);
+}
+
+async fn topic_id_of(c: &mut Client) -> uuid::Uuid {
+    let r = c
+        .call(
+            &MetadataRequest::default()
+                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+                )
+                .with_name(Some(TopicName(s("t"))))])),
+            12,
+        )
+        .await;
+    r.topics[0].topic_id
+}
+
+#[tokio::test]
+async fn share_fetch_hands_records_out_once_and_again_after_a_release() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let id = topic_id_of(&mut c).await;
+    assert_eq!(c.call(&join("sg", "a"), 1).await.error_code, 0);
+    assert_eq!(c.call(&join("sg", "b"), 1).await.error_code, 0);
+    // The share-partitions start at the high watermark (share.auto.offset.reset=latest):
+    // the first fetch opens the sessions and finds nothing.
+    let r = c.call(&fetch("a", 0, id, &[], &[0]), 1).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert!(acquired(&r, 0).is_empty());
+    assert_eq!(r.acquisition_lock_timeout_ms, 30_000);
+    let r = c.call(&fetch("b", 0, id, &[], &[0]), 1).await;
+    assert!(acquired(&r, 0).is_empty());
+    produce_n(&mut c, 0, 5).await;
+    // a acquires the five records, with their batch.
+    let r = c.call(&fetch("a", 1, id, &[], &[]), 1).await;
+    assert_eq!(acquired(&r, 0), [(0, 4, 1)]);
+    assert!(part(&r, 0).records.as_ref().is_some_and(|b| !b.is_empty()));
+    // b gets none of them while a holds them.
+    let r = c.call(&fetch("b", 1, id, &[], &[]), 1).await;
+    assert!(acquired(&r, 0).is_empty());
+    // a accepts 0-1 and releases 2-4 (piggybacked on its next fetch, which acquires the
+    // released ones again at once: delivery count 2).
+    let r = c
+        .call(&fetch("a", 2, id, &[(0, 0, 1, 1), (0, 2, 4, 2)], &[]), 1)
+        .await;
+    assert_eq!(part(&r, 0).acknowledge_error_code, 0);
+    assert_eq!(acquired(&r, 0), [(2, 4, 2)]);
+    // ShareAcknowledge alone: reject 2, accept 3-4. An offset a does not hold (0, accepted
+    // already) is INVALID_RECORD_STATE and changes nothing.
+    let ack = |epoch: i32, batches: &[(i64, i64, i8)]| {
+        ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(s("sg"))))
+            .with_member_id(Some(s("a")))
+            .with_share_session_epoch(epoch)
+            .with_topics(vec![share_acknowledge_request::AcknowledgeTopic::default()
+                .with_topic_id(id)
+                .with_partitions(vec![
+                    share_acknowledge_request::AcknowledgePartition::default()
+                        .with_partition_index(0)
+                        .with_acknowledgement_batches(
+                            batches
+                                .iter()
+                                .map(|&(f, l, k)| {
+                                    share_acknowledge_request::AcknowledgementBatch::default()
+                                        .with_first_offset(f)
+                                        .with_last_offset(l)
+                                        .with_acknowledge_types(vec![k])
+                                })
+                                .collect(),
+                        ),
+                ])])
+    };
+    let r = c.call(&ack(3, &[(0, 0, 1)]), 1).await;
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, 121,
+        "INVALID_RECORD_STATE"
+    );
+    let r = c.call(&ack(4, &[(2, 2, 3), (3, 4, 1)]), 1).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    // Session epochs: a stale one and an unknown session.
+    let r = c.call(&fetch("a", 4, id, &[], &[]), 1).await;
+    assert_eq!(r.error_code, 123, "INVALID_SHARE_SESSION_EPOCH");
+    let r = c.call(&fetch("nobody", 1, id, &[], &[]), 1).await;
+    assert_eq!(r.error_code, 122, "SHARE_SESSION_NOT_FOUND");
+    let r = c.call(&fetch("a", 0, id, &[(0, 0, 0, 1)], &[]), 1).await;
+    assert_eq!(r.error_code, 42, "acknowledgements on an initial fetch");
+    // Nothing is left for b: everything was accepted, rejected or is done.
+    produce_n(&mut c, 0, 2).await;
+    let r = c.call(&fetch("b", 2, id, &[], &[]), 1).await;
+    assert_eq!(acquired(&r, 0), [(5, 6, 1)], "only the new records");
+    // b closes its session (epoch -1): what it held is available to a at once.
+    let r = c.call(&fetch("b", -1, id, &[], &[]), 1).await;
+    assert_eq!(r.error_code, 0);
+    let r = c.call(&fetch("a", 5, id, &[], &[]), 1).await;
+    assert_eq!(acquired(&r, 0), [(5, 6, 2)]);
+    broker.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn an_expired_lock_gives_the_records_to_another_member_on_the_manual_clock() {
+    let broker = bounded(
+        "start",
+        broker::testing::TestBroker::with_config(broker::BrokerConfig {
+            manual_clock: true,
+            ..common::config()
+        }),
+    )
+    .await
+    .expect("the broker starts");
+    let mut c = Client::connect(broker.addr()).await;
+    let id = topic_id_of(&mut c).await;
+    for m in ["a", "b"] {
+        assert_eq!(c.call(&join("sg", m), 1).await.error_code, 0);
+        c.call(&fetch(m, 0, id, &[], &[1]), 1).await;
+    }
+    produce_n(&mut c, 1, 3).await;
+    let r = c.call(&fetch("a", 1, id, &[], &[]), 1).await;
+    assert_eq!(acquired(&r, 1), [(0, 2, 1)]);
+    broker.faults().advance_clock(29_999).await.unwrap();
+    let r = c.call(&fetch("b", 1, id, &[], &[]), 1).await;
+    assert!(acquired(&r, 1).is_empty(), "a's lock holds");
+    broker.faults().advance_clock(1).await.unwrap();
+    let r = c.call(&fetch("b", 2, id, &[], &[]), 1).await;
+    assert_eq!(
+        acquired(&r, 1),
+        [(0, 2, 2)],
+        "a's lock expired: b's, delivered twice"
+    );
+    // a's late acknowledgement is refused.
+    let r = c.call(&fetch("a", 2, id, &[(1, 0, 2, 1)], &[]), 1).await;
+    assert_eq!(part(&r, 1).acknowledge_error_code, 121);
+    broker.stop().await.expect("clean stop");
+}

@@ -197,27 +197,39 @@ impl SharePartition {
         }
     }
 
-    /// Acquires for `member`, until `now` + the lock duration, at most `max_records` records:
-    /// first those available again (their delivery count grows), then new offsets from the
-    /// end offset up to `log_end` (exclusive: the high watermark, or the last stable offset
-    /// for read_committed), while fewer than `max_in_flight` are in flight. Returns the
-    /// ranges acquired, in offset order, each with one delivery count.
+    /// The first offset an acquisition would hand out now (an available one, else the end
+    /// offset), once the locks expired by `now` are given back: where to read the log from.
+    pub fn first_deliverable(&mut self, now: u64, config: &SharePartitionConfig) -> i64 {
+        self.expire_locks(now, config);
+        self.records
+            .iter()
+            .find(|(_, r)| r.state == State::Available)
+            .map_or(self.end, |(&offset, _)| offset)
+    }
+
+    /// Acquires for `member`, until `now` + the lock duration, at most `max_records` records
+    /// of `within` (the offsets the caller read from its log; its end at most the high
+    /// watermark, or the last stable offset for read_committed): first those available again
+    /// (their delivery count grows), then new offsets from the end offset, while fewer than
+    /// `max_in_flight` are in flight. Returns the ranges acquired, in offset order, each with
+    /// one delivery count.
     pub fn acquire(
         &mut self,
         member: &str,
         now: u64,
-        log_end: i64,
+        within: std::ops::Range<i64>,
         max_records: usize,
         config: &SharePartitionConfig,
     ) -> Vec<AcquiredRange> {
         self.expire_locks(now, config);
+        let log_end = within.end;
         if log_end < self.start {
             // The log was truncated below what was handed out: start again from its end.
             *self = SharePartition::new(log_end);
         }
         let until = now.saturating_add(config.lock_duration_ms);
         let mut taken: Vec<(i64, i16)> = Vec::new();
-        for (&offset, r) in self.records.iter_mut() {
+        for (&offset, r) in self.records.range_mut(within.start..within.end) {
             if taken.len() >= max_records {
                 break;
             }
@@ -232,6 +244,7 @@ impl SharePartition {
         }
         let max_in_flight = i64::try_from(config.max_in_flight).unwrap_or(i64::MAX);
         while taken.len() < max_records
+            && self.end >= within.start
             && self.end < log_end
             && self.end - self.start < max_in_flight
         {
@@ -384,9 +397,9 @@ mod tests {
     #[test]
     fn acquired_records_go_to_one_member_until_acknowledged() {
         let mut sp = SharePartition::new(0);
-        assert_eq!(sp.acquire("a", 0, 5, 3, &cfg()), [range(0, 2, 1)]);
-        assert_eq!(sp.acquire("b", 0, 5, 10, &cfg()), [range(3, 4, 1)]);
-        assert_eq!(sp.acquire("c", 0, 5, 10, &cfg()), [], "all acquired");
+        assert_eq!(sp.acquire("a", 0, 0..5, 3, &cfg()), [range(0, 2, 1)]);
+        assert_eq!(sp.acquire("b", 0, 0..5, 10, &cfg()), [range(3, 4, 1)]);
+        assert_eq!(sp.acquire("c", 0, 0..5, 10, &cfg()), [], "all acquired");
         // b cannot acknowledge a's records: nothing changes.
         assert_eq!(
             sp.acknowledge("b", 0, 0, 0, &[Accept], &cfg()),
@@ -404,34 +417,34 @@ mod tests {
     #[test]
     fn released_records_are_delivered_again_and_archived_at_the_limit() {
         let mut sp = SharePartition::new(10);
-        assert_eq!(sp.acquire("a", 0, 12, 10, &cfg()), [range(10, 11, 1)]);
+        assert_eq!(sp.acquire("a", 0, 0..12, 10, &cfg()), [range(10, 11, 1)]);
         // One released, one accepted, in one batch with a type per offset.
         sp.acknowledge("a", 0, 10, 11, &[Release, Accept], &cfg())
             .unwrap();
-        assert_eq!(sp.acquire("b", 0, 12, 10, &cfg()), [range(10, 10, 2)]);
+        assert_eq!(sp.acquire("b", 0, 0..12, 10, &cfg()), [range(10, 10, 2)]);
         sp.acknowledge("b", 0, 10, 10, &[Release], &cfg()).unwrap();
-        assert_eq!(sp.acquire("a", 0, 12, 10, &cfg()), [range(10, 10, 3)]);
+        assert_eq!(sp.acquire("a", 0, 0..12, 10, &cfg()), [range(10, 10, 3)]);
         // The third delivery was the last: released, it is archived.
         sp.acknowledge("a", 0, 10, 10, &[Release], &cfg()).unwrap();
-        assert_eq!(sp.acquire("a", 0, 12, 10, &cfg()), []);
+        assert_eq!(sp.acquire("a", 0, 0..12, 10, &cfg()), []);
         assert_eq!(sp.start_offset(), 12);
     }
 
     #[test]
     fn a_rejected_record_is_never_delivered_again() {
         let mut sp = SharePartition::new(0);
-        sp.acquire("a", 0, 2, 10, &cfg());
+        sp.acquire("a", 0, 0..2, 10, &cfg());
         sp.acknowledge("a", 0, 0, 1, &[Reject], &cfg()).unwrap();
-        assert_eq!(sp.acquire("a", 0, 2, 10, &cfg()), []);
+        assert_eq!(sp.acquire("a", 0, 0..2, 10, &cfg()), []);
         assert_eq!(sp.start_offset(), 2);
     }
 
     #[test]
     fn an_expired_lock_makes_the_records_available_to_others() {
         let mut sp = SharePartition::new(0);
-        sp.acquire("a", 0, 3, 10, &cfg());
-        assert_eq!(sp.acquire("b", 999, 3, 10, &cfg()), [], "a's lock holds");
-        assert_eq!(sp.acquire("b", 1_000, 3, 10, &cfg()), [range(0, 2, 2)]);
+        sp.acquire("a", 0, 0..3, 10, &cfg());
+        assert_eq!(sp.acquire("b", 999, 0..3, 10, &cfg()), [], "a's lock holds");
+        assert_eq!(sp.acquire("b", 1_000, 0..3, 10, &cfg()), [range(0, 2, 2)]);
         // a's late acknowledgement is refused: the records are b's now.
         assert_eq!(
             sp.acknowledge("a", 1_000, 0, 2, &[Accept], &cfg()),
@@ -444,26 +457,26 @@ mod tests {
     #[test]
     fn a_member_that_goes_gives_back_what_it_held() {
         let mut sp = SharePartition::new(0);
-        sp.acquire("a", 0, 4, 2, &cfg());
-        sp.acquire("b", 0, 4, 2, &cfg());
+        sp.acquire("a", 0, 0..4, 2, &cfg());
+        sp.acquire("b", 0, 0..4, 2, &cfg());
         assert_eq!(sp.release_member("a", &cfg()), 2);
-        assert_eq!(sp.acquire("b", 0, 4, 10, &cfg()), [range(0, 1, 2)]);
+        assert_eq!(sp.acquire("b", 0, 0..4, 10, &cfg()), [range(0, 1, 2)]);
     }
 
     #[test]
     fn no_more_than_max_in_flight_offsets_are_handed_out() {
         let mut sp = SharePartition::new(0);
-        assert_eq!(sp.acquire("a", 0, 100, 100, &cfg()), [range(0, 9, 1)]);
+        assert_eq!(sp.acquire("a", 0, 0..100, 100, &cfg()), [range(0, 9, 1)]);
         assert_eq!(sp.in_flight(), 10);
-        assert_eq!(sp.acquire("b", 0, 100, 100, &cfg()), []);
+        assert_eq!(sp.acquire("b", 0, 0..100, 100, &cfg()), []);
         sp.acknowledge("a", 0, 0, 4, &[Accept], &cfg()).unwrap();
-        assert_eq!(sp.acquire("b", 0, 100, 100, &cfg()), [range(10, 14, 1)]);
+        assert_eq!(sp.acquire("b", 0, 0..100, 100, &cfg()), [range(10, 14, 1)]);
     }
 
     #[test]
     fn malformed_batches_are_invalid_requests_and_change_nothing() {
         let mut sp = SharePartition::new(0);
-        sp.acquire("a", 0, 3, 10, &cfg());
+        sp.acquire("a", 0, 0..3, 10, &cfg());
         for (first, last, types) in [
             (2, 1, vec![Accept]),
             (0, 2, vec![Accept, Accept]),
@@ -487,12 +500,12 @@ mod tests {
     #[test]
     fn deleted_records_move_the_start_and_a_truncated_log_starts_over() {
         let mut sp = SharePartition::new(0);
-        sp.acquire("a", 0, 5, 10, &cfg());
+        sp.acquire("a", 0, 0..5, 10, &cfg());
         sp.move_start(3);
         assert_eq!((sp.start_offset(), sp.end_offset()), (3, 5));
         assert_eq!(sp.acquired(), 2);
         let mut sp = SharePartition::new(8);
-        assert_eq!(sp.acquire("a", 0, 4, 10, &cfg()), []);
+        assert_eq!(sp.acquire("a", 0, 0..4, 10, &cfg()), []);
         assert_eq!(sp.start_offset(), 4);
     }
 }

@@ -1,0 +1,601 @@
+//! Share groups' records (KIP-932), step 2: ShareFetch (78) and ShareAcknowledge (79) at
+//! Kafka 4.2's version 1, in memory. A member fetches in a share session (epoch 0 opens it,
+//! each request carries the next epoch, −1 closes it); the leader of each partition hands out
+//! records under an acquisition lock (the core's [`SharePartition`]) and takes the member's
+//! acknowledgements, piggybacked on ShareFetch or sent alone. See [`crate::share`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use coordinator_core::{
+    AcknowledgeType, AcquiredRange, SharePartition, SharePartitionConfig, TopicPartition,
+    DEFAULT_SHARE_RECORD_LOCK_DURATION_MS,
+};
+use kafka_protocol::messages::share_acknowledge_response as ack_response;
+use kafka_protocol::messages::share_fetch_response as fetch_response;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use partition_log::Batch;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::fetch::names_of_ids;
+use super::produce::not_led;
+use super::registry::Api;
+use super::{codes, Call};
+use crate::acl::Operation;
+use crate::share::{SessionRefusal, FINAL_EPOCH, INITIAL_EPOCH, INVALID_RECORD_STATE};
+use crate::shutdown::Shutdown;
+
+/// Records a ShareFetch hands out when it names no `max_records` (the Java client's
+/// `max.poll.records` default).
+const DEFAULT_MAX_RECORDS: usize = 500;
+
+/// The most bytes one ShareFetch answer carries when it names no positive `max_bytes`.
+const DEFAULT_MAX_BYTES: usize = 50 * 1024 * 1024;
+
+/// How often a waiting ShareFetch looks again for records given back (a lock that expired,
+/// a release by another member), which no append announces.
+const RECHECK: Duration = Duration::from_millis(100);
+
+/// The share-partition limits of `group`: its `share.record.lock.duration.ms`, Kafka's
+/// default delivery count limit (5) and in-flight bound (2000).
+fn partition_config(call: &Call<'_>, group: &str) -> SharePartitionConfig {
+    let lock = call
+        .context
+        .coordinator
+        .group_config(group)
+        .share_record_lock_duration_ms
+        .unwrap_or(DEFAULT_SHARE_RECORD_LOCK_DURATION_MS);
+    SharePartitionConfig {
+        lock_duration_ms: lock,
+        ..SharePartitionConfig::default()
+    }
+}
+
+fn now(call: &Call<'_>) -> u64 {
+    call.context.coordinator.clock().now_ms()
+}
+
+/// One acknowledgement batch as the wire gives it.
+struct AckBatch {
+    first: i64,
+    last: i64,
+    types: Vec<i8>,
+}
+
+/// Applies `member`'s acknowledgements of `tp`; the partition's acknowledge error code (the
+/// first refusal; the batches before it stay applied, each batch is all or nothing).
+fn acknowledge(
+    call: &Call<'_>,
+    group: &str,
+    member: &str,
+    tp: &TopicPartition,
+    batches: &[AckBatch],
+    config: &SharePartitionConfig,
+) -> i16 {
+    if !call.context.share.has_partition(group, tp) {
+        return if batches.is_empty() {
+            codes::NONE
+        } else {
+            INVALID_RECORD_STATE
+        };
+    }
+    let now = now(call);
+    call.context
+        .share
+        .with_partition(
+            group,
+            tp,
+            || SharePartition::new(0),
+            |sp| {
+                for b in batches {
+                    let types: Option<Vec<AcknowledgeType>> = b
+                        .types
+                        .iter()
+                        .map(|&t| AcknowledgeType::from_wire(t))
+                        .collect();
+                    let Some(types) = types else {
+                        return codes::INVALID_REQUEST;
+                    };
+                    if let Err(e) = sp.acknowledge(member, now, b.first, b.last, &types, config) {
+                        return e.kafka_code();
+                    }
+                }
+                codes::NONE
+            },
+        )
+        .unwrap_or(INVALID_RECORD_STATE)
+}
+
+/// What one partition's acquisition found: the acquired ranges and the batches holding them.
+struct Acquired {
+    ranges: Vec<AcquiredRange>,
+    records: Option<Bytes>,
+}
+
+/// Acquires up to `max_records` records of `tp` for `member`, reading at most `max_bytes`.
+async fn acquire(
+    call: &Call<'_>,
+    group: &str,
+    member: &str,
+    tp: &TopicPartition,
+    max_records: usize,
+    max_bytes: usize,
+    config: &SharePartitionConfig,
+) -> Result<Acquired, i16> {
+    let log = &*call.context.log;
+    let (log_start, high_watermark) = log
+        .bounds(tp)
+        .await
+        .map_err(|e| super::produce::log_code(&e))?;
+    let share = &call.context.share;
+    // A new share-partition starts at the high watermark (share.auto.offset.reset=latest,
+    // Kafka's default).
+    let now = now(call);
+    let from = share
+        .with_partition(
+            group,
+            tp,
+            || SharePartition::new(high_watermark),
+            |sp| {
+                sp.move_start(log_start);
+                sp.first_deliverable(now, config)
+            },
+        )
+        .ok_or(codes::UNKNOWN_SERVER_ERROR)?;
+    if from >= high_watermark || max_records == 0 {
+        return Ok(Acquired {
+            ranges: Vec::new(),
+            records: None,
+        });
+    }
+    let read = log
+        .read_batches(tp, from, max_bytes.max(1))
+        .await
+        .map_err(|e| super::produce::log_code(&e))?;
+    let read_end = read
+        .batches
+        .last()
+        .map_or(from, |b| b.last_offset().saturating_add(1))
+        .min(read.high_watermark);
+    let ranges = share
+        .with_partition(
+            group,
+            tp,
+            || SharePartition::new(high_watermark),
+            |sp| sp.acquire(member, now, from..read_end, max_records, config),
+        )
+        .unwrap_or_default();
+    let wanted: Vec<&Arc<Batch>> = read
+        .batches
+        .iter()
+        .filter(|b| {
+            ranges
+                .iter()
+                .any(|r| b.base_offset() <= r.last_offset && b.last_offset() >= r.first_offset)
+        })
+        .collect();
+    let records = if wanted.is_empty() {
+        None
+    } else {
+        let owned: Vec<Arc<Batch>> = wanted.into_iter().cloned().collect();
+        Some(super::fetch::concat(&owned).map_err(|_| codes::UNKNOWN_SERVER_ERROR)?)
+    };
+    Ok(Acquired { ranges, records })
+}
+
+/// The partitions a request names, by topic id, resolved to names (`None`: an unknown id).
+async fn resolve(
+    call: &Call<'_>,
+    ids: impl IntoIterator<Item = Uuid> + Clone,
+) -> BTreeMap<Uuid, Option<String>> {
+    let names = names_of_ids(call, ids.clone()).await;
+    ids.into_iter().zip(names).collect()
+}
+
+fn tp_of(name: &str, partition: i32) -> Option<TopicPartition> {
+    u32::try_from(partition)
+        .ok()
+        .map(|p| TopicPartition::new(name, p))
+}
+
+fn fetch_error(code: i16, message: &str) -> ShareFetchResponse {
+    ShareFetchResponse::default()
+        .with_error_code(code)
+        .with_error_message(Some(StrBytes::from_string(message.to_string())))
+}
+
+/// The partition's leader as a ShareFetch answer names it.
+fn leader(call: &Call<'_>) -> fetch_response::LeaderIdAndEpoch {
+    fetch_response::LeaderIdAndEpoch::default()
+        .with_leader_id(call.context.config.node_id)
+        .with_leader_epoch(0)
+}
+
+async fn share_fetch(
+    call: &Call<'_>,
+    request: ShareFetchRequest,
+    shutdown: &mut Shutdown,
+) -> ShareFetchResponse {
+    let group = request
+        .group_id
+        .as_ref()
+        .map(|g| g.to_string())
+        .unwrap_or_default();
+    let member = request
+        .member_id
+        .as_ref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    if group.is_empty() || member.is_empty() {
+        return fetch_error(codes::INVALID_REQUEST, "GroupId and MemberId must be set.");
+    }
+    if !call.may_group(Operation::Read, &group) {
+        return fetch_error(
+            codes::GROUP_AUTHORIZATION_FAILED,
+            "Group authorization failed.",
+        );
+    }
+    let epoch = request.share_session_epoch;
+    let ids: Vec<Uuid> = request
+        .topics
+        .iter()
+        .map(|t| t.topic_id)
+        .chain(request.forgotten_topics_data.iter().map(|t| t.topic_id))
+        .collect();
+    let names = resolve(call, ids).await;
+    let mut unknown: Vec<(Uuid, i32)> = Vec::new();
+    let mut asked: Vec<(Uuid, TopicPartition, Vec<AckBatch>)> = Vec::new();
+    let mut any_acks = false;
+    for t in &request.topics {
+        for p in &t.partitions {
+            let acks: Vec<AckBatch> = p
+                .acknowledgement_batches
+                .iter()
+                .map(|b| AckBatch {
+                    first: b.first_offset,
+                    last: b.last_offset,
+                    types: b.acknowledge_types.clone(),
+                })
+                .collect();
+            any_acks |= !acks.is_empty();
+            match names
+                .get(&t.topic_id)
+                .cloned()
+                .flatten()
+                .and_then(|n| tp_of(&n, p.partition_index))
+            {
+                Some(tp) => asked.push((t.topic_id, tp, acks)),
+                None => unknown.push((t.topic_id, p.partition_index)),
+            }
+        }
+    }
+    let forgotten: Vec<TopicPartition> = request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            let name = names.get(&t.topic_id).cloned().flatten();
+            t.partitions
+                .iter()
+                .filter_map(move |&p| name.as_deref().and_then(|n| tp_of(n, p)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    // The share session.
+    let asked_set: BTreeSet<TopicPartition> = asked.iter().map(|(_, tp, _)| tp.clone()).collect();
+    let fetching: BTreeSet<TopicPartition> = match epoch {
+        INITIAL_EPOCH => {
+            if any_acks {
+                return fetch_error(
+                    codes::INVALID_REQUEST,
+                    "Acknowledge data present on initial ShareFetchRequest.",
+                );
+            }
+            if let Err(r) = call.context.share.open(&group, &member, asked_set) {
+                return ShareFetchResponse::default().with_error_code(r.code());
+            }
+            asked.iter().map(|(_, tp, _)| tp.clone()).collect()
+        }
+        FINAL_EPOCH => {
+            if !call.context.share.has_session(&group, &member) {
+                return ShareFetchResponse::default()
+                    .with_error_code(SessionRefusal::NotFound.code());
+            }
+            BTreeSet::new()
+        }
+        e if e > 0 => {
+            match call.context.share.advance(&group, &member, e, |parts| {
+                parts.extend(asked_set);
+                for tp in &forgotten {
+                    parts.remove(tp);
+                }
+            }) {
+                Ok(parts) => parts,
+                Err(r) => return ShareFetchResponse::default().with_error_code(r.code()),
+            }
+        }
+        _ => return ShareFetchResponse::default().with_error_code(SessionRefusal::Epoch.code()),
+    };
+    let config = partition_config(call, &group);
+    // Acknowledgements first, then records.
+    let mut partitions: BTreeMap<TopicPartition, fetch_response::PartitionData> = BTreeMap::new();
+    let mut ids: BTreeMap<String, Uuid> = BTreeMap::new();
+    for (id, tp, acks) in &asked {
+        ids.insert(tp.topic().to_string(), *id);
+        let entry = partitions.entry(tp.clone()).or_insert_with(|| {
+            fetch_response::PartitionData::default()
+                .with_partition_index(i32::try_from(tp.partition()).unwrap_or(i32::MAX))
+                .with_current_leader(leader(call))
+        });
+        if !acks.is_empty() {
+            let code = acknowledge(call, &group, &member, tp, acks, &config);
+            entry.acknowledge_error_code = code;
+        }
+    }
+    if epoch == FINAL_EPOCH {
+        if let Some(parts) = call.context.share.close(&group, &member) {
+            for tp in parts {
+                call.context.share.with_partition(
+                    &group,
+                    &tp,
+                    || SharePartition::new(0),
+                    |sp| sp.release_member(&member, &config),
+                );
+            }
+        }
+    }
+    for tp in &fetching {
+        ids.entry(tp.topic().to_string())
+            .or_insert_with(|| call.context.topic_id(tp.topic()));
+        partitions.entry(tp.clone()).or_insert_with(|| {
+            fetch_response::PartitionData::default()
+                .with_partition_index(i32::try_from(tp.partition()).unwrap_or(i32::MAX))
+                .with_current_leader(leader(call))
+        });
+    }
+    // Records: long-poll until some are acquired, an error, the shutdown or max_wait_ms.
+    let max_records = usize::try_from(request.max_records)
+        .ok()
+        .filter(|n| *n > 0)
+        .unwrap_or(DEFAULT_MAX_RECORDS);
+    let max_bytes = usize::try_from(request.max_bytes)
+        .ok()
+        .filter(|n| *n > 0)
+        .unwrap_or(DEFAULT_MAX_BYTES);
+    let deadline =
+        Instant::now() + Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    let mut appends = call.context.log.appends();
+    loop {
+        appends.borrow_and_update();
+        let mut acquired_any = false;
+        let mut errors = false;
+        let mut left = max_records;
+        let mut bytes_left = max_bytes;
+        for tp in &fetching {
+            let Some(answer) = partitions.get_mut(tp) else {
+                continue;
+            };
+            if answer.error_code != codes::NONE {
+                continue;
+            }
+            if !call.may_topic(Operation::Read, tp.topic()) {
+                answer.error_code = codes::TOPIC_AUTHORIZATION_FAILED;
+                errors = true;
+                continue;
+            }
+            if let Some(code) = not_led(call, tp).await {
+                answer.error_code = code;
+                errors = true;
+                continue;
+            }
+            match acquire(call, &group, &member, tp, left, bytes_left, &config).await {
+                Ok(got) => {
+                    let n: usize = got
+                        .ranges
+                        .iter()
+                        .map(|r| usize::try_from(r.last_offset - r.first_offset + 1).unwrap_or(0))
+                        .sum();
+                    left = left.saturating_sub(n);
+                    if let Some(records) = &got.records {
+                        bytes_left = bytes_left.saturating_sub(records.len());
+                    }
+                    acquired_any |= n > 0;
+                    answer.acquired_records.extend(got.ranges.iter().map(|r| {
+                        fetch_response::AcquiredRecords::default()
+                            .with_first_offset(r.first_offset)
+                            .with_last_offset(r.last_offset)
+                            .with_delivery_count(r.delivery_count)
+                    }));
+                    if got.records.is_some() {
+                        answer.records = got.records;
+                    }
+                }
+                Err(code) => {
+                    answer.error_code = code;
+                    errors = true;
+                }
+            }
+        }
+        if acquired_any
+            || errors
+            || any_acks
+            || fetching.is_empty()
+            || shutdown.is_shutdown()
+            || Instant::now() >= deadline
+        {
+            break;
+        }
+        tokio::select! {
+            changed = appends.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+            }
+            () = tokio::time::sleep_until(deadline.min(Instant::now() + RECHECK)) => {}
+            _ = shutdown.recv() => {}
+        }
+    }
+    let mut by_topic: BTreeMap<Uuid, Vec<fetch_response::PartitionData>> = BTreeMap::new();
+    for (tp, data) in partitions {
+        let id = ids
+            .get(tp.topic())
+            .copied()
+            .unwrap_or_else(|| call.context.topic_id(tp.topic()));
+        by_topic.entry(id).or_default().push(data);
+    }
+    for (id, p) in unknown {
+        by_topic.entry(id).or_default().push(
+            fetch_response::PartitionData::default()
+                .with_partition_index(p)
+                .with_error_code(codes::UNKNOWN_TOPIC_ID),
+        );
+    }
+    ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(
+            i32::try_from(config.lock_duration_ms).unwrap_or(i32::MAX),
+        )
+        .with_responses(
+            by_topic
+                .into_iter()
+                .map(|(id, partitions)| {
+                    fetch_response::ShareFetchableTopicResponse::default()
+                        .with_topic_id(id)
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+}
+
+fn ack_error(code: i16, message: &str) -> ShareAcknowledgeResponse {
+    ShareAcknowledgeResponse::default()
+        .with_error_code(code)
+        .with_error_message(Some(StrBytes::from_string(message.to_string())))
+}
+
+async fn share_acknowledge(
+    call: &Call<'_>,
+    request: ShareAcknowledgeRequest,
+) -> ShareAcknowledgeResponse {
+    let group = request
+        .group_id
+        .as_ref()
+        .map(|g| g.to_string())
+        .unwrap_or_default();
+    let member = request
+        .member_id
+        .as_ref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    if group.is_empty() || member.is_empty() {
+        return ack_error(codes::INVALID_REQUEST, "GroupId and MemberId must be set.");
+    }
+    if !call.may_group(Operation::Read, &group) {
+        return ack_error(
+            codes::GROUP_AUTHORIZATION_FAILED,
+            "Group authorization failed.",
+        );
+    }
+    let epoch = request.share_session_epoch;
+    let session = match epoch {
+        FINAL_EPOCH if call.context.share.has_session(&group, &member) => Ok(()),
+        FINAL_EPOCH => Err(SessionRefusal::NotFound),
+        e if e > 0 => call
+            .context
+            .share
+            .advance(&group, &member, e, |_| {})
+            .map(|_| ()),
+        _ => Err(SessionRefusal::Epoch),
+    };
+    if let Err(r) = session {
+        return ShareAcknowledgeResponse::default().with_error_code(r.code());
+    }
+    let names = resolve(call, request.topics.iter().map(|t| t.topic_id)).await;
+    let config = partition_config(call, &group);
+    let mut responses = Vec::with_capacity(request.topics.len());
+    for t in &request.topics {
+        let name = names.get(&t.topic_id).cloned().flatten();
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let answer = ack_response::PartitionData::default()
+                .with_partition_index(p.partition_index)
+                .with_current_leader(
+                    ack_response::LeaderIdAndEpoch::default()
+                        .with_leader_id(call.context.config.node_id)
+                        .with_leader_epoch(0),
+                );
+            let Some(tp) = name.as_deref().and_then(|n| tp_of(n, p.partition_index)) else {
+                partitions.push(answer.with_error_code(codes::UNKNOWN_TOPIC_ID));
+                continue;
+            };
+            if !call.may_topic(Operation::Read, tp.topic()) {
+                partitions.push(answer.with_error_code(codes::TOPIC_AUTHORIZATION_FAILED));
+                continue;
+            }
+            let acks: Vec<AckBatch> = p
+                .acknowledgement_batches
+                .iter()
+                .map(|b| AckBatch {
+                    first: b.first_offset,
+                    last: b.last_offset,
+                    types: b.acknowledge_types.clone(),
+                })
+                .collect();
+            let code = acknowledge(call, &group, &member, &tp, &acks, &config);
+            partitions.push(answer.with_error_code(code));
+        }
+        responses.push(
+            ack_response::ShareAcknowledgeTopicResponse::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    if epoch == FINAL_EPOCH {
+        if let Some(parts) = call.context.share.close(&group, &member) {
+            for tp in parts {
+                call.context.share.with_partition(
+                    &group,
+                    &tp,
+                    || SharePartition::new(0),
+                    |sp| sp.release_member(&member, &config),
+                );
+            }
+        }
+    }
+    ShareAcknowledgeResponse::default().with_responses(responses)
+}
+
+pub(crate) struct ShareFetch;
+
+impl Api for ShareFetch {
+    const KEY: ApiKey = ApiKey::ShareFetch;
+    const VERSIONS: RangeInclusive<i16> = 1..=1;
+    type Request = ShareFetchRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: ShareFetchRequest,
+        shutdown: &mut Shutdown,
+    ) -> Option<ShareFetchResponse> {
+        Some(share_fetch(call, request, shutdown).await)
+    }
+}
+
+pub(crate) struct ShareAcknowledge;
+
+impl Api for ShareAcknowledge {
+    const KEY: ApiKey = ApiKey::ShareAcknowledge;
+    const VERSIONS: RangeInclusive<i16> = 1..=1;
+    type Request = ShareAcknowledgeRequest;
+
+    async fn handle(
+        call: &Call<'_>,
+        request: ShareAcknowledgeRequest,
+        _shutdown: &mut Shutdown,
+    ) -> Option<ShareAcknowledgeResponse> {
+        Some(share_acknowledge(call, request).await)
+    }
+}
