@@ -387,3 +387,9 @@ def delete_records_confluent(ctx):
 def delete_records_kafka_python(ctx):
     delete_records(ctx, "kafka-python")
 
+
+
+@scenario("delete-records-kafkajs", topics={"gfd-kafkajs": 1}, budget=150, own_broker=True,
+          clients=("kafkajs",))
+def delete_records_kafkajs(ctx):
+    delete_records(ctx, "kafkajs")

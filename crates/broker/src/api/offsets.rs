@@ -45,8 +45,8 @@ pub(super) fn existing(call: &Call<'_>, topic: &str, partition: i32) -> Option<T
 
 /// One partition of an OffsetCommit or TxnOffsetCommit, checked as Kafka's front checks it:
 /// UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE (above `offset.metadata.max.bytes`),
-/// INVALID_REQUEST for a negative offset (the core never keeps one; Kafka would store it, no
-/// client commits one); else the partition and its offset with metadata.
+/// else the partition and its offset with metadata (a negative offset is the caller's to
+/// treat: see [`split_offsets`]).
 pub(super) fn checked_offset(
     call: &Call<'_>,
     topic: &str,
@@ -64,7 +64,6 @@ pub(super) fn checked_offset(
     match existing(call, topic, partition) {
         None => Err(codes::UNKNOWN_TOPIC_OR_PARTITION),
         Some(_) if too_large => Err(codes::OFFSET_METADATA_TOO_LARGE),
-        Some(_) if offset < 0 => Err(codes::INVALID_REQUEST),
         Some(tp) => {
             let metadata = metadata.map(|m| m.to_string()).unwrap_or_default();
             // -1 (v6+) or absent (older versions): no leader epoch.
@@ -81,16 +80,35 @@ pub(super) fn checked_offset(
 /// (topic index, partition index, topic, partition, offset, leader epoch, metadata).
 pub(super) type CommitPart<'a> = (usize, usize, &'a str, i32, i64, i32, Option<&'a StrBytes>);
 
-/// Splits a commit's partitions into the offsets to hand to the coordinator and, per (topic
-/// index, partition index), the codes decided before it is asked ([`checked_offset`]).
+/// What [`split_offsets`] made of a commit's partitions.
+pub(super) struct Split {
+    /// The offsets to hand to the coordinator.
+    pub(super) offsets: CommittedOffsets,
+    /// The partitions committed with a negative offset, where the caller clears them.
+    pub(super) cleared: Vec<TopicPartition>,
+    /// Per (topic index, partition index), the codes decided before the coordinator is asked.
+    pub(super) early: BTreeMap<(usize, usize), i16>,
+}
+
+/// Splits a commit's partitions into the offsets to hand to the coordinator, the partitions
+/// committed with a negative offset (Kafka stores one: kafkajs commits its default offset,
+/// −2 or −1, after OFFSET_OUT_OF_RANGE; the core keeps none, so with `clear_negative` they
+/// are cleared, which reads back as no committed offset, else INVALID_REQUEST) and the codes
+/// decided before the coordinator is asked ([`checked_offset`]).
 pub(super) fn split_offsets<'a>(
     call: &Call<'_>,
     parts: impl Iterator<Item = CommitPart<'a>>,
-) -> (CommittedOffsets, BTreeMap<(usize, usize), i16>) {
+    clear_negative: bool,
+) -> Split {
     let mut early = BTreeMap::new();
     let mut offsets = CommittedOffsets::new();
+    let mut cleared = Vec::new();
     for (t, p, topic, partition, offset, epoch, metadata) in parts {
         match checked_offset(call, topic, partition, offset, epoch, metadata) {
+            Ok((tp, _)) if offset < 0 && clear_negative => cleared.push(tp),
+            Ok(_) if offset < 0 => {
+                early.insert((t, p), codes::INVALID_REQUEST);
+            }
             Ok((tp, offset)) => {
                 offsets.insert(tp, offset);
             }
@@ -99,7 +117,11 @@ pub(super) fn split_offsets<'a>(
             }
         }
     }
-    (offsets, early)
+    Split {
+        offsets,
+        cleared,
+        early,
+    }
 }
 
 /// The first version of OffsetCommit and OffsetFetch that names topics by id.
@@ -169,7 +191,11 @@ async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitRe
             })
         });
     // Per (topic index, partition index): a code decided before the coordinator is asked.
-    let (offsets, mut early) = split_offsets(call, parts);
+    let Split {
+        offsets,
+        cleared,
+        mut early,
+    } = split_offsets(call, parts, true);
     // v10: a topic of an unknown id, UNKNOWN_TOPIC_ID on each of its partitions.
     for (t, topic) in request.topics.iter().enumerate() {
         if names[t].is_none() {
@@ -178,7 +204,7 @@ async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitRe
             }
         }
     }
-    let group_code = if offsets.is_empty() {
+    let group_code = if offsets.is_empty() && cleared.is_empty() {
         codes::NONE
     } else if let Some(c) = call.group_coordinator_error(&request.group_id) {
         c
@@ -207,7 +233,13 @@ async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitRe
             authority,
             offsets,
         };
-        match call.context.coordinator.offsets().commit(&core).await {
+        match call
+            .context
+            .coordinator
+            .offsets()
+            .commit_clearing(&core, &cleared)
+            .await
+        {
             Ok(()) => codes::NONE,
             // A member's commit to a group that does not exist: OffsetCommit before v9 says
             // ILLEGAL_GENERATION, v9 GROUP_ID_NOT_FOUND (Kafka 4).

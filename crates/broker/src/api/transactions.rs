@@ -197,7 +197,8 @@ async fn txn_offset_commit(
             )
         })
     });
-    let (offsets, early) = split_offsets(call, parts);
+    // A negative offset in a transaction stays INVALID_REQUEST (no client sends one).
+    let super::offsets::Split { offsets, early, .. } = split_offsets(call, parts, false);
     // Kafka: READ on the group, or every partition is GROUP_AUTHORIZATION_FAILED.
     let group_allowed = call.may_group(Operation::Read, r.group_id.as_str());
     let code = if !group_allowed {

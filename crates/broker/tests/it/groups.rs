@@ -546,3 +546,33 @@ async fn the_newest_classic_versions_join_sync_heartbeat_and_leave_in_batches() 
     assert_eq!(d.groups[0].group_state.as_str(), "Empty");
     broker.stop().await.expect("clean stop");
 }
+
+/// kafkajs commits its default offset (-2, or -1) when a fetch meets OFFSET_OUT_OF_RANGE and
+/// reads it back as "no committed offset"; Kafka stores it. Here the partition's committed
+/// offset is cleared (read back as -1), under the same validation as any commit.
+#[tokio::test]
+async fn a_negative_committed_offset_clears_the_partitions_offset_under_the_commits_checks() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let r = c
+        .call(&commit("g", "", -1, &[("t", 0, 5), ("t", 1, 6)]), 8)
+        .await;
+    assert_eq!(commit_codes(&r), [0, 0]);
+    let r = c.call(&commit("g", "", -1, &[("t", 0, -2)]), 8).await;
+    assert_eq!(commit_codes(&r), [0], "accepted, as Kafka accepts it");
+    let r = c.call(&offset_fetch("g", &[0, 1]), 7).await;
+    assert_eq!((r.error_code, fetched(&r)), (0, vec![-1, 6]));
+    // A member the group does not know cannot clear an offset either.
+    let r = c.call(&commit("g", "ghost", 3, &[("t", 1, -2)]), 8).await;
+    assert_eq!(commit_codes(&r), [25], "UNKNOWN_MEMBER_ID");
+    let r = c.call(&offset_fetch("g", &[0, 1]), 7).await;
+    assert_eq!(fetched(&r), vec![-1, 6], "nothing changed");
+    // Cleared and committed in one request.
+    let r = c
+        .call(&commit("g", "", -1, &[("t", 0, 9), ("t", 1, -1)]), 8)
+        .await;
+    assert_eq!(commit_codes(&r), [0, 0]);
+    let r = c.call(&offset_fetch("g", &[0, 1]), 7).await;
+    assert_eq!(fetched(&r), vec![9, -1]);
+    broker.stop().await.expect("clean stop");
+}

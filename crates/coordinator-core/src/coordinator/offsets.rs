@@ -313,6 +313,74 @@ impl Offsets<'_> {
             .await
     }
 
+    /// [`commit`](Self::commit), and the committed offsets of `cleared` forgotten, under the
+    /// same validation of the request's authority (every partition, cleared ones included,
+    /// goes through the group's `validate_offset_commit`). A wire front maps Kafka's
+    /// negative committed offset here: Kafka stores one (kafkajs commits −2 or −1, its
+    /// default offset, when a fetch meets OFFSET_OUT_OF_RANGE, and resolves it on its next
+    /// OffsetFetch), while this crate keeps no negative offset (`INVALID_ARGUMENT`); a
+    /// partition without a committed offset answers −1, which such a client resolves the
+    /// same way. With nothing to clear this is [`commit`](Self::commit).
+    ///
+    /// Errors: [`commit`](Self::commit)'s. The group's gate is held exclusively from the
+    /// validation to the last write, so nothing lands between them; a failed delete writes
+    /// none of the offsets.
+    pub async fn commit_clearing(
+        self,
+        req: &OffsetCommitRequest,
+        cleared: &[TopicPartition],
+    ) -> Result<(), Error> {
+        if cleared.is_empty() {
+            return self.commit(req).await;
+        }
+        let c = self.coordinator;
+        let group_id = req.group_id.as_str();
+        let authority = &req.authority;
+        let batch = Batch::Full(&req.offsets);
+        let anything = batch.check(group_id, c.config.offset_metadata_max_bytes)?;
+        let cell = match c.group(group_id) {
+            Some(cell) => cell,
+            None if authority.is_memberless() => c.group_or_insert(group_id),
+            None => return Err(not_found(group_id)),
+        };
+        let gate = Arc::new(cell.gate.clone().write_owned().await);
+        {
+            let mut entry = cell.lock();
+            if entry.removed {
+                return Err(not_found(group_id));
+            }
+            let now = c.clock.now_ms();
+            let GroupEntry {
+                generation, group, ..
+            } = &mut *entry;
+            match group {
+                None => {
+                    if !authority.is_memberless() {
+                        return Err(Error::unknown_member(group_id, authority.member_id()));
+                    }
+                }
+                Some(group) => {
+                    let ctx = c.ctx(now, generation);
+                    let mut all = req.offsets.keys().chain(cleared.iter());
+                    group.validate_offset_commit(authority, &mut all, &ctx)?;
+                }
+            }
+        }
+        c.store
+            .delete(group_id, Some(cleared), CommitFence::exclusive(&gate))
+            .await?;
+        cell.lock().offset_times.forget(Some(cleared));
+        if anything {
+            c.note_commit(&mut cell.lock(), batch);
+            let now = c.clock.now_ms();
+            batch
+                .write(&*c.store, group_id, now, CommitFence::exclusive(&gate))
+                .await?;
+        }
+        drop(gate);
+        Ok(())
+    }
+
     /// Kafka's OffsetFetch: every committed offset of `group` with its metadata (as far as
     /// the store keeps it). Any group id may be read, the empty one included, as in Kafka; a
     /// group nobody committed for has no offsets. The group's kind validates `authority`.
