@@ -444,6 +444,8 @@ impl Server {
         }
         // One connection limit and one per-address count over every listener, as Kafka's
         // max.connections and max.connections.per.ip are broker-wide.
+        // Kept to the end: `run` returns once every other holder of the context is gone.
+        let context = self.context.clone();
         let shared = Arc::new(Shared {
             limit: Arc::new(Semaphore::new(self.context.config.max_connections)),
             per_ip: Arc::new(PerIp::default()),
@@ -498,12 +500,37 @@ impl Server {
         if let Some(h) = heartbeat {
             h.release(fenced.is_some()).await;
         }
+        released(context).await;
         if let Some(reason) = fenced {
             return Err(BrokerError::Fenced { node_id, reason });
         }
         info!("stopped");
         Ok(())
     }
+}
+
+/// The longest `run` waits, once stopped, for the tasks still holding the broker's state
+/// (accept loops, the control and metrics listeners, a connection that just finished, the
+/// aborted retention task) to let go of it.
+const RELEASE_LIMIT: Duration = Duration::from_secs(5);
+
+/// Waits (bounded by [`RELEASE_LIMIT`]) until `context` is the last handle on the broker's
+/// state, then drops it: the log, its files and the data directory's lock are released when
+/// `run` returns, so a broker started again at once on the same data directory finds it free.
+async fn released(context: Arc<Context>) {
+    let deadline = Instant::now() + RELEASE_LIMIT;
+    while Arc::strong_count(&context) > 1 {
+        if Instant::now() >= deadline {
+            warn!(
+                holders = Arc::strong_count(&context) - 1,
+                "the broker's state is still held {}s after the stop; returning without it",
+                RELEASE_LIMIT.as_secs()
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(context);
 }
 
 /// The TLS handshake of a new connection, bounded by the request timeout (a client that
