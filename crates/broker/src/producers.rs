@@ -74,6 +74,10 @@ pub(crate) struct Marker {
     pub(crate) commit: bool,
     /// The transaction coordinator's epoch (0 for this single broker).
     pub(crate) coordinator_epoch: i32,
+    /// The transaction version of the marker's transaction (WriteTxnMarkers v2, KIP-1228):
+    /// from 2 the marker carries an epoch bumped by EndTxn (KIP-890 part 2), which must be
+    /// newer than the producer's epoch on the partition.
+    pub(crate) transaction_version: i16,
 }
 
 /// The producer fields of a v2 batch header (see `api::records` for the layout).
@@ -398,23 +402,33 @@ impl PartitionState {
         }
     }
 
-    /// Whether producer `producer_id` has a transaction open on the partition (its first
+    /// Whether producer `producer_id` has a transaction open on the partition at `epoch` (its first
     /// batch written, no marker yet): Kafka's partition leader then skips the transaction's
     /// verification (KIP-890).
-    pub(crate) fn has_open_txn(&self, producer_id: i64) -> bool {
+    pub(crate) fn has_open_txn(&self, producer_id: i64, epoch: i16) -> bool {
         self.producers
             .get(&producer_id)
-            .is_some_and(|e| e.txn_first_offset.is_some())
+            .is_some_and(|e| e.epoch == epoch && e.txn_first_offset.is_some())
     }
 
     /// Checks a marker before it is written: its producer epoch must not be older than the
     /// producer's (INVALID_PRODUCER_EPOCH), nor its coordinator epoch older than the last
     /// marker's (TRANSACTION_COORDINATOR_FENCED). Changes nothing.
+    ///
+    /// A marker of transaction version 2 (KIP-1228) must be newer than the producer's epoch,
+    /// as Kafka's `ProducerAppendInfo.checkProducerEpoch` requires: its epoch was bumped by
+    /// EndTxn, so one equal to the producer's would end a transaction of the next epoch. Here
+    /// the repeat of a marker already applied (the same epoch, no transaction open) is let
+    /// through, so that writing a marker twice stays harmless (the coordinator retries after
+    /// failures and restarts).
     pub(crate) fn check_marker(&self, marker: &Marker) -> Result<(), ProducerError> {
         let Some(entry) = self.producers.get(&marker.producer_id) else {
             return Ok(());
         };
-        if marker.producer_epoch < entry.epoch {
+        let stale_v2 = marker.transaction_version >= 2
+            && marker.producer_epoch == entry.epoch
+            && entry.txn_first_offset.is_some();
+        if marker.producer_epoch < entry.epoch || stale_v2 {
             return Err(ProducerError::InvalidProducerEpoch {
                 producer_id: marker.producer_id,
                 epoch: marker.producer_epoch,
@@ -570,6 +584,8 @@ impl PartitionState {
             producer_epoch: header.producer_epoch,
             commit,
             coordinator_epoch,
+            // Applying a stored marker checks nothing: its version does not matter.
+            transaction_version: 0,
         };
         self.apply_marker(&marker, base_offset, timestamp);
     }
@@ -732,6 +748,7 @@ async fn append_marker(
         producer_epoch,
         commit,
         coordinator_epoch,
+        ..
     } = marker;
     let key = control_key(commit);
     let value = control_value(coordinator_epoch);
@@ -836,6 +853,7 @@ mod tests {
             producer_epoch: epoch,
             commit,
             coordinator_epoch: 0,
+            transaction_version: 0,
         }
     }
 

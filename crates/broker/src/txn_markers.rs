@@ -94,6 +94,7 @@ impl LogMarkers {
             producer_epoch: markers.producer_epoch,
             commit: markers.commit,
             coordinator_epoch: markers.coordinator_epoch,
+            transaction_version: markers.transaction_version,
         };
         let mut out = Vec::with_capacity(partitions.len());
         for tp in partitions {

@@ -360,7 +360,7 @@ async fn implicit_add(
             .lock(&*context.log, tp, now_ms)
             .await
             .ok()?;
-        if state.has_open_txn(header.producer_id) {
+        if state.has_open_txn(header.producer_id, header.producer_epoch) {
             return None;
         }
     }

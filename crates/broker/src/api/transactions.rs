@@ -48,15 +48,84 @@ pub(super) fn txn_refusal(call: &Call<'_>, id: &str) -> Option<i16> {
     call.txn_coordinator_error(id)
 }
 
-/// AddPartitionsToTxn: one result per partition. Partitions that do not exist get
-/// UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as Kafka's `KafkaApis`
-/// answers; otherwise every partition carries the coordinator's answer.
+/// What an AddPartitionsToTxn entry asks of the coordinator.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AddMode {
+    /// A client's (v0–3): add, transaction version 0.
+    Client,
+    /// A partition leader's with `VerifyOnly` false (v4+): the implicit add of transaction
+    /// version 2 (KIP-890 part 2).
+    Add,
+    /// A partition leader's with `VerifyOnly` true (v4+): whether each partition is in the
+    /// transaction, nothing changed (KIP-890 part 1).
+    Verify,
+}
+
+/// AddPartitionsToTxn. v0–3 (clients): one transaction, its result per partition. v4–5 (the
+/// partition leaders of KIP-890, CLUSTER_ACTION on the cluster or the whole request is
+/// CLUSTER_AUTHORIZATION_FAILED at its top level, as Kafka's `KafkaApis`): a batch of
+/// transactions, each added (`VerifyOnly` false: transaction version 2's implicit add) or
+/// verified (`VerifyOnly` true: each partition NONE if it is in the open transaction, else
+/// TRANSACTION_ABORTABLE), with one result per transaction.
 async fn add_partitions(
     call: &Call<'_>,
     r: &AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
+    if call.version < 4 {
+        let results = add_to_txn(
+            call,
+            &r.v3_and_below_transactional_id,
+            r.v3_and_below_producer_id.0,
+            r.v3_and_below_producer_epoch,
+            &r.v3_and_below_topics,
+            AddMode::Client,
+        )
+        .await;
+        return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+    }
+    if !call.may_cluster(Operation::ClusterAction) {
+        return AddPartitionsToTxnResponse::default()
+            .with_error_code(codes::CLUSTER_AUTHORIZATION_FAILED);
+    }
+    let mut results = Vec::with_capacity(r.transactions.len());
+    for t in &r.transactions {
+        let mode = if t.verify_only {
+            AddMode::Verify
+        } else {
+            AddMode::Add
+        };
+        let topic_results = add_to_txn(
+            call,
+            &t.transactional_id,
+            t.producer_id.0,
+            t.producer_epoch,
+            &t.topics,
+            mode,
+        )
+        .await;
+        results.push(
+            add_partitions_to_txn_response::AddPartitionsToTxnResult::default()
+                .with_transactional_id(t.transactional_id.clone())
+                .with_topic_results(topic_results),
+        );
+    }
+    AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
+}
+
+/// One transaction of AddPartitionsToTxn: one result per partition. Partitions that do not
+/// exist get UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as Kafka's
+/// `KafkaApis` answers; otherwise every partition carries the coordinator's answer (a
+/// verification's, per partition).
+async fn add_to_txn(
+    call: &Call<'_>,
+    id: &str,
+    producer_id: i64,
+    epoch: i16,
+    topics: &[add_partitions_to_txn_request::AddPartitionsToTxnTopic],
+    mode: AddMode,
+) -> Vec<AddPartitionsToTxnTopicResult> {
     let mut asked: Vec<(TopicName, Asked)> = Vec::new();
-    for t in &r.v3_and_below_topics {
+    for t in topics {
         let parts = t
             .partitions
             .iter()
@@ -86,40 +155,60 @@ async fn add_partitions(
             })
             .collect::<Vec<_>>()
     };
-    let results = if missing {
-        answer(&|tp| {
+    if missing {
+        return answer(&|tp| {
             if tp.is_some() {
                 codes::OPERATION_NOT_ATTEMPTED
             } else {
                 codes::UNKNOWN_TOPIC_OR_PARTITION
             }
-        })
-    } else {
-        let partitions: Vec<TopicPartition> = asked
-            .iter()
-            .flat_map(|(_, parts)| parts.iter().filter_map(|(_, tp)| tp.clone()))
-            .collect();
-        if let Some(c) = txn_refusal(call, &r.v3_and_below_transactional_id) {
-            return AddPartitionsToTxnResponse::default()
-                .with_results_by_topic_v3_and_below(answer(&|_| c));
+        });
+    }
+    let partitions: Vec<TopicPartition> = asked
+        .iter()
+        .flat_map(|(_, parts)| parts.iter().filter_map(|(_, tp)| tp.clone()))
+        .collect();
+    if let Some(c) = txn_refusal(call, id) {
+        return answer(&|_| c);
+    }
+    let txn = &call.context.txn;
+    let fenced_known = call.version >= 2;
+    let result = match mode {
+        AddMode::Client => {
+            txn.add_partitions(id, producer_id, epoch, &partitions)
+                .await
         }
-        let code = match call
-            .context
-            .txn
-            .add_partitions(
-                &r.v3_and_below_transactional_id,
-                r.v3_and_below_producer_id.0,
-                r.v3_and_below_producer_epoch,
-                &partitions,
-            )
-            .await
-        {
-            Ok(()) => codes::NONE,
-            Err(e) => e.kafka_code_for(call.version >= 2),
-        };
-        answer(&|_| code)
+        AddMode::Add => {
+            txn.add_partitions_with_version(id, producer_id, epoch, &partitions, TV_2)
+                .await
+        }
+        AddMode::Verify => {
+            return match txn
+                .verify_partitions(id, producer_id, epoch, &partitions)
+                .await
+            {
+                Ok(found) => {
+                    let added: std::collections::BTreeSet<TopicPartition> = found
+                        .into_iter()
+                        .filter_map(|(tp, added)| added.then_some(tp))
+                        .collect();
+                    answer(&|tp| match tp {
+                        Some(tp) if added.contains(tp) => codes::NONE,
+                        _ => codes::TRANSACTION_ABORTABLE,
+                    })
+                }
+                Err(e) => {
+                    let c = e.kafka_code_for(fenced_known);
+                    answer(&|_| c)
+                }
+            };
+        }
     };
-    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
+    let code = match result {
+        Ok(()) => codes::NONE,
+        Err(e) => e.kafka_code_for(fenced_known),
+    };
+    answer(&|_| code)
 }
 
 async fn add_offsets(call: &Call<'_>, r: &AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
@@ -420,8 +509,9 @@ pub(crate) struct AddPartitionsToTxn;
 
 impl Api for AddPartitionsToTxn {
     const KEY: ApiKey = ApiKey::AddPartitionsToTxn;
-    /// v4+ is the brokers' batched verification form (KIP-890), not served.
-    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    /// v0–3 are the clients'; v4 is the partition leaders' batched form (KIP-890: several
+    /// transactions, `VerifyOnly`), v5 only allows TRANSACTION_ABORTABLE.
+    const VERSIONS: RangeInclusive<i16> = 0..=5;
     type Request = AddPartitionsToTxnRequest;
 
     async fn handle(

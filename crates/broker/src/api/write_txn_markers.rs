@@ -1,6 +1,9 @@
-//! WriteTxnMarkers (API 27, v1 — Kafka 4 serves v1 only, KIP-896): what a transaction
-//! coordinator on another broker sends the leaders of a transaction's partitions (Kafka's
-//! `KafkaApis.handleWriteTxnMarkersRequest`).
+//! WriteTxnMarkers (API 27, v1–2 — Kafka 4 removed v0, KIP-896; v2 adds each marker's
+//! `TransactionVersion`, KIP-1228): what a transaction coordinator on another broker sends
+//! the leaders of a transaction's partitions (Kafka's
+//! `KafkaApis.handleWriteTxnMarkersRequest`). A marker of transaction version 2 must carry
+//! an epoch newer than the producer's on the partition (see
+//! [`PartitionState::check_marker`](crate::producers::PartitionState::check_marker)).
 //!
 //! CLUSTER_ACTION on the cluster, or every partition CLUSTER_AUTHORIZATION_FAILED. Per
 //! partition: a data partition this broker leads gets the marker through its producer state
@@ -22,13 +25,15 @@ use kafka_protocol::messages::write_txn_markers_response::{
 use kafka_protocol::messages::{ApiKey, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use store_postgres::cluster::{group_slot, GROUP_SLOTS};
 
-use super::registry::Api;
+use super::registry::{up_to_codec, Api};
 use super::{codes, Call};
 use crate::acl::Operation;
 use crate::ownership::Serving;
 use crate::producers::Marker;
 use crate::shutdown::Shutdown;
 use crate::txn_markers::{write_local, CONSUMER_OFFSETS};
+use kafka_protocol::messages::write_txn_markers_request::WritableTxnMarker;
+use kafka_protocol::protocol::Encodable;
 
 async fn handle(call: &Call<'_>, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
     let allowed = call.may_cluster(Operation::ClusterAction);
@@ -39,6 +44,7 @@ async fn handle(call: &Call<'_>, request: WriteTxnMarkersRequest) -> WriteTxnMar
             producer_epoch: m.producer_epoch,
             commit: m.transaction_result,
             coordinator_epoch: m.coordinator_epoch,
+            transaction_version: transaction_version(&m, call.version),
         };
         let mut topics = Vec::with_capacity(m.topics.len());
         for t in m.topics {
@@ -68,6 +74,27 @@ async fn handle(call: &Call<'_>, request: WriteTxnMarkersRequest) -> WriteTxnMar
         );
     }
     WriteTxnMarkersResponse::default().with_markers(markers)
+}
+
+/// The `TransactionVersion` of marker `m` of a request at `version` (v2+, KIP-1228; 0
+/// before). Read through the codec's own encoding of the marker at v2, whose last byte
+/// before the (here empty) tagged fields it is: the crates.io kafka-protocol 0.18 this crate
+/// is also packaged against has neither the field nor v2 (the broker then serves v1 only,
+/// see [`WriteTxnMarkers::VERSIONS`], and this is never asked), so the field cannot be
+/// named here.
+fn transaction_version(m: &WritableTxnMarker, version: i16) -> i16 {
+    if version < 2 {
+        return 0;
+    }
+    let bare = m
+        .clone()
+        .with_topics(Vec::new())
+        .with_unknown_tagged_fields(std::collections::BTreeMap::new());
+    let mut buf = bytes::BytesMut::new();
+    match bare.encode(&mut buf, 2) {
+        Ok(()) if buf.len() >= 2 => i16::from(i8::from_be_bytes([buf[buf.len() - 2]])),
+        _ => 0,
+    }
 }
 
 /// One partition's marker: its code.
@@ -127,7 +154,10 @@ pub(crate) struct WriteTxnMarkers;
 
 impl Api for WriteTxnMarkers {
     const KEY: ApiKey = ApiKey::WriteTxnMarkers;
-    const VERSIONS: RangeInclusive<i16> = 1..=1;
+    /// v2 (Kafka 4.2, KIP-1228) where the codec has it: the workspace's patched copy
+    /// (vendor/kafka-protocol/PATCHED.md); a package built against crates.io's 0.18 serves
+    /// v1.
+    const VERSIONS: RangeInclusive<i16> = 1..=up_to_codec::<WriteTxnMarkersRequest>(2);
     type Request = WriteTxnMarkersRequest;
 
     async fn handle(

@@ -248,3 +248,132 @@ async fn an_implicit_transaction_survives_a_restart_in_the_middle() {
     assert_eq!(end_txn_v(&mut c, "tx", p, true, 5).await, (0, p.0, p.1 + 1));
     broker.stop().await.unwrap();
 }
+
+/// WriteTxnMarkers v2 into `t`-0 for producer `pid`, with `transaction_version`: the code.
+async fn write_marker_v2(
+    c: &mut Client,
+    (pid, epoch): (i64, i16),
+    commit: bool,
+    transaction_version: i8,
+) -> i16 {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    let request =
+        WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_transaction_result(commit)
+            .with_coordinator_epoch(0)
+            .with_transaction_version(transaction_version)
+            .with_topics(vec![WritableTxnMarkerTopic::default()
+                .with_name(topic_name("t"))
+                .with_partition_indexes(vec![0])])]);
+    let r = c.call(&request, 2).await;
+    r.markers[0].topics[0].partitions[0].error_code
+}
+
+/// KIP-1228: a marker of transaction version 2 must be newer than the producer's epoch on
+/// the partition; one of an older version may carry the same epoch.
+#[tokio::test]
+async fn write_txn_markers_v2_needs_a_newer_epoch_for_transaction_version_2() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let p = init(&mut c, "tx").await;
+    assert_eq!(produce_v12(&mut c, "tx", p, 0, 0, 2).await.0, 0);
+    // Same epoch as the open transaction's data: refused at version 2 ...
+    assert_eq!(
+        write_marker_v2(&mut c, p, true, 2).await,
+        INVALID_PRODUCER_EPOCH
+    );
+    assert_eq!(read_committed(&mut c).await.0, 0, "nothing committed");
+    // ... accepted at version 0 (the legacy check: not older).
+    assert_eq!(write_marker_v2(&mut c, p, false, 0).await, 0);
+    assert_eq!(read_committed(&mut c).await, (2, vec![p.0]));
+    // A bumped epoch at version 2 is accepted, and its repeat is harmless.
+    let q = (p.0, p.1 + 1);
+    assert_eq!(write_marker_v2(&mut c, q, false, 2).await, 0);
+    assert_eq!(write_marker_v2(&mut c, q, false, 2).await, 0);
+}
+
+/// AddPartitionsToTxn at `version` (4+, a partition leader's form) for one transaction:
+/// the top-level code and each partition's code.
+async fn leader_add(
+    c: &mut Client,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    parts: &[i32],
+    verify_only: bool,
+    version: i16,
+) -> (i16, Vec<i16>) {
+    use kafka_protocol::messages::add_partitions_to_txn_request::{
+        AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+    };
+    let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(tid(id))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_verify_only(verify_only)
+            .with_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(topic_name("t"))
+                .with_partitions(parts.to_vec())]),
+    ]);
+    let r = c.call(&request, version).await;
+    let codes = r
+        .results_by_transaction
+        .iter()
+        .flat_map(|t| {
+            t.topic_results.iter().flat_map(|topic| {
+                topic
+                    .results_by_partition
+                    .iter()
+                    .map(|p| p.partition_error_code)
+            })
+        })
+        .collect();
+    (r.error_code, codes)
+}
+
+#[tokio::test]
+async fn add_partitions_to_txn_v4_and_v5_add_or_verify_for_a_partition_leader() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let p = init(&mut c, "tx").await;
+    const TRANSACTION_ABORTABLE: i16 = 120;
+    // Not in the transaction: verification says so, changes nothing.
+    assert_eq!(
+        leader_add(&mut c, "tx", p, &[0], true, 4).await,
+        (0, vec![TRANSACTION_ABORTABLE])
+    );
+    assert_eq!(
+        describe(&mut c, "tx").await.transaction_state.as_str(),
+        "Empty"
+    );
+    // VerifyOnly false adds it (transaction version 2's implicit add).
+    assert_eq!(
+        leader_add(&mut c, "tx", p, &[0], false, 5).await,
+        (0, vec![0])
+    );
+    assert_eq!(
+        leader_add(&mut c, "tx", p, &[0, 1], true, 5).await,
+        (0, vec![0, TRANSACTION_ABORTABLE])
+    );
+    // A partition that does not exist: the others are not attempted.
+    assert_eq!(
+        leader_add(&mut c, "tx", p, &[1, 999], false, 5).await,
+        (0, vec![55, 3])
+    );
+    // Another epoch is fenced, every partition.
+    assert_eq!(
+        leader_add(&mut c, "tx", (p.0, p.1 + 1), &[0, 1], true, 5).await,
+        (0, vec![PRODUCER_FENCED, PRODUCER_FENCED])
+    );
+    let d = describe(&mut c, "tx").await;
+    let parts: Vec<i32> = d.topics.iter().flat_map(|t| t.partitions.clone()).collect();
+    assert_eq!((d.transaction_state.as_str(), parts), ("Ongoing", vec![0]));
+    assert_eq!(
+        end_txn_v(&mut c, "tx", p, false, 5).await,
+        (0, p.0, p.1 + 1)
+    );
+}

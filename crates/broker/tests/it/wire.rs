@@ -46,7 +46,7 @@ async fn api_versions_lists_the_served_table_at_every_version() {
         assert_eq!(find(ApiKey::SaslHandshake), Some((0, 1)));
         assert_eq!(find(ApiKey::SaslAuthenticate), Some((0, 2)));
         assert_eq!(find(ApiKey::InitProducerId), Some((0, 5)));
-        assert_eq!(find(ApiKey::AddPartitionsToTxn), Some((0, 3)));
+        assert_eq!(find(ApiKey::AddPartitionsToTxn), Some((0, 5)));
         assert_eq!(find(ApiKey::AddOffsetsToTxn), Some((0, 4)));
         assert_eq!(find(ApiKey::EndTxn), Some((0, 5)));
         assert_eq!(find(ApiKey::TxnOffsetCommit), Some((0, 5)));
