@@ -117,6 +117,12 @@ impl Ownership {
         }
     }
 
+    /// Whether this broker is alone (no `--postgres`): it coordinates every transaction and
+    /// leads every partition.
+    pub(crate) fn is_alone(&self) -> bool {
+        self.shared.is_none()
+    }
+
     /// This broker's node id.
     pub(crate) fn node_id(&self) -> i32 {
         self.node_id

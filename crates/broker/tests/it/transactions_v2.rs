@@ -377,3 +377,46 @@ async fn add_partitions_to_txn_v4_and_v5_add_or_verify_for_a_partition_leader() 
         (0, p.0, p.1 + 1)
     );
 }
+
+/// `transaction.version` finalized at 2 is what makes Kafka's Java client take transaction
+/// version 2 (`TransactionManager.maybeUpdateTransactionV2Enabled`).
+#[tokio::test]
+async fn api_versions_finalizes_transaction_version_2() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let v4 = c.call(&ApiVersionsRequest::default(), 4).await;
+    let supported: Vec<(String, i16, i16)> = v4
+        .supported_features
+        .iter()
+        .map(|f| (f.name.to_string(), f.min_version, f.max_version))
+        .collect();
+    assert_eq!(supported, vec![("transaction.version".to_string(), 0, 2)]);
+    let finalized = |r: &ApiVersionsResponse| -> Vec<(String, i16, i16)> {
+        r.finalized_features
+            .iter()
+            .map(|f| (f.name.to_string(), f.min_version_level, f.max_version_level))
+            .collect()
+    };
+    assert_eq!(
+        finalized(&v4),
+        vec![("transaction.version".to_string(), 2, 2)]
+    );
+    assert!(v4.finalized_features_epoch >= 0, "newer than a client's -1");
+    // v3: a supported feature whose minimum is 0 is left out (KAFKA-17492); the finalized
+    // level stays.
+    let v3 = c.call(&ApiVersionsRequest::default(), 3).await;
+    assert!(v3.supported_features.is_empty());
+    assert_eq!(finalized(&v3), finalized(&v4));
+    let find = |key: ApiKey| {
+        v4.api_keys
+            .iter()
+            .find(|k| k.api_key == key as i16)
+            .map(|k| k.max_version)
+    };
+    // What a client of transaction version 2 sends is served.
+    assert_eq!(find(ApiKey::EndTxn), Some(5));
+    assert_eq!(find(ApiKey::TxnOffsetCommit), Some(5));
+    assert_eq!(find(ApiKey::Produce), Some(13));
+    assert_eq!(find(ApiKey::AddPartitionsToTxn), Some(5));
+    assert_eq!(find(ApiKey::WriteTxnMarkers), Some(2));
+}
