@@ -100,12 +100,18 @@ impl ShareState {
         map.get_mut(&key).map(f)
     }
 
-    /// Whether `group` has a share-partition of `tp` yet.
-    pub(crate) fn has_partition(&self, group: &str, tp: &TopicPartition) -> bool {
+    /// Runs `f` on `group`'s share-partition of `tp` if there is one (none is made).
+    pub(crate) fn with_existing<R>(
+        &self,
+        group: &str,
+        tp: &TopicPartition,
+        f: impl FnOnce(&mut SharePartition) -> R,
+    ) -> Option<R> {
         self.partitions
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .contains_key(&(group.to_string(), tp.clone()))
+            .get_mut(&(group.to_string(), tp.clone()))
+            .map(f)
     }
 
     /// Opens (or opens again) `member`'s session with `partitions`; the next request must
@@ -166,13 +172,22 @@ impl ShareState {
             .contains_key(&(group.to_string(), member.to_string()))
     }
 
-    /// Closes `member`'s session; its partitions, if it had one.
-    pub(crate) fn close(&self, group: &str, member: &str) -> Option<BTreeSet<TopicPartition>> {
-        self.sessions
+    /// Closes `member`'s session, if it has one, and gives back what it holds in the
+    /// session's share-partitions (`release` runs on each that exists; none is made).
+    pub(crate) fn close(
+        &self,
+        group: &str,
+        member: &str,
+        mut release: impl FnMut(&mut SharePartition),
+    ) {
+        let closed = self
+            .sessions
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&(group.to_string(), member.to_string()))
-            .map(|s| s.partitions)
+            .remove(&(group.to_string(), member.to_string()));
+        for tp in closed.map(|s| s.partitions).unwrap_or_default() {
+            self.with_existing(group, &tp, &mut release);
+        }
     }
 }
 
@@ -198,7 +213,9 @@ mod tests {
         assert_eq!(parts.len(), 2);
         assert_eq!(s.advance("g", "m", 1, |_| {}), Err(SessionRefusal::Epoch));
         assert!(s.advance("g", "m", 2, |_| {}).is_ok());
-        assert_eq!(s.close("g", "m").map(|p| p.len()), Some(2));
+        let mut released = 0;
+        s.close("g", "m", |_| released += 1);
+        assert_eq!(released, 0, "no share-partition exists to release in");
         assert!(!s.has_session("g", "m"));
         assert_eq!(
             next_epoch(i32::MAX),

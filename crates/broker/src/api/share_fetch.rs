@@ -77,38 +77,31 @@ fn acknowledge(
     batches: &[AckBatch],
     config: &SharePartitionConfig,
 ) -> i16 {
-    if !call.context.share.has_partition(group, tp) {
-        return if batches.is_empty() {
-            codes::NONE
-        } else {
-            INVALID_RECORD_STATE
-        };
-    }
     let now = now(call);
     call.context
         .share
-        .with_partition(
-            group,
-            tp,
-            || SharePartition::new(0),
-            |sp| {
-                for b in batches {
-                    let types: Option<Vec<AcknowledgeType>> = b
-                        .types
-                        .iter()
-                        .map(|&t| AcknowledgeType::from_wire(t))
-                        .collect();
-                    let Some(types) = types else {
-                        return codes::INVALID_REQUEST;
-                    };
-                    if let Err(e) = sp.acknowledge(member, now, b.first, b.last, &types, config) {
-                        return e.kafka_code();
-                    }
+        .with_existing(group, tp, |sp| {
+            for b in batches {
+                let types: Option<Vec<AcknowledgeType>> = b
+                    .types
+                    .iter()
+                    .map(|&t| AcknowledgeType::from_wire(t))
+                    .collect();
+                let Some(types) = types else {
+                    return codes::INVALID_REQUEST;
+                };
+                if let Err(e) = sp.acknowledge(member, now, b.first, b.last, &types, config) {
+                    return e.kafka_code();
                 }
-                codes::NONE
-            },
-        )
-        .unwrap_or(INVALID_RECORD_STATE)
+            }
+            codes::NONE
+        })
+        // No share-partition: nothing of it was acquired by anyone.
+        .unwrap_or(if batches.is_empty() {
+            codes::NONE
+        } else {
+            INVALID_RECORD_STATE
+        })
 }
 
 /// What one partition's acquisition found: the acquired ranges and the batches holding them.
@@ -197,6 +190,14 @@ async fn resolve(
     ids.into_iter().zip(names).collect()
 }
 
+/// The request's group and member ids (empty when absent).
+fn ids_of(group: Option<&GroupId>, member: Option<&StrBytes>) -> (String, String) {
+    (
+        group.map(|g| g.to_string()).unwrap_or_default(),
+        member.map(|m| m.to_string()).unwrap_or_default(),
+    )
+}
+
 fn tp_of(name: &str, partition: i32) -> Option<TopicPartition> {
     u32::try_from(partition)
         .ok()
@@ -221,16 +222,7 @@ async fn share_fetch(
     request: ShareFetchRequest,
     shutdown: &mut Shutdown,
 ) -> ShareFetchResponse {
-    let group = request
-        .group_id
-        .as_ref()
-        .map(|g| g.to_string())
-        .unwrap_or_default();
-    let member = request
-        .member_id
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default();
+    let (group, member) = ids_of(request.group_id.as_ref(), request.member_id.as_ref());
     if group.is_empty() || member.is_empty() {
         return fetch_error(codes::INVALID_REQUEST, "GroupId and MemberId must be set.");
     }
@@ -337,16 +329,9 @@ async fn share_fetch(
         }
     }
     if epoch == FINAL_EPOCH {
-        if let Some(parts) = call.context.share.close(&group, &member) {
-            for tp in parts {
-                call.context.share.with_partition(
-                    &group,
-                    &tp,
-                    || SharePartition::new(0),
-                    |sp| sp.release_member(&member, &config),
-                );
-            }
-        }
+        call.context.share.close(&group, &member, |sp| {
+            sp.release_member(&member, &config);
+        });
     }
     for tp in &fetching {
         ids.entry(tp.topic().to_string())
@@ -480,16 +465,7 @@ async fn share_acknowledge(
     call: &Call<'_>,
     request: ShareAcknowledgeRequest,
 ) -> ShareAcknowledgeResponse {
-    let group = request
-        .group_id
-        .as_ref()
-        .map(|g| g.to_string())
-        .unwrap_or_default();
-    let member = request
-        .member_id
-        .as_ref()
-        .map(|m| m.to_string())
-        .unwrap_or_default();
+    let (group, member) = ids_of(request.group_id.as_ref(), request.member_id.as_ref());
     if group.is_empty() || member.is_empty() {
         return ack_error(codes::INVALID_REQUEST, "GroupId and MemberId must be set.");
     }
@@ -554,16 +530,9 @@ async fn share_acknowledge(
         );
     }
     if epoch == FINAL_EPOCH {
-        if let Some(parts) = call.context.share.close(&group, &member) {
-            for tp in parts {
-                call.context.share.with_partition(
-                    &group,
-                    &tp,
-                    || SharePartition::new(0),
-                    |sp| sp.release_member(&member, &config),
-                );
-            }
-        }
+        call.context.share.close(&group, &member, |sp| {
+            sp.release_member(&member, &config);
+        });
     }
     ShareAcknowledgeResponse::default().with_responses(responses)
 }
