@@ -559,6 +559,10 @@ pub struct BrokerConfig {
     pub group_consumer_heartbeat_interval_ms: u64,
     /// Kafka's `group.consumer.max.size` (default 2147483647).
     pub group_consumer_max_size: u32,
+    /// Share groups' broker-wide settings (Kafka's `group.share.…`: session timeout,
+    /// heartbeat interval, record lock duration, delivery count limit, record locks per
+    /// share-partition, with their bounds; Kafka 4.2's defaults).
+    pub group_share: coordinator_core::ShareGroupSettings,
     /// Kafka's `max.connections.per.ip` (default unlimited): a connection from an address
     /// that already has this many is closed at once.
     pub max_connections_per_ip: usize,
@@ -693,6 +697,7 @@ impl Default for BrokerConfig {
             group_consumer_session_timeout_ms: 45_000,
             group_consumer_heartbeat_interval_ms: 5_000,
             group_consumer_max_size: i32::MAX as u32,
+            group_share: coordinator_core::ShareGroupSettings::default(),
             max_connections_per_ip: usize::MAX,
             offsets_retention_check_interval_ms: 600_000,
             max_decompressed_batch_bytes: 16 * 1024 * 1024,

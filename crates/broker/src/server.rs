@@ -225,6 +225,7 @@ impl Server {
             config.group_consumer_heartbeat_interval_ms.max(15_000),
         )
         .consumer_max_size(config.group_consumer_max_size)
+        .share_group_settings(config.group_share.clone())
         .empty_group_grace_ms(config.offsets_retention_check_interval_ms);
         let coordinator = match &timer_clock {
             Some(clock) => coordinator.clock(clock.clone()),

@@ -236,6 +236,8 @@ pub mod txn;
 mod types;
 
 pub use coordinator::concurrency;
+#[allow(deprecated)]
+pub use coordinator::GROUP_CONFIG_NAMES;
 pub use coordinator::{
     ConsumerGroupSettings, Coordinator, CoordinatorBuilder, CoordinatorConfig, ExpiredMember,
     GroupConfig, GroupConfigError, GroupSettings, Offsets, DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS,
@@ -246,8 +248,7 @@ pub use coordinator::{
     DEFAULT_GROUP_MIN_SESSION_TIMEOUT_MS, DEFAULT_OFFSETS_RETENTION_MS,
     DEFAULT_OFFSET_METADATA_MAX_BYTES, DEFAULT_SESSION_TIMEOUT_MS,
     DEFAULT_SHARE_HEARTBEAT_INTERVAL_MS, DEFAULT_SHARE_RECORD_LOCK_DURATION_MS,
-    DEFAULT_SHARE_SESSION_TIMEOUT_MS, GROUP_CONFIG_NAMES, MAX_GROUP_CONFIGS,
-    NEW_MEMBER_JOIN_TIMEOUT_MS,
+    DEFAULT_SHARE_SESSION_TIMEOUT_MS, MAX_GROUP_CONFIGS, NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
 pub use coordinator::{TxnOffsetCommitRequest, MAX_PENDING_TXN_OFFSETS_PER_PRODUCER};
 pub use error::{Error, ErrorClass, ErrorCode, StorageError, StorageErrorKind};
@@ -263,10 +264,10 @@ pub use group::consumer::{
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 };
 pub use group::share::{
-    AcknowledgeType, AcquiredRange, ShareAcknowledgeError, ShareGroupDescription,
-    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, ShareGroupSettings, ShareGroupState,
-    ShareGroups, ShareMemberDescription, SharePartition, SharePartitionConfig,
-    DEFAULT_SHARE_MAX_SIZE, SHARE_LEAVE_GROUP_MEMBER_EPOCH,
+    AcknowledgeType, AcquiredRange, ShareAcknowledgeError, ShareAutoOffsetReset,
+    ShareGroupDescription, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+    ShareGroupSettings, ShareGroupState, ShareGroups, ShareIsolationLevel, ShareMemberDescription,
+    SharePartition, SharePartitionConfig, DEFAULT_SHARE_MAX_SIZE, SHARE_LEAVE_GROUP_MEMBER_EPOCH,
 };
 pub use group::{
     CommitAuthority, ConsumerMemberRecord, GroupKind, GroupRecord, ListedGroup, MemberRecord,

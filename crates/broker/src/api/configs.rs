@@ -96,10 +96,10 @@ fn group_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refuse
     }
     let mut entries = group_configs::entries(&context.coordinator, name);
     // Kafka lists them in a HashMap's order; sorted here, as the broker's are.
-    entries.sort_by_key(|(config, _, _)| *config);
+    entries.sort_by_key(|(config, _, _, _)| *config);
     Ok(entries
         .into_iter()
-        .map(|(config, value, set)| {
+        .map(|(config, value, set, kind)| {
             let source = if set {
                 group_configs::GROUP_CONFIG_SOURCE
             } else {
@@ -107,11 +107,11 @@ fn group_configs(context: &Context, name: &str) -> Result<Vec<Described>, Refuse
             };
             Described {
                 name: config,
-                value: value.to_string(),
+                value: value.clone(),
                 source,
-                kind: Kind::Int,
+                kind,
                 read_only: false,
-                synonyms: vec![(config.to_string(), value.to_string(), source)],
+                synonyms: vec![(config.to_string(), value, source)],
                 doc: group_configs::doc(config),
             }
         })
@@ -688,13 +688,9 @@ async fn alter_group<'a>(
                         format!("Null value not supported for : {key}"),
                     ));
                 };
-                group_configs::known(key)?;
-                Some(group_configs::parse(key, value)?)
+                Some(value)
             }
-            DELETE => {
-                group_configs::known(key)?;
-                None
-            }
+            DELETE => None,
             APPEND | SUBTRACT => {
                 let verb = if operation == APPEND {
                     "APPEND"
@@ -713,12 +709,7 @@ async fn alter_group<'a>(
                 ))
             }
         };
-        config = config.with(key, new).ok_or_else(|| {
-            Refused::new(
-                codes::INVALID_CONFIG,
-                format!("Unknown group config name: {key}"),
-            )
-        })?;
+        config = group_configs::with(config, key, new)?;
     }
     if validate_only {
         return coordinator

@@ -7,14 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use coordinator_core::{
-    Coordinator, GroupConfig, GroupConfigError, DEFAULT_SHARE_HEARTBEAT_INTERVAL_MS,
-    DEFAULT_SHARE_RECORD_LOCK_DURATION_MS, DEFAULT_SHARE_SESSION_TIMEOUT_MS, GROUP_CONFIG_NAMES,
-};
+use coordinator_core::{Coordinator, GroupConfig, GroupConfigError};
 use serde::{Deserialize, Serialize};
 
 use super::codes;
-use super::topic_configs::Refused;
+use super::topic_configs::{Kind, Refused};
 use crate::documents::Documents;
 use crate::error::BrokerError;
 
@@ -27,7 +24,15 @@ pub(crate) const GROUP_CONFIG_SOURCE: i8 = 8;
 #[derive(Serialize, Deserialize)]
 struct GroupConfigsFile {
     version: u32,
-    groups: BTreeMap<String, BTreeMap<String, u64>>,
+    groups: BTreeMap<String, BTreeMap<String, Kept>>,
+}
+
+/// One kept value: a number (every config of version 1 files) or a text config's text.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum Kept {
+    Int(u64),
+    Text(String),
 }
 
 /// Kafka's documentation of each group config.
@@ -48,58 +53,70 @@ pub(crate) fn doc(name: &str) -> &'static str {
         "share.record.lock.duration.ms" => {
             "The record acquisition lock duration in milliseconds for share groups."
         }
+        "share.delivery.count.limit" => {
+            "The maximum number of delivery attempts for a record delivered to a share group."
+        }
+        "share.partition.max.record.locks" => {
+            "Share-partition record lock limit. When this limit is reached, the share-partition does not acquire any more records."
+        }
+        "share.auto.offset.reset" => {
+            "The strategy to initialize the share-partition start offset: earliest, latest, or by_duration:<duration> (ISO8601, PnDTnHnMn.nS)."
+        }
+        "share.isolation.level" => {
+            "Controls how to read records written transactionally: read_committed or read_uncommitted."
+        }
         _ => "",
     }
 }
 
-/// `(name, value, set on the group)` of every group config of `group`, in Kafka's names' order.
-pub(crate) fn entries(coordinator: &Coordinator, group: &str) -> Vec<(&'static str, u64, bool)> {
+/// `(name, value, set on the group, type)` of every group config of `group`, in Kafka's
+/// names' order.
+pub(crate) fn entries(
+    coordinator: &Coordinator,
+    group: &str,
+) -> Vec<(&'static str, String, bool, Kind)> {
     let set = coordinator.group_config(group);
-    let consumer = &coordinator.config().consumer;
-    GROUP_CONFIG_NAMES
+    let consumer = coordinator.consumer_settings(group);
+    let share = coordinator.share_settings(group);
+    GroupConfig::NAMES
         .iter()
         .map(|&name| {
-            let default = match name {
-                "consumer.session.timeout.ms" => consumer.session_timeout_ms,
-                "consumer.heartbeat.interval.ms" => consumer.heartbeat_interval_ms,
-                "share.session.timeout.ms" => DEFAULT_SHARE_SESSION_TIMEOUT_MS,
-                "share.heartbeat.interval.ms" => DEFAULT_SHARE_HEARTBEAT_INTERVAL_MS,
-                _ => DEFAULT_SHARE_RECORD_LOCK_DURATION_MS,
+            let (default, kind) = match name {
+                "consumer.session.timeout.ms" => {
+                    (consumer.session_timeout_ms.to_string(), Kind::Int)
+                }
+                "consumer.heartbeat.interval.ms" => {
+                    (consumer.heartbeat_interval_ms.to_string(), Kind::Int)
+                }
+                "share.session.timeout.ms" => (share.session_timeout_ms.to_string(), Kind::Int),
+                "share.heartbeat.interval.ms" => {
+                    (share.heartbeat_interval_ms.to_string(), Kind::Int)
+                }
+                "share.record.lock.duration.ms" => {
+                    (share.record_lock_duration_ms.to_string(), Kind::Int)
+                }
+                "share.delivery.count.limit" => (share.delivery_count_limit.to_string(), Kind::Int),
+                "share.partition.max.record.locks" => {
+                    (share.partition_max_record_locks.to_string(), Kind::Int)
+                }
+                "share.auto.offset.reset" => (share.auto_offset_reset.to_string(), Kind::String),
+                _ => (share.isolation_level.to_string(), Kind::String),
             };
-            match set.get(name) {
-                Some(v) => (name, v, true),
-                None => (name, default, false),
+            match set.text(name) {
+                Some(v) => (name, v, true, kind),
+                None => (name, default, false, kind),
             }
         })
         .collect()
 }
 
-/// A value of an INT config as Kafka parses it: `None` (unset) stays `None`.
-pub(crate) fn parse(name: &str, value: &str) -> Result<u64, Refused> {
-    let n: i32 = value.trim().parse().map_err(|_| {
-        Refused::new(
-            codes::INVALID_CONFIG,
-            format!("Invalid value {value} for configuration {name}: Not a number of type INT"),
-        )
-    })?;
-    u64::try_from(n).map_err(|_| {
-        Refused::new(
-            codes::INVALID_CONFIG,
-            format!("Invalid value {value} for configuration {name}: Value must be at least 1"),
-        )
-    })
-}
-
-/// The config `name` is a group config, or INVALID_CONFIG as Kafka says.
-pub(crate) fn known(name: &str) -> Result<(), Refused> {
-    if GROUP_CONFIG_NAMES.contains(&name) {
-        Ok(())
-    } else {
-        Err(Refused::new(
-            codes::INVALID_CONFIG,
-            format!("Unknown group config name: {name}"),
-        ))
-    }
+/// `config` with `name` set from `value` (reset with `None`), as Kafka parses it.
+pub(crate) fn with(
+    config: GroupConfig,
+    name: &str,
+    value: Option<&str>,
+) -> Result<GroupConfig, Refused> {
+    config.with_text(name, value).map_err(refused)
 }
 
 /// A refused config, as Kafka answers it.
@@ -159,7 +176,7 @@ impl GroupConfigs {
             // them), changed and written back in one step.
             documents
                 .update(GROUP_CONFIGS_FILE, false, |bytes| {
-                    let mut groups: BTreeMap<String, BTreeMap<String, u64>> =
+                    let mut groups: BTreeMap<String, BTreeMap<String, Kept>> =
                         parse_kept(bytes.as_deref())?
                             .into_iter()
                             .map(|(g, c)| (g, values(&c)))
@@ -225,9 +242,15 @@ fn parse_kept(bytes: Option<&[u8]>) -> Result<BTreeMap<String, GroupConfig>, Str
         .map(|(group, values)| {
             values
                 .iter()
-                .try_fold(GroupConfig::default(), |c, (k, v)| c.with(k, Some(*v)))
+                .try_fold(GroupConfig::default(), |c, (k, v)| {
+                    let text = match v {
+                        Kept::Int(n) => n.to_string(),
+                        Kept::Text(t) => t.clone(),
+                    };
+                    c.with_text(k, Some(&text))
+                })
                 .map(|config| (group.clone(), config))
-                .ok_or_else(|| format!("group `{group}` has an unknown config"))
+                .map_err(|e| format!("group `{group}`: {e}"))
         })
         .collect()
 }
@@ -245,10 +268,16 @@ fn apply(coordinator: &Coordinator, configs: BTreeMap<String, GroupConfig>) {
     }
 }
 
-fn values(config: &GroupConfig) -> BTreeMap<String, u64> {
-    GROUP_CONFIG_NAMES
+fn values(config: &GroupConfig) -> BTreeMap<String, Kept> {
+    GroupConfig::NAMES
         .iter()
-        .filter_map(|name| config.get(name).map(|v| (name.to_string(), v)))
+        .filter_map(|name| {
+            let kept = match config.get(name) {
+                Some(n) => Kept::Int(n),
+                None => Kept::Text(config.text(name)?),
+            };
+            Some((name.to_string(), kept))
+        })
         .collect()
 }
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use coordinator_core::{
-    AcknowledgeType, AcquiredRange, SharePartition, SharePartitionConfig, TopicPartition,
-    DEFAULT_SHARE_RECORD_LOCK_DURATION_MS,
+    AcknowledgeType, AcquiredRange, Clock, ShareAutoOffsetReset, SharePartition,
+    SharePartitionConfig, TopicPartition,
 };
 use kafka_protocol::messages::share_acknowledge_response as ack_response;
 use kafka_protocol::messages::share_fetch_response as fetch_response;
@@ -27,6 +27,7 @@ use super::produce::not_led;
 use super::registry::Api;
 use super::{codes, Call};
 use crate::acl::Operation;
+use crate::context::WallClock;
 use crate::share::{SessionRefusal, FINAL_EPOCH, INITIAL_EPOCH, INVALID_RECORD_STATE};
 use crate::shutdown::Shutdown;
 
@@ -41,18 +42,44 @@ const DEFAULT_MAX_BYTES: usize = 50 * 1024 * 1024;
 /// a release by another member), which no append announces.
 const RECHECK: Duration = Duration::from_millis(100);
 
-/// The share-partition limits of `group`: its `share.record.lock.duration.ms`, Kafka's
-/// default delivery count limit (5) and in-flight bound (2000).
+/// The share-partition limits of `group`: its `share.record.lock.duration.ms`,
+/// `share.delivery.count.limit` and `share.partition.max.record.locks`, or the broker's.
 fn partition_config(call: &Call<'_>, group: &str) -> SharePartitionConfig {
-    let lock = call
+    call.context
+        .coordinator
+        .share_settings(group)
+        .partition_config()
+}
+
+/// Where a new share-partition of `group` starts (Kafka's `share.auto.offset.reset`):
+/// the log start, the high watermark, or the first record at most the duration old (the high
+/// watermark when none is).
+async fn start_offset(
+    call: &Call<'_>,
+    group: &str,
+    tp: &TopicPartition,
+    log_start: i64,
+    high_watermark: i64,
+) -> Result<i64, i16> {
+    match call
         .context
         .coordinator
-        .group_config(group)
-        .share_record_lock_duration_ms
-        .unwrap_or(DEFAULT_SHARE_RECORD_LOCK_DURATION_MS);
-    SharePartitionConfig {
-        lock_duration_ms: lock,
-        ..SharePartitionConfig::default()
+        .share_settings(group)
+        .auto_offset_reset
+    {
+        ShareAutoOffsetReset::Earliest => Ok(log_start),
+        ShareAutoOffsetReset::Latest => Ok(high_watermark),
+        ShareAutoOffsetReset::ByDuration { ms } => {
+            let now = i64::try_from(WallClock.now_ms()).unwrap_or(i64::MAX);
+            let since = now.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX));
+            let found = call
+                .context
+                .log
+                .offset_for_timestamp(tp, since)
+                .await
+                .map_err(|e| super::produce::log_code(&e))?;
+            Ok(found.map_or(high_watermark, |(offset, _)| offset))
+        }
     }
 }
 
@@ -126,14 +153,18 @@ async fn acquire(
         .await
         .map_err(|e| super::produce::log_code(&e))?;
     let share = &call.context.share;
-    // A new share-partition starts at the high watermark (share.auto.offset.reset=latest,
-    // Kafka's default).
+    // A new share-partition starts where the group's share.auto.offset.reset says.
+    let start = if share.with_existing(group, tp, |_| ()).is_some() {
+        high_watermark
+    } else {
+        start_offset(call, group, tp, log_start, high_watermark).await?
+    };
     let now = now(call);
     let from = share
         .with_partition(
             group,
             tp,
-            || SharePartition::new(high_watermark),
+            || SharePartition::new(start),
             |sp| {
                 sp.move_start(log_start);
                 sp.first_deliverable(now, config)
@@ -159,7 +190,7 @@ async fn acquire(
         .with_partition(
             group,
             tp,
-            || SharePartition::new(high_watermark),
+            || SharePartition::new(start),
             |sp| sp.acquire(member, now, from..read_end, max_records, config),
         )
         .unwrap_or_default();

@@ -237,6 +237,38 @@ struct Args {
     /// Kafka's group.consumer.max.size.
     #[arg(long, default_value_t = i32::MAX as u32)]
     group_consumer_max_size: u32,
+    /// Kafka's group.share.session.timeout.ms: a share group member whose last heartbeat is
+    /// this old is removed (the bounds of a group's share.session.timeout.ms, Kafka's 45000 to
+    /// 60000, widen to take it).
+    #[arg(long, default_value_t = 45_000)]
+    group_share_session_timeout_ms: u64,
+    /// Kafka's group.share.heartbeat.interval.ms (its bounds, 5000 to 15000, widen to take it).
+    #[arg(long, default_value_t = 5_000)]
+    group_share_heartbeat_interval_ms: u64,
+    /// Kafka's group.share.max.size: the most members of one share group.
+    #[arg(long, default_value_t = 200)]
+    group_share_max_size: u32,
+    /// Kafka's group.share.record.lock.duration.ms: how long a share consumer's acquired
+    /// records are its own.
+    #[arg(long, default_value_t = 30_000)]
+    group_share_record_lock_duration_ms: u64,
+    /// Kafka's group.share.min.record.lock.duration.ms: the least a group's
+    /// share.record.lock.duration.ms may be.
+    #[arg(long, default_value_t = 15_000)]
+    group_share_min_record_lock_duration_ms: u64,
+    /// Kafka's group.share.max.record.lock.duration.ms: the most a group's
+    /// share.record.lock.duration.ms may be.
+    #[arg(long, default_value_t = 60_000)]
+    group_share_max_record_lock_duration_ms: u64,
+    /// Kafka's group.share.delivery.count.limit: a record delivered this many times is
+    /// archived instead of delivered again (a group's share.delivery.count.limit may be 2 to 10,
+    /// widened to take this).
+    #[arg(long, default_value_t = 5)]
+    group_share_delivery_count_limit: u64,
+    /// Kafka's group.share.partition.max.record.locks: the most records of one
+    /// share-partition in flight (a group's own may be 100 to 10000, widened to take this).
+    #[arg(long, default_value_t = 2_000)]
+    group_share_partition_max_record_locks: u64,
     /// The most bytes one compressed record batch may decompress to; a larger one is
     /// refused (MESSAGE_TOO_LARGE) without being inflated further.
     #[arg(long, default_value_t = 16 * 1024 * 1024)]
@@ -308,7 +340,36 @@ fn parse_topic(s: &str) -> Result<TopicSpec, String> {
 }
 
 impl Args {
+    /// The share groups' settings of the `--group-share-…` flags: Kafka's bounds, widened
+    /// to take a value outside them (tests and development want short timeouts), but for the
+    /// record lock duration's, which have flags of their own.
+    fn group_share(&self) -> coordinator_core::ShareGroupSettings {
+        let mut s = coordinator_core::ShareGroupSettings::default();
+        s.session_timeout_ms = self.group_share_session_timeout_ms;
+        s.min_session_timeout_ms = s.min_session_timeout_ms.min(s.session_timeout_ms);
+        s.max_session_timeout_ms = s.max_session_timeout_ms.max(s.session_timeout_ms);
+        s.heartbeat_interval_ms = self.group_share_heartbeat_interval_ms;
+        s.min_heartbeat_interval_ms = s.min_heartbeat_interval_ms.min(s.heartbeat_interval_ms);
+        s.max_heartbeat_interval_ms = s.max_heartbeat_interval_ms.max(s.heartbeat_interval_ms);
+        s.max_size = self.group_share_max_size;
+        s.record_lock_duration_ms = self.group_share_record_lock_duration_ms;
+        s.min_record_lock_duration_ms = self.group_share_min_record_lock_duration_ms;
+        s.max_record_lock_duration_ms = self.group_share_max_record_lock_duration_ms;
+        s.delivery_count_limit = self.group_share_delivery_count_limit;
+        s.min_delivery_count_limit = s.min_delivery_count_limit.min(s.delivery_count_limit);
+        s.max_delivery_count_limit = s.max_delivery_count_limit.max(s.delivery_count_limit);
+        s.partition_max_record_locks = self.group_share_partition_max_record_locks;
+        s.min_partition_max_record_locks = s
+            .min_partition_max_record_locks
+            .min(s.partition_max_record_locks);
+        s.max_partition_max_record_locks = s
+            .max_partition_max_record_locks
+            .max(s.partition_max_record_locks);
+        s
+    }
+
     fn into_config(self) -> BrokerConfig {
+        let group_share = self.group_share();
         // clap gives at least one (the default); the config's own default otherwise
         let mut listeners = self.listen.into_iter();
         let first = listeners.next().unwrap_or(ListenerSpec {
@@ -366,6 +427,7 @@ impl Args {
             group_consumer_session_timeout_ms: self.group_consumer_session_timeout_ms,
             group_consumer_heartbeat_interval_ms: self.group_consumer_heartbeat_interval_ms,
             group_consumer_max_size: self.group_consumer_max_size,
+            group_share,
             max_decompressed_batch_bytes: self.max_decompressed_batch_bytes,
             max_decompressed_request_bytes: self.max_decompressed_request_bytes,
             records: RecordsConfig {

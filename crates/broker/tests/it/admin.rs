@@ -623,7 +623,7 @@ async fn describe_configs_of_the_broker_and_its_refusals() {
     );
 }
 
-fn alter(
+pub(crate) fn alter(
     kind: i8,
     name: &str,
     ops: &[(&str, i8, Option<&str>)],
@@ -925,7 +925,11 @@ async fn group_configs_are_described_altered_in_force_and_kept_across_a_restart(
         [
             ("consumer.heartbeat.interval.ms", "5000".into(), 5, 3),
             ("consumer.session.timeout.ms", "45000".into(), 5, 3),
+            ("share.auto.offset.reset", "latest".into(), 5, 2),
+            ("share.delivery.count.limit", "5".into(), 5, 3),
             ("share.heartbeat.interval.ms", "5000".into(), 5, 3),
+            ("share.isolation.level", "read_uncommitted".into(), 5, 2),
+            ("share.partition.max.record.locks", "2000".into(), 5, 3),
             ("share.record.lock.duration.ms", "30000".into(), 5, 3),
             ("share.session.timeout.ms", "45000".into(), 5, 3),
         ]
@@ -953,6 +957,26 @@ async fn group_configs_are_described_altered_in_force_and_kept_across_a_restart(
         (
             vec![("no.such.config", 0, Some("1"))],
             (40, "Unknown group config name: no.such.config"),
+        ),
+        (
+            vec![("share.auto.offset.reset", 0, Some("hello"))],
+            (40, "Invalid value hello for configuration share.auto.offset.reset: the value must be either 'earliest', 'latest', or of the format 'by_duration:<PnDTnHnMn.nS.>'."),
+        ),
+        (
+            vec![("share.isolation.level", 0, Some("serializable"))],
+            (40, "Invalid value serializable for configuration share.isolation.level: String must be one of: read_committed, read_uncommitted"),
+        ),
+        (
+            vec![("share.delivery.count.limit", 0, Some("11"))],
+            (40, "share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit"),
+        ),
+        (
+            vec![("share.delivery.count.limit", 0, Some("1"))],
+            (40, "Invalid value 1 for configuration share.delivery.count.limit: Value must be at least 2"),
+        ),
+        (
+            vec![("share.partition.max.record.locks", 0, Some("10001"))],
+            (40, "share.partition.max.record.locks must be less than or equal to group.share.max.partition.max.record.locks"),
         ),
         (
             vec![("consumer.session.timeout.ms", 2, Some("50000"))],
@@ -996,6 +1020,18 @@ async fn group_configs_are_described_altered_in_force_and_kept_across_a_restart(
         .with_topic_partitions(Some(Vec::new()));
     let r = c.call(&join, 1).await;
     assert_eq!((r.error_code, r.heartbeat_interval_ms), (0, 6000));
+    // The text configs, set in one request with a numeric one.
+    let r = c
+        .call(
+            &set(&[
+                ("share.auto.offset.reset", 0, Some("by_duration:PT1H")),
+                ("share.isolation.level", 0, Some("read_committed")),
+                ("share.delivery.count.limit", 0, Some("3")),
+            ]),
+            1,
+        )
+        .await;
+    assert_eq!(refused(&r).0, 0);
     broker.stop().await.expect("clean stop");
 
     // Kept in the data directory: in force again after a restart.
@@ -1004,6 +1040,18 @@ async fn group_configs_are_described_altered_in_force_and_kept_across_a_restart(
     assert_eq!(
         group_value(&mut c, "g", "consumer.heartbeat.interval.ms").await,
         ("6000".into(), 8)
+    );
+    assert_eq!(
+        group_value(&mut c, "g", "share.auto.offset.reset").await,
+        ("by_duration:PT1H".into(), 8)
+    );
+    assert_eq!(
+        group_value(&mut c, "g", "share.isolation.level").await,
+        ("read_committed".into(), 8)
+    );
+    assert_eq!(
+        group_value(&mut c, "g", "share.delivery.count.limit").await,
+        ("3".into(), 8)
     );
     // DELETE goes back to the default.
     let r = c

@@ -377,6 +377,47 @@ async fn share_fetch_hands_records_out_once_and_again_after_a_release() {
 }
 
 #[tokio::test]
+async fn a_groups_share_configs_set_its_start_lock_and_delivery_limit() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let id = topic_id_of(&mut c).await;
+    produce_n(&mut c, 0, 3).await;
+    // Kafka's group configs, set before the group exists.
+    let set = IncrementalAlterConfigsRequest::default().with_resources(vec![crate::admin::alter(
+        32,
+        "sg",
+        &[
+            ("share.auto.offset.reset", 0, Some("earliest")),
+            ("share.delivery.count.limit", 0, Some("2")),
+            ("share.record.lock.duration.ms", 0, Some("15000")),
+        ],
+    )]);
+    let r = c.call(&set, 1).await;
+    assert_eq!(
+        r.responses[0].error_code, 0,
+        "{:?}",
+        r.responses[0].error_message
+    );
+    assert_eq!(c.call(&join("sg", "a"), 1).await.error_code, 0);
+    // earliest: the records produced before the group's first fetch are handed out.
+    let r = c.call(&fetch("a", 0, id, &[], &[0]), 1).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert_eq!(r.acquisition_lock_timeout_ms, 15_000);
+    assert_eq!(acquired(&r, 0), [(0, 2, 1)]);
+    // Released, delivered a second time; released again, at the limit of 2: archived.
+    let r = c.call(&fetch("a", 1, id, &[(0, 0, 2, 2)], &[]), 1).await;
+    assert_eq!(part(&r, 0).acknowledge_error_code, 0);
+    assert_eq!(acquired(&r, 0), [(0, 2, 2)]);
+    let r = c.call(&fetch("a", 2, id, &[(0, 0, 2, 2)], &[]), 1).await;
+    assert_eq!(part(&r, 0).acknowledge_error_code, 0);
+    assert!(
+        acquired(&r, 0).is_empty(),
+        "archived at the delivery count limit"
+    );
+    broker.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
 async fn an_expired_lock_gives_the_records_to_another_member_on_the_manual_clock() {
     let broker = bounded(
         "start",

@@ -6,20 +6,21 @@ use std::collections::HashMap;
 use std::sync::PoisonError;
 
 use super::{ConsumerGroupSettings, Coordinator};
+use crate::group::share::{ShareAutoOffsetReset, ShareGroupSettings, ShareIsolationLevel};
 
 /// The most groups that may have configs of their own (a bound on what clients can grow).
 pub const MAX_GROUP_CONFIGS: usize = 100_000;
 
-/// Kafka's default `share.session.timeout.ms` (a share group's config; share groups are not
-/// served yet: the value is kept, as Kafka keeps it).
+/// Kafka's default `group.share.session.timeout.ms`.
 pub const DEFAULT_SHARE_SESSION_TIMEOUT_MS: u64 = 45_000;
-/// Kafka's default `share.heartbeat.interval.ms`.
+/// Kafka's default `group.share.heartbeat.interval.ms`.
 pub const DEFAULT_SHARE_HEARTBEAT_INTERVAL_MS: u64 = 5_000;
-/// Kafka's default `share.record.lock.duration.ms`.
+/// Kafka's default `group.share.record.lock.duration.ms`.
 pub const DEFAULT_SHARE_RECORD_LOCK_DURATION_MS: u64 = 30_000;
 
 /// One group's own settings (Kafka's `GroupConfig`); `None` keeps the default. Build one with
-/// [`GroupConfig::default`] and [`GroupConfig::with`].
+/// [`GroupConfig::default`] and [`GroupConfig::with_text`] (any config, from Kafka's text) or
+/// [`GroupConfig::with`] (the numeric ones).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GroupConfig {
@@ -29,15 +30,29 @@ pub struct GroupConfig {
     /// `consumer.heartbeat.interval.ms`: the interval every heartbeat response tells the
     /// group's members (the coordinator's `group.consumer.heartbeat.interval.ms` otherwise).
     pub consumer_heartbeat_interval_ms: Option<u64>,
-    /// `share.session.timeout.ms` (kept for share groups).
+    /// `share.session.timeout.ms`: a share group member whose last heartbeat is this old is
+    /// removed.
     pub share_session_timeout_ms: Option<u64>,
-    /// `share.heartbeat.interval.ms` (kept for share groups).
+    /// `share.heartbeat.interval.ms`: the interval a share group's members are told.
     pub share_heartbeat_interval_ms: Option<u64>,
-    /// `share.record.lock.duration.ms` (kept for share groups).
+    /// `share.record.lock.duration.ms`: how long a share group's acquired record is its
+    /// member's.
     pub share_record_lock_duration_ms: Option<u64>,
+    /// `share.delivery.count.limit`: a record delivered this many times is archived.
+    pub share_delivery_count_limit: Option<u64>,
+    /// `share.partition.max.record.locks`: the most offsets of one share-partition in flight.
+    pub share_partition_max_record_locks: Option<u64>,
+    /// `share.auto.offset.reset`: where a share-partition without a start offset starts.
+    pub share_auto_offset_reset: Option<ShareAutoOffsetReset>,
+    /// `share.isolation.level`: which transactional records a share group hands out.
+    pub share_isolation_level: Option<ShareIsolationLevel>,
 }
 
-/// Kafka's names of the group configs, in the order DescribeConfigs lists them.
+/// Kafka's names of the numeric group configs of Kafka 4.0.
+#[deprecated(
+    since = "0.2.0",
+    note = "lists only the numeric configs of Kafka 4.0; use `GroupConfig::NAMES`"
+)]
 pub const GROUP_CONFIG_NAMES: [&str; 5] = [
     "consumer.session.timeout.ms",
     "consumer.heartbeat.interval.ms",
@@ -46,18 +61,87 @@ pub const GROUP_CONFIG_NAMES: [&str; 5] = [
     "share.record.lock.duration.ms",
 ];
 
+/// The numeric group configs and the least value Kafka's `ConfigDef` takes for each.
+const INT_CONFIGS: [(&str, u64); 7] = [
+    ("consumer.session.timeout.ms", 1),
+    ("consumer.heartbeat.interval.ms", 1),
+    ("share.session.timeout.ms", 1),
+    ("share.heartbeat.interval.ms", 1),
+    ("share.record.lock.duration.ms", 1000),
+    ("share.delivery.count.limit", 2),
+    ("share.partition.max.record.locks", 100),
+];
+
 impl GroupConfig {
-    /// This config with the config named `name` (one of [`GROUP_CONFIG_NAMES`]) set, or reset
-    /// with `None`; `None` for a name that is not a group config.
+    /// Kafka 4.2's names of the group configs served here, in the order of its `GroupConfig`.
+    pub const NAMES: [&'static str; 9] = [
+        "consumer.session.timeout.ms",
+        "consumer.heartbeat.interval.ms",
+        "share.session.timeout.ms",
+        "share.heartbeat.interval.ms",
+        "share.record.lock.duration.ms",
+        "share.delivery.count.limit",
+        "share.partition.max.record.locks",
+        "share.auto.offset.reset",
+        "share.isolation.level",
+    ];
+
+    /// This config with the numeric config named `name` set, or reset with `None`; `None`
+    /// for a name that is not a numeric group config (see [`with_text`](Self::with_text)).
     pub fn with(mut self, name: &str, value: Option<u64>) -> Option<Self> {
         *self.slot(name)? = value;
         Some(self)
     }
 
-    /// The value set for `name`, if any (`None` also for a name that is not a group config).
+    /// The value set for the numeric config `name`, if any (`None` also for a name that is
+    /// not a numeric group config; see [`text`](Self::text)).
     pub fn get(&self, name: &str) -> Option<u64> {
         let mut copy = *self;
         copy.slot(name).and_then(|v| *v)
+    }
+
+    /// This config with `name` set from its text as Kafka parses it (an INT, or one of the
+    /// values a text config takes), or reset with `None`.
+    ///
+    /// # Errors
+    /// [`GroupConfigError::UnknownName`] for a name that is not a group config;
+    /// [`GroupConfigError::Invalid`] with Kafka's message for a value its type or validator
+    /// refuses (the bounds of the coordinator are checked when the config is set).
+    pub fn with_text(mut self, name: &str, value: Option<&str>) -> Result<Self, GroupConfigError> {
+        let unknown = || GroupConfigError::UnknownName(name.to_string());
+        match name {
+            "share.auto.offset.reset" => {
+                self.share_auto_offset_reset = value
+                    .map(ShareAutoOffsetReset::parse)
+                    .transpose()
+                    .map_err(GroupConfigError::Invalid)?;
+            }
+            "share.isolation.level" => {
+                self.share_isolation_level = value
+                    .map(ShareIsolationLevel::parse)
+                    .transpose()
+                    .map_err(GroupConfigError::Invalid)?;
+            }
+            _ => {
+                let least = INT_CONFIGS
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, least)| *least)
+                    .ok_or_else(unknown)?;
+                let value = value.map(|v| parse_int(name, v, least)).transpose()?;
+                *self.slot(name).ok_or_else(unknown)? = value;
+            }
+        }
+        Ok(self)
+    }
+
+    /// The value set for `name` as Kafka shows it, if any.
+    pub fn text(&self, name: &str) -> Option<String> {
+        match name {
+            "share.auto.offset.reset" => self.share_auto_offset_reset.map(|v| v.to_string()),
+            "share.isolation.level" => self.share_isolation_level.map(|v| v.to_string()),
+            _ => self.get(name).map(|v| v.to_string()),
+        }
     }
 
     fn slot(&mut self, name: &str) -> Option<&mut Option<u64>> {
@@ -67,6 +151,8 @@ impl GroupConfig {
             "share.session.timeout.ms" => &mut self.share_session_timeout_ms,
             "share.heartbeat.interval.ms" => &mut self.share_heartbeat_interval_ms,
             "share.record.lock.duration.ms" => &mut self.share_record_lock_duration_ms,
+            "share.delivery.count.limit" => &mut self.share_delivery_count_limit,
+            "share.partition.max.record.locks" => &mut self.share_partition_max_record_locks,
             _ => return None,
         })
     }
@@ -100,6 +186,26 @@ pub enum GroupConfigError {
     /// [`MAX_GROUP_CONFIGS`] groups already have configs of their own.
     #[error("{MAX_GROUP_CONFIGS} groups already have configs of their own")]
     TooManyGroups,
+    /// A name that is not a group config.
+    #[error("Unknown group config name: {0}")]
+    UnknownName(String),
+}
+
+/// An INT config's text as Kafka's `ConfigDef` parses it, at least `least`.
+fn parse_int(name: &str, value: &str, least: u64) -> Result<u64, GroupConfigError> {
+    let n: i32 = value.trim().parse().map_err(|_| {
+        GroupConfigError::Invalid(format!(
+            "Invalid value {value} for configuration {name}: Not a number of type INT"
+        ))
+    })?;
+    u64::try_from(n)
+        .ok()
+        .filter(|n| *n >= least)
+        .ok_or_else(|| {
+            GroupConfigError::Invalid(format!(
+                "Invalid value {n} for configuration {name}: Value must be at least {least}"
+            ))
+        })
 }
 
 impl Coordinator {
@@ -119,7 +225,7 @@ impl Coordinator {
         group_id: &str,
         config: GroupConfig,
     ) -> Result<(), GroupConfigError> {
-        validate(&config, &self.config.consumer)?;
+        validate(&config, &self.config.consumer, &self.config.share)?;
         let mut configs = self
             .group_configs
             .write()
@@ -141,7 +247,7 @@ impl Coordinator {
     /// # Errors
     /// As [`set_group_config`](Self::set_group_config)'s [`GroupConfigError::Invalid`].
     pub fn check_group_config(&self, config: &GroupConfig) -> Result<(), GroupConfigError> {
-        validate(config, &self.config.consumer)
+        validate(config, &self.config.consumer, &self.config.share)
     }
 
     /// `group_id`'s own config (empty when it has none).
@@ -171,68 +277,85 @@ impl Coordinator {
     }
 
     /// The share-group settings `group_id` runs with: the coordinator's, with the group's
-    /// own `share.session.timeout.ms` and `share.heartbeat.interval.ms` applied.
-    pub fn share_settings(&self, group_id: &str) -> crate::group::share::ShareGroupSettings {
-        let config = self.group_config(group_id);
-        let mut settings = self.config.share.clone();
-        if let Some(ms) = config.share_session_timeout_ms {
-            settings.session_timeout_ms = ms;
+    /// own `share.…` configs applied.
+    pub fn share_settings(&self, group_id: &str) -> ShareGroupSettings {
+        self.group_config(group_id).apply_share(&self.config.share)
+    }
+}
+
+impl GroupConfig {
+    /// `base` with this config's share-group overrides.
+    fn apply_share(&self, base: &ShareGroupSettings) -> ShareGroupSettings {
+        let mut s = base.clone();
+        let pairs = [
+            (&mut s.session_timeout_ms, self.share_session_timeout_ms),
+            (
+                &mut s.heartbeat_interval_ms,
+                self.share_heartbeat_interval_ms,
+            ),
+            (
+                &mut s.record_lock_duration_ms,
+                self.share_record_lock_duration_ms,
+            ),
+            (&mut s.delivery_count_limit, self.share_delivery_count_limit),
+            (
+                &mut s.partition_max_record_locks,
+                self.share_partition_max_record_locks,
+            ),
+        ];
+        for (slot, value) in pairs {
+            if let Some(v) = value {
+                *slot = v;
+            }
         }
-        if let Some(ms) = config.share_heartbeat_interval_ms {
-            settings.heartbeat_interval_ms = ms;
+        if let Some(v) = self.share_auto_offset_reset {
+            s.auto_offset_reset = v;
         }
-        settings
+        if let Some(v) = self.share_isolation_level {
+            s.isolation_level = v;
+        }
+        s
     }
 }
 
 /// Kafka's `GroupConfig.validate` over the resulting config, with the effective defaults.
-fn validate(config: &GroupConfig, c: &ConsumerGroupSettings) -> Result<(), GroupConfigError> {
+fn validate(
+    config: &GroupConfig,
+    c: &ConsumerGroupSettings,
+    share: &ShareGroupSettings,
+) -> Result<(), GroupConfigError> {
     let invalid = |m: String| Err(GroupConfigError::Invalid(m));
-    for name in GROUP_CONFIG_NAMES {
-        let least = if name == "share.record.lock.duration.ms" {
-            1000
-        } else {
-            1
-        };
+    for (name, least) in INT_CONFIGS {
         if let Some(v) = config.get(name).filter(|v| *v < least) {
             return invalid(format!(
                 "Invalid value {v} for configuration {name}: Value must be at least {least}"
             ));
         }
     }
-    let bounds: [(&str, &str, u64, u64); 5] = [
+    let consumer_bounds = [
         (
             "consumer.heartbeat.interval.ms",
             "group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms",
             c.min_heartbeat_interval_ms,
             c.max_heartbeat_interval_ms,
         ),
         (
             "consumer.session.timeout.ms",
             "group.consumer.min.session.timeout.ms",
+            "group.consumer.max.session.timeout.ms",
             c.min_session_timeout_ms,
             c.max_session_timeout_ms,
         ),
-        (
-            "share.heartbeat.interval.ms",
-            "group.share.min.heartbeat.interval.ms",
-            5_000,
-            15_000,
-        ),
-        (
-            "share.session.timeout.ms",
-            "group.share.min.session.timeout.ms",
-            45_000,
-            60_000,
-        ),
-        (
-            "share.record.lock.duration.ms",
-            "group.share.min.record.lock.duration.ms",
-            15_000,
-            60_000,
-        ),
     ];
-    for (name, min_name, min, max) in bounds {
+    // The share group's broker-wide bounds, by the group config each bounds.
+    let share_bounds = share
+        .bounded()
+        .map(|(broker_name, _, min, max, min_name, max_name)| {
+            let name = broker_name.trim_start_matches("group.");
+            (name, min_name, max_name, min, max)
+        });
+    for (name, min_name, max_name, min, max) in consumer_bounds.into_iter().chain(share_bounds) {
         let Some(v) = config.get(name) else { continue };
         if v < min {
             return invalid(format!(
@@ -240,7 +363,6 @@ fn validate(config: &GroupConfig, c: &ConsumerGroupSettings) -> Result<(), Group
             ));
         }
         if v > max {
-            let max_name = min_name.replace(".min.", ".max.");
             return invalid(format!("{name} must be less than or equal to {max_name}"));
         }
     }
@@ -251,13 +373,8 @@ fn validate(config: &GroupConfig, c: &ConsumerGroupSettings) -> Result<(), Group
                 .into(),
         );
     }
-    let share_session = config
-        .share_session_timeout_ms
-        .unwrap_or(DEFAULT_SHARE_SESSION_TIMEOUT_MS);
-    let share_heartbeat = config
-        .share_heartbeat_interval_ms
-        .unwrap_or(DEFAULT_SHARE_HEARTBEAT_INTERVAL_MS);
-    if share_session <= share_heartbeat {
+    let share = config.apply_share(share);
+    if share.session_timeout_ms <= share.heartbeat_interval_ms {
         return invalid(
             "share.session.timeout.ms must be greater than share.heartbeat.interval.ms".into(),
         );

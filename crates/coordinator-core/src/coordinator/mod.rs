@@ -11,10 +11,11 @@
 //! - [`concurrency`]: the locking and cancel-safety contract, in one place.
 
 pub mod concurrency;
+#[allow(deprecated)]
+pub use group_config::GROUP_CONFIG_NAMES;
 pub use group_config::{
     GroupConfig, GroupConfigError, DEFAULT_SHARE_HEARTBEAT_INTERVAL_MS,
-    DEFAULT_SHARE_RECORD_LOCK_DURATION_MS, DEFAULT_SHARE_SESSION_TIMEOUT_MS, GROUP_CONFIG_NAMES,
-    MAX_GROUP_CONFIGS,
+    DEFAULT_SHARE_RECORD_LOCK_DURATION_MS, DEFAULT_SHARE_SESSION_TIMEOUT_MS, MAX_GROUP_CONFIGS,
 };
 mod entry;
 mod group_config;
@@ -146,23 +147,7 @@ impl Default for ConsumerGroupSettings {
 impl ConsumerGroupSettings {
     /// Refuses settings outside Kafka's bounds, as Kafka's `GroupCoordinatorConfig` does.
     fn validate(&self) -> Result<(), Error> {
-        let bounded =
-            |name: &'static str, v: u64, min: u64, max: u64, min_name: &str, max_name: &str| {
-                if min > max {
-                    return Err(Error::invalid(
-                        name,
-                        format!("{min_name} ({min}) is above {max_name} ({max})"),
-                    ));
-                }
-                if v < min || v > max {
-                    return Err(Error::invalid(
-                        name,
-                        format!("{v} is outside [{min_name}, {max_name}] = [{min}, {max}]"),
-                    ));
-                }
-                Ok(())
-            };
-        bounded(
+        check_bounds(
             "group.consumer.session.timeout.ms",
             self.session_timeout_ms,
             self.min_session_timeout_ms,
@@ -170,7 +155,7 @@ impl ConsumerGroupSettings {
             "group.consumer.min.session.timeout.ms",
             "group.consumer.max.session.timeout.ms",
         )?;
-        bounded(
+        check_bounds(
             "group.consumer.heartbeat.interval.ms",
             self.heartbeat_interval_ms,
             self.min_heartbeat_interval_ms,
@@ -195,6 +180,30 @@ impl ConsumerGroupSettings {
         }
         Ok(())
     }
+}
+
+/// Refuses `v` outside `[min, max]`, or `min` above `max`, naming the setting `name`.
+pub(crate) fn check_bounds(
+    name: &'static str,
+    v: u64,
+    min: u64,
+    max: u64,
+    min_name: &str,
+    max_name: &str,
+) -> Result<(), Error> {
+    if min > max {
+        return Err(Error::invalid(
+            name,
+            format!("{min_name} ({min}) is above {max_name} ({max})"),
+        ));
+    }
+    if v < min || v > max {
+        return Err(Error::invalid(
+            name,
+            format!("{v} is outside [{min_name}, {max_name}] = [{min}, {max}]"),
+        ));
+    }
+    Ok(())
 }
 // ---- end of the consumer group protocol's settings ----
 
@@ -509,9 +518,83 @@ impl CoordinatorBuilder {
         self
     }
 
+    /// Every share-group setting at once (Kafka's `group.share.…`), checked by
+    /// [`build`](Self::build).
+    #[must_use]
+    pub fn share_group_settings(
+        mut self,
+        settings: crate::group::share::ShareGroupSettings,
+    ) -> Self {
+        self.config.share = settings;
+        self
+    }
+
+    /// `group.share.min.session.timeout.ms` and `…max…` (default 45000 and 60000): the bounds
+    /// of a group's `share.session.timeout.ms`.
+    #[must_use]
+    pub fn share_session_timeout_bounds_ms(mut self, min: u64, max: u64) -> Self {
+        self.config.share.min_session_timeout_ms = min;
+        self.config.share.max_session_timeout_ms = max;
+        self
+    }
+
+    /// `group.share.min.heartbeat.interval.ms` and `…max…` (default 5000 and 15000).
+    #[must_use]
+    pub fn share_heartbeat_interval_bounds_ms(mut self, min: u64, max: u64) -> Self {
+        self.config.share.min_heartbeat_interval_ms = min;
+        self.config.share.max_heartbeat_interval_ms = max;
+        self
+    }
+
+    /// `group.share.record.lock.duration.ms` (default 30000).
+    #[must_use]
+    pub fn share_record_lock_duration_ms(mut self, ms: u64) -> Self {
+        self.config.share.record_lock_duration_ms = ms;
+        self
+    }
+
+    /// `group.share.min.record.lock.duration.ms` and `…max…` (default 15000 and 60000).
+    #[must_use]
+    pub fn share_record_lock_duration_bounds_ms(mut self, min: u64, max: u64) -> Self {
+        self.config.share.min_record_lock_duration_ms = min;
+        self.config.share.max_record_lock_duration_ms = max;
+        self
+    }
+
+    /// `group.share.delivery.count.limit` (default 5).
+    #[must_use]
+    pub fn share_delivery_count_limit(mut self, limit: u64) -> Self {
+        self.config.share.delivery_count_limit = limit;
+        self
+    }
+
+    /// `group.share.min.delivery.count.limit` and `…max…` (default 2 and 10).
+    #[must_use]
+    pub fn share_delivery_count_limit_bounds(mut self, min: u64, max: u64) -> Self {
+        self.config.share.min_delivery_count_limit = min;
+        self.config.share.max_delivery_count_limit = max;
+        self
+    }
+
+    /// `group.share.partition.max.record.locks` (default 2000).
+    #[must_use]
+    pub fn share_partition_max_record_locks(mut self, locks: u64) -> Self {
+        self.config.share.partition_max_record_locks = locks;
+        self
+    }
+
+    /// `group.share.min.partition.max.record.locks` and `…max…` (default 100 and 10000).
+    #[must_use]
+    pub fn share_partition_max_record_locks_bounds(mut self, min: u64, max: u64) -> Self {
+        self.config.share.min_partition_max_record_locks = min;
+        self.config.share.max_partition_max_record_locks = max;
+        self
+    }
+
     /// Builds the coordinator. Refuses a zero session timeout and two strategies with one name.
     pub fn build(self) -> Result<Coordinator, Error> {
         self.config.consumer.validate()?;
+        self.config.share.validate()?;
         for (i, a) in self.consumer_assignors.iter().enumerate() {
             if a.name().is_empty()
                 || self.consumer_assignors[..i]

@@ -12,7 +12,7 @@ use coordinator_core::{
     named, CommitAuthority, ConsumerGroupHeartbeatRequest as Req, ConsumerGroupHeartbeatResponse,
     ConsumerGroupState, Coordinator, CoordinatorBuilder, ErrorCode, GroupConfig, GroupConfigError,
     GroupKind, GroupState, ManualClock, MemberState, OffsetAndMetadata, OffsetCommitRequest,
-    TopicPartition,
+    ShareAutoOffsetReset, ShareIsolationLevel, TopicPartition,
 };
 
 const G: &str = "g";
@@ -679,6 +679,80 @@ fn consumer_settings_have_kafkas_defaults_and_bounds() {
         e.to_string()
             .contains("group.consumer.heartbeat.interval.ms"),
         "{e}"
+    );
+}
+
+#[test]
+fn share_group_configs_are_parsed_bounded_and_applied_as_kafka_does() {
+    let build = |f: fn(CoordinatorBuilder) -> CoordinatorBuilder| {
+        f(Coordinator::builder(
+            Arc::new(TestStore::default()),
+            Topics::with(&[]),
+            ModuloAssignor::named("chapter"),
+        ))
+        .build()
+    };
+    // The broker-wide settings are checked against their bounds.
+    assert!(build(|b| b.share_delivery_count_limit(11)).is_err());
+    assert!(build(|b| b
+        .share_delivery_count_limit(11)
+        .share_delivery_count_limit_bounds(2, 12))
+    .is_ok());
+    assert!(build(|b| b.share_record_lock_duration_ms(14_999)).is_err());
+    assert!(build(|b| b.share_partition_max_record_locks(99)).is_err());
+    let c = build(|b| b.share_record_lock_duration_ms(20_000)).unwrap();
+    // A group's own text and numeric configs, applied over the broker's.
+    let config = GroupConfig::default()
+        .with_text("share.auto.offset.reset", Some("Earliest"))
+        .and_then(|g| g.with_text("share.isolation.level", Some("read_committed")))
+        .and_then(|g| g.with_text("share.delivery.count.limit", Some("3")))
+        .unwrap();
+    assert_eq!(
+        config.text("share.auto.offset.reset").as_deref(),
+        Some("earliest")
+    );
+    c.set_group_config("sg", config).unwrap();
+    let s = c.share_settings("sg");
+    assert_eq!(s.auto_offset_reset, ShareAutoOffsetReset::Earliest);
+    assert_eq!(s.isolation_level, ShareIsolationLevel::ReadCommitted);
+    let p = s.partition_config();
+    assert_eq!(
+        (p.delivery_count_limit, p.lock_duration_ms, p.max_in_flight),
+        (3, 20_000, 2_000)
+    );
+    // Another group runs with the broker's.
+    let other = c.share_settings("other");
+    assert_eq!(other.auto_offset_reset, ShareAutoOffsetReset::Latest);
+    assert_eq!(other.partition_config().delivery_count_limit, 5);
+    // Kafka's refusals, and nothing changed by them.
+    let refused = |name: &str, value: &str| {
+        GroupConfig::default()
+            .with_text(name, Some(value))
+            .and_then(|g| c.set_group_config("sg", g))
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        refused("share.delivery.count.limit", "11"),
+        "share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit"
+    );
+    assert_eq!(
+        refused("share.record.lock.duration.ms", "999"),
+        "Invalid value 999 for configuration share.record.lock.duration.ms: Value must be at least 1000"
+    );
+    assert_eq!(
+        refused("share.partition.max.record.locks", "abc"),
+        "Invalid value abc for configuration share.partition.max.record.locks: Not a number of type INT"
+    );
+    assert_eq!(
+        refused("share.nope", "1"),
+        "Unknown group config name: share.nope"
+    );
+    assert_eq!(
+        c.share_settings("sg")
+            .partition_config()
+            .delivery_count_limit,
+        3
     );
 }
 

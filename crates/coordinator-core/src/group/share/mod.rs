@@ -16,11 +16,15 @@
 //! committed offsets) answers `GROUP_ID_NOT_FOUND`, as Kafka's coordinator does.
 
 mod api;
+mod config;
 mod partition;
 mod protocol;
 mod state;
 
 pub use api::ShareGroups;
+pub use config::{
+    ShareAutoOffsetReset, ShareGroupSettings, ShareIsolationLevel, DEFAULT_SHARE_MAX_SIZE,
+};
 pub use partition::{
     AcknowledgeType, AcquiredRange, ShareAcknowledgeError, SharePartition, SharePartitionConfig,
 };
@@ -28,31 +32,3 @@ pub use protocol::{
     ShareGroupDescription, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
     ShareGroupState, ShareMemberDescription, SHARE_LEAVE_GROUP_MEMBER_EPOCH,
 };
-
-use crate::coordinator::{DEFAULT_SHARE_HEARTBEAT_INTERVAL_MS, DEFAULT_SHARE_SESSION_TIMEOUT_MS};
-
-/// `group.share.max.size`'s default (Kafka 4.2: 200 members).
-pub const DEFAULT_SHARE_MAX_SIZE: u32 = 200;
-
-/// Settings of share groups, with Kafka's names and defaults.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShareGroupSettings {
-    /// `group.share.session.timeout.ms` (default 45000): a member whose last heartbeat is
-    /// this old is removed.
-    pub session_timeout_ms: u64,
-    /// `group.share.heartbeat.interval.ms` (default 5000): the interval every response tells
-    /// members to heartbeat at.
-    pub heartbeat_interval_ms: u64,
-    /// `group.share.max.size` (default 200).
-    pub max_size: u32,
-}
-
-impl Default for ShareGroupSettings {
-    fn default() -> Self {
-        ShareGroupSettings {
-            session_timeout_ms: DEFAULT_SHARE_SESSION_TIMEOUT_MS,
-            heartbeat_interval_ms: DEFAULT_SHARE_HEARTBEAT_INTERVAL_MS,
-            max_size: DEFAULT_SHARE_MAX_SIZE,
-        }
-    }
-}
