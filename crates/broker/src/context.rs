@@ -193,6 +193,12 @@ impl Context {
         self
     }
 
+    /// This context with `share`, the share-partitions kept where the broker keeps its state.
+    pub(crate) fn with_share(mut self, share: crate::share::ShareState) -> Context {
+        self.share = Arc::new(share);
+        self
+    }
+
     /// This context with `ownership` (a broker of a cluster over PostgreSQL) instead of a
     /// broker alone.
     pub(crate) fn with_ownership(mut self, ownership: Arc<Ownership>) -> Context {

@@ -249,6 +249,11 @@ impl Server {
             info!(groups = loaded, "groups with committed offsets loaded");
         }
         let group_configs = GroupConfigs::open(documents.clone(), &coordinator).await?;
+        let share = crate::share::ShareState::load(
+            documents.clone(),
+            config.group_share.max_partition_max_record_locks,
+        )
+        .await?;
         let transactions = transactions(
             &config,
             &log,
@@ -367,6 +372,7 @@ impl Server {
         )
         .with_topic_configs(TopicConfigs::open(documents).await?)
         .with_group_configs(group_configs)
+        .with_share(share)
         .with_scram_users(scram_users)
         .with_manual_timers(manual_timers);
         let context = Arc::new(match ownership {

@@ -1,14 +1,30 @@
 //! The share groups' partitions and share sessions (KIP-932) this broker serves as the
 //! partitions' leader: one [`SharePartition`] per group and partition (the core's state
-//! machine), and one share session per group and member. In memory, bounded: at most
+//! machine), and one share session per group and member. Bounded: at most
 //! [`MAX_SHARE_PARTITIONS`] share-partitions and [`MAX_SHARE_SESSIONS`] sessions (Kafka's
 //! `group.share.max.share.sessions` is 2000 per broker); past them a new one is refused
 //! (`SHARE_SESSION_LIMIT_REACHED` for a session, as Kafka's cache answers when full).
+//!
+//! Durable where the broker keeps its state (the document [`SHARE_STATE_FILE`] of the data
+//! directory or of PostgreSQL): each share-partition's start offset and the states and
+//! delivery counts of its in-flight records (the core's [`SharePartition::snapshot`], Kafka's
+//! share snapshot), written before an acknowledgement is answered. At start each is restored
+//! as Kafka's share-partition loads its state: what was accepted or archived is never
+//! delivered again, what was acquired is available again. Sessions are not kept (Kafka's are
+//! not either: a client opens a new one).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use coordinator_core::{SharePartition, TopicPartition};
+use coordinator_core::{KeptRecordState, SharePartition, StateBatch, TopicPartition};
+use serde::{Deserialize, Serialize};
+
+use crate::documents::Documents;
+use crate::error::BrokerError;
+
+/// The document holding every share-partition's state.
+pub(crate) const SHARE_STATE_FILE: &str = "share-state.json";
 
 /// The most share-partitions the broker keeps.
 pub(crate) const MAX_SHARE_PARTITIONS: usize = 100_000;
@@ -66,6 +82,85 @@ type Key = (String, String);
 pub(crate) struct ShareState {
     partitions: Mutex<HashMap<(String, TopicPartition), SharePartition>>,
     sessions: Mutex<HashMap<Key, ShareSession>>,
+    /// Kept share-partitions not used since the start: taken at their first use.
+    restored: Mutex<HashMap<(String, TopicPartition), SharePartition>>,
+    kept: Option<Kept>,
+}
+
+/// Where the share-partitions are kept, and what is left to write.
+#[derive(Debug)]
+struct Kept {
+    documents: Documents,
+    /// Changes made so far (each [`ShareState::keep`] counts one).
+    changes: AtomicU64,
+    /// Share-partitions changed since the last write.
+    dirty: Mutex<BTreeSet<(String, TopicPartition)>>,
+    /// Serializes the writers; holds the changes written so far.
+    written: tokio::sync::Mutex<u64>,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct StateFile {
+    version: u32,
+    partitions: Vec<KeptPartition>,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+struct KeptPartition {
+    group: String,
+    topic: String,
+    partition: u32,
+    start_offset: i64,
+    /// `[first offset, last offset, Kafka's state number, delivery count]`.
+    batches: Vec<(i64, i64, i8, i16)>,
+}
+
+impl KeptPartition {
+    fn of(group: &str, tp: &TopicPartition, sp: &SharePartition) -> KeptPartition {
+        let (start_offset, batches) = sp.snapshot();
+        KeptPartition {
+            group: group.to_string(),
+            topic: tp.topic().to_string(),
+            partition: tp.partition(),
+            start_offset,
+            batches: batches
+                .iter()
+                .map(|b| {
+                    (
+                        b.first_offset,
+                        b.last_offset,
+                        b.state.code(),
+                        b.delivery_count,
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn key(&self) -> (String, TopicPartition) {
+        (
+            self.group.clone(),
+            TopicPartition::new(self.topic.clone(), self.partition),
+        )
+    }
+}
+
+fn parse_state(bytes: Option<&[u8]>) -> Result<StateFile, String> {
+    let Some(bytes) = bytes else {
+        return Ok(StateFile {
+            version: 1,
+            partitions: Vec::new(),
+        });
+    };
+    let file: StateFile = serde_json::from_slice(bytes)
+        .map_err(|e| format!("not a share state file of this broker: {e}"))?;
+    if file.version != 1 {
+        return Err(format!(
+            "share state version {} is not known to this broker (1 is)",
+            file.version
+        ));
+    }
+    Ok(file)
 }
 
 fn next_epoch(epoch: i32) -> i32 {
@@ -77,8 +172,153 @@ fn next_epoch(epoch: i32) -> i32 {
 }
 
 impl ShareState {
+    /// The share state kept in `documents` (none without them: in memory only), its
+    /// share-partitions restored (at most [`MAX_SHARE_PARTITIONS`], each at most its
+    /// `max_in_flight` offsets).
+    ///
+    /// # Errors
+    /// A document that cannot be read or is not this broker's.
+    pub(crate) async fn load(
+        documents: Option<Documents>,
+        max_in_flight: u64,
+    ) -> Result<ShareState, BrokerError> {
+        let Some(documents) = documents else {
+            return Ok(ShareState::default());
+        };
+        let shown = documents.shown(SHARE_STATE_FILE);
+        let refuse = |reason: String| BrokerError::InvalidConfig {
+            setting: "share state",
+            reason: format!("`{shown}`: {reason}"),
+        };
+        let bytes = documents.load(SHARE_STATE_FILE).await.map_err(refuse)?;
+        let file = parse_state(bytes.as_deref()).map_err(refuse)?;
+        let mut restored = HashMap::new();
+        for p in file.partitions.into_iter().take(MAX_SHARE_PARTITIONS) {
+            let batches: Option<Vec<StateBatch>> = p
+                .batches
+                .iter()
+                .map(|&(first, last, state, count)| {
+                    Some(StateBatch {
+                        first_offset: first,
+                        last_offset: last,
+                        state: KeptRecordState::from_code(state)?,
+                        delivery_count: count,
+                    })
+                })
+                .collect();
+            let batches = batches.ok_or_else(|| {
+                refuse(format!(
+                    "group `{}` partition {}-{}: a record state Kafka does not have",
+                    p.group, p.topic, p.partition
+                ))
+            })?;
+            let sp = SharePartition::restore(p.start_offset, &batches, max_in_flight);
+            restored.insert(p.key(), sp);
+        }
+        if !restored.is_empty() {
+            tracing::info!(
+                share_partitions = restored.len(),
+                "share-partitions restored"
+            );
+        }
+        Ok(ShareState {
+            restored: Mutex::new(restored),
+            kept: Some(Kept {
+                documents,
+                changes: AtomicU64::new(0),
+                dirty: Mutex::new(BTreeSet::new()),
+                written: tokio::sync::Mutex::new(0),
+            }),
+            ..ShareState::default()
+        })
+    }
+
+    /// Keeps `group`'s share-partitions of `tps` as they are now, with every other change
+    /// not yet written (one write carries all: the writers queue behind one lock, and one
+    /// finding its change written by another returns). Nothing to do without documents.
+    ///
+    /// # Errors
+    /// What failed; the kept state is the one before, the changes stay to be written.
+    pub(crate) async fn keep(&self, group: &str, tps: &[TopicPartition]) -> Result<(), String> {
+        let Some(kept) = &self.kept else {
+            return Ok(());
+        };
+        if tps.is_empty() {
+            return Ok(());
+        }
+        let mine = {
+            let mut dirty = kept
+                .dirty
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            dirty.extend(tps.iter().map(|tp| (group.to_string(), tp.clone())));
+            kept.changes.fetch_add(1, Ordering::SeqCst) + 1
+        };
+        let mut written = kept.written.lock().await;
+        if *written >= mine {
+            return Ok(());
+        }
+        let (upto, keys) = {
+            let mut dirty = kept
+                .dirty
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            (
+                kept.changes.load(Ordering::SeqCst),
+                std::mem::take(&mut *dirty),
+            )
+        };
+        // Each dirty share-partition as it is now (gone: removed from the document).
+        let now: Vec<((String, TopicPartition), Option<KeptPartition>)> = {
+            let map = self
+                .partitions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            keys.iter()
+                .map(|key| {
+                    let p = map.get(key).map(|sp| KeptPartition::of(&key.0, &key.1, sp));
+                    (key.clone(), p)
+                })
+                .collect()
+        };
+        let result = kept
+            .documents
+            .update(SHARE_STATE_FILE, false, |bytes| {
+                let file = parse_state(bytes.as_deref())?;
+                let mut all: BTreeMap<(String, TopicPartition), KeptPartition> =
+                    file.partitions.into_iter().map(|p| (p.key(), p)).collect();
+                for (key, p) in &now {
+                    match p {
+                        Some(p) => all.insert(key.clone(), p.clone()),
+                        None => all.remove(key),
+                    };
+                }
+                serde_json::to_vec(&StateFile {
+                    version: 1,
+                    partitions: all.into_values().collect(),
+                })
+                .map(Some)
+                .map_err(|e| e.to_string())
+            })
+            .await;
+        match result {
+            Ok(()) => {
+                *written = upto;
+                Ok(())
+            }
+            Err(e) => {
+                kept.dirty
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .extend(keys);
+                Err(e)
+            }
+        }
+    }
+
     /// Runs `f` on `group`'s share-partition of `tp`, made with `new` if there is none (and
-    /// room for it): `None` when the broker keeps [`MAX_SHARE_PARTITIONS`] already.
+    /// room for it; a kept one is taken first): `None` when the broker keeps
+    /// [`MAX_SHARE_PARTITIONS`] already.
     pub(crate) fn with_partition<R>(
         &self,
         group: &str,
@@ -95,7 +335,12 @@ impl ShareState {
             if map.len() >= MAX_SHARE_PARTITIONS {
                 return None;
             }
-            map.insert(key.clone(), new());
+            let kept = self
+                .restored
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&key);
+            map.insert(key.clone(), kept.unwrap_or_else(new));
         }
         map.get_mut(&key).map(f)
     }
@@ -107,11 +352,50 @@ impl ShareState {
         tp: &TopicPartition,
         f: impl FnOnce(&mut SharePartition) -> R,
     ) -> Option<R> {
-        self.partitions
+        let key = (group.to_string(), tp.clone());
+        let mut map = self
+            .partitions
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get_mut(&(group.to_string(), tp.clone()))
-            .map(f)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !map.contains_key(&key) && map.len() < MAX_SHARE_PARTITIONS {
+            let kept = self
+                .restored
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&key);
+            if let Some(sp) = kept {
+                map.insert(key.clone(), sp);
+            }
+        }
+        map.get_mut(&key).map(f)
+    }
+
+    /// Forgets every share-partition of `group` (the group was deleted; Kafka deletes its
+    /// share state with it); returns them, for [`keep`](Self::keep) to remove.
+    pub(crate) fn forget(&self, group: &str) -> Vec<TopicPartition> {
+        let mut gone: Vec<TopicPartition> = Vec::new();
+        let mut take = |map: &mut HashMap<(String, TopicPartition), SharePartition>| {
+            map.retain(|(g, tp), _| {
+                let mine = g == group;
+                if mine {
+                    gone.push(tp.clone());
+                }
+                !mine
+            });
+        };
+        take(
+            &mut self
+                .partitions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        take(
+            &mut self
+                .restored
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        gone
     }
 
     /// Opens (or opens again) `member`'s session with `partitions`; the next request must
@@ -174,20 +458,24 @@ impl ShareState {
 
     /// Closes `member`'s session, if it has one, and gives back what it holds in the
     /// session's share-partitions (`release` runs on each that exists; none is made).
+    /// Returns those share-partitions.
     pub(crate) fn close(
         &self,
         group: &str,
         member: &str,
         mut release: impl FnMut(&mut SharePartition),
-    ) {
+    ) -> Vec<TopicPartition> {
         let closed = self
             .sessions
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&(group.to_string(), member.to_string()));
-        for tp in closed.map(|s| s.partitions).unwrap_or_default() {
-            self.with_existing(group, &tp, &mut release);
-        }
+        closed
+            .map(|s| s.partitions)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|tp| self.with_existing(group, tp, &mut release).is_some())
+            .collect()
     }
 }
 

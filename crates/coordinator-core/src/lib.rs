@@ -264,10 +264,11 @@ pub use group::consumer::{
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 };
 pub use group::share::{
-    AcknowledgeType, AcquiredRange, ShareAcknowledgeError, ShareAutoOffsetReset,
+    AcknowledgeType, AcquiredRange, KeptRecordState, ShareAcknowledgeError, ShareAutoOffsetReset,
     ShareGroupDescription, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
     ShareGroupSettings, ShareGroupState, ShareGroups, ShareIsolationLevel, ShareMemberDescription,
-    SharePartition, SharePartitionConfig, DEFAULT_SHARE_MAX_SIZE, SHARE_LEAVE_GROUP_MEMBER_EPOCH,
+    SharePartition, SharePartitionConfig, StateBatch, DEFAULT_SHARE_MAX_SIZE,
+    SHARE_LEAVE_GROUP_MEMBER_EPOCH,
 };
 pub use group::{
     CommitAuthority, ConsumerMemberRecord, GroupKind, GroupRecord, ListedGroup, MemberRecord,

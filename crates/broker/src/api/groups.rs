@@ -505,6 +505,12 @@ async fn delete(call: &Call<'_>, request: DeleteGroupsRequest) -> DeleteGroupsRe
         let code = match call.context.coordinator.delete_group(group.as_str()).await {
             Ok(()) => {
                 info!(group = %group.as_str(), "group deleted");
+                // A share group's share-partitions go with it.
+                let share = &call.context.share;
+                let gone = share.forget(group.as_str());
+                if let Err(e) = share.keep(group.as_str(), &gone).await {
+                    tracing::warn!(group = %group.as_str(), error = %e, "a deleted share group's state could not be removed; it is removed with the next change");
+                }
                 codes::NONE
             }
             Err(e) => code(&e),

@@ -83,6 +83,18 @@ async fn start_offset(
     }
 }
 
+/// Keeps `group`'s share-partitions of `tps` (see [`crate::share`]); KAFKA_STORAGE_ERROR when
+/// that failed (the acknowledgements stay applied in memory and are written with the next
+/// change; a restart before then delivers those records again).
+async fn keep(call: &Call<'_>, group: &str, mut tps: Vec<TopicPartition>) -> Result<(), i16> {
+    tps.sort();
+    tps.dedup();
+    call.context.share.keep(group, &tps).await.map_err(|e| {
+        tracing::warn!(group, error = %e, "the share-partitions' state could not be kept");
+        codes::KAFKA_STORAGE_ERROR
+    })
+}
+
 fn now(call: &Call<'_>) -> u64 {
     call.context.coordinator.clock().now_ms()
 }
@@ -359,10 +371,25 @@ async fn share_fetch(
             entry.acknowledge_error_code = code;
         }
     }
+    let mut changed: Vec<TopicPartition> = asked
+        .iter()
+        .filter(|(_, _, acks)| !acks.is_empty())
+        .map(|(_, tp, _)| tp.clone())
+        .collect();
     if epoch == FINAL_EPOCH {
-        call.context.share.close(&group, &member, |sp| {
+        changed.extend(call.context.share.close(&group, &member, |sp| {
             sp.release_member(&member, &config);
-        });
+        }));
+    }
+    // What was acknowledged is kept before it is answered.
+    if let Err(code) = keep(call, &group, changed.clone()).await {
+        for tp in &changed {
+            if let Some(p) = partitions.get_mut(tp) {
+                if p.acknowledge_error_code == codes::NONE {
+                    p.acknowledge_error_code = code;
+                }
+            }
+        }
     }
     for tp in &fetching {
         ids.entry(tp.topic().to_string())
@@ -523,6 +550,7 @@ async fn share_acknowledge(
     let names = resolve(call, request.topics.iter().map(|t| t.topic_id)).await;
     let config = partition_config(call, &group);
     let mut responses = Vec::with_capacity(request.topics.len());
+    let mut changed: Vec<TopicPartition> = Vec::new();
     for t in &request.topics {
         let name = names.get(&t.topic_id).cloned().flatten();
         let mut partitions = Vec::with_capacity(t.partitions.len());
@@ -552,6 +580,9 @@ async fn share_acknowledge(
                 })
                 .collect();
             let code = acknowledge(call, &group, &member, &tp, &acks, &config);
+            if !acks.is_empty() {
+                changed.push(tp.clone());
+            }
             partitions.push(answer.with_error_code(code));
         }
         responses.push(
@@ -561,9 +592,17 @@ async fn share_acknowledge(
         );
     }
     if epoch == FINAL_EPOCH {
-        call.context.share.close(&group, &member, |sp| {
+        changed.extend(call.context.share.close(&group, &member, |sp| {
             sp.release_member(&member, &config);
-        });
+        }));
+    }
+    // What was acknowledged is kept before it is answered.
+    if let Err(code) = keep(call, &group, changed).await {
+        for p in responses.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            if p.error_code == codes::NONE {
+                p.error_code = code;
+            }
+        }
     }
     ShareAcknowledgeResponse::default().with_responses(responses)
 }

@@ -321,6 +321,16 @@ async fn transactions_survive_a_restart_on_postgresql() {
     crate::transactions::transactions_survive_a_restart(|| on(&url)).await;
 }
 
+/// Share groups' share-partitions are kept in PostgreSQL.
+#[tokio::test]
+async fn share_state_survives_a_restart_on_postgresql() {
+    let Some(pg) = server().await else { return };
+    let url = bounded("create database", pg.create_database("share"))
+        .await
+        .unwrap();
+    crate::share_groups::share_state_survives_a_restart(|| on(&url)).await;
+}
+
 /// Starts the broker binary on `url` as node `node` with a short lease (1.5 s, heartbeats
 /// every 300 ms) and `--topic topic`, and waits for its `listening on` line.
 async fn spawn_node(

@@ -26,7 +26,8 @@ pub use config::{
     ShareAutoOffsetReset, ShareGroupSettings, ShareIsolationLevel, DEFAULT_SHARE_MAX_SIZE,
 };
 pub use partition::{
-    AcknowledgeType, AcquiredRange, ShareAcknowledgeError, SharePartition, SharePartitionConfig,
+    AcknowledgeType, AcquiredRange, KeptRecordState, ShareAcknowledgeError, SharePartition,
+    SharePartitionConfig, StateBatch,
 };
 pub use protocol::{
     ShareGroupDescription, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,

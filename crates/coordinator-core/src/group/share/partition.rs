@@ -364,6 +364,124 @@ impl SharePartition {
     }
 }
 
+/// A record's state as the share coordinator keeps it (Kafka's `RecordState`, its numbers);
+/// an acquired record is kept as available, as a restart frees its lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeptRecordState {
+    /// 0: to be delivered (again).
+    Available,
+    /// 2: accepted: never delivered again.
+    Acknowledged,
+    /// 4: rejected, a gap, or delivered too often: never delivered again.
+    Archived,
+}
+
+impl KeptRecordState {
+    /// Kafka's number of the state.
+    pub fn code(self) -> i8 {
+        match self {
+            KeptRecordState::Available => 0,
+            KeptRecordState::Acknowledged => 2,
+            KeptRecordState::Archived => 4,
+        }
+    }
+
+    /// The state of Kafka's number `code` (the acquired state, 1, is read as available).
+    pub fn from_code(code: i8) -> Option<KeptRecordState> {
+        match code {
+            0 | 1 => Some(KeptRecordState::Available),
+            2 => Some(KeptRecordState::Acknowledged),
+            4 => Some(KeptRecordState::Archived),
+            _ => None,
+        }
+    }
+}
+
+/// Offsets `first_offset..=last_offset` in one kept state with one delivery count (Kafka's
+/// `PersisterStateBatch`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateBatch {
+    /// The first offset.
+    pub first_offset: i64,
+    /// The last offset.
+    pub last_offset: i64,
+    /// Their state.
+    pub state: KeptRecordState,
+    /// How many times they were delivered.
+    pub delivery_count: i16,
+}
+
+impl SharePartition {
+    /// What the share coordinator keeps of this share-partition (Kafka's share snapshot): its
+    /// start offset and the in-flight offsets' states and delivery counts, runs of one state
+    /// and count as one batch. Acquired records are kept as available with their count.
+    pub fn snapshot(&self) -> (i64, Vec<StateBatch>) {
+        let mut batches: Vec<StateBatch> = Vec::new();
+        for (&offset, r) in &self.records {
+            let state = match r.state {
+                State::Available | State::Acquired { .. } => KeptRecordState::Available,
+                State::Acknowledged => KeptRecordState::Acknowledged,
+                State::Archived => KeptRecordState::Archived,
+            };
+            match batches.last_mut() {
+                Some(b)
+                    if b.last_offset + 1 == offset
+                        && b.state == state
+                        && b.delivery_count == r.delivery_count =>
+                {
+                    b.last_offset = offset;
+                }
+                _ => batches.push(StateBatch {
+                    first_offset: offset,
+                    last_offset: offset,
+                    state,
+                    delivery_count: r.delivery_count,
+                }),
+            }
+        }
+        (self.start, batches)
+    }
+
+    /// The share-partition a [`snapshot`](Self::snapshot) kept, as Kafka's share-partition
+    /// loads its state: nothing acquired, the end offset after the last kept batch. Offsets
+    /// below the start offset, or in a batch overlapping one before it, are left out; an
+    /// offset between batches is available, never delivered; at most `max_offsets` offsets
+    /// are taken (the in-flight bound), the ones after are handed out as new.
+    pub fn restore(start_offset: i64, batches: &[StateBatch], max_offsets: u64) -> SharePartition {
+        let mut sp = SharePartition::new(start_offset);
+        let mut taken: u64 = 0;
+        'batches: for b in batches {
+            // From the end so far: an offset before the batch (a hole) was never handed out.
+            for offset in sp.end..=b.last_offset {
+                if taken >= max_offsets {
+                    break 'batches;
+                }
+                let (state, delivery_count) = if offset < b.first_offset {
+                    (State::Available, 0)
+                } else {
+                    let state = match b.state {
+                        KeptRecordState::Available => State::Available,
+                        KeptRecordState::Acknowledged => State::Acknowledged,
+                        KeptRecordState::Archived => State::Archived,
+                    };
+                    (state, b.delivery_count.max(0))
+                };
+                sp.records.insert(
+                    offset,
+                    InFlight {
+                        state,
+                        delivery_count,
+                    },
+                );
+                sp.end = offset + 1;
+                taken += 1;
+            }
+        }
+        sp.advance();
+        sp
+    }
+}
+
 /// What a record given back becomes: available, or archived once delivered `limit` times.
 fn give_back(delivery_count: i16, limit: i16) -> State {
     if delivery_count >= limit {
@@ -392,6 +510,61 @@ mod tests {
             last_offset: last,
             delivery_count: count,
         }
+    }
+
+    #[test]
+    fn a_snapshot_restores_what_was_done_and_frees_what_was_acquired() {
+        let mut sp = SharePartition::new(0);
+        assert_eq!(sp.acquire("a", 0, 0..8, 8, &cfg()), [range(0, 7, 1)]);
+        // 0 accepted, 1 released then acquired again by b (count 2), 2 rejected, 3-7 held.
+        sp.acknowledge("a", 0, 0, 2, &[Accept, Release, Reject], &cfg())
+            .unwrap();
+        assert_eq!(sp.acquire("b", 0, 0..8, 1, &cfg()), [range(1, 1, 2)]);
+        let (start, batches) = sp.snapshot();
+        assert_eq!(start, 1);
+        let kept = |first, last, state, delivery_count| StateBatch {
+            first_offset: first,
+            last_offset: last,
+            state,
+            delivery_count,
+        };
+        use KeptRecordState::*;
+        assert_eq!(
+            batches,
+            [
+                kept(1, 1, Available, 2),
+                kept(2, 2, Archived, 1),
+                kept(3, 7, Available, 1)
+            ]
+        );
+        // Restored: nothing acquired; 1 and 3-7 delivered again with their counts grown, 2
+        // never again, then new offsets.
+        let mut back = SharePartition::restore(start, &batches, 100);
+        assert_eq!(
+            (back.start_offset(), back.end_offset(), back.acquired()),
+            (1, 8, 0)
+        );
+        assert_eq!(
+            back.acquire("c", 0, 0..10, 10, &cfg()),
+            [range(1, 1, 3), range(3, 7, 2), range(8, 9, 1)]
+        );
+        // Batches below the start are left out; a hole between batches is a new offset; the
+        // bound cuts what is restored.
+        let back = SharePartition::restore(
+            5,
+            &[kept(0, 5, Acknowledged, 1), kept(8, 8, Archived, 2)],
+            100,
+        );
+        assert_eq!((back.start_offset(), back.end_offset()), (6, 9));
+        let mut again = back.clone();
+        assert_eq!(
+            again.acquire("c", 0, 0..20, 20, &cfg()),
+            [range(6, 7, 1), range(9, 15, 1)]
+        );
+        let back = SharePartition::restore(0, &[kept(0, 1_000_000, Available, 1)], 10);
+        assert_eq!(back.end_offset(), 10);
+        assert_eq!(KeptRecordState::from_code(1), Some(Available));
+        assert_eq!(KeptRecordState::from_code(3), None);
     }
 
     #[test]
