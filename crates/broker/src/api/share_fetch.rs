@@ -203,7 +203,33 @@ async fn acquire(
             group,
             tp,
             || SharePartition::new(start),
-            |sp| sp.acquire(member, now, from..read_end, max_records, config),
+            |sp| {
+                let mut ranges = sp.acquire(member, now, from..read_end, max_records, config);
+                // Kafka's batch-optimized acquisition: max_records is met at a batch's end,
+                // the batch holding the last offset taken is taken whole.
+                let last = ranges.last().map(|r| r.last_offset);
+                let batch_end = last.and_then(|last| {
+                    read.batches
+                        .iter()
+                        .find(|b| b.base_offset() <= last && last < b.last_offset())
+                        .map(|b| b.last_offset().min(read_end - 1))
+                });
+                if let (Some(last), Some(end)) = (last, batch_end) {
+                    let more = usize::try_from(end - last).unwrap_or(usize::MAX);
+                    for r in sp.acquire(member, now, last + 1..end + 1, more, config) {
+                        match ranges.last_mut() {
+                            Some(p)
+                                if p.last_offset + 1 == r.first_offset
+                                    && p.delivery_count == r.delivery_count =>
+                            {
+                                p.last_offset = r.last_offset;
+                            }
+                            _ => ranges.push(r),
+                        }
+                    }
+                }
+                ranges
+            },
         )
         .unwrap_or_default();
     let wanted: Vec<&Arc<Batch>> = read

@@ -417,6 +417,27 @@ async fn a_groups_share_configs_set_its_start_lock_and_delivery_limit() {
     broker.stop().await.expect("clean stop");
 }
 
+#[tokio::test]
+async fn max_records_is_met_at_a_batchs_end_as_kafka_does() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let id = topic_id_of(&mut c).await;
+    assert_eq!(c.call(&join("sg", "a"), 1).await.error_code, 0);
+    assert!(acquired(&c.call(&fetch("a", 0, id, &[], &[0]), 1).await, 0).is_empty());
+    produce_n(&mut c, 0, 10).await;
+    produce_n(&mut c, 0, 4).await;
+    // max_records 3 inside a batch of 10: the whole batch, not the next one.
+    let r = c
+        .call(&fetch("a", 1, id, &[], &[]).with_max_records(3), 1)
+        .await;
+    assert_eq!(acquired(&r, 0), [(0, 9, 1)]);
+    let r = c
+        .call(&fetch("a", 2, id, &[], &[]).with_max_records(4), 1)
+        .await;
+    assert_eq!(acquired(&r, 0), [(10, 13, 1)]);
+    broker.stop().await.expect("clean stop");
+}
+
 /// Kafka's share state across a restart: what was accepted or rejected is never delivered
 /// again, what was acquired is available again with its delivery count; a deleted group's
 /// state goes with it. `config` is the broker's (a data directory, or PostgreSQL).
