@@ -240,10 +240,22 @@ impl ShareState {
     /// # Errors
     /// What failed; the kept state is the one before, the changes stay to be written.
     pub(crate) async fn keep(&self, group: &str, tps: &[TopicPartition]) -> Result<(), String> {
+        let keys: Vec<(String, TopicPartition)> = tps
+            .iter()
+            .map(|tp| (group.to_string(), tp.clone()))
+            .collect();
+        self.keep_keys(keys).await
+    }
+
+    /// [`keep`](Self::keep) for share-partitions of any groups.
+    pub(crate) async fn keep_keys(
+        &self,
+        keys: Vec<(String, TopicPartition)>,
+    ) -> Result<(), String> {
         let Some(kept) = &self.kept else {
             return Ok(());
         };
-        if tps.is_empty() {
+        if keys.is_empty() {
             return Ok(());
         }
         let mine = {
@@ -251,7 +263,7 @@ impl ShareState {
                 .dirty
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            dirty.extend(tps.iter().map(|tp| (group.to_string(), tp.clone())));
+            dirty.extend(keys);
             kept.changes.fetch_add(1, Ordering::SeqCst) + 1
         };
         let mut written = kept.written.lock().await;
@@ -373,14 +385,31 @@ impl ShareState {
     /// Forgets every share-partition of `group` (the group was deleted; Kafka deletes its
     /// share state with it); returns them, for [`keep`](Self::keep) to remove.
     pub(crate) fn forget(&self, group: &str) -> Vec<TopicPartition> {
-        let mut gone: Vec<TopicPartition> = Vec::new();
+        self.forget_where(|g, _| g == group)
+            .into_iter()
+            .map(|(_, tp)| tp)
+            .collect()
+    }
+
+    /// Forgets every group's share-partitions of `topic` (the topic was deleted: one made
+    /// again under its name is another topic, as Kafka's topic ids make it); returns them, for
+    /// [`keep_keys`](Self::keep_keys) to remove.
+    pub(crate) fn forget_topic(&self, topic: &str) -> Vec<(String, TopicPartition)> {
+        self.forget_where(|_, tp| tp.topic() == topic)
+    }
+
+    fn forget_where(
+        &self,
+        gone_if: impl Fn(&str, &TopicPartition) -> bool,
+    ) -> Vec<(String, TopicPartition)> {
+        let mut gone: Vec<(String, TopicPartition)> = Vec::new();
         let mut take = |map: &mut HashMap<(String, TopicPartition), SharePartition>| {
             map.retain(|(g, tp), _| {
-                let mine = g == group;
-                if mine {
-                    gone.push(tp.clone());
+                let forget = gone_if(g, tp);
+                if forget {
+                    gone.push((g.clone(), tp.clone()));
                 }
-                !mine
+                !forget
             });
         };
         take(

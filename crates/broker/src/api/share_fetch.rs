@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use coordinator_core::{
-    AcknowledgeType, AcquiredRange, Clock, ShareAutoOffsetReset, SharePartition,
-    SharePartitionConfig, TopicPartition,
+    AcknowledgeType, AcquiredRange, Clock, ShareAutoOffsetReset, ShareIsolationLevel,
+    SharePartition, SharePartitionConfig, TopicPartition,
 };
 use kafka_protocol::messages::share_acknowledge_response as ack_response;
 use kafka_protocol::messages::share_fetch_response as fetch_response;
@@ -28,6 +28,7 @@ use super::registry::Api;
 use super::{codes, Call};
 use crate::acl::Operation;
 use crate::context::WallClock;
+use crate::producers::{AbortedTxn, BatchHeader};
 use crate::share::{SessionRefusal, FINAL_EPOCH, INITIAL_EPOCH, INVALID_RECORD_STATE};
 use crate::shutdown::Shutdown;
 
@@ -159,6 +160,12 @@ async fn acquire(
     max_bytes: usize,
     config: &SharePartitionConfig,
 ) -> Result<Acquired, i16> {
+    let read_committed = call
+        .context
+        .coordinator
+        .share_settings(group)
+        .isolation_level
+        == ShareIsolationLevel::ReadCommitted;
     let log = &*call.context.log;
     let (log_start, high_watermark) = log
         .bounds(tp)
@@ -183,21 +190,48 @@ async fn acquire(
             },
         )
         .ok_or(codes::UNKNOWN_SERVER_ERROR)?;
-    if from >= high_watermark || max_records == 0 {
+    // read_committed (share.isolation.level): up to the last stable offset, the records of
+    // aborted transactions archived, as Kafka's share-partition does.
+    let log_error = |e: coordinator_core::LogError| super::produce::log_code(&e);
+    let guard = if read_committed {
+        let now_ms = i64::try_from(WallClock.now_ms()).unwrap_or(i64::MAX);
+        Some(
+            call.context
+                .producers
+                .lock(log, tp, now_ms)
+                .await
+                .map_err(log_error)?,
+        )
+    } else {
+        None
+    };
+    let visible_end = guard
+        .as_ref()
+        .map_or(high_watermark, |g| g.last_stable_offset(high_watermark));
+    if from >= visible_end || max_records == 0 {
         return Ok(Acquired {
             ranges: Vec::new(),
             records: None,
         });
     }
-    let read = log
+    let mut read = log
         .read_batches(tp, from, max_bytes.max(1))
         .await
-        .map_err(|e| super::produce::log_code(&e))?;
+        .map_err(log_error)?;
+    read.batches.retain(|b| b.base_offset() < visible_end);
     let read_end = read
         .batches
         .last()
         .map_or(from, |b| b.last_offset().saturating_add(1))
-        .min(read.high_watermark);
+        .min(read.high_watermark)
+        .min(visible_end);
+    let aborted: Vec<(i64, i64)> = match &guard {
+        Some(g) if read_end > from => {
+            aborted_spans(&read.batches, &g.aborted_between(from, read_end - 1))
+        }
+        _ => Vec::new(),
+    };
+    drop(guard);
     let ranges = share
         .with_partition(
             group,
@@ -228,7 +262,26 @@ async fn acquire(
                         }
                     }
                 }
-                ranges
+                if aborted.is_empty() {
+                    return ranges;
+                }
+                // The aborted transactions' records acquired here are archived, not handed out.
+                for &(first, last) in &aborted {
+                    for r in &ranges {
+                        let (f, l) = (first.max(r.first_offset), last.min(r.last_offset));
+                        if f <= l {
+                            let _ = sp.acknowledge(
+                                member,
+                                now,
+                                f,
+                                l,
+                                &[AcknowledgeType::Reject],
+                                config,
+                            );
+                        }
+                    }
+                }
+                without(&ranges, &aborted)
             },
         )
         .unwrap_or_default();
@@ -248,6 +301,55 @@ async fn acquire(
         Some(super::fetch::concat(&owned).map_err(|_| codes::UNKNOWN_SERVER_ERROR)?)
     };
     Ok(Acquired { ranges, records })
+}
+
+/// The offsets of `batches` written by the aborted transactions `aborted` (their data
+/// batches, not the markers), as inclusive spans in offset order.
+fn aborted_spans(batches: &[Arc<Batch>], aborted: &[AbortedTxn]) -> Vec<(i64, i64)> {
+    batches
+        .iter()
+        .filter(|b| {
+            let Some(h) = b.encoded().and_then(|e| BatchHeader::parse(e)) else {
+                return false;
+            };
+            h.transactional
+                && !h.control
+                && aborted.iter().any(|a| {
+                    a.producer_id == h.producer_id
+                        && a.first_offset <= b.base_offset()
+                        && b.base_offset() <= a.last_offset
+                })
+        })
+        .map(|b| (b.base_offset(), b.last_offset()))
+        .collect()
+}
+
+/// `ranges` without the offsets of `spans`.
+fn without(ranges: &[AcquiredRange], spans: &[(i64, i64)]) -> Vec<AcquiredRange> {
+    let mut out = Vec::new();
+    for r in ranges {
+        let mut first = r.first_offset;
+        for &(f, l) in spans {
+            if l < first || f > r.last_offset {
+                continue;
+            }
+            if f > first {
+                out.push(AcquiredRange {
+                    last_offset: f - 1,
+                    first_offset: first,
+                    ..*r
+                });
+            }
+            first = l.saturating_add(1);
+        }
+        if first <= r.last_offset {
+            out.push(AcquiredRange {
+                first_offset: first,
+                ..*r
+            });
+        }
+    }
+    out
 }
 
 /// The partitions a request names, by topic id, resolved to names (`None`: an unknown id).

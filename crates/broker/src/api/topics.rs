@@ -334,6 +334,11 @@ async fn delete_topic(context: &Context, name: &str) -> Result<(), Refused> {
     }
     tracing::info!(topic = name, "topic deleted");
     delete_committed_offsets(context, name).await;
+    // And the share groups' state of its partitions.
+    let gone = context.share.forget_topic(name);
+    if let Err(e) = context.share.keep_keys(gone).await {
+        tracing::warn!(topic = name, error = %e, "the deleted topic's share state could not be removed; it is removed with the next change");
+    }
     Ok(())
 }
 

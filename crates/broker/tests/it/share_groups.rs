@@ -438,6 +438,81 @@ async fn max_records_is_met_at_a_batchs_end_as_kafka_does() {
     broker.stop().await.expect("clean stop");
 }
 
+#[tokio::test]
+async fn read_committed_share_groups_wait_for_transactions_and_skip_aborted_ones() {
+    use crate::idempotence::{produce_as, producer_batch};
+    use crate::transactions::{add_partitions, end_txn_at, init};
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let id = topic_id_of(&mut c).await;
+    let set = IncrementalAlterConfigsRequest::default().with_resources(vec![crate::admin::alter(
+        32,
+        "sg",
+        &[
+            ("share.auto.offset.reset", 0, Some("earliest")),
+            ("share.isolation.level", 0, Some("read_committed")),
+        ],
+    )]);
+    assert_eq!(c.call(&set, 1).await.responses[0].error_code, 0);
+    // An open transaction of three records (0-2): nothing is handed out yet.
+    let p = init(&mut c, "tx").await;
+    assert_eq!(add_partitions(&mut c, "tx", p, &[0]).await, vec![0]);
+    let produced = produce_as(&mut c, Some("tx"), 0, producer_batch(p.0, p.1, 0, 3, true)).await;
+    assert_eq!(produced.0, 0);
+    assert_eq!(c.call(&join("sg", "a"), 1).await.error_code, 0);
+    let r = c.call(&fetch("a", 0, id, &[], &[0]), 1).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert!(
+        acquired(&r, 0).is_empty(),
+        "an open transaction stalls the group"
+    );
+    // Aborted (marker 3), then a committed one (4-5, marker 6).
+    assert_eq!(end_txn_at(&mut c, "tx", p, false, 3).await, 0);
+    assert_eq!(add_partitions(&mut c, "tx", p, &[0]).await, vec![0]);
+    let produced = produce_as(&mut c, Some("tx"), 0, producer_batch(p.0, p.1, 3, 2, true)).await;
+    assert_eq!(produced.0, 0);
+    assert_eq!(end_txn_at(&mut c, "tx", p, true, 3).await, 0);
+    // The aborted records are archived, never handed out; the markers are (as gaps).
+    let r = c.call(&fetch("a", 1, id, &[], &[]), 1).await;
+    assert_eq!(acquired(&r, 0), [(3, 6, 1)]);
+    broker.stop().await.expect("clean stop");
+}
+
+#[tokio::test]
+async fn a_topic_made_again_under_its_name_is_delivered_afresh() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let id = topic_id_of(&mut c).await;
+    assert_eq!(c.call(&join("sg", "a"), 1).await.error_code, 0);
+    assert!(acquired(&c.call(&fetch("a", 0, id, &[], &[0]), 1).await, 0).is_empty());
+    produce_n(&mut c, 0, 3).await;
+    let r = c.call(&fetch("a", 1, id, &[(0, 0, 0, 1)], &[]), 1).await;
+    assert_eq!(acquired(&r, 0), [(0, 2, 1)]);
+    let r = c.call(&fetch("a", -1, id, &[], &[]), 1).await;
+    assert_eq!(r.error_code, 0);
+    let deleted = DeleteTopicsRequest::default()
+        .with_topic_names(vec![topic_name("t")])
+        .with_timeout_ms(5000);
+    assert_eq!(c.call(&deleted, 4).await.responses[0].error_code, 0);
+    let create = CreateTopicsRequest::default().with_topics(vec![
+        create_topics_request::CreatableTopic::default()
+            .with_name(topic_name("t"))
+            .with_num_partitions(2)
+            .with_replication_factor(1),
+    ]);
+    assert_eq!(c.call(&create, 5).await.topics[0].error_code, 0);
+    let id = topic_id_of(&mut c).await;
+    produce_n(&mut c, 0, 5).await;
+    // The new topic's share-partition starts at its high watermark (latest) like any new
+    // one: nothing of the old one's state (start offset 3) remains.
+    let r = c.call(&fetch("a", 0, id, &[], &[0]), 1).await;
+    assert!(acquired(&r, 0).is_empty());
+    produce_n(&mut c, 0, 1).await;
+    let r = c.call(&fetch("a", 1, id, &[], &[]), 1).await;
+    assert_eq!(acquired(&r, 0), [(5, 5, 1)]);
+    broker.stop().await.expect("clean stop");
+}
+
 /// Kafka's share state across a restart: what was accepted or rejected is never delivered
 /// again, what was acquired is available again with its delivery count; a deleted group's
 /// state goes with it. `config` is the broker's (a data directory, or PostgreSQL).
