@@ -382,6 +382,50 @@ impl ShareState {
         map.get_mut(&key).map(f)
     }
 
+    /// Every share-partition of `group` (used since the start, or kept) with its start offset,
+    /// in partition order.
+    pub(crate) fn start_offsets(&self, group: &str) -> Vec<(TopicPartition, i64)> {
+        let mut out: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+        for map in [&self.restored, &self.partitions] {
+            let map = map
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for ((g, tp), sp) in map.iter() {
+                if g == group {
+                    out.insert(tp.clone(), sp.start_offset());
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// Sets `group`'s share-partition of `tp` to start at `offset`, nothing in flight (Kafka's
+    /// AlterShareGroupOffsets); `false` when the broker keeps [`MAX_SHARE_PARTITIONS`] already.
+    pub(crate) fn set_start(&self, group: &str, tp: &TopicPartition, offset: i64) -> bool {
+        self.restored
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&(group.to_string(), tp.clone()));
+        self.with_partition(
+            group,
+            tp,
+            || SharePartition::new(offset),
+            |sp| {
+                *sp = SharePartition::new(offset);
+            },
+        )
+        .is_some()
+    }
+
+    /// Forgets `group`'s share-partitions of `topic` (Kafka's DeleteShareGroupOffsets); returns
+    /// them, for [`keep`](Self::keep) to remove.
+    pub(crate) fn forget_group_topic(&self, group: &str, topic: &str) -> Vec<TopicPartition> {
+        self.forget_where(|g, tp| g == group && tp.topic() == topic)
+            .into_iter()
+            .map(|(_, tp)| tp)
+            .collect()
+    }
+
     /// Forgets every share-partition of `group` (the group was deleted; Kafka deletes its
     /// share state with it); returns them, for [`keep`](Self::keep) to remove.
     pub(crate) fn forget(&self, group: &str) -> Vec<TopicPartition> {

@@ -30,6 +30,7 @@ mod sasl;
 mod scram_credentials;
 mod share_fetch;
 mod share_groups;
+mod share_offsets;
 pub(crate) mod topic_configs;
 mod topics;
 mod transactions;

@@ -337,7 +337,7 @@ const fn entry<A: Api>() -> Entry {
 /// Every API the broker serves, in ApiVersions order. The versions are docs/wire.md#api-versions' "safe
 /// maximum for all" column intersected with what kafka-protocol 0.18 decodes; the group admin
 /// APIs are advertised at the ranges Kafka 3.x brokers advertise, which every client handles.
-static REGISTRY: [Entry; 54] = [
+static REGISTRY: [Entry; 57] = [
     entry::<super::produce::Produce>(),
     entry::<super::fetch::Fetch>(),
     entry::<super::list_offsets::ListOffsets>(),
@@ -375,6 +375,9 @@ static REGISTRY: [Entry; 54] = [
     entry::<super::share_groups::ShareGroupDescribe>(),
     entry::<super::share_fetch::ShareFetch>(),
     entry::<super::share_fetch::ShareAcknowledge>(),
+    entry::<super::share_offsets::DescribeShareGroupOffsets>(),
+    entry::<super::share_offsets::AlterShareGroupOffsets>(),
+    entry::<super::share_offsets::DeleteShareGroupOffsets>(),
     entry::<super::describe_producers::DescribeProducers>(),
     entry::<super::cluster_admin::DeleteRecords>(),
     entry::<super::cluster_admin::AlterReplicaLogDirs>(),

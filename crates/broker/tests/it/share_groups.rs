@@ -513,6 +513,133 @@ async fn a_topic_made_again_under_its_name_is_delivered_afresh() {
     broker.stop().await.expect("clean stop");
 }
 
+fn describe_offsets(topics: Option<&[(&str, &[i32])]>) -> DescribeShareGroupOffsetsRequest {
+    DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+        describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(GroupId(s("sg")))
+            .with_topics(topics.map(|ts| {
+                ts.iter()
+                    .map(|(t, ps)| {
+                        describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(topic_name(t))
+                            .with_partitions(ps.to_vec())
+                    })
+                    .collect()
+            })),
+    ])
+}
+
+/// (group error, [(topic, partition, start offset, error)]).
+fn offsets_of(r: &DescribeShareGroupOffsetsResponse) -> (i16, Vec<(String, i32, i64, i16)>) {
+    let g = &r.groups[0];
+    let rows = g
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    t.topic_name.to_string(),
+                    p.partition_index,
+                    p.start_offset,
+                    p.error_code,
+                )
+            })
+        })
+        .collect();
+    (g.error_code, rows)
+}
+
+fn alter_offsets(partition: i32, start: i64) -> AlterShareGroupOffsetsRequest {
+    AlterShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s("sg")))
+        .with_topics(vec![
+            alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(topic_name("t"))
+                .with_partitions(vec![
+                    alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::default()
+                        .with_partition_index(partition)
+                        .with_start_offset(start),
+                ]),
+        ])
+}
+
+#[tokio::test]
+async fn share_group_offsets_are_described_altered_and_deleted_as_kafka_does() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let id = topic_id_of(&mut c).await;
+    assert_eq!(
+        offsets_of(&c.call(&describe_offsets(None), 0).await).0,
+        GROUP_ID_NOT_FOUND
+    );
+    produce_n(&mut c, 0, 3).await;
+    assert_eq!(c.call(&join("sg", "a"), 1).await.error_code, 0);
+    assert!(acquired(&c.call(&fetch("a", 0, id, &[], &[0]), 1).await, 0).is_empty());
+    // The share-partition of partition 0 starts at the high watermark (3); partition 1 is
+    // not used yet (-1); partition 5 does not exist.
+    assert_eq!(
+        offsets_of(&c.call(&describe_offsets(None), 0).await),
+        (0, vec![("t".into(), 0, 3, 0)])
+    );
+    assert_eq!(
+        offsets_of(
+            &c.call(&describe_offsets(Some(&[("t", &[0, 1, 5])])), 0)
+                .await
+        ),
+        (
+            0,
+            vec![
+                ("t".into(), 0, 3, 0),
+                ("t".into(), 1, -1, 0),
+                ("t".into(), 5, -1, 3)
+            ]
+        )
+    );
+    // Not while the group has a member.
+    let r = c.call(&alter_offsets(0, 1), 0).await;
+    assert_eq!(r.error_code, NON_EMPTY_GROUP, "{:?}", r.error_message);
+    assert_eq!(c.call(&fetch("a", -1, id, &[], &[]), 1).await.error_code, 0);
+    assert_eq!(c.call(&beat("sg", "a", -1), 1).await.error_code, 0);
+    // Empty: back to offset 1, delivered from there.
+    let r = c.call(&alter_offsets(0, 1), 0).await;
+    assert_eq!(
+        (r.error_code, r.responses[0].partitions[0].error_code),
+        (0, 0)
+    );
+    assert_eq!(
+        c.call(&alter_offsets(7, 1), 0).await.responses[0].partitions[0].error_code,
+        3,
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
+    assert_eq!(
+        offsets_of(&c.call(&describe_offsets(None), 0).await),
+        (0, vec![("t".into(), 0, 1, 0)])
+    );
+    assert_eq!(c.call(&join("sg", "b"), 1).await.error_code, 0);
+    let r = c.call(&fetch("b", 0, id, &[], &[0]), 1).await;
+    assert_eq!(acquired(&r, 0), [(1, 2, 1)]);
+    assert_eq!(c.call(&fetch("b", -1, id, &[], &[]), 1).await.error_code, 0);
+    assert_eq!(c.call(&beat("sg", "b", -1), 1).await.error_code, 0);
+    // Deleted: nothing is left of the topic's share-partitions.
+    let delete = DeleteShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s("sg")))
+        .with_topics(vec![
+            delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(topic_name("t")),
+            delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(topic_name("nope")),
+        ]);
+    let r = c.call(&delete, 0).await;
+    assert_eq!(r.error_code, 0);
+    let codes: Vec<i16> = r.responses.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, [0, 3]);
+    assert_eq!(
+        offsets_of(&c.call(&describe_offsets(None), 0).await),
+        (0, vec![])
+    );
+    broker.stop().await.expect("clean stop");
+}
+
 /// Kafka's share state across a restart: what was accepted or rejected is never delivered
 /// again, what was acquired is available again with its delivery count; a deleted group's
 /// state goes with it. `config` is the broker's (a data directory, or PostgreSQL).
