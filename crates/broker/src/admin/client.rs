@@ -34,6 +34,9 @@ const SPOKEN: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     // Consumer-protocol groups (KIP-848), which DescribeGroups does not describe.
     (ApiKey::ConsumerGroupDescribe, 0, 0),
+    // Share groups (KIP-932): their members, and their start offsets for the lag.
+    (ApiKey::ShareGroupDescribe, 1, 1),
+    (ApiKey::DescribeShareGroupOffsets, 0, 0),
 ];
 
 fn api_name(key: ApiKey) -> &'static str {
@@ -48,6 +51,8 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
+        ApiKey::ShareGroupDescribe => "ShareGroupDescribe",
+        ApiKey::DescribeShareGroupOffsets => "DescribeShareGroupOffsets",
         ApiKey::ApiVersions => "ApiVersions",
         _ => "a request",
     }
@@ -230,6 +235,13 @@ mod tests {
                 ApiKey::ConsumerGroupDescribe => {
                     check::<ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse>(lo, hi)
                 }
+                ApiKey::ShareGroupDescribe => {
+                    check::<ShareGroupDescribeRequest, ShareGroupDescribeResponse>(lo, hi)
+                }
+                ApiKey::DescribeShareGroupOffsets => check::<
+                    DescribeShareGroupOffsetsRequest,
+                    DescribeShareGroupOffsetsResponse,
+                >(lo, hi),
                 other => panic!("{other:?} has no check"),
             }
         }

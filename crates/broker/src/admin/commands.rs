@@ -8,7 +8,7 @@ use coordinator_core::{OffsetMap, TopicPartition};
 use super::cli::{Action, Groups, ResetSpec, Scope, TopicArg, View};
 use super::error::AdminError;
 use super::report::{self, OffsetColumns, OffsetRow, Printer, ResetRow};
-use super::source::{GroupInfo, LogPoint, Member, Source, EMPTY, STABLE};
+use super::source::{GroupInfo, LogPoint, Member, Source, EMPTY, SHARE, STABLE};
 
 pub(crate) async fn run(
     source: &mut Source,
@@ -180,7 +180,11 @@ async fn describe_offsets(
     info: &GroupInfo,
     p: &mut Printer<'_>,
 ) -> Result<(), AdminError> {
-    let committed = source.committed_with_metadata(&info.group).await?;
+    let committed = if info.protocol_type == SHARE {
+        source.share_start_offsets(&info.group).await?
+    } else {
+        source.committed_with_metadata(&info.group).await?
+    };
     // Kafka's order: members with partitions, the most partitions first; then the
     // committed partitions no member owns.
     let mut owners: Vec<&Member> = info

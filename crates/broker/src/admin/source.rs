@@ -22,6 +22,8 @@ use crate::store::StoreConfig;
 
 /// Kafka's state of a group that does not exist.
 pub(crate) const DEAD: &str = "Dead";
+/// The protocol type ListGroups gives a share group (KIP-932).
+pub(crate) const SHARE: &str = "share";
 /// Kafka's state of a group without members.
 pub(crate) const EMPTY: &str = "Empty";
 /// Kafka's state of a group whose members all have their assignment.
@@ -180,6 +182,18 @@ impl Source {
         match self {
             Source::Broker(b) => b.committed(group).await,
             Source::DataDir(d) => Ok(d.store.list_with_metadata(group).await?),
+        }
+    }
+
+    /// A share group's start offsets (KIP-932), which the describe shows where a consumer
+    /// group's committed offsets are (none from a data directory, which keeps no share group).
+    pub(crate) async fn share_start_offsets(
+        &mut self,
+        group: &str,
+    ) -> Result<CommittedOffsets, AdminError> {
+        match self {
+            Source::Broker(b) => b.share_start_offsets(group).await,
+            Source::DataDir(_) => Ok(CommittedOffsets::new()),
         }
     }
 
@@ -413,7 +427,10 @@ impl BrokerSource {
             }
             for g in r.groups {
                 let protocol_type = g.protocol_type.to_string();
-                if !(protocol_type.is_empty() || protocol_type == CONSUMER) {
+                if !(protocol_type.is_empty()
+                    || protocol_type == CONSUMER
+                    || protocol_type == SHARE)
+                {
                     continue;
                 }
                 let state = (!g.group_state.is_empty()).then(|| g.group_state.to_string());
@@ -486,6 +503,22 @@ impl BrokerSource {
                     }
                 }
             }
+            // A share group (KIP-932) is unknown to both: ShareGroupDescribe.
+            let dead: Vec<String> = names
+                .iter()
+                .filter(|g| answers.get(*g).is_some_and(|i| !i.exists()))
+                .cloned()
+                .collect();
+            if !dead.is_empty() && client.supports(ApiKey::ShareGroupDescribe) {
+                let request = ShareGroupDescribeRequest::default()
+                    .with_group_ids(dead.iter().map(|g| GroupId(s(g))).collect());
+                let (r, _) = client.call(&request).await?;
+                for d in r.groups {
+                    if d.error_code == 0 {
+                        answers.insert(d.group_id.to_string(), share_described(d));
+                    }
+                }
+            }
         }
         groups
             .iter()
@@ -497,6 +530,41 @@ impl BrokerSource {
                 })
             })
             .collect()
+    }
+
+    /// A share group's start offsets (its share-partition start offsets, KIP-932) as the
+    /// offsets the group "committed": what it has done with stops below each.
+    async fn share_start_offsets(&mut self, group: &str) -> Result<CommittedOffsets, AdminError> {
+        let client = self.coordinator_client(group).await?;
+        let mut offsets = CommittedOffsets::new();
+        if !client.supports(ApiKey::DescribeShareGroupOffsets) {
+            return Ok(offsets);
+        }
+        let request = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(s(group)))
+                .with_topics(None),
+        ]);
+        let (r, _) = client.call(&request).await?;
+        for g in r.groups {
+            if g.error_code != 0 {
+                return Err(broker_error(
+                    "DescribeShareGroupOffsets",
+                    format!("group '{group}'"),
+                    g.error_code,
+                ));
+            }
+            for t in g.topics {
+                for p in t.partitions {
+                    let tp = u32::try_from(p.partition_index)
+                        .map(|i| TopicPartition::new(t.topic_name.as_str(), i));
+                    if let (Ok(tp), true) = (tp, p.error_code == 0 && p.start_offset >= 0) {
+                        offsets.insert(tp, OffsetAndMetadata::new(p.start_offset));
+                    }
+                }
+            }
+        }
+        Ok(offsets)
     }
 
     async fn committed(&mut self, group: &str) -> Result<CommittedOffsets, AdminError> {
@@ -889,6 +957,52 @@ fn consumer_described(d: consumer_group_describe_response::DescribedGroup) -> Gr
         group: d.group_id.to_string(),
         state: d.group_state.to_string(),
         protocol_type: CONSUMER.to_string(),
+        protocol: d.assignor_name.to_string(),
+        members,
+        epochs: Some((d.group_epoch, d.assignment_epoch)),
+    }
+}
+
+/// A share group as ShareGroupDescribe tells it: its assignor as the strategy, members with
+/// their assignments (a partition may have several).
+fn share_described(d: share_group_describe_response::DescribedGroup) -> GroupInfo {
+    let members = d
+        .members
+        .iter()
+        .map(|m| {
+            let mut assignment: Vec<TopicPartition> = m
+                .assignment
+                .topic_partitions
+                .iter()
+                .flat_map(|t| {
+                    t.partitions.iter().filter_map(move |&p| {
+                        u32::try_from(p)
+                            .ok()
+                            .map(|p| TopicPartition::new(t.topic_name.as_str(), p))
+                    })
+                })
+                .collect();
+            assignment.sort();
+            Member {
+                id: m.member_id.to_string(),
+                instance_id: None,
+                client_id: m.client_id.to_string(),
+                host: m.client_host.to_string(),
+                assignment,
+                subscription: Some(
+                    m.subscribed_topic_names
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect(),
+                ),
+                epochs: None,
+            }
+        })
+        .collect();
+    GroupInfo {
+        group: d.group_id.to_string(),
+        state: d.group_state.to_string(),
+        protocol_type: SHARE.to_string(),
         protocol: d.assignor_name.to_string(),
         members,
         epochs: Some((d.group_epoch, d.assignment_epoch)),

@@ -818,3 +818,61 @@ async fn a_consumer_protocol_group_is_described_with_epochs_and_targets() {
     assert!(state.ok().contains("Stable"), "{}", state.ok());
     broker.stop().await;
 }
+
+#[tokio::test]
+async fn a_share_group_is_listed_and_described_with_its_start_offsets_and_lag() {
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    let broker = Broker::start(TOPICS).await;
+    let mut c = broker.client("share-1").await;
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    produce_n(&mut c, "audit", 0, 4, 1_000).await;
+    let join = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("queue")))
+        .with_member_id(s("member-share-1"))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("audit"))]));
+    let r = c.call(&join, 1).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let metadata =
+        MetadataRequest::default()
+            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+            )
+            .with_name(Some(TopicName(s("audit"))))]));
+    let id = c.call(&metadata, 12).await.topics[0].topic_id;
+    // The member's first fetch makes the share-partition, at the high watermark (4).
+    let fetch = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(s("queue"))))
+        .with_member_id(Some(s("member-share-1")))
+        .with_share_session_epoch(0)
+        .with_max_wait_ms(0)
+        .with_max_records(10)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![share_fetch_request::FetchTopic::default()
+            .with_topic_id(id)
+            .with_partitions(vec![
+                share_fetch_request::FetchPartition::default().with_partition_index(0),
+            ])]);
+    assert_eq!(c.call(&fetch, 1).await.error_code, 0);
+    produce_n(&mut c, "audit", 0, 3, 2_000).await;
+    let list = on(&broker, &["--list"]).await;
+    assert!(list.ok().lines().any(|l| l == "queue"), "{}", list.ok());
+    let described = on(&broker, &["--describe", "--group", "queue"]).await;
+    let text = described.ok();
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("queue"))
+        .unwrap_or_else(|| panic!("no row: {text}"))
+        .split_whitespace()
+        .collect();
+    // GROUP TOPIC PARTITION CURRENT-OFFSET (the start offset) LOG-END-OFFSET LAG CONSUMER-ID
+    assert_eq!(
+        &row[..7],
+        ["queue", "audit", "0", "4", "7", "3", "member-share-1"],
+        "{text}"
+    );
+    let state = on(&broker, &["--describe", "--group", "queue", "--state"]).await;
+    assert!(state.ok().contains("simple"), "{}", state.ok());
+    assert!(state.ok().contains("Stable"), "{}", state.ok());
+    broker.stop().await;
+}
