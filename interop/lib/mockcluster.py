@@ -69,6 +69,10 @@ BROKER_API_VERSIONS = {
     42: (0, 1),   # DeleteGroups
     68: (0, 1),   # ConsumerGroupHeartbeat
     69: (0, 1),   # ConsumerGroupDescribe
+    76: (1, 1),   # ShareGroupHeartbeat
+    77: (1, 1),   # ShareGroupDescribe
+    78: (1, 1),   # ShareFetch
+    79: (1, 1),   # ShareAcknowledge
 }
 
 
@@ -325,6 +329,11 @@ def main():
     # where its librdkafka has the setters
     ap.add_argument("--group-consumer-heartbeat-interval-ms", type=int, default=None)
     ap.add_argument("--group-consumer-session-timeout-ms", type=int, default=None)
+    # share groups (KIP-932): the record lock and the delivery count limit, set on the mock's
+    # share groups (rd_kafka_mock_sharegroup_set_*); the minimum lock has no counterpart
+    ap.add_argument("--group-share-record-lock-duration-ms", type=int, default=None)
+    ap.add_argument("--group-share-delivery-count-limit", type=int, default=None)
+    ap.add_argument("--group-share-min-record-lock-duration-ms")
     ap.add_argument("--auto-create-topics", action="store_true")
     ap.add_argument("--control-listen", help="serve the broker's control port protocol on HOST:PORT (loopback "
                                              "only) for the faults the mock has; see the module's doc")
@@ -335,7 +344,8 @@ def main():
         print("mockcluster: the mock picks its own port; --listen must end in :0", file=sys.stderr)
         return 2
     ignored = [f for f in ("data_dir", "group_min_session_timeout_ms", "group_max_session_timeout_ms",
-                           "group_max_size", "max_frame_bytes", "max_connections") if getattr(args, f)]
+                           "group_max_size", "max_frame_bytes", "max_connections",
+                           "group_share_min_record_lock_duration_ms") if getattr(args, f)]
     if ignored:
         print("mockcluster: ignoring (no counterpart in the mock): " + ", ".join(ignored), file=sys.stderr)
 
@@ -378,6 +388,14 @@ def main():
     for flag, symbol in (("group_consumer_heartbeat_interval_ms", "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms"),
                          ("group_consumer_session_timeout_ms", "rd_kafka_mock_set_group_consumer_session_timeout_ms")):
         value = getattr(args, flag, None)
+        setter = getattr(lib, symbol, None)
+        if value is not None and setter is not None:
+            setter.restype = None
+            setter.argtypes = [ctypes.c_void_p, ctypes.c_int]
+            setter(mc, int(value))
+    for flag, symbol in (("group_share_record_lock_duration_ms", "rd_kafka_mock_sharegroup_set_record_lock_duration"),
+                         ("group_share_delivery_count_limit", "rd_kafka_mock_sharegroup_set_max_delivery_attempts")):
+        value = getattr(args, flag)
         setter = getattr(lib, symbol, None)
         if value is not None and setter is not None:
             setter.restype = None
