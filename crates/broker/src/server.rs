@@ -781,6 +781,7 @@ impl Listener {
                     _shutdown_complete: shutdown_complete,
                 };
                 let reason = handler.run().await;
+                crate::api::close_share_sessions(&handler.context, &handler.session).await;
                 let principal = handler.session.principal().unwrap_or_default();
                 info!(connection = handler.id, %peer, principal, reason = %reason, "connection closed");
                 drop(open);

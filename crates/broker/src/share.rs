@@ -52,6 +52,8 @@ pub(crate) const FINAL_EPOCH: i32 = -1;
 pub(crate) struct ShareSession {
     pub(crate) epoch: i32,
     pub(crate) partitions: BTreeSet<TopicPartition>,
+    /// The connection that opened it (`Session::id`).
+    pub(crate) connection: u64,
 }
 
 /// Why a share session refused a request.
@@ -478,6 +480,7 @@ impl ShareState {
         group: &str,
         member: &str,
         partitions: BTreeSet<TopicPartition>,
+        connection: u64,
     ) -> Result<(), SessionRefusal> {
         let mut map = self
             .sessions
@@ -492,6 +495,7 @@ impl ShareState {
             ShareSession {
                 epoch: 1,
                 partitions,
+                connection,
             },
         );
         Ok(())
@@ -536,13 +540,41 @@ impl ShareState {
         &self,
         group: &str,
         member: &str,
+        release: impl FnMut(&mut SharePartition),
+    ) -> Vec<TopicPartition> {
+        self.close_if(group, member, None, release)
+    }
+
+    /// [`close`](Self::close), only if the session was opened on `connection` (the member
+    /// may have opened it again on another since).
+    pub(crate) fn close_opened_on(
+        &self,
+        group: &str,
+        member: &str,
+        connection: u64,
+        release: impl FnMut(&mut SharePartition),
+    ) -> Vec<TopicPartition> {
+        self.close_if(group, member, Some(connection), release)
+    }
+
+    fn close_if(
+        &self,
+        group: &str,
+        member: &str,
+        connection: Option<u64>,
         mut release: impl FnMut(&mut SharePartition),
     ) -> Vec<TopicPartition> {
-        let closed = self
-            .sessions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&(group.to_string(), member.to_string()));
+        let closed = {
+            let mut sessions = self
+                .sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let key = (group.to_string(), member.to_string());
+            match (sessions.get(&key), connection) {
+                (Some(s), Some(c)) if s.connection != c => None,
+                _ => sessions.remove(&key),
+            }
+        };
         closed
             .map(|s| s.partitions)
             .unwrap_or_default()
@@ -563,7 +595,7 @@ mod tests {
             s.advance("g", "m", 1, |_| {}),
             Err(SessionRefusal::NotFound)
         );
-        s.open("g", "m", [TopicPartition::new("t", 0)].into())
+        s.open("g", "m", [TopicPartition::new("t", 0)].into(), 1)
             .unwrap();
         assert_eq!(s.advance("g", "m", 2, |_| {}), Err(SessionRefusal::Epoch));
         let parts = s

@@ -30,6 +30,7 @@ mod sasl;
 mod scram_credentials;
 mod share_fetch;
 mod share_groups;
+pub(crate) use share_fetch::close_connection as close_share_sessions;
 mod share_offsets;
 pub(crate) mod topic_configs;
 mod topics;

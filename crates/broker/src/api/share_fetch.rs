@@ -84,6 +84,28 @@ async fn start_offset(
     }
 }
 
+/// Closes the share sessions opened on the connection of `session`, which is closing, and
+/// gives back what their members hold (Kafka closes a share session with its connection).
+pub(crate) async fn close_connection(
+    context: &crate::context::Context,
+    session: &crate::auth::Session,
+) {
+    for (group, member) in session.take_share_sessions() {
+        let config = context
+            .coordinator
+            .share_settings(&group)
+            .partition_config();
+        let released = context
+            .share
+            .close_opened_on(&group, &member, session.id(), |sp| {
+                sp.release_member(&member, &config);
+            });
+        if let Err(e) = context.share.keep(&group, &released).await {
+            tracing::warn!(group, error = %e, "the share-partitions' state could not be kept");
+        }
+    }
+}
+
 /// Keeps `group`'s share-partitions of `tps` (see [`crate::share`]); KAFKA_STORAGE_ERROR when
 /// that failed (the acknowledgements stay applied in memory and are written with the next
 /// change; a restart before then delivers those records again).
@@ -458,7 +480,12 @@ async fn share_fetch(
                     "Acknowledge data present on initial ShareFetchRequest.",
                 );
             }
-            if let Err(r) = call.context.share.open(&group, &member, asked_set) {
+            call.session.opened_share_session(&group, &member);
+            if let Err(r) = call
+                .context
+                .share
+                .open(&group, &member, asked_set, call.session.id())
+            {
                 return ShareFetchResponse::default().with_error_code(r.code());
             }
             asked.iter().map(|(_, tp, _)| tp.clone()).collect()

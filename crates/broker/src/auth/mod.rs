@@ -58,7 +58,17 @@ pub(crate) struct Session {
     state: Mutex<State>,
     /// The connection's fetch session (KIP-227), if the client opened one.
     fetch: crate::api::fetch_session::FetchSessions,
+    /// This connection's number among the broker's (share sessions name the connection that
+    /// opened them).
+    id: u64,
+    /// The share sessions (group, member) opened on this connection: closed with it, as
+    /// Kafka's share session cache closes them (KIP-932), at most
+    /// [`MAX_SHARE_SESSIONS`](crate::share::MAX_SHARE_SESSIONS).
+    share_sessions: Mutex<std::collections::BTreeSet<(String, String)>>,
 }
+
+/// The connections' numbers (see [`Session::id`]).
+static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 #[derive(Debug)]
 enum State {
@@ -102,7 +112,37 @@ impl Session {
             endpoint,
             state: Mutex::new(state),
             fetch: Default::default(),
+            id: NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            share_sessions: Mutex::default(),
         }
+    }
+
+    /// This connection's number among the broker's.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Notes that `member` of `group` opened its share session on this connection.
+    pub(crate) fn opened_share_session(&self, group: &str, member: &str) {
+        let mut sessions = self
+            .share_sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if sessions.len() < crate::share::MAX_SHARE_SESSIONS {
+            sessions.insert((group.to_string(), member.to_string()));
+        }
+    }
+
+    /// The share sessions opened on this connection, taken (it is closing).
+    pub(crate) fn take_share_sessions(&self) -> Vec<(String, String)> {
+        std::mem::take(
+            &mut *self
+                .share_sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_iter()
+        .collect()
     }
 
     /// The connection's fetch session (KIP-227).

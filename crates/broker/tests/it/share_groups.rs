@@ -640,6 +640,50 @@ async fn share_group_offsets_are_described_altered_and_deleted_as_kafka_does() {
     broker.stop().await.expect("clean stop");
 }
 
+#[tokio::test]
+async fn a_closed_connection_closes_its_share_sessions_and_gives_back_their_records() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let id = topic_id_of(&mut c).await;
+    assert_eq!(c.call(&join("sg", "a"), 1).await.error_code, 0);
+    assert_eq!(c.call(&join("sg", "b"), 1).await.error_code, 0);
+    let mut first = broker.client().await;
+    assert!(acquired(&first.call(&fetch("a", 0, id, &[], &[0]), 1).await, 0).is_empty());
+    assert!(acquired(&c.call(&fetch("b", 0, id, &[], &[0]), 1).await, 0).is_empty());
+    produce_n(&mut c, 0, 4).await;
+    let r = first.call(&fetch("a", 1, id, &[], &[]), 1).await;
+    assert_eq!(acquired(&r, 0), [(0, 3, 1)]);
+    // a's connection drops, its records held for 30 s: b gets them at once (its fetch
+    // waits for records given back).
+    drop(first);
+    let r = c
+        .call(&fetch("b", 1, id, &[], &[]).with_max_wait_ms(10_000), 1)
+        .await;
+    assert_eq!(acquired(&r, 0), [(0, 3, 2)]);
+    // A session opened again on another connection is not closed by the first's drop.
+    let mut one = broker.client().await;
+    let mut two = broker.client().await;
+    assert_eq!(
+        one.call(&fetch("a", 0, id, &[], &[0]), 1).await.error_code,
+        0
+    );
+    assert_eq!(
+        two.call(&fetch("a", 0, id, &[], &[0]), 1).await.error_code,
+        0
+    );
+    drop(one);
+    produce_n(&mut c, 0, 1).await;
+    let r = two
+        .call(&fetch("a", 1, id, &[], &[]).with_max_wait_ms(10_000), 1)
+        .await;
+    assert_eq!(
+        r.error_code, 0,
+        "the session opened on the second connection lives on"
+    );
+    assert_eq!(acquired(&r, 0), [(4, 4, 1)]);
+    broker.stop().await.expect("clean stop");
+}
+
 /// Kafka's share state across a restart: what was accepted or rejected is never delivered
 /// again, what was acquired is available again with its delivery count; a deleted group's
 /// state goes with it. `config` is the broker's (a data directory, or PostgreSQL).
@@ -673,9 +717,10 @@ pub(crate) async fn share_state_survives_a_restart(config: impl Fn() -> broker::
     assert_eq!(c.call(&join("sg", "b"), 1).await.error_code, 0);
     let r = c.call(&fetch("b", 0, id, &[], &[0]), 1).await;
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-    // Only what was not done, delivered again: 3 with the count kept at its release (an
-    // acquisition is not written, as in Kafka), 4-5 once more.
-    assert_eq!(acquired(&r, 0), [(3, 5, 2)]);
+    // Only what was not done, delivered again, with its delivery count: the stop closed a's
+    // connection, which gave back what it held (3 delivered twice, 4-5 once), and that was
+    // written.
+    assert_eq!(acquired(&r, 0), [(3, 3, 3), (4, 5, 2)]);
     // The group deleted (its member gone first), its state goes with it.
     let r = c.call(&fetch("b", -1, id, &[], &[]), 1).await;
     assert_eq!(r.error_code, 0);
