@@ -7,6 +7,7 @@ use std::str::FromStr;
 
 use crate::error::BrokerError;
 use crate::store::{OffsetsStore, StoreConfig};
+use coordinator_core::MigrationPolicy;
 
 /// A topic to create at start: `NAME:PARTITIONS` on the command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -563,6 +564,10 @@ pub struct BrokerConfig {
     /// heartbeat interval, record lock duration, delivery count limit, record locks per
     /// share-partition, with their bounds; Kafka 4.2's defaults).
     pub group_share: coordinator_core::ShareGroupSettings,
+    /// Kafka's `group.consumer.migration.policy` (default `bidirectional`): whether a live
+    /// classic group becomes a consumer-protocol group on a ConsumerGroupHeartbeat, and back
+    /// when its last consumer-protocol member leaves.
+    pub group_consumer_migration_policy: MigrationPolicy,
     /// Kafka's `max.connections.per.ip` (default unlimited): a connection from an address
     /// that already has this many is closed at once.
     pub max_connections_per_ip: usize,
@@ -698,6 +703,7 @@ impl Default for BrokerConfig {
             group_consumer_heartbeat_interval_ms: 5_000,
             group_consumer_max_size: i32::MAX as u32,
             group_share: coordinator_core::ShareGroupSettings::default(),
+            group_consumer_migration_policy: MigrationPolicy::Bidirectional,
             max_connections_per_ip: usize::MAX,
             offsets_retention_check_interval_ms: 600_000,
             max_decompressed_batch_bytes: 16 * 1024 * 1024,

@@ -226,6 +226,7 @@ impl Server {
         )
         .consumer_max_size(config.group_consumer_max_size)
         .share_group_settings(config.group_share.clone())
+        .consumer_migration_policy(config.group_consumer_migration_policy)
         .empty_group_grace_ms(config.offsets_retention_check_interval_ms);
         let coordinator = match &timer_clock {
             Some(clock) => coordinator.clock(clock.clone()),

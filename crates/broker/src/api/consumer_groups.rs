@@ -214,8 +214,9 @@ async fn describe_groups(
                                         call,
                                         &m.target_assignment,
                                     ))
-                                    // v1: 1 for a member of the consumer protocol.
-                                    .with_member_type(1)
+                                    // v1: Kafka's 0 for a member of the classic
+                                    // protocol, 1 for one of the consumer protocol.
+                                    .with_member_type(if m.classic { 0 } else { 1 })
                             })
                             .collect(),
                     ),

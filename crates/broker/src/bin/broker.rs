@@ -9,6 +9,7 @@ use broker::{
     RecordsConfig, SaslMechanism, Server, TopicSpec,
 };
 use clap::Parser;
+use coordinator_core::MigrationPolicy;
 
 /// A Kafka-protocol broker for development and tests: produce, fetch, consumer groups and
 /// committed offsets over the coordinator core.
@@ -269,6 +270,11 @@ struct Args {
     /// share-partition in flight (a group's own may be 100 to 10000, widened to take this).
     #[arg(long, default_value_t = 2_000)]
     group_share_partition_max_record_locks: u64,
+    /// Kafka's group.consumer.migration.policy: disabled, upgrade, downgrade or
+    /// bidirectional (a live classic group becomes a consumer-protocol group on a
+    /// ConsumerGroupHeartbeat, and back when its last consumer-protocol member leaves).
+    #[arg(long, default_value = "bidirectional", value_parser = parse_migration_policy)]
+    group_consumer_migration_policy: MigrationPolicy,
     /// The most bytes one compressed record batch may decompress to; a larger one is
     /// refused (MESSAGE_TOO_LARGE) without being inflated further.
     #[arg(long, default_value_t = 16 * 1024 * 1024)]
@@ -313,6 +319,11 @@ impl From<StoreKind> for OffsetsStore {
             StoreKind::Json => OffsetsStore::Json,
         }
     }
+}
+
+fn parse_migration_policy(s: &str) -> Result<MigrationPolicy, String> {
+    s.parse()
+        .map_err(|e: coordinator_core::Error| e.to_string())
 }
 
 fn parse_listener(s: &str) -> Result<ListenerSpec, String> {
@@ -428,6 +439,7 @@ impl Args {
             group_consumer_heartbeat_interval_ms: self.group_consumer_heartbeat_interval_ms,
             group_consumer_max_size: self.group_consumer_max_size,
             group_share,
+            group_consumer_migration_policy: self.group_consumer_migration_policy,
             max_decompressed_batch_bytes: self.max_decompressed_batch_bytes,
             max_decompressed_request_bytes: self.max_decompressed_request_bytes,
             records: RecordsConfig {

@@ -4,9 +4,10 @@
 
 use crate::common;
 
+use bytes::Buf;
 use common::*;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use uuid::Uuid;
 
 fn s(v: &str) -> StrBytes {
@@ -260,4 +261,88 @@ async fn a_regex_subscription_is_served_and_an_invalid_one_refused() {
         "{message}"
     );
     broker.stop().await.expect("clean stop");
+}
+
+/// Kafka 4's online migration through the wire: a classic member's group becomes a
+/// consumer-protocol group at the first ConsumerGroupHeartbeat, ConsumerGroupDescribe tells
+/// the members' protocols apart, the classic member is told to join again and gets its
+/// assignment from SyncGroup, and the group is classic again once the consumer-protocol
+/// member leaves.
+#[tokio::test]
+async fn a_classic_group_is_upgraded_by_a_consumer_heartbeat_and_downgraded_when_it_leaves() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    topic_id(&mut c, "t").await;
+    let joined = crate::groups::join(&mut c, "g").await;
+    let classic = joined.member_id.to_string();
+    let sync = crate::groups::sync_request(
+        "g",
+        &joined,
+        &[(classic.as_str(), crate::groups::assignment("t", &[0, 1]))],
+    );
+    assert_eq!(c.call(&sync, 3).await.error_code, 0);
+
+    let r = c.call(&join("m1"), 1).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let d = c
+        .call(
+            &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("g"))]),
+            1,
+        )
+        .await;
+    assert_eq!(d.groups[0].error_code, 0);
+    let types: Vec<(String, i8)> = d.groups[0]
+        .members
+        .iter()
+        .map(|m| (m.member_id.to_string(), m.member_type))
+        .collect();
+    assert_eq!(types, vec![("m1".to_string(), 1), (classic.clone(), 0)]);
+
+    // The classic member's heartbeat: join again (REBALANCE_IN_PROGRESS).
+    let hb = |generation: i32| {
+        HeartbeatRequest::default()
+            .with_group_id(GroupId(s("g")))
+            .with_member_id(s(&classic))
+            .with_generation_id(generation)
+    };
+    assert_eq!(c.call(&hb(joined.generation_id), 3).await.error_code, 27);
+    let mut rejoin = crate::groups::join_request("g", &classic);
+    rejoin.session_timeout_ms = 10_000;
+    let again = c.call(&rejoin, 5).await;
+    assert_eq!(again.error_code, 0);
+    assert_eq!(
+        again.leader.as_str(),
+        "",
+        "no classic member of a consumer group leads"
+    );
+    let synced = c
+        .call(&crate::groups::sync_request("g", &again, &[]), 3)
+        .await;
+    assert_eq!(synced.error_code, 0);
+    let mut bytes = synced.assignment.clone();
+    let _version = bytes.get_i16();
+    let decoded = ConsumerProtocolAssignment::decode(&mut bytes, 0).unwrap();
+    let mine: Vec<i32> = decoded
+        .assigned_partitions
+        .iter()
+        .flat_map(|t| t.partitions.clone())
+        .collect();
+    assert!(mine.len() <= 2, "{mine:?}");
+
+    // The consumer-protocol member leaves: the group is classic again and rebalances.
+    let leave = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_member_id(s("m1"))
+        .with_member_epoch(-1);
+    assert_eq!(c.call(&leave, 1).await.error_code, 0);
+    let d = c
+        .call(
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]),
+            5,
+        )
+        .await;
+    assert_eq!(d.groups[0].error_code, 0);
+    assert_eq!(d.groups[0].group_state.as_str(), "PreparingRebalance");
+    assert_eq!(d.groups[0].members.len(), 1);
+    assert_eq!(c.call(&hb(again.generation_id), 3).await.error_code, 27);
 }

@@ -35,7 +35,7 @@ pub(crate) fn assignment(topic: &str, partitions: &[i32]) -> Bytes {
     out.freeze()
 }
 
-fn join_request(group: &str, member: &str) -> JoinGroupRequest {
+pub(crate) fn join_request(group: &str, member: &str) -> JoinGroupRequest {
     JoinGroupRequest::default()
         .with_group_id(GroupId(s(group)))
         .with_member_id(s(member))

@@ -128,6 +128,80 @@ pub struct ConsumerGroupSettings {
     pub max_heartbeat_interval_ms: u64,
     /// `group.consumer.max.size` (default unlimited: `u32::MAX`).
     pub max_size: u32,
+    /// `group.consumer.migration.policy` (default `bidirectional`, Kafka 4's): which
+    /// conversions between a classic group and a consumer-protocol group happen while the
+    /// group has members.
+    pub migration_policy: MigrationPolicy,
+}
+
+/// Kafka's `group.consumer.migration.policy`: whether a live group may go from the classic
+/// protocol to the consumer protocol (a ConsumerGroupHeartbeat joining a classic group of
+/// protocol type `consumer` with members), and back (the last consumer-protocol member of a
+/// group whose other members speak the classic protocol leaving). An Empty group of either
+/// kind is taken over by the next member whatever the policy, as in Kafka.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MigrationPolicy {
+    /// No conversion of a group with members.
+    Disabled,
+    /// Classic to consumer only.
+    Upgrade,
+    /// Consumer to classic only.
+    Downgrade,
+    /// Both ways (Kafka 4's default).
+    #[default]
+    Bidirectional,
+}
+
+impl MigrationPolicy {
+    /// Kafka's name: `disabled`, `upgrade`, `downgrade`, `bidirectional`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MigrationPolicy::Disabled => "disabled",
+            MigrationPolicy::Upgrade => "upgrade",
+            MigrationPolicy::Downgrade => "downgrade",
+            MigrationPolicy::Bidirectional => "bidirectional",
+        }
+    }
+
+    /// Whether a classic group with members may become a consumer-protocol group.
+    pub fn is_upgrade_enabled(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Upgrade | MigrationPolicy::Bidirectional
+        )
+    }
+
+    /// Whether a consumer-protocol group with classic members may become a classic group.
+    pub fn is_downgrade_enabled(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Downgrade | MigrationPolicy::Bidirectional
+        )
+    }
+}
+
+impl std::fmt::Display for MigrationPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for MigrationPolicy {
+    type Err = Error;
+
+    /// Kafka's names, case-insensitively (Kafka's `ConsumerGroupMigrationPolicy.parse`).
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "disabled" => Ok(MigrationPolicy::Disabled),
+            "upgrade" => Ok(MigrationPolicy::Upgrade),
+            "downgrade" => Ok(MigrationPolicy::Downgrade),
+            "bidirectional" => Ok(MigrationPolicy::Bidirectional),
+            other => Err(Error::invalid(
+                "group.consumer.migration.policy",
+                format!("`{other}` is none of disabled, upgrade, downgrade, bidirectional"),
+            )),
+        }
+    }
 }
 
 impl Default for ConsumerGroupSettings {
@@ -140,6 +214,7 @@ impl Default for ConsumerGroupSettings {
             min_heartbeat_interval_ms: DEFAULT_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS,
             max_heartbeat_interval_ms: DEFAULT_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS,
             max_size: u32::MAX,
+            migration_policy: MigrationPolicy::default(),
         }
     }
 }
@@ -492,6 +567,13 @@ impl CoordinatorBuilder {
     #[must_use]
     pub fn consumer_max_size(mut self, members: u32) -> Self {
         self.config.consumer.max_size = members;
+        self
+    }
+
+    /// `group.consumer.migration.policy` (default [`MigrationPolicy::Bidirectional`]).
+    #[must_use]
+    pub fn consumer_migration_policy(mut self, policy: MigrationPolicy) -> Self {
+        self.config.consumer.migration_policy = policy;
         self
     }
     // ---- end of the consumer group protocol's builder settings ----

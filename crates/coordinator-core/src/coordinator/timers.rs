@@ -237,7 +237,11 @@ impl Coordinator {
                     } = &mut *entry;
                     if let Some(group) = group {
                         let settings = self.consumer_settings(&cell.id);
-                        expired = group.handle_due(&mut self.ctx_with(now, generation, &settings));
+                        let mut ctx = self.ctx_with(now, generation, &settings);
+                        expired = group.handle_due(&mut ctx);
+                        if let Some(replacement) = group.take_replacement(&mut ctx) {
+                            *group = replacement;
+                        }
                     }
                     entry.note_membership(now);
                     self.arm(&mut entry);

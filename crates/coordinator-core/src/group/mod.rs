@@ -266,6 +266,14 @@ pub(crate) trait Group: fmt::Debug + Send + Any {
         false
     }
 
+    /// The group of another kind this one became in its last transition (a consumer-protocol
+    /// group whose last consumer-protocol member left becomes a classic group, Kafka's
+    /// `convertToClassicGroup`), built now with `ctx`; the coordinator puts it in the
+    /// entry's place. Default: none.
+    fn take_replacement(&mut self, _ctx: &mut Ctx<'_>) -> Option<Box<dyn Group>> {
+        None
+    }
+
     /// Marks the record due again (its write failed: the next call writes it). Default:
     /// nothing, for kinds that never mark it.
     fn mark_record_due(&mut self) {}

@@ -15,6 +15,7 @@ mod coordinator;
 mod faulty_store;
 mod followup_rearm;
 mod lifecycle;
+mod migration;
 mod mocks;
 mod nonblocking;
 mod observability;

@@ -18,6 +18,7 @@ use super::protocol::{
 use super::state::{Answer, ClassicGroup};
 use crate::coordinator::{not_found, Coordinator, GroupCell, GroupEntry};
 use crate::error::{Error, StorageError, StorageErrorKind};
+use crate::group::consumer::ConsumerGroup;
 use crate::group::{Ctx, GroupKind};
 use crate::ports::CommitFence;
 use crate::types::{Generation, GroupState};
@@ -74,8 +75,12 @@ impl Drop for StageGuard<'_> {
 
 /// Kafka's classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
 /// DescribeGroups, as a wire front calls them (`coordinator.classic()`). A call on a group
-/// of another kind with members is refused with `INCONSISTENT_GROUP_PROTOCOL`; an Empty group
-/// of another kind is taken over by the next JoinGroup, as in Kafka.
+/// of another kind with members is refused with `INCONSISTENT_GROUP_PROTOCOL`, except a
+/// consumer-protocol group: JoinGroup, SyncGroup, Heartbeat and LeaveGroup are then answered
+/// as Kafka's `classicGroup*ToConsumerGroup` answer a member of the classic protocol inside
+/// it (its epoch is its generation, its assignment the group's server-side one, a change of it
+/// signalled by `REBALANCE_IN_PROGRESS`). An Empty group of another kind is taken over by
+/// the next JoinGroup, as in Kafka.
 #[derive(Clone, Copy, Debug)]
 pub struct ClassicGroups<'a> {
     coordinator: &'a Coordinator,
@@ -223,23 +228,48 @@ impl ClassicGroups<'_> {
         let answer = {
             let (cell, gate) = self.coordinator.install_lock(&req.group_id).await;
             let gate = Arc::new(gate);
-            let answer = {
+            let settings = self.coordinator.consumer_settings(&req.group_id);
+            // `Err`: the group is a consumer-protocol group with members, and this is Kafka's
+            // `classicGroupJoinToConsumerGroup`'s answer, given once its record is written.
+            let answer: Result<Answer<_>, _> = {
                 let mut entry = cell.lock();
                 let now = self.coordinator.clock.now_ms();
                 entry.convert_if_empty(ClassicGroup::new);
-                let kind = entry.kind();
-                let Some(answer) = self
-                    .coordinator
-                    .on_classic(&mut entry, now, |group, ctx| group.join(&req, ctx))
-                else {
-                    return Err(other_kind(&req.group_id, kind));
-                };
-                entry.note_membership(now);
-                self.coordinator.arm(&mut entry);
-                answer
+                if let Some((group, generation)) = entry.split_mut::<ConsumerGroup>() {
+                    let (result, outcome) = group.classic_join(
+                        &req,
+                        &mut self.coordinator.ctx_with(now, generation, &settings),
+                    );
+                    if outcome.membership_changed {
+                        entry.note_membership(now);
+                        self.coordinator.arm(&mut entry);
+                    } else if let Some(at) = outcome.deadline {
+                        self.coordinator.arm_at(&mut entry, at);
+                    }
+                    Err(result)
+                } else {
+                    let kind = entry.kind();
+                    let Some(answer) =
+                        self.coordinator
+                            .on_classic(&mut entry, now, |group, ctx| group.join(&req, ctx))
+                    else {
+                        return Err(other_kind(&req.group_id, kind));
+                    };
+                    entry.note_membership(now);
+                    self.coordinator.arm(&mut entry);
+                    Ok(answer)
+                }
             };
-            let _logged = self.coordinator.write_due_record(&cell, &gate).await;
-            answer
+            match answer {
+                Ok(answer) => {
+                    let _logged = self.coordinator.write_due_record(&cell, &gate).await;
+                    answer
+                }
+                Err(result) => {
+                    self.coordinator.write_due_record(&cell, &gate).await?;
+                    Answer::Now(result)
+                }
+            }
         };
         let result = match answer {
             Answer::Now(result) => result,
@@ -270,8 +300,15 @@ impl ClassicGroups<'_> {
             if entry.removed {
                 return Err(Error::unknown_member(&req.group_id, &req.member_id));
             }
-            refuse_other_kind(&req.group_id, entry.kind())?;
             let now = self.coordinator.clock.now_ms();
+            if let Some((group, generation)) = entry.split_mut::<ConsumerGroup>() {
+                // Kafka's `classicGroupSyncToConsumerGroup` (an Empty group has no member).
+                let (response, at) =
+                    group.classic_sync(&req, &mut self.coordinator.ctx(now, generation))?;
+                self.coordinator.arm_at(&mut entry, at);
+                return Ok(response);
+            }
+            refuse_other_kind(&req.group_id, entry.kind())?;
             // A sync only moves deadlines later (sessions renewed, the sync timeout
             // cancelled): nothing to arm, and no O(members) scan per sync.
             let before = entry.state();
@@ -332,6 +369,19 @@ impl ClassicGroups<'_> {
         }) {
             Some(result) => result,
             None => {
+                if let Some((group, counter)) = entry.split_mut::<ConsumerGroup>() {
+                    // Kafka's `classicGroupHeartbeatToConsumerGroup`.
+                    let (result, at) = group.classic_heartbeat(
+                        member_id,
+                        group_instance_id,
+                        generation,
+                        &mut self.coordinator.ctx(now, counter),
+                    );
+                    if let Some(at) = at {
+                        self.coordinator.arm_at(&mut entry, at);
+                    }
+                    return result;
+                }
                 refuse_other_kind(group_id, entry.kind())?;
                 Err(Error::unknown_member(group_id, member_id))
             }
@@ -367,12 +417,16 @@ impl ClassicGroups<'_> {
             if entry.removed {
                 return Ok(unknown_all());
             }
-            refuse_other_kind(group_id, entry.kind())?;
             let now = self.coordinator.clock.now_ms();
-            let results = self
-                .coordinator
-                .on_classic(&mut entry, now, |group, ctx| group.leave(members, ctx))
-                .unwrap_or_else(unknown_all);
+            let results = if let Some((group, generation)) = entry.split_mut::<ConsumerGroup>() {
+                // Kafka's `classicGroupLeaveToConsumerGroup`.
+                group.classic_leave(members, &mut self.coordinator.ctx(now, generation))
+            } else {
+                refuse_other_kind(group_id, entry.kind())?;
+                self.coordinator
+                    .on_classic(&mut entry, now, |group, ctx| group.leave(members, ctx))
+                    .unwrap_or_else(unknown_all)
+            };
             entry.note_membership(now);
             self.coordinator.arm(&mut entry);
             results

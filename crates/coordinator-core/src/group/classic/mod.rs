@@ -15,4 +15,4 @@ pub use protocol::{
     JoinGroupResponse, JoinedMember, LeavingMember, OffsetCommitRequest, Opaque, SyncAssignment,
     SyncGroupRequest, SyncGroupResponse,
 };
-pub(crate) use state::ClassicGroup;
+pub(crate) use state::{ClassicGroup, MigratingMember, CONSUMER_PROTOCOL_TYPE};

@@ -119,6 +119,9 @@ impl Member {
     }
 }
 
+/// The protocol type of consumer groups.
+pub(crate) const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+
 fn empty() -> Opaque {
     Arc::from(&[][..])
 }
@@ -157,6 +160,25 @@ pub(crate) struct ClassicGroup {
 
 /// What `handle_due` removed.
 pub(crate) type Expired = Vec<ExpiredMember>;
+
+/// One member of a classic group as a conversion between the classic and the consumer
+/// protocol carries it over: the fields of Kafka's `ClassicGroupMember` that
+/// `ConsumerGroup.fromClassicGroup` reads and `ClassicGroup.fromConsumerGroup` sets.
+#[derive(Clone, Debug)]
+pub(crate) struct MigratingMember {
+    pub(crate) id: Arc<str>,
+    pub(crate) instance_id: Option<Arc<str>>,
+    pub(crate) client_id: String,
+    pub(crate) client_host: String,
+    pub(crate) session_timeout_ms: u64,
+    pub(crate) rebalance_timeout_ms: u64,
+    /// The protocols it supports, in its order, with its metadata for each.
+    pub(crate) protocols: Vec<ClassicProtocol>,
+    /// Its assignment (for the consumer protocol: a ConsumerProtocolAssignment).
+    pub(crate) assignment: Opaque,
+    /// The partitions of that assignment, where known.
+    pub(crate) partitions: Option<Vec<TopicPartition>>,
+}
 
 impl ClassicGroup {
     pub(crate) fn new(id: Arc<str>) -> Self {
@@ -222,6 +244,71 @@ impl ClassicGroup {
             group.previous_state = GroupState::Empty;
             group.state = GroupState::Stable;
         }
+        group
+    }
+
+    /// The members, as an upgrade to the consumer protocol carries them over.
+    pub(crate) fn migrating_members(&self) -> Vec<MigratingMember> {
+        self.members
+            .values()
+            .map(|m| MigratingMember {
+                id: m.id.clone(),
+                instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                session_timeout_ms: m.session_timeout_ms,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                protocols: m.protocols.clone(),
+                assignment: m.assignment.clone(),
+                partitions: m.partitions.clone(),
+            })
+            .collect()
+    }
+
+    /// How many members the group has.
+    pub(crate) fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Kafka's `ClassicGroup.fromConsumerGroup` followed by `prepareRebalance`: the classic
+    /// group a consumer-protocol group whose members all speak the classic protocol becomes
+    /// (protocol type `consumer`, the protocol the members share, each member's assignment
+    /// as the consumer group's target gave it), rebalancing at once so that every member
+    /// joins again. Each session counts from `ctx.now`.
+    pub(crate) fn from_consumer(
+        id: Arc<str>,
+        members: Vec<MigratingMember>,
+        ctx: &mut Ctx<'_>,
+        why: &str,
+    ) -> Self {
+        let mut group = ClassicGroup::new(id);
+        group.protocol_type = Some(CONSUMER_PROTOCOL_TYPE.to_string());
+        for m in members {
+            group.add(Member {
+                id: m.id,
+                instance_id: m.instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                session_timeout_ms: m.session_timeout_ms,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                protocol_type: CONSUMER_PROTOCOL_TYPE.to_string(),
+                protocols: m.protocols,
+                assignment: m.assignment,
+                partitions: m.partitions,
+                join_waiter: None,
+                sync_waiter: None,
+                is_new: false,
+                deadline_ms: ctx.now.saturating_add(m.session_timeout_ms),
+            });
+        }
+        group.record_due = true;
+        if group.members.is_empty() {
+            return group;
+        }
+        group.protocol_name = group.select_protocol();
+        group.previous_state = GroupState::Empty;
+        group.state = GroupState::Stable;
+        group.prepare_rebalance(ctx, why);
         group
     }
 

@@ -13,10 +13,14 @@ use super::protocol::{
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 };
 use super::state::ConsumerGroup;
-use crate::coordinator::{not_found, Coordinator};
+use tracing::info;
+
+use crate::coordinator::{not_found, ConsumerGroupSettings, Coordinator, GroupEntry};
 use crate::error::Error;
-use crate::group::GroupKind;
+use crate::group::classic::{ClassicGroup, CONSUMER_PROTOCOL_TYPE};
+use crate::group::{Group, GroupKind};
 use crate::ports::Assignor;
+use crate::types::{Generation, GroupState};
 
 fn invalid(reason: &str) -> Error {
     Error::InvalidRequest {
@@ -86,6 +90,68 @@ pub(crate) fn validate(
     Ok(())
 }
 
+/// Kafka's `validateOnlineUpgrade` and `convertToConsumerGroup`: the classic group of
+/// `entry` (with members: an Empty one was taken over already) becomes a consumer-protocol
+/// group if the policy allows the upgrade, its protocol type is `consumer`, it has no more
+/// members than `group.consumer.max.size` and every member's embedded consumer protocol
+/// decodes; every request parked in it is answered `REBALANCE_IN_PROGRESS` (its member
+/// joins again, as a classic member of the consumer group). Returns the classic group with
+/// the generation, to put back if the heartbeat fails.
+///
+/// Error: `GROUP_ID_NOT_FOUND` (Kafka's "Group … is not a consumer group.") where Kafka
+/// refuses; nothing changed then.
+fn upgrade(
+    entry: &mut GroupEntry,
+    settings: &ConsumerGroupSettings,
+    now: u64,
+) -> Result<(Box<dyn Group>, Generation), Error> {
+    let group_id = entry.id.clone();
+    let generation = entry.generation;
+    let refuse = |why: &str| {
+        info!(
+            group = &*group_id,
+            why, "cannot upgrade the classic group to a consumer-protocol group"
+        );
+        Error::NotConsumerGroup {
+            group: group_id.to_string(),
+            actual: "classic",
+        }
+    };
+    let Some(classic) = entry.get_mut::<ClassicGroup>() else {
+        return Err(refuse("it is not a classic group"));
+    };
+    if !settings.migration_policy.is_upgrade_enabled() {
+        return Err(refuse("the online upgrade is disabled"));
+    }
+    if classic.protocol_type.as_deref() != Some(CONSUMER_PROTOCOL_TYPE) {
+        return Err(refuse(
+            "the group does not use the consumer embedded protocol",
+        ));
+    }
+    if classic.member_count() > settings.max_size as usize {
+        return Err(refuse(
+            "the group size exceeds the consumer group maximum size",
+        ));
+    }
+    let converted = ConsumerGroup::from_classic(
+        group_id.clone(),
+        classic.protocol_name.as_deref(),
+        classic.migrating_members(),
+        generation,
+        now,
+    )?;
+    // Kafka's `completeAllJoinFutures` / `completeAllSyncFutures` with REBALANCE_IN_PROGRESS.
+    classic.answer_parked(&|| Error::RebalanceInProgress {
+        group: group_id.to_string(),
+        state: GroupState::PreparingRebalance,
+    });
+    let before = entry
+        .group
+        .replace(Box::new(converted))
+        .ok_or_else(|| refuse("the group vanished"))?;
+    Ok((before, generation))
+}
+
 /// Kafka's consumer group protocol (KIP-848): ConsumerGroupHeartbeat and
 /// ConsumerGroupDescribe, as a wire front calls them (`coordinator.consumer()`). Offsets go
 /// through [`coordinator.offsets()`](Coordinator::offsets) with
@@ -106,9 +172,19 @@ impl ConsumerGroups<'_> {
     /// Kafka's ConsumerGroupHeartbeat: joins (epoch 0), heartbeats, reconciles, leaves (−1)
     /// or leaves for now (−2, a static member).
     ///
+    /// A join (epoch 0) to a classic group with members converts it under
+    /// `group.consumer.migration.policy` (see [`MigrationPolicy`](crate::MigrationPolicy)):
+    /// its members stay, as members of the classic protocol. When the last consumer-protocol
+    /// member of a group whose other members speak the classic protocol leaves (epoch −1,
+    /// or fenced), the group becomes a classic group again if the policy allows it, and
+    /// rebalances.
+    ///
     /// Errors, in Kafka's order: `INVALID_REQUEST` (42, Kafka's validation and messages),
     /// `UNSUPPORTED_ASSIGNOR` (112), `GROUP_ID_NOT_FOUND` (69: no such group for an epoch
-    /// other than 0, or a group of another kind with members), `GROUP_MAX_SIZE_REACHED`
+    /// other than 0, a group of another kind with members, or a classic group Kafka refuses
+    /// to convert: the policy forbids it, another protocol type than `consumer`, more
+    /// members than `group.consumer.max.size`, a member whose embedded consumer protocol —
+    /// subscription or assignment — does not decode), `GROUP_MAX_SIZE_REACHED`
     /// (81), `UNKNOWN_MEMBER` (25), `INVALID_REGULAR_EXPRESSION` (128: a new expression
     /// that does not compile; nothing changed), `FENCED_MEMBER_EPOCH` (110), `UNRELEASED_INSTANCE_ID`
     /// (111), `FENCED_INSTANCE_ID` (82), `ASSIGNOR_FAILED` (no assignor registered, or one that
@@ -134,11 +210,19 @@ impl ConsumerGroups<'_> {
             }
         };
         let gate = Arc::new(gate);
+        // The group's own config, read at every heartbeat (Kafka applies a change at
+        // each member's next heartbeat).
+        let settings = c.consumer_settings(&req.group_id);
         let result = {
             let mut entry = cell.lock();
             let now = c.clock.now_ms();
+            // The group as it was, should the heartbeat that converted it fail.
+            let mut before_upgrade = None;
             if joining {
                 entry.convert_if_empty(ConsumerGroup::new);
+                if entry.kind() == GroupKind::Classic {
+                    before_upgrade = Some(upgrade(&mut entry, &settings, now)?);
+                }
             }
             let kind = entry.kind();
             let Some((group, generation)) = entry.split_mut::<ConsumerGroup>() else {
@@ -150,11 +234,24 @@ impl ConsumerGroups<'_> {
                     },
                 });
             };
-            // The group's own config, read at every heartbeat (Kafka applies a change at
-            // each member's next heartbeat).
-            let settings = c.consumer_settings(&req.group_id);
-            let (result, outcome) =
-                group.heartbeat(req, &mut c.ctx_with(now, generation, &settings));
+            let mut ctx = c.ctx_with(now, generation, &settings);
+            let (result, outcome) = group.heartbeat(req, &mut ctx);
+            if let Some(replacement) = group.take_replacement(&mut ctx) {
+                entry.group = Some(replacement);
+            }
+            let upgraded = before_upgrade.is_some();
+            match before_upgrade {
+                // Kafka writes the conversion with the heartbeat's records or not at all.
+                Some((classic, generation)) if result.is_err() => {
+                    entry.group = Some(classic);
+                    entry.generation = generation;
+                }
+                _ if upgraded => {
+                    entry.note_membership(now);
+                    c.arm(&mut entry);
+                }
+                _ => {}
+            }
             if outcome.membership_changed || !entry.has_members() {
                 entry.note_membership(now);
                 c.arm(&mut entry);

@@ -9,12 +9,17 @@
 //!
 //! `pattern.rs` compiles regular-expression subscriptions (`SubscribedTopicRegex`).
 //!
-//! Not yet here: rack-aware assignment, and Kafka's online migration between the
-//! classic and the consumer protocol (an Empty group of either kind is taken over by the
-//! first member of the other, as in Kafka; a group with members refuses the other
-//! protocol's calls).
+//! `embedded.rs` reads and writes Kafka's embedded consumer protocol (the subscription and
+//! assignment bytes of classic members), for the online migration between the classic and
+//! the consumer protocol (Kafka's `group.consumer.migration.policy`): a classic group of
+//! protocol type `consumer` becomes a consumer-protocol group on the first
+//! ConsumerGroupHeartbeat, its members staying in it as classic members (JoinGroup,
+//! SyncGroup, Heartbeat, LeaveGroup answered as Kafka's `classicGroup*ToConsumerGroup`).
+//!
+//! Not yet here: rack-aware assignment.
 
 mod api;
+pub(crate) mod embedded;
 pub(crate) mod pattern;
 mod protocol;
 mod state;

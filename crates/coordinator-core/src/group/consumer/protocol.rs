@@ -244,4 +244,9 @@ pub struct ConsumerMemberDescription {
     pub partitions_pending_revocation: Vec<TopicPartition>,
     /// The target assignment, sorted.
     pub target_assignment: Vec<TopicPartition>,
+    /// Whether the member speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat): a
+    /// member of a classic group that became a consumer-protocol group, or one that joined
+    /// it with JoinGroup. ConsumerGroupDescribe v1's `member_type` (Kafka: 0 for a classic
+    /// member, 1 for a consumer-protocol member).
+    pub classic: bool,
 }

@@ -22,6 +22,7 @@ use tracing::{info, warn};
 
 use super::pattern;
 
+use super::embedded;
 use super::protocol::{
     ConsumerGroupDescription, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
     ConsumerGroupState, ConsumerMemberDescription, MemberState, LEAVE_GROUP_MEMBER_EPOCH,
@@ -29,7 +30,10 @@ use super::protocol::{
 };
 use crate::coordinator::ExpiredMember;
 use crate::error::Error;
-use crate::group::classic::Opaque;
+use crate::group::classic::{
+    ClassicGroup, ClassicProtocol, JoinGroupRequest, JoinGroupResponse, LeavingMember,
+    MigratingMember, Opaque, SyncGroupRequest, SyncGroupResponse, CONSUMER_PROTOCOL_TYPE,
+};
 use crate::group::{
     CommitAuthority, ConsumerMemberRecord, Ctx, Group, GroupKind, GroupRecord, MemberRecord,
     OffsetExpiration,
@@ -79,6 +83,25 @@ struct Member {
     /// While revoking: (deadline, the epoch it was set at). A member still revoking at that
     /// epoch when the deadline passes is fenced.
     revocation_deadline: Option<(u64, i32)>,
+    /// A member that speaks the classic protocol (Kafka's `ClassicMemberMetadata`); `None`
+    /// for a member of the consumer protocol.
+    classic: Option<ClassicMeta>,
+}
+
+/// What a member speaking the classic protocol has besides a consumer-protocol member
+/// (Kafka's `ClassicMemberMetadata`, and its join and sync timers).
+#[derive(Clone, Debug)]
+struct ClassicMeta {
+    /// Its own session timeout, from its JoinGroup.
+    session_timeout_ms: u64,
+    /// The protocols of its JoinGroup, in its order (the first is the one it is answered
+    /// with; every one carries the same subscription).
+    protocols: Vec<ClassicProtocol>,
+    /// Told to join again (REBALANCE_IN_PROGRESS): fenced if it has not by then (Kafka's
+    /// join timeout, the member's rebalance timeout).
+    join_deadline: Option<u64>,
+    /// Joined: fenced if it has not synced by then (Kafka's sync timeout).
+    sync_deadline: Option<u64>,
 }
 
 impl Member {
@@ -101,7 +124,15 @@ impl Member {
             target: BTreeSet::new(),
             session_deadline: now.saturating_add(session_ms),
             revocation_deadline: None,
+            classic: None,
         }
+    }
+
+    /// The member's session timeout: its own for a classic member, the group's otherwise.
+    fn session_ms(&self, group_session_ms: u64) -> u64 {
+        self.classic
+            .as_ref()
+            .map_or(group_session_ms, |c| c.session_timeout_ms)
     }
 
     fn update_epoch(&mut self, epoch: i32) {
@@ -110,10 +141,15 @@ impl Member {
     }
 
     fn deadline(&self) -> u64 {
-        match self.revocation_deadline {
-            Some((at, _)) => at.min(self.session_deadline),
-            None => self.session_deadline,
-        }
+        let classic = self
+            .classic
+            .as_ref()
+            .map(|c| c.join_deadline.into_iter().chain(c.sync_deadline));
+        self.revocation_deadline
+            .map(|(at, _)| at)
+            .into_iter()
+            .chain(classic.into_iter().flatten())
+            .fold(self.session_deadline, u64::min)
     }
 }
 
@@ -201,6 +237,10 @@ pub(crate) struct ConsumerGroup {
     /// What a restart must know changed (members, epochs, subscriptions, assignments): the
     /// group's record must be written before the heartbeat is answered.
     record_due: bool,
+    /// The last consumer-protocol member left and the others speak the classic protocol:
+    /// the members of the classic group this group becomes (Kafka's `convertToClassicGroup`),
+    /// taken by [`Group::take_replacement`].
+    downgrade: Option<Vec<MigratingMember>>,
 }
 
 /// How a heartbeat finds its member.
@@ -239,6 +279,7 @@ impl ConsumerGroup {
             assignor: None,
             session_timeout_ms: 0,
             record_due: false,
+            downgrade: None,
         }
     }
 
@@ -262,7 +303,15 @@ impl ConsumerGroup {
                 "UNRELEASED_PARTITIONS" => MemberState::UnreleasedPartitions,
                 _ => MemberState::Stable,
             };
+            // A classic member of the group: the only members with protocols.
+            let classic = (!m.protocols.is_empty()).then(|| ClassicMeta {
+                session_timeout_ms: m.session_timeout_ms,
+                protocols: m.protocols.clone(),
+                join_deadline: None,
+                sync_deadline: None,
+            });
             let member = Member {
+                classic,
                 instance_id: m.group_instance_id.as_deref().map(Arc::from),
                 rack_id: c.rack_id.clone(),
                 client_id: m.client_id.clone(),
@@ -287,7 +336,9 @@ impl ConsumerGroup {
                     .then(|| (now.saturating_add(m.rebalance_timeout_ms), c.member_epoch)),
             };
             group.target_epoch = c.target_assignment_epoch;
-            group.session_timeout_ms = m.session_timeout_ms;
+            if member.classic.is_none() {
+                group.session_timeout_ms = m.session_timeout_ms;
+            }
             for tp in member.assigned.iter().chain(&member.revoking) {
                 group.owners.insert(tp.clone(), id.clone());
             }
@@ -413,7 +464,9 @@ impl ConsumerGroup {
                     None => Ok(Found::New(fresh())),
                 },
                 Some((old, m)) => {
-                    if m.epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+                    // A member of the classic protocol is replaced whatever its epoch
+                    // (Kafka checks the release only between two consumer-protocol members).
+                    if m.classic.is_none() && m.epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH {
                         return Err(Error::UnreleasedInstanceId {
                             group: self.id.to_string(),
                             member: req.member_id.clone(),
@@ -663,6 +716,8 @@ impl ConsumerGroup {
         }
         m.client_id.clone_from(&req.client_id);
         m.client_host.clone_from(&req.client_host);
+        // A classic member that heartbeats with the consumer protocol speaks it from now on.
+        m.classic = None;
         before
     }
 
@@ -1047,14 +1102,27 @@ impl ConsumerGroup {
     }
 
     /// Kafka's `consumerGroupFenceMember`: removes the member, bumps the group epoch.
+    /// When the group becomes a classic group instead (the last consumer-protocol member
+    /// left, Kafka's `convertToClassicGroup`), the epoch is not bumped: the classic
+    /// generation is the group epoch, the reconciled classic members' own.
     fn fence(&mut self, id: &Arc<str>, ctx: &mut Ctx<'_>, why: &str) {
+        let downgrade = self.downgrade_allowed(id, ctx);
+        if downgrade {
+            self.downgrade = Some(self.migrating_members(id));
+        } else if let Some(members) = self.downgrade.as_mut() {
+            // Fenced in the same transition as the last consumer-protocol member (timers
+            // due at once): it does not go over to the classic group.
+            members.retain(|m| m.id != *id);
+        }
         if self.remove_member_entry(id).is_none() {
             return;
         }
         self.topic_partitions
             .retain(|t, _| self.subscribers.contains_key(t));
         self.record_due = true;
-        *ctx.generation = ctx.generation.next();
+        if !downgrade {
+            *ctx.generation = ctx.generation.next();
+        }
         self.group_epoch = epoch_of(*ctx.generation);
         info!(
             group = &*self.id,
@@ -1080,6 +1148,8 @@ impl ConsumerGroup {
         };
         let id = id.clone();
         self.fence(&id, ctx, "removed by an admin");
+        // Kafka's `classicGroupLeaveToConsumerGroup` removes without a downgrade.
+        self.downgrade = None;
         Ok(())
     }
 
@@ -1155,6 +1225,633 @@ impl ConsumerGroup {
         })
     }
 
+    // ------------------------------------------------------- members of the classic protocol
+
+    /// Kafka's `ConsumerGroup.fromClassicGroup`: the consumer-protocol group a classic group
+    /// of protocol type `consumer` becomes (`convertToConsumerGroup`). The group epoch and
+    /// the target's are the classic generation; every member is Stable at that epoch, its
+    /// subscription read from its metadata for the chosen protocol, its current and target
+    /// assignment from its last assignment; each session counts from `now` with the member's
+    /// own timeout.
+    ///
+    /// Error: `GROUP_ID_NOT_FOUND` (Kafka's answer) when a member's embedded consumer protocol
+    /// does not decode — its subscription, or its assignment (a member that joined the
+    /// rebalance under way and has not synced has none) — or no protocol was chosen yet.
+    pub(crate) fn from_classic(
+        id: Arc<str>,
+        protocol_name: Option<&str>,
+        members: Vec<MigratingMember>,
+        generation: Generation,
+        now: u64,
+    ) -> Result<Self, Error> {
+        let refuse = |why: String| {
+            info!(
+                group = &*id,
+                why, "cannot upgrade the classic group to a consumer-protocol group"
+            );
+            Error::NotConsumerGroup {
+                group: id.to_string(),
+                actual: "classic",
+            }
+        };
+        let Some(protocol) = protocol_name else {
+            return Err(refuse(
+                "the classic group has chosen no protocol yet".into(),
+            ));
+        };
+        let mut group = ConsumerGroup::new(id.clone());
+        let epoch = epoch_of(generation);
+        group.group_epoch = epoch;
+        group.target_epoch = epoch;
+        for m in members {
+            let metadata = m
+                .protocols
+                .iter()
+                .find(|p| p.name == protocol)
+                .map(|p| p.metadata.clone())
+                .unwrap_or_else(|| Arc::from(&[][..]));
+            let sub = embedded::decode_subscription(&metadata).map_err(|_| {
+                refuse(format!(
+                    "member {}'s subscription is not the embedded consumer protocol",
+                    m.id
+                ))
+            })?;
+            let assigned: BTreeSet<TopicPartition> = embedded::decode_assignment(&m.assignment)
+                .map_err(|_| {
+                    refuse(format!(
+                        "member {} has no assignment of the embedded consumer protocol",
+                        m.id
+                    ))
+                })?
+                .into_iter()
+                .collect();
+            let member = Member {
+                instance_id: m.instance_id.clone(),
+                rack_id: sub.rack.clone(),
+                client_id: m.client_id,
+                client_host: m.client_host,
+                epoch,
+                previous_epoch: epoch,
+                state: MemberState::Stable,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                names: topic_set(&sub.topics),
+                regex: None,
+                topics: Vec::new(),
+                server_assignor: None,
+                target: assigned.clone(),
+                assigned,
+                revoking: BTreeSet::new(),
+                session_deadline: now.saturating_add(m.session_timeout_ms),
+                revocation_deadline: None,
+                classic: Some(ClassicMeta {
+                    session_timeout_ms: m.session_timeout_ms,
+                    protocols: m.protocols,
+                    join_deadline: None,
+                    sync_deadline: None,
+                }),
+            };
+            for tp in &member.assigned {
+                group.owners.insert(tp.clone(), m.id.clone());
+            }
+            if let Some(instance) = &m.instance_id {
+                group.instances.insert(instance.clone(), m.id.clone());
+            }
+            group.members.insert(m.id.clone(), member);
+        }
+        let ids: Vec<Arc<str>> = group.members.keys().cloned().collect();
+        for id in ids {
+            group.resubscribe(&id);
+        }
+        group.record_due = true;
+        info!(
+            group = &*group.id,
+            epoch,
+            members = group.members.len(),
+            "classic group converted to a consumer-protocol group"
+        );
+        Ok(group)
+    }
+
+    /// The members, as a downgrade to the classic protocol carries them over (Kafka's
+    /// `ClassicGroup.fromConsumerGroup`): every member but `leaving`, each with the
+    /// assignment of its target, encoded at the version of its metadata for `protocol`.
+    pub(crate) fn migrating_members(&self, leaving: &str) -> Vec<MigratingMember> {
+        self.members
+            .iter()
+            .filter(|(id, _)| ***id != *leaving)
+            .filter_map(|(id, m)| {
+                let c = m.classic.as_ref()?;
+                // Every protocol of a member carries the same subscription, at one version.
+                let version = c
+                    .protocols
+                    .first()
+                    .map_or(0, |p| embedded::version_of(&p.metadata));
+                Some(MigratingMember {
+                    id: id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    session_timeout_ms: c.session_timeout_ms,
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    protocols: c.protocols.clone(),
+                    assignment: Arc::from(embedded::encode_assignment(&m.target, version)),
+                    partitions: Some(m.target.iter().cloned().collect()),
+                })
+            })
+            .collect()
+    }
+
+    /// Kafka's `validateOnlineDowngradeWithFencedMember`, before member `leaving` is fenced:
+    /// every other member speaks the classic protocol and it does not, some remain, the
+    /// policy allows the downgrade and the classic group would not exceed `group.max.size`.
+    fn downgrade_allowed(&self, leaving: &str, ctx: &Ctx<'_>) -> bool {
+        let Some(m) = self.members.get(leaving) else {
+            return false;
+        };
+        let classic = self
+            .members
+            .values()
+            .filter(|m| m.classic.is_some())
+            .count();
+        if m.classic.is_some() || classic != self.members.len() - 1 {
+            return false;
+        }
+        if self.members.len() <= 1 {
+            return false;
+        }
+        if !ctx.consumer.migration_policy.is_downgrade_enabled() {
+            info!(
+                group = &*self.id,
+                "cannot downgrade the consumer group to a classic group: the online downgrade \
+                 is disabled"
+            );
+            return false;
+        }
+        if self.members.len() - 1 > ctx.settings.max_size as usize {
+            info!(
+                group = &*self.id,
+                "cannot downgrade the consumer group to a classic group: it has more members \
+                 than group.max.size"
+            );
+            return false;
+        }
+        true
+    }
+
+    /// The protocol the classic members share (each counted once per member; `None` when
+    /// they share none).
+    fn shared_classic_protocols(&self) -> (usize, HashMap<&str, usize>) {
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        let mut n = 0;
+        for c in self.members.values().filter_map(|m| m.classic.as_ref()) {
+            n += 1;
+            let names: BTreeSet<&str> = c.protocols.iter().map(|p| p.name.as_str()).collect();
+            for name in names {
+                *counts.entry(name).or_insert(0) += 1;
+            }
+        }
+        (n, counts)
+    }
+
+    /// Kafka's `ConsumerGroup.supportsClassicProtocols`.
+    fn supports_classic(&self, protocol_type: &str, protocols: &[ClassicProtocol]) -> bool {
+        if protocol_type != CONSUMER_PROTOCOL_TYPE {
+            return false;
+        }
+        if self.members.is_empty() {
+            return !protocols.is_empty();
+        }
+        let (n, counts) = self.shared_classic_protocols();
+        protocols
+            .iter()
+            .any(|p| counts.get(p.name.as_str()).copied().unwrap_or(0) == n)
+    }
+
+    /// Kafka's `validateConsumerGroupMember`: the member a classic request names (by its
+    /// instance id for a static member), which must speak the classic protocol
+    /// (`throwIfMemberDoesNotUseClassicProtocol`).
+    fn classic_member(&self, member_id: &str, instance: Option<&str>) -> Result<Arc<str>, Error> {
+        let id = match instance {
+            None => self
+                .members
+                .get_key_value(member_id)
+                .map(|(id, _)| id.clone())
+                .ok_or_else(|| self.unknown(member_id))?,
+            Some(instance) => {
+                let id = self
+                    .instances
+                    .get(instance)
+                    .cloned()
+                    .ok_or_else(|| self.unknown(member_id))?;
+                if *id != *member_id {
+                    return Err(Error::FencedInstanceId {
+                        group: self.id.to_string(),
+                        member: member_id.to_string(),
+                        instance: instance.to_string(),
+                        current: id.to_string(),
+                    });
+                }
+                id
+            }
+        };
+        match self.members.get(&id) {
+            Some(m) if m.classic.is_some() => Ok(id),
+            _ => Err(self.unknown(member_id)),
+        }
+    }
+
+    fn illegal_generation(&self, generation: Option<Generation>, epoch: i32) -> Error {
+        Error::IllegalGeneration {
+            group: self.id.to_string(),
+            requested: generation,
+            current: Generation::new(u64::try_from(epoch).unwrap_or(0)),
+        }
+    }
+
+    /// Kafka's `throwIfGenerationIdUnmatched`: a classic member's generation is its epoch.
+    fn check_generation(&self, generation: Option<Generation>, epoch: i32) -> Result<(), Error> {
+        if generation.map(|g| g.get()) == u64::try_from(epoch).ok() {
+            Ok(())
+        } else {
+            Err(self.illegal_generation(generation, epoch))
+        }
+    }
+
+    fn rebalance_in_progress(&self) -> Error {
+        Error::RebalanceInProgress {
+            group: self.id.to_string(),
+            state: self.state(),
+        }
+    }
+
+    /// Kafka's `scheduleConsumerGroupJoinTimeoutIfAbsent`.
+    fn arm_join_timeout(&mut self, id: &Arc<str>, now: u64) {
+        if let Some(m) = self.members.get_mut(id) {
+            let timeout = m.rebalance_timeout_ms;
+            if let Some(c) = m.classic.as_mut() {
+                c.join_deadline.get_or_insert(now.saturating_add(timeout));
+            }
+        }
+    }
+
+    /// Kafka's `ConsumerGroup.waitingOnUnreleasedPartition`: the member waits for a
+    /// partition of its target that another member still holds.
+    fn waiting_on_unreleased(&self, id: &Arc<str>, m: &Member) -> bool {
+        m.state == MemberState::UnreleasedPartitions
+            && m.target
+                .iter()
+                .any(|tp| !m.assigned.contains(tp) && self.owners.get(tp).is_some_and(|o| o != id))
+    }
+
+    /// Kafka's `classicGroupJoinToConsumerGroup`: a JoinGroup of a member speaking the classic
+    /// protocol to this group (which has members). Answered at once: the member's epoch as
+    /// the generation, its current assignment to come with its SyncGroup.
+    ///
+    /// Errors: `GROUP_MAX_SIZE_REACHED`, `INCONSISTENT_GROUP_PROTOCOL` (not protocol type
+    /// `consumer`, or no protocol every classic member supports), `MEMBER_ID_REQUIRED`,
+    /// `UNKNOWN_MEMBER_ID`/`FENCED_INSTANCE_ID` never (a classic join takes an instance id
+    /// over), `UNKNOWN_SERVER_ERROR`-class `INVALID_REQUEST` for a subscription that is not
+    /// the embedded consumer protocol (Kafka: an `IllegalStateException`), `ASSIGNOR_FAILED`.
+    pub(crate) fn classic_join(
+        &mut self,
+        req: &JoinGroupRequest,
+        ctx: &mut Ctx<'_>,
+    ) -> (Result<JoinGroupResponse, Error>, Outcome) {
+        self.group_epoch = epoch_of(*ctx.generation);
+        let mut outcome = Outcome {
+            membership_changed: false,
+            deadline: None,
+        };
+        let result = self.classic_join_inner(req, ctx, &mut outcome);
+        (result, outcome)
+    }
+
+    fn classic_join_inner(
+        &mut self,
+        req: &JoinGroupRequest,
+        ctx: &mut Ctx<'_>,
+        outcome: &mut Outcome,
+    ) -> Result<JoinGroupResponse, Error> {
+        let unknown = req.member_id.is_empty();
+        let member_id: Arc<str> = if unknown {
+            Arc::from(ctx.ids.member_id(&req.client_id))
+        } else {
+            Arc::from(req.member_id.as_str())
+        };
+        let max = ctx.consumer.max_size;
+        if self.members.len() >= max as usize && !self.members.contains_key(&member_id) {
+            return Err(Error::GroupMaxSizeReached {
+                group: self.id.to_string(),
+                max,
+            });
+        }
+        if !self.supports_classic(&req.protocol_type, &req.protocols) {
+            return Err(Error::InconsistentGroupProtocol {
+                group: self.id.to_string(),
+                member: member_id.to_string(),
+                offered: req
+                    .protocols
+                    .iter()
+                    .map(|p| format!("{}/{}", req.protocol_type, p.name))
+                    .collect(),
+                shared: Vec::new(),
+            });
+        }
+        if unknown && req.require_known_member_id && req.group_instance_id.is_none() {
+            return Err(Error::MemberIdRequired {
+                group: self.id.to_string(),
+                member_id: member_id.to_string(),
+            });
+        }
+        let Some(first) = req.protocols.first() else {
+            return Err(self.unknown(&member_id));
+        };
+        let sub =
+            embedded::decode_subscription(&first.metadata).map_err(|_| Error::InvalidRequest {
+                reason: format!(
+                    "Malformed embedded consumer protocol in the subscription of member \
+                     {member_id}."
+                ),
+            })?;
+        // Get or create the member; a static member takes its instance id over.
+        let found = match req.group_instance_id.as_deref() {
+            None => {
+                if self.members.contains_key(&member_id) {
+                    Found::Existing(member_id.clone())
+                } else {
+                    Found::New(member_id.clone())
+                }
+            }
+            Some(instance) => match self.instances.get(instance) {
+                None => {
+                    if self.members.contains_key(&member_id) {
+                        Found::Existing(member_id.clone())
+                    } else {
+                        Found::New(member_id.clone())
+                    }
+                }
+                Some(old) if *old == member_id => Found::Existing(member_id.clone()),
+                Some(old) => Found::Replaces {
+                    new: member_id.clone(),
+                    old: old.clone(),
+                },
+            },
+        };
+        let old = match &found {
+            Found::Existing(id) => self.members.get(id),
+            Found::Replaces { old, .. } => self.members.get(old),
+            Found::New(_) => None,
+        };
+        let names = topic_set(&sub.topics);
+        let names_changed = old.is_none_or(|m| m.names != names);
+        let bump = ctx.generation.get() == 0 || names_changed || self.metadata_changed(ctx);
+        let assigns = bump || self.group_epoch > self.target_epoch;
+        let backup = assigns.then(|| (self.clone(), *ctx.generation));
+        // The member as a consumer-protocol heartbeat would leave it, then its classic part.
+        let as_heartbeat = ConsumerGroupHeartbeatRequest {
+            group_id: self.id.to_string(),
+            member_id: member_id.to_string(),
+            member_epoch: 0,
+            instance_id: req.group_instance_id.clone(),
+            rack_id: sub.rack.clone(),
+            rebalance_timeout_ms: req.rebalance_timeout_ms,
+            subscribed_topic_names: None,
+            subscribed_topic_regex: None,
+            server_assignor: None,
+            topic_partitions: None,
+            client_id: req.client_id.clone(),
+            client_host: req.client_host.clone(),
+        };
+        self.apply_member(&found, &as_heartbeat, ctx.now, ctx);
+        let session_ms = u64::try_from(req.session_timeout_ms).unwrap_or(0);
+        if let Some(m) = self.members.get_mut(&member_id) {
+            let (join_deadline, sync_deadline) = m
+                .classic
+                .as_ref()
+                .map_or((None, None), |c| (c.join_deadline, c.sync_deadline));
+            m.classic = Some(ClassicMeta {
+                session_timeout_ms: session_ms,
+                protocols: req.protocols.clone(),
+                join_deadline,
+                sync_deadline,
+            });
+        }
+        outcome.membership_changed = matches!(found, Found::New(_) | Found::Replaces { .. });
+        let mut subscription_changed = false;
+        if names_changed {
+            subscription_changed = self.subscribe(&member_id, Some(names), None, None);
+        }
+        if bump {
+            let refreshed = self.refresh_metadata(ctx);
+            if ctx.generation.get() == 0 || subscription_changed || refreshed {
+                *ctx.generation = ctx.generation.next();
+                self.group_epoch = epoch_of(*ctx.generation);
+                info!(
+                    group = &*self.id,
+                    epoch = self.group_epoch,
+                    "bumped group epoch"
+                );
+            }
+        }
+        if self.group_epoch > self.target_epoch {
+            if let Err(e) = self.compute_target(ctx) {
+                if let Some((group, generation)) = backup {
+                    *self = group;
+                    *ctx.generation = generation;
+                }
+                outcome.membership_changed = false;
+                return Err(e);
+            }
+        }
+        // Reconcile with what the member says it owns (its subscription's owned partitions).
+        self.reconcile(&member_id, Some(&sub.owned), ctx.now);
+        let Some(m) = self.members.get_mut(&member_id) else {
+            return Err(self.unknown(&member_id));
+        };
+        // A classic member is fenced by its join and sync timeouts, not a revocation timer.
+        m.revocation_deadline = None;
+        m.session_deadline = ctx.now.saturating_add(session_ms);
+        let rebalance_ms = m.rebalance_timeout_ms;
+        if let Some(c) = m.classic.as_mut() {
+            c.join_deadline = None;
+            c.sync_deadline = Some(ctx.now.saturating_add(rebalance_ms));
+        }
+        outcome.deadline = Some(m.deadline());
+        let epoch = m.epoch;
+        self.record_due = true;
+        Ok(JoinGroupResponse {
+            member_id: member_id.to_string(),
+            generation: Generation::new(u64::try_from(epoch).unwrap_or(0)),
+            protocol_type: Some(CONSUMER_PROTOCOL_TYPE.to_string()),
+            protocol_name: Some(first.name.clone()),
+            leader: String::new(),
+            skip_assignment: false,
+            members: Vec::new(),
+        })
+    }
+
+    /// Kafka's `classicGroupSyncToConsumerGroup`: a classic member's SyncGroup answers its
+    /// current assignment at once, encoded at the version of its subscription.
+    ///
+    /// Errors: `UNKNOWN_MEMBER_ID` (not a member, or not of the classic protocol),
+    /// `FENCED_INSTANCE_ID`, `ILLEGAL_GENERATION` (not its epoch), `INCONSISTENT_GROUP_PROTOCOL`
+    /// (a protocol type or name other than the one its join was answered with),
+    /// `REBALANCE_IN_PROGRESS` (the group epoch moved on: join again).
+    pub(crate) fn classic_sync(
+        &mut self,
+        req: &SyncGroupRequest,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(SyncGroupResponse, u64), Error> {
+        self.group_epoch = epoch_of(*ctx.generation);
+        let id = self.classic_member(&req.member_id, req.group_instance_id.as_deref())?;
+        let Some(m) = self.members.get(&id) else {
+            return Err(self.unknown(&req.member_id));
+        };
+        self.check_generation(req.generation, m.epoch)?;
+        let protocol = m
+            .classic
+            .as_ref()
+            .and_then(|c| c.protocols.first())
+            .map(|p| (p.name.clone(), embedded::version_of(&p.metadata)));
+        let (name, version) = protocol.unwrap_or_default();
+        let inconsistent = || Error::InconsistentGroupProtocol {
+            group: self.id.to_string(),
+            member: req.member_id.clone(),
+            offered: req.protocol_name.iter().cloned().collect(),
+            shared: vec![name.clone()],
+        };
+        if req
+            .protocol_type
+            .as_deref()
+            .is_some_and(|t| t != CONSUMER_PROTOCOL_TYPE)
+            || req.protocol_name.as_deref().is_some_and(|n| n != name)
+        {
+            return Err(inconsistent());
+        }
+        // Kafka's `throwIfRebalanceInProgress`.
+        if self.group_epoch > m.epoch && m.state != MemberState::UnrevokedPartitions {
+            self.arm_join_timeout(&id, ctx.now);
+            return Err(self.rebalance_in_progress());
+        }
+        let assignment = embedded::encode_assignment(&m.assigned, version);
+        let Some(m) = self.members.get_mut(&id) else {
+            return Err(self.unknown(&req.member_id));
+        };
+        m.session_deadline = ctx
+            .now
+            .saturating_add(m.session_ms(self.session_timeout_ms));
+        if let Some(c) = m.classic.as_mut() {
+            c.sync_deadline = None;
+        }
+        let deadline = m.deadline();
+        Ok((
+            SyncGroupResponse {
+                protocol_type: req.protocol_type.clone(),
+                protocol_name: req.protocol_name.clone(),
+                assignment: Arc::from(assignment),
+            },
+            deadline,
+        ))
+    }
+
+    /// Kafka's `classicGroupHeartbeatToConsumerGroup`: renews the classic member's session;
+    /// `REBALANCE_IN_PROGRESS` (and the join timeout started) when it must join again — the
+    /// group epoch is ahead of its epoch, it must revoke partitions, or the partitions it
+    /// waited for are free. Returns the member's earliest deadline.
+    ///
+    /// Errors: `UNKNOWN_MEMBER_ID`, `FENCED_INSTANCE_ID`, `ILLEGAL_GENERATION`,
+    /// `REBALANCE_IN_PROGRESS`.
+    pub(crate) fn classic_heartbeat(
+        &mut self,
+        member_id: &str,
+        instance: Option<&str>,
+        generation: Option<Generation>,
+        ctx: &mut Ctx<'_>,
+    ) -> (Result<(), Error>, Option<u64>) {
+        self.group_epoch = epoch_of(*ctx.generation);
+        let id = match self.classic_member(member_id, instance) {
+            Ok(id) => id,
+            Err(e) => return (Err(e), None),
+        };
+        let Some(m) = self.members.get(&id) else {
+            return (Err(self.unknown(member_id)), None);
+        };
+        if let Err(e) = self.check_generation(generation, m.epoch) {
+            return (Err(e), None);
+        }
+        let rejoin = m.epoch < self.group_epoch
+            || m.state == MemberState::UnrevokedPartitions
+            || (m.state == MemberState::UnreleasedPartitions
+                && !self.waiting_on_unreleased(&id, m));
+        if rejoin {
+            self.arm_join_timeout(&id, ctx.now);
+        }
+        let session = self.session_timeout_ms;
+        let Some(m) = self.members.get_mut(&id) else {
+            return (Err(self.unknown(member_id)), None);
+        };
+        m.session_deadline = ctx.now.saturating_add(m.session_ms(session));
+        let deadline = Some(m.deadline());
+        if rejoin {
+            (Err(self.rebalance_in_progress()), deadline)
+        } else {
+            (Ok(()), deadline)
+        }
+    }
+
+    /// Kafka's `classicGroupLeaveToConsumerGroup`: each member (by id, or by instance id for
+    /// a static member) leaves; each removal bumps the group epoch. Per member:
+    /// `UNKNOWN_MEMBER_ID` (not a member, or not of the classic protocol),
+    /// `FENCED_INSTANCE_ID`.
+    pub(crate) fn classic_leave(
+        &mut self,
+        members: &[LeavingMember],
+        ctx: &mut Ctx<'_>,
+    ) -> Vec<Result<(), Error>> {
+        self.group_epoch = epoch_of(*ctx.generation);
+        let mut results = Vec::with_capacity(members.len());
+        let mut left = Vec::new();
+        for leaving in members {
+            let found = match leaving.group_instance_id.as_deref() {
+                None => self.classic_member(&leaving.member_id, None),
+                Some(instance) => match self.instances.get(instance).cloned() {
+                    None => Err(self.unknown(&leaving.member_id)),
+                    Some(id) if !leaving.member_id.is_empty() && *id != *leaving.member_id => {
+                        Err(Error::FencedInstanceId {
+                            group: self.id.to_string(),
+                            member: leaving.member_id.clone(),
+                            instance: instance.to_string(),
+                            current: id.to_string(),
+                        })
+                    }
+                    Some(id) => self.classic_member(&id, None),
+                },
+            };
+            match found {
+                Ok(id) => {
+                    if self.remove_member_entry(&id).is_some() {
+                        info!(
+                            group = &*self.id,
+                            member = &*id,
+                            "classic member left the consumer group"
+                        );
+                        left.push(id);
+                    }
+                    results.push(Ok(()));
+                }
+                Err(e) => results.push(Err(e)),
+            }
+        }
+        if !left.is_empty() {
+            self.topic_partitions
+                .retain(|t, _| self.subscribers.contains_key(t));
+            self.record_due = true;
+            *ctx.generation = ctx.generation.next();
+            self.group_epoch = epoch_of(*ctx.generation);
+        }
+        results
+    }
+
     /// The group's state, Kafka's way.
     pub(crate) fn consumer_state(&self) -> ConsumerGroupState {
         if self.members.is_empty() {
@@ -1198,17 +1895,24 @@ impl ConsumerGroup {
                     assignment: m.assigned.iter().cloned().collect(),
                     partitions_pending_revocation: m.revoking.iter().cloned().collect(),
                     target_assignment: m.target.iter().cloned().collect(),
+                    classic: m.classic.is_some(),
                 })
                 .collect(),
         }
     }
 
-    /// Kafka's `ConsumerGroup.validateMemberEpoch` for a commit or a fetch.
+    /// Kafka's `ConsumerGroup.validateMemberEpoch` for a commit or a fetch: a classic
+    /// member's wrong epoch is `ILLEGAL_GENERATION`, a consumer-protocol member's
+    /// `STALE_MEMBER_EPOCH`.
     fn validate_epoch(&self, member_id: &str, epoch: i32) -> Result<(), Error> {
         let m = self
             .members
             .get(member_id)
             .ok_or_else(|| self.unknown(member_id))?;
+        if epoch != m.epoch && m.classic.is_some() {
+            let generation = u64::try_from(epoch).ok().map(Generation::new);
+            return Err(self.illegal_generation(generation, m.epoch));
+        }
         if epoch != m.epoch {
             return Err(Error::StaleMemberEpoch {
                 group: self.id.to_string(),
@@ -1273,8 +1977,13 @@ impl Group for ConsumerGroup {
                 if generation.is_none() && self.members.is_empty() {
                     return Ok(());
                 }
-                if !self.members.contains_key(member_id.as_str()) {
+                let Some(m) = self.members.get(member_id.as_str()) else {
                     return Err(self.unknown(member_id));
+                };
+                // A member of the classic protocol commits with its epoch as the generation
+                // (`ILLEGAL_GENERATION` otherwise, Kafka's `validateMemberEpoch`).
+                if m.classic.is_some() {
+                    return self.check_generation(*generation, m.epoch);
                 }
                 Err(Error::UnsupportedVersion {
                     group: self.id.to_string(),
@@ -1342,8 +2051,25 @@ impl Group for ConsumerGroup {
             .members
             .iter()
             .filter_map(|(id, m)| {
+                let classic = m.classic.as_ref();
                 if now >= m.session_deadline {
                     Some((id.clone(), "session expired"))
+                } else if classic
+                    .and_then(|c| c.join_deadline)
+                    .is_some_and(|at| now >= at)
+                {
+                    Some((
+                        id.clone(),
+                        "the classic member failed to join within the rebalance timeout",
+                    ))
+                } else if classic
+                    .and_then(|c| c.sync_deadline)
+                    .is_some_and(|at| now >= at)
+                {
+                    Some((
+                        id.clone(),
+                        "the classic member failed to sync within the timeout",
+                    ))
                 } else if m.revocation_deadline.is_some_and(|(at, epoch)| {
                     now >= at && m.epoch == epoch && m.state == MemberState::UnrevokedPartitions
                 }) {
@@ -1388,9 +2114,13 @@ impl Group for ConsumerGroup {
                     group_instance_id: m.instance_id.as_deref().map(str::to_string),
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    session_timeout_ms: self.session_timeout_ms,
+                    session_timeout_ms: m.session_ms(self.session_timeout_ms),
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
-                    protocols: Vec::new(),
+                    protocols: m
+                        .classic
+                        .as_ref()
+                        .map(|c| c.protocols.clone())
+                        .unwrap_or_default(),
                     assignment: Opaque::from([]),
                     partitions: m.assigned.iter().cloned().collect(),
                     consumer: Some(ConsumerMemberRecord {
@@ -1412,6 +2142,23 @@ impl Group for ConsumerGroup {
 
     fn take_record_due(&mut self) -> bool {
         std::mem::take(&mut self.record_due)
+    }
+
+    /// Kafka's `convertToClassicGroup` after the last consumer-protocol member was fenced:
+    /// the classic group of the remaining members, rebalancing so that they join again.
+    fn take_replacement(&mut self, ctx: &mut Ctx<'_>) -> Option<Box<dyn Group>> {
+        let members = self.downgrade.take()?;
+        info!(
+            group = &*self.id,
+            members = members.len(),
+            "consumer group converted to a classic group: its last consumer-protocol member left"
+        );
+        Some(Box::new(ClassicGroup::from_consumer(
+            self.id.clone(),
+            members,
+            ctx,
+            "the consumer group became a classic group",
+        )))
     }
 
     fn mark_record_due(&mut self) {
