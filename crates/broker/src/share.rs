@@ -54,6 +54,9 @@ pub(crate) struct ShareSession {
     pub(crate) partitions: BTreeSet<TopicPartition>,
     /// The connection that opened it (`Session::id`).
     pub(crate) connection: u64,
+    /// The topic ids its partitions were asked by (Kafka keys a share session by topic id: a
+    /// topic made again under its name is not in it).
+    pub(crate) topic_ids: BTreeMap<String, uuid::Uuid>,
 }
 
 /// Why a share session refused a request.
@@ -87,6 +90,9 @@ pub(crate) struct ShareState {
     /// Kept share-partitions not used since the start: taken at their first use.
     restored: Mutex<HashMap<(String, TopicPartition), SharePartition>>,
     kept: Option<Kept>,
+    /// The topic ids of the assignment each member was last sent (a topic made again under
+    /// its name has another id: the member is sent its assignment again).
+    sent: Mutex<HashMap<Key, Vec<(String, uuid::Uuid)>>>,
 }
 
 /// Where the share-partitions are kept, and what is left to write.
@@ -473,6 +479,42 @@ impl ShareState {
         gone
     }
 
+    /// Notes the topic ids `member` of `group` was sent with its assignment (`None`: it left).
+    pub(crate) fn sent_assignment(
+        &self,
+        group: &str,
+        member: &str,
+        ids: Option<Vec<(String, uuid::Uuid)>>,
+    ) {
+        let mut sent = self
+            .sent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (group.to_string(), member.to_string());
+        match ids {
+            Some(ids) if sent.contains_key(&key) || sent.len() < MAX_SHARE_SESSIONS => {
+                sent.insert(key, ids);
+            }
+            _ => {
+                sent.remove(&key);
+            }
+        }
+    }
+
+    /// Whether a topic of the assignment `member` was last sent now has another id.
+    pub(crate) fn sent_ids_changed(
+        &self,
+        group: &str,
+        member: &str,
+        id_of: impl Fn(&str) -> uuid::Uuid,
+    ) -> bool {
+        self.sent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(group.to_string(), member.to_string()))
+            .is_some_and(|ids| ids.iter().any(|(name, id)| id_of(name) != *id))
+    }
+
     /// Opens (or opens again) `member`'s session with `partitions`; the next request must
     /// carry epoch 1.
     pub(crate) fn open(
@@ -496,6 +538,7 @@ impl ShareState {
                 epoch: 1,
                 partitions,
                 connection,
+                topic_ids: BTreeMap::new(),
             },
         );
         Ok(())
@@ -523,6 +566,27 @@ impl ShareState {
         session.epoch = next_epoch(session.epoch);
         update(&mut session.partitions);
         Ok(session.partitions.clone())
+    }
+
+    /// Adds `ids` (topic name to the id it was asked by) to `member`'s session, and returns
+    /// all the session's (empty without a session).
+    pub(crate) fn topic_ids(
+        &self,
+        group: &str,
+        member: &str,
+        ids: impl IntoIterator<Item = (String, uuid::Uuid)>,
+    ) -> BTreeMap<String, uuid::Uuid> {
+        let mut map = self
+            .sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match map.get_mut(&(group.to_string(), member.to_string())) {
+            Some(session) => {
+                session.topic_ids.extend(ids);
+                session.topic_ids.clone()
+            }
+            None => BTreeMap::new(),
+        }
     }
 
     /// Whether `member` has a session.

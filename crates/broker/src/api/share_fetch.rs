@@ -511,6 +511,16 @@ async fn share_fetch(
         _ => return ShareFetchResponse::default().with_error_code(SessionRefusal::Epoch.code()),
     };
     let config = partition_config(call, &group);
+    // The ids the session's topics were asked by: one made again under its name since is
+    // not the session's (UNKNOWN_TOPIC_ID), as Kafka's sessions keyed by topic id make it.
+    let session_ids = call.context.share.topic_ids(
+        &group,
+        &member,
+        asked
+            .iter()
+            .map(|(id, tp, _)| (tp.topic().to_string(), *id))
+            .collect::<Vec<_>>(),
+    );
     // Acknowledgements first, then records.
     let mut partitions: BTreeMap<TopicPartition, fetch_response::PartitionData> = BTreeMap::new();
     let mut ids: BTreeMap<String, Uuid> = BTreeMap::new();
@@ -547,8 +557,12 @@ async fn share_fetch(
         }
     }
     for tp in &fetching {
-        ids.entry(tp.topic().to_string())
-            .or_insert_with(|| call.context.topic_id(tp.topic()));
+        ids.entry(tp.topic().to_string()).or_insert_with(|| {
+            session_ids
+                .get(tp.topic())
+                .copied()
+                .unwrap_or_else(|| call.context.topic_id(tp.topic()))
+        });
         partitions.entry(tp.clone()).or_insert_with(|| {
             fetch_response::PartitionData::default()
                 .with_partition_index(i32::try_from(tp.partition()).unwrap_or(i32::MAX))
@@ -582,6 +596,14 @@ async fn share_fetch(
             }
             if !call.may_topic(Operation::Read, tp.topic()) {
                 answer.error_code = codes::TOPIC_AUTHORIZATION_FAILED;
+                errors = true;
+                continue;
+            }
+            if session_ids
+                .get(tp.topic())
+                .is_some_and(|id| *id != call.context.topic_id(tp.topic()))
+            {
+                answer.error_code = codes::UNKNOWN_TOPIC_ID;
                 errors = true;
                 continue;
             }

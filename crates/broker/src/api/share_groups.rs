@@ -63,7 +63,33 @@ async fn heartbeat(
         // A member that leaves keeps its share session: its client acknowledges what it
         // holds and closes the session (ShareAcknowledge or ShareFetch with epoch -1) after
         // this heartbeat, as librdkafka's close does.
-        Ok(answer) => response(call, answer),
+        Ok(mut answer) => {
+            let share = &call.context.share;
+            let (group, member) = (&core.group_id, &answer.member_id);
+            if answer.member_epoch < 0 {
+                share.sent_assignment(group, member, None);
+            } else if answer.assignment.is_none()
+                && share.sent_ids_changed(group, member, |name| call.context.topic_id(name))
+            {
+                // A topic of its assignment was made again under its name: Kafka's
+                // coordinator sees the new topic id and sends the assignment again.
+                if let Ok(d) = call.context.coordinator.share().describe(group).await {
+                    answer.assignment = d
+                        .members
+                        .into_iter()
+                        .find(|m| &m.member_id == member)
+                        .map(|m| m.assignment);
+                }
+            }
+            if let Some(partitions) = &answer.assignment {
+                let ids = by_topic(call, partitions)
+                    .into_iter()
+                    .map(|(id, name, _)| (name, id))
+                    .collect();
+                share.sent_assignment(group, member, Some(ids));
+            }
+            response(call, answer)
+        }
         Err(e) => {
             debug!(group = %core.group_id, member = %core.member_id, code = e.code(), error = %e, "share group heartbeat refused");
             error_response(code(&e), e.to_string())

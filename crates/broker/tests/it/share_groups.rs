@@ -483,13 +483,25 @@ async fn a_topic_made_again_under_its_name_is_delivered_afresh() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
     let id = topic_id_of(&mut c).await;
-    assert_eq!(c.call(&join("sg", "a"), 1).await.error_code, 0);
+    let joined = c.call(&join("sg", "a"), 1).await;
+    assert_eq!(joined.error_code, 0);
+    let ids_in = |r: &ShareGroupHeartbeatResponse| -> Vec<uuid::Uuid> {
+        r.assignment
+            .iter()
+            .flat_map(|a| a.topic_partitions.iter().map(|t| t.topic_id))
+            .collect()
+    };
+    assert_eq!(ids_in(&joined), [id]);
+    let epoch = joined.member_epoch;
     assert!(acquired(&c.call(&fetch("a", 0, id, &[], &[0]), 1).await, 0).is_empty());
     produce_n(&mut c, 0, 3).await;
     let r = c.call(&fetch("a", 1, id, &[(0, 0, 0, 1)], &[]), 1).await;
     assert_eq!(acquired(&r, 0), [(0, 2, 1)]);
     let r = c.call(&fetch("a", -1, id, &[], &[]), 1).await;
     assert_eq!(r.error_code, 0);
+    // b's session holds partition 0 by the old topic's id.
+    assert_eq!(c.call(&join("sg", "b"), 1).await.error_code, 0);
+    assert_eq!(c.call(&fetch("b", 0, id, &[], &[0]), 1).await.error_code, 0);
     let deleted = DeleteTopicsRequest::default()
         .with_topic_names(vec![topic_name("t")])
         .with_timeout_ms(5000);
@@ -501,8 +513,21 @@ async fn a_topic_made_again_under_its_name_is_delivered_afresh() {
             .with_replication_factor(1),
     ]);
     assert_eq!(c.call(&create, 5).await.topics[0].error_code, 0);
-    let id = topic_id_of(&mut c).await;
+    let new_id = topic_id_of(&mut c).await;
+    assert_ne!(new_id, id);
+    // The member's next heartbeat carries its assignment again, by the new id (unchanged by
+    // name, it would not be sent at all).
+    let r = c.call(&beat("sg", "a", epoch), 1).await;
+    assert_eq!((r.error_code, ids_in(&r)), (0, vec![new_id]));
+    let r = c.call(&beat("sg", "a", epoch), 1).await;
+    assert!(r.assignment.is_none(), "sent once");
+    let old_id = id;
+    let id = new_id;
     produce_n(&mut c, 0, 5).await;
+    // b's session still names the old topic: UNKNOWN_TOPIC_ID, nothing acquired.
+    let r = c.call(&fetch("b", 1, old_id, &[], &[]), 1).await;
+    assert_eq!(part(&r, 0).error_code, 100, "UNKNOWN_TOPIC_ID");
+    assert!(acquired(&r, 0).is_empty());
     // The new topic's share-partition starts at its high watermark (latest) like any new
     // one: nothing of the old one's state (start offset 3) remains.
     let r = c.call(&fetch("a", 0, id, &[], &[0]), 1).await;
