@@ -18,6 +18,7 @@ import scenarios  # noqa: E402,F401  (registers the scenarios)
 import scenarios_admin_tool  # noqa: E402,F401  (the groups tool against kafka-python's admin client)
 import scenarios_eos  # noqa: E402,F401  (exactly-once: a transactional consume-transform-produce application)
 import scenarios_faults  # noqa: E402,F401  (control-port faults met by kafka-python, kafkajs; delete_records)
+import scenarios_migration  # noqa: E402,F401  (a rolling upgrade classic -> group.protocol=consumer, and back)
 import scenarios_share  # noqa: E402,F401  (share groups: confluent-kafka's ShareConsumer)
 from harness import ROOT  # noqa: E402
 from suite import SCENARIOS, Abort, Suite  # noqa: E402
