@@ -896,3 +896,144 @@ async fn a_restart_reloads_a_migrated_group_as_it_was() {
     assert_eq!(c3.group_kind(G), Some(GroupKind::Classic));
     assert_eq!(c3.classic().describe(G).await.unwrap().members.len(), 2);
 }
+
+#[tokio::test]
+async fn a_classic_static_member_replacing_the_last_consumer_protocol_member_downgrades_at_once() {
+    for (policy, after) in [
+        (MigrationPolicy::Bidirectional, GroupKind::Classic),
+        (MigrationPolicy::Upgrade, GroupKind::Consumer),
+    ] {
+        let h = harness_with(|b| b.consumer_migration_policy(policy));
+        // A static consumer-protocol member and a classic member.
+        let s =
+            h.c.consumer()
+                .heartbeat(&Req::join(G, "s", ["orders"]).with_instance_id("i1"))
+                .await
+                .unwrap();
+        let a = h.c.classic().join(join_req("", "a", &[])).await.unwrap();
+        let mut a_owned: Vec<u32> = Vec::new();
+        let mut s_owned = s.assignment.unwrap_or_default();
+        for _ in 0..4 {
+            let g = Generation::new(u64::try_from(h.epoch_of(&a.member_id).await).unwrap());
+            if h.c
+                .classic()
+                .heartbeat(G, &a.member_id, None, Some(g))
+                .await
+                .is_err()
+            {
+                a_owned = h.rejoin_and_sync(&a.member_id, &a_owned).await.1;
+            }
+            let r =
+                h.c.consumer()
+                    .heartbeat(
+                        &Req::heartbeat(G, "s", h.epoch_of("s").await)
+                            .with_instance_id("i1")
+                            .owning(s_owned.clone()),
+                    )
+                    .await
+                    .unwrap();
+            if let Some(got) = r.assignment {
+                s_owned = got;
+            }
+        }
+        let s_target = h.assigned("s").await;
+        assert!(!s_target.is_empty());
+        // The static member restarts with the classic protocol under a new member id.
+        let mut r = join_req("s2", "s", &[]);
+        r.group_instance_id = Some("i1".into());
+        let joined = h.c.classic().join(r).await.unwrap();
+        assert_eq!(h.c.group_kind(G), Some(after), "{policy}");
+        let generation = joined.generation;
+        let synced =
+            h.c.classic()
+                .sync(sync_req("s2", generation))
+                .await
+                .unwrap();
+        let got: Vec<TopicPartition> = decode(&synced.assignment).1.into_iter().map(tp).collect();
+        assert_eq!(
+            got, s_target,
+            "{policy}: it takes the replaced member's assignment"
+        );
+        if after == GroupKind::Classic {
+            let d = h.c.classic().describe(G).await.unwrap();
+            assert_eq!(d.state, GroupState::Stable, "no rebalance");
+            assert_eq!(d.generation, generation);
+            assert_eq!(d.members.len(), 2);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_classic_member_expiring_with_the_last_consumer_protocol_member_is_not_carried_over() {
+    let h = harness();
+    h.consumer_joins().await.unwrap();
+    let a =
+        h.c.classic()
+            .join(join_req("", "a", &[]))
+            .await
+            .unwrap()
+            .member_id;
+    let z =
+        h.c.classic()
+            .join(join_req("", "z", &[]))
+            .await
+            .unwrap()
+            .member_id;
+    let mut held: Vec<(String, Vec<u32>)> = vec![(a.clone(), Vec::new()), (z.clone(), Vec::new())];
+    let mut c_owned: Vec<TopicPartition> = Vec::new();
+    for _ in 0..6 {
+        for (member, owned) in held.iter_mut() {
+            let g = Generation::new(u64::try_from(h.epoch_of(member).await).unwrap());
+            if h.c
+                .classic()
+                .heartbeat(G, member, None, Some(g))
+                .await
+                .is_err()
+            {
+                *owned = h.rejoin_and_sync(member, owned).await.1;
+            }
+        }
+        let r =
+            h.c.consumer()
+                .heartbeat(&Req::heartbeat(G, "c", h.epoch_of("c").await).owning(c_owned.clone()))
+                .await
+                .unwrap();
+        if let Some(got) = r.assignment {
+            c_owned = got;
+        }
+    }
+    // c's session (45 s) and z's (10 s) run out at the same instant; a heartbeats on.
+    let beat = |m: String| {
+        let h = &h;
+        async move {
+            let g = Generation::new(u64::try_from(h.epoch_of(&m).await).unwrap());
+            h.c.classic().heartbeat(G, &m, None, Some(g)).await.unwrap();
+        }
+    };
+    for step in [9_000, 9_000, 9_000, 8_000] {
+        h.clock.advance(step);
+        beat(a.clone()).await;
+        beat(z.clone()).await;
+        assert!(h.c.handle_timeout().await.is_empty());
+    }
+    h.clock.advance(9_000);
+    beat(a.clone()).await;
+    assert!(h.c.handle_timeout().await.is_empty());
+    h.clock.advance(1_000);
+    let mut expired: Vec<String> =
+        h.c.handle_timeout()
+            .await
+            .into_iter()
+            .map(|e| e.member)
+            .collect();
+    expired.sort();
+    assert_eq!(expired, vec!["c".to_string(), z.clone()]);
+    assert_eq!(h.c.group_kind(G), Some(GroupKind::Classic));
+    let d = h.c.classic().describe(G).await.unwrap();
+    let ids: Vec<&str> = d.members.iter().map(|m| m.member_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        vec![a.as_str()],
+        "the expired classic member stays out"
+    );
+}

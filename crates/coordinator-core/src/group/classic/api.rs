@@ -19,7 +19,7 @@ use super::state::{Answer, ClassicGroup};
 use crate::coordinator::{not_found, Coordinator, GroupCell, GroupEntry};
 use crate::error::{Error, StorageError, StorageErrorKind};
 use crate::group::consumer::ConsumerGroup;
-use crate::group::{Ctx, GroupKind};
+use crate::group::{Ctx, Group, GroupKind};
 use crate::ports::CommitFence;
 use crate::types::{Generation, GroupState};
 
@@ -236,10 +236,13 @@ impl ClassicGroups<'_> {
                 let now = self.coordinator.clock.now_ms();
                 entry.convert_if_empty(ClassicGroup::new);
                 if let Some((group, generation)) = entry.split_mut::<ConsumerGroup>() {
-                    let (result, outcome) = group.classic_join(
-                        &req,
-                        &mut self.coordinator.ctx_with(now, generation, &settings),
-                    );
+                    let mut ctx = self.coordinator.ctx_with(now, generation, &settings);
+                    let (result, outcome) = group.classic_join(&req, &mut ctx);
+                    // A static member that replaced the last consumer-protocol member: the
+                    // group is classic again (Kafka's `convertToClassicGroup`).
+                    if let Some(replacement) = group.take_replacement(&mut ctx) {
+                        entry.group = Some(replacement);
+                    }
                     if outcome.membership_changed {
                         entry.note_membership(now);
                         self.coordinator.arm(&mut entry);

@@ -270,16 +270,17 @@ impl ClassicGroup {
         self.members.len()
     }
 
-    /// Kafka's `ClassicGroup.fromConsumerGroup` followed by `prepareRebalance`: the classic
-    /// group a consumer-protocol group whose members all speak the classic protocol becomes
-    /// (protocol type `consumer`, the protocol the members share, each member's assignment
-    /// as the consumer group's target gave it), rebalancing at once so that every member
-    /// joins again. Each session counts from `ctx.now`.
+    /// Kafka's `ClassicGroup.fromConsumerGroup`, then `prepareRebalance` with `rebalance`'s
+    /// reason: the classic group a consumer-protocol group whose members all speak the
+    /// classic protocol becomes (protocol type `consumer`, the protocol the members share,
+    /// each member's assignment as the consumer group's target gave it), Stable, or
+    /// rebalancing at once so that every member joins again. Each session counts from
+    /// `ctx.now`.
     pub(crate) fn from_consumer(
         id: Arc<str>,
         members: Vec<MigratingMember>,
         ctx: &mut Ctx<'_>,
-        why: &str,
+        rebalance: Option<&str>,
     ) -> Self {
         let mut group = ClassicGroup::new(id);
         group.protocol_type = Some(CONSUMER_PROTOCOL_TYPE.to_string());
@@ -308,7 +309,9 @@ impl ClassicGroup {
         group.protocol_name = group.select_protocol();
         group.previous_state = GroupState::Empty;
         group.state = GroupState::Stable;
-        group.prepare_rebalance(ctx, why);
+        if let Some(why) = rebalance {
+            group.prepare_rebalance(ctx, why);
+        }
         group
     }
 

@@ -240,7 +240,9 @@ pub(crate) struct ConsumerGroup {
     /// The last consumer-protocol member left and the others speak the classic protocol:
     /// the members of the classic group this group becomes (Kafka's `convertToClassicGroup`),
     /// taken by [`Group::take_replacement`].
-    downgrade: Option<Vec<MigratingMember>>,
+    /// With whether the classic group rebalances at once (not when a classic static member
+    /// took the last consumer-protocol member's place).
+    downgrade: Option<(Vec<MigratingMember>, bool)>,
 }
 
 /// How a heartbeat finds its member.
@@ -1108,8 +1110,8 @@ impl ConsumerGroup {
     fn fence(&mut self, id: &Arc<str>, ctx: &mut Ctx<'_>, why: &str) {
         let downgrade = self.downgrade_allowed(id, ctx);
         if downgrade {
-            self.downgrade = Some(self.migrating_members(id));
-        } else if let Some(members) = self.downgrade.as_mut() {
+            self.downgrade = Some((self.migrating_members(id), true));
+        } else if let Some((members, _)) = self.downgrade.as_mut() {
             // Fenced in the same transition as the last consumer-protocol member (timers
             // due at once): it does not go over to the classic group.
             members.retain(|m| m.id != *id);
@@ -1398,6 +1400,33 @@ impl ConsumerGroup {
         true
     }
 
+    /// Kafka's `validateOnlineDowngradeWithReplacedMemberId`: the static member `replaced`,
+    /// which a classic member's JoinGroup replaces, is the group's only consumer-protocol
+    /// member, the policy allows a downgrade, and the group would not exceed
+    /// `group.max.size`.
+    fn downgrade_replacing_allowed(&self, replaced: &str, ctx: &Ctx<'_>) -> bool {
+        let Some(m) = self.members.get(replaced) else {
+            return false;
+        };
+        let classic = self
+            .members
+            .values()
+            .filter(|m| m.classic.is_some())
+            .count();
+        if m.classic.is_some() || classic + 1 != self.members.len() {
+            return false;
+        }
+        if !ctx.consumer.migration_policy.is_downgrade_enabled() {
+            info!(
+                group = &*self.id,
+                "cannot downgrade the consumer group to a classic group: the online downgrade \
+                 is disabled"
+            );
+            return false;
+        }
+        self.members.len() <= ctx.settings.max_size as usize
+    }
+
     /// The protocol the classic members share (each counted once per member; `None` when
     /// they share none).
     fn shared_classic_protocols(&self) -> (usize, HashMap<&str, usize>) {
@@ -1597,6 +1626,13 @@ impl ConsumerGroup {
                 },
             },
         };
+        // Kafka's `validateOnlineDowngradeWithReplacedMemberId`: this classic static member
+        // takes the place of the group's last consumer-protocol member.
+        let downgrade_after = req
+            .group_instance_id
+            .as_deref()
+            .and_then(|i| self.instances.get(i))
+            .is_some_and(|holder| self.downgrade_replacing_allowed(holder, ctx));
         let old = match &found {
             Found::Existing(id) => self.members.get(id),
             Found::Replaces { old, .. } => self.members.get(old),
@@ -1679,6 +1715,13 @@ impl ConsumerGroup {
         outcome.deadline = Some(m.deadline());
         let epoch = m.epoch;
         self.record_due = true;
+        if downgrade_after {
+            // The classic group of every member, this one with the replaced member's
+            // assignment, Stable: no rebalance (Kafka's `convertToClassicGroup` with a
+            // joining member).
+            self.downgrade = Some((self.migrating_members(""), false));
+            outcome.membership_changed = true;
+        }
         Ok(JoinGroupResponse {
             member_id: member_id.to_string(),
             generation: Generation::new(u64::try_from(epoch).unwrap_or(0)),
@@ -2147,7 +2190,7 @@ impl Group for ConsumerGroup {
     /// Kafka's `convertToClassicGroup` after the last consumer-protocol member was fenced:
     /// the classic group of the remaining members, rebalancing so that they join again.
     fn take_replacement(&mut self, ctx: &mut Ctx<'_>) -> Option<Box<dyn Group>> {
-        let members = self.downgrade.take()?;
+        let (members, rebalance) = self.downgrade.take()?;
         info!(
             group = &*self.id,
             members = members.len(),
@@ -2157,7 +2200,7 @@ impl Group for ConsumerGroup {
             self.id.clone(),
             members,
             ctx,
-            "the consumer group became a classic group",
+            rebalance.then_some("the consumer group became a classic group"),
         )))
     }
 
