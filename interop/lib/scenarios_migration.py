@@ -78,6 +78,16 @@ def mixed_kafka_python_and_consumer_protocol(ctx):
     everyone = classic + modern
     ctx.wait_stable(everyone, all_parts, 60, same_generation=False)
     ctx.note("mixed group stable: %s" % {p.label: ctx.owned(p) for p in everyone})
+    # confluent-kafka's AdminClient describes the mixed group with ConsumerGroupDescribe:
+    # a consumer-protocol group with all four members, classic ones included.
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": ctx.bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(timeout=ctx.left(30))
+    kind = getattr(described.type, "name", str(described.type))
+    ctx.note("described: type %s, %d members" % (kind, len(described.members)))
+    ctx.check(kind == "CONSUMER", "the mixed group is described as a %s group" % kind)
+    ctx.check(len(described.members) == 4, "the mixed group is described with %d members: %s"
+              % (len(described.members), [m.client_id for m in described.members]))
     ctx.wait_done(prod, 90)
     ctx.wait_consumed(everyone, [(t, k) for t, k, _, _ in ctx.produced([prod])], 60)
     for p in everyone:
