@@ -14,6 +14,8 @@ Modes:
   release   explicit mode, every record RELEASEd at every delivery (then commit_sync)
   hold      explicit mode, never acknowledges: after the first poll that returned records it
             polls no more (its records stay acquired until their lock runs out or it is killed)
+  hold-odd  as hold, but the records at even offsets of that poll are ACCEPTed (commit_sync):
+            the odd ones stay acquired, each between two acknowledged ones
 Events, one JSON object per line on stdout: started, recs (a list of [partition, offset, key,
 delivery count, what it did]), acked (the acknowledgement commit callback: a list of
 [partition, [offsets]] and err, None when the broker accepted them), error (a record's error
@@ -28,7 +30,7 @@ from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 
 spec = json.loads(sys.argv[1])
 stop = threading.Event()
-MODES = ("implicit", "explicit", "accept", "release", "hold")
+MODES = ("implicit", "explicit", "accept", "release", "hold", "hold-odd")
 
 
 def emit(ev, **kw):
@@ -57,6 +59,10 @@ def decide(mode, m):
     if mode == "release":
         return "release", AcknowledgeType.RELEASE
     if mode == "hold":
+        return "hold", None
+    if mode == "hold-odd":
+        if m.offset() % 2 == 0:
+            return "accept", AcknowledgeType.ACCEPT
         return "hold", None
     # explicit: the pattern of share-group-explicit-confluent
     if m.offset() % 10 == 0 and m.delivery_count() == 1:
@@ -108,9 +114,9 @@ def main():
             out.append([m.partition(), m.offset(), key, m.delivery_count(), did])
         if out:
             emit("recs", r=out)
-        if mode == "hold" and out:
+        if mode.startswith("hold") and out:
             holding = True
-        elif not implicit and out:
+        if mode != "hold" and not implicit and out:
             try:
                 consumer.commit_sync(10)
             except KafkaException as e:
