@@ -346,3 +346,69 @@ async fn a_classic_group_is_upgraded_by_a_consumer_heartbeat_and_downgraded_when
     assert_eq!(d.groups[0].members.len(), 1);
     assert_eq!(c.call(&hb(again.generation_id), 3).await.error_code, 27);
 }
+
+/// A broker restarted on its data directory in the middle of a migrated group loads it as it
+/// was: a consumer-protocol group with its classic member (same epoch, member type 0) and its
+/// consumer-protocol member (same epoch, member type 1); both carry on.
+#[tokio::test]
+async fn a_migrated_group_survives_a_restart_on_the_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_dir = || broker::BrokerConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..config()
+    };
+    let describe = ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("g"))]);
+    let (classic, before) = {
+        let broker = TestBroker::with(with_dir()).await;
+        let mut c = broker.client().await;
+        topic_id(&mut c, "t").await;
+        let joined = crate::groups::join(&mut c, "g").await;
+        let classic = joined.member_id.to_string();
+        let sync = crate::groups::sync_request(
+            "g",
+            &joined,
+            &[(classic.as_str(), crate::groups::assignment("t", &[0, 1]))],
+        );
+        assert_eq!(c.call(&sync, 3).await.error_code, 0);
+        assert_eq!(c.call(&join("m1"), 1).await.error_code, 0);
+        let d = c.call(&describe, 1).await;
+        let before: Vec<(String, i32, i8)> = d.groups[0]
+            .members
+            .iter()
+            .map(|m| (m.member_id.to_string(), m.member_epoch, m.member_type))
+            .collect();
+        broker.stop().await.unwrap();
+        (classic, before)
+    };
+    assert_eq!(before.len(), 2);
+    let broker = TestBroker::with(with_dir()).await;
+    let mut c = broker.client().await;
+    let d = c.call(&describe, 1).await;
+    assert_eq!(d.groups[0].error_code, 0);
+    let after: Vec<(String, i32, i8)> = d.groups[0]
+        .members
+        .iter()
+        .map(|m| (m.member_id.to_string(), m.member_epoch, m.member_type))
+        .collect();
+    assert_eq!(after, before);
+    // The classic member is still one: its heartbeat with its epoch is no UNKNOWN_MEMBER_ID
+    // (it is told to join again: the consumer-protocol member's join moved the group epoch).
+    let epoch = before.iter().find(|m| m.0 == classic).unwrap().1;
+    let hb = HeartbeatRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_member_id(s(&classic))
+        .with_generation_id(epoch);
+    assert_eq!(c.call(&hb, 3).await.error_code, 27);
+    let m1 = before.iter().find(|m| m.0 == "m1").unwrap().1;
+    let r = c
+        .call(
+            &ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s("g")))
+                .with_member_id(s("m1"))
+                .with_member_epoch(m1),
+            1,
+        )
+        .await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    broker.stop().await.unwrap();
+}
