@@ -92,7 +92,30 @@ async fn heartbeat(
         }
         Err(e) => {
             debug!(group = %core.group_id, member = %core.member_id, code = e.code(), error = %e, "share group heartbeat refused");
-            error_response(code(&e), e.to_string())
+            let code = code(&e);
+            // A member of a share group the broker knew before a restart (the group itself
+            // is not kept, unlike in Kafka; its share-partitions are): UNKNOWN_MEMBER_ID, so
+            // the client joins again with epoch 0 and carries on where the group stopped,
+            // rather than GROUP_ID_NOT_FOUND, which librdkafka takes as fatal. A group id
+            // never seen is GROUP_ID_NOT_FOUND, as in Kafka.
+            if code == codes::GROUP_ID_NOT_FOUND
+                && core.member_epoch > 0
+                && call
+                    .context
+                    .coordinator
+                    .group_kind(&core.group_id)
+                    .is_none()
+                && !call.context.share.start_offsets(&core.group_id).is_empty()
+            {
+                return error_response(
+                    codes::UNKNOWN_MEMBER_ID,
+                    format!(
+                        "Member {} is not a member of share group {} (the broker restarted).",
+                        core.member_id, core.group_id
+                    ),
+                );
+            }
+            error_response(code, e.to_string())
         }
     }
 }

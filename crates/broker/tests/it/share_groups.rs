@@ -739,6 +739,9 @@ pub(crate) async fn share_state_survives_a_restart(config: impl Fn() -> broker::
 
     let broker = TestBroker::with(config()).await;
     let mut c = broker.client().await;
+    // The group itself is not kept: its member is told to join again (UNKNOWN_MEMBER_ID,
+    // not GROUP_ID_NOT_FOUND, which librdkafka takes as fatal).
+    assert_eq!(c.call(&beat("sg", "a", 1), 1).await.error_code, 25);
     assert_eq!(c.call(&join("sg", "b"), 1).await.error_code, 0);
     let r = c.call(&fetch("b", 0, id, &[], &[0]), 1).await;
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
