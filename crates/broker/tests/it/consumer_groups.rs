@@ -353,10 +353,19 @@ async fn a_classic_group_is_upgraded_by_a_consumer_heartbeat_and_downgraded_when
 #[tokio::test]
 async fn a_migrated_group_survives_a_restart_on_the_data_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let with_dir = || broker::BrokerConfig {
+    a_migrated_group_survives_a_restart(|| broker::BrokerConfig {
         data_dir: Some(dir.path().to_path_buf()),
         ..config()
-    };
+    })
+    .await;
+}
+
+/// A migrated group (a classic member and a consumer-protocol member in a consumer group)
+/// comes back after a restart with the same members, epochs and member types, and both carry
+/// on. `with_dir` is the broker's config (a data directory, or PostgreSQL).
+pub(crate) async fn a_migrated_group_survives_a_restart(
+    with_dir: impl Fn() -> broker::BrokerConfig,
+) {
     let describe = ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("g"))]);
     let (classic, before) = {
         let broker = TestBroker::with(with_dir()).await;

@@ -321,6 +321,17 @@ async fn transactions_survive_a_restart_on_postgresql() {
     crate::transactions::transactions_survive_a_restart(|| on(&url)).await;
 }
 
+/// A group migrated between the two protocols (issue 49) is reloaded from PostgreSQL as it
+/// was.
+#[tokio::test]
+async fn a_migrated_group_survives_a_restart_on_postgresql() {
+    let Some(pg) = server().await else { return };
+    let url = bounded("create database", pg.create_database("migrated"))
+        .await
+        .unwrap();
+    crate::consumer_groups::a_migrated_group_survives_a_restart(|| on(&url)).await;
+}
+
 /// Share groups' share-partitions are kept in PostgreSQL.
 #[tokio::test]
 async fn share_state_survives_a_restart_on_postgresql() {
