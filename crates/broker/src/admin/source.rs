@@ -488,11 +488,7 @@ impl BrokerSource {
             }
             // A consumer-protocol group (KIP-848) is "Dead" to DescribeGroups, as in Kafka 4:
             // ask ConsumerGroupDescribe about those, as Kafka's Admin client does.
-            let dead: Vec<String> = names
-                .iter()
-                .filter(|g| answers.get(*g).is_some_and(|i| !i.exists()))
-                .cloned()
-                .collect();
+            let dead = still_dead(&names, &answers);
             if !dead.is_empty() && client.supports(ApiKey::ConsumerGroupDescribe) {
                 let request = ConsumerGroupDescribeRequest::default()
                     .with_group_ids(dead.iter().map(|g| GroupId(s(g))).collect());
@@ -504,11 +500,7 @@ impl BrokerSource {
                 }
             }
             // A share group (KIP-932) is unknown to both: ShareGroupDescribe.
-            let dead: Vec<String> = names
-                .iter()
-                .filter(|g| answers.get(*g).is_some_and(|i| !i.exists()))
-                .cloned()
-                .collect();
+            let dead = still_dead(&names, &answers);
             if !dead.is_empty() && client.supports(ApiKey::ShareGroupDescribe) {
                 let request = ShareGroupDescribeRequest::default()
                     .with_group_ids(dead.iter().map(|g| GroupId(s(g))).collect());
@@ -961,6 +953,16 @@ fn consumer_described(d: consumer_group_describe_response::DescribedGroup) -> Gr
         members,
         epochs: Some((d.group_epoch, d.assignment_epoch)),
     }
+}
+
+/// The groups of `names` the answers so far say do not exist (another kind's API may know
+/// them).
+fn still_dead(names: &[String], answers: &HashMap<String, GroupInfo>) -> Vec<String> {
+    names
+        .iter()
+        .filter(|g| answers.get(*g).is_some_and(|i| !i.exists()))
+        .cloned()
+        .collect()
 }
 
 /// A share group as ShareGroupDescribe tells it: its assignor as the strategy, members with

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use coordinator_core::{
-    AcknowledgeType, AcquiredRange, Clock, ShareAutoOffsetReset, ShareIsolationLevel,
-    SharePartition, SharePartitionConfig, TopicPartition,
+    AcknowledgeType, AcquiredRange, Clock, ShareAutoOffsetReset, ShareGroupSettings,
+    ShareIsolationLevel, SharePartition, SharePartitionConfig, TopicPartition,
 };
 use kafka_protocol::messages::share_acknowledge_response as ack_response;
 use kafka_protocol::messages::share_fetch_response as fetch_response;
@@ -172,7 +172,8 @@ struct Acquired {
     records: Option<Bytes>,
 }
 
-/// Acquires up to `max_records` records of `tp` for `member`, reading at most `max_bytes`.
+/// Acquires up to `max_records` records of `tp` for `member`, reading at most `max_bytes`,
+/// under the group's `settings` (its share-partition limits and isolation level).
 async fn acquire(
     call: &Call<'_>,
     group: &str,
@@ -180,14 +181,10 @@ async fn acquire(
     tp: &TopicPartition,
     max_records: usize,
     max_bytes: usize,
-    config: &SharePartitionConfig,
+    settings: &ShareGroupSettings,
 ) -> Result<Acquired, i16> {
-    let read_committed = call
-        .context
-        .coordinator
-        .share_settings(group)
-        .isolation_level
-        == ShareIsolationLevel::ReadCommitted;
+    let config = &settings.partition_config();
+    let read_committed = settings.isolation_level == ShareIsolationLevel::ReadCommitted;
     let log = &*call.context.log;
     let (log_start, high_watermark) = log
         .bounds(tp)
@@ -510,7 +507,8 @@ async fn share_fetch(
         }
         _ => return ShareFetchResponse::default().with_error_code(SessionRefusal::Epoch.code()),
     };
-    let config = partition_config(call, &group);
+    let settings = call.context.coordinator.share_settings(&group);
+    let config = settings.partition_config();
     // The ids the session's topics were asked by: one made again under its name since is
     // not the session's (UNKNOWN_TOPIC_ID), as Kafka's sessions keyed by topic id make it.
     let session_ids = call.context.share.topic_ids(
@@ -612,7 +610,7 @@ async fn share_fetch(
                 errors = true;
                 continue;
             }
-            match acquire(call, &group, &member, tp, left, bytes_left, &config).await {
+            match acquire(call, &group, &member, tp, left, bytes_left, &settings).await {
                 Ok(got) => {
                     let n: usize = got
                         .ranges

@@ -46,10 +46,7 @@ async fn may_change(call: &Call<'_>, group: &str) -> Result<(), (i16, String)> {
             ),
         )),
         Ok(_) => Ok(()),
-        Err(e) if call.context.coordinator.group_kind(group).is_none() => {
-            let _ = e;
-            Ok(())
-        }
+        Err(_) if call.context.coordinator.group_kind(group).is_none() => Ok(()),
         Err(e) => Err((code(&e), e.to_string())),
     }
 }
