@@ -100,7 +100,6 @@ impl Lease {
             config.node_id,
             fence.clone(),
             first.view,
-            first.gained,
         ));
         Ok(Lease {
             cluster,
@@ -201,10 +200,8 @@ async fn refresh(context: &Context) {
 /// transactions of every owned slot not loaded yet (the gained ones, and any whose load
 /// failed before: retried at each heartbeat).
 pub(crate) async fn apply(context: &Context, balance: Balance) {
-    let Balance {
-        gained, lost, view, ..
-    } = balance;
-    context.ownership.update(view, &gained);
+    let Balance { lost, view, .. } = balance;
+    context.ownership.update(view);
     if !lost.is_empty() {
         let groups = context
             .coordinator
@@ -228,15 +225,16 @@ pub(crate) async fn apply(context: &Context, balance: Balance) {
     if loading.is_empty() {
         return;
     }
+    let slots: Vec<i32> = loading.iter().map(|&(s, _)| s).collect();
     let loaded = async {
         let groups = context
             .coordinator
-            .load_where(|g| loading.contains(&group_slot(g)))
+            .load_where(|g| slots.contains(&group_slot(g)))
             .await
             .map_err(|e| format!("the groups: {e}"))?;
         let transactions = context
             .txn
-            .load_where(|id| loading.contains(&transaction_slot(id)))
+            .load_where(|id| slots.contains(&transaction_slot(id)))
             .await
             .map_err(|e| format!("the transactions: {e}"))?;
         Ok::<_, String>((groups, transactions))
@@ -245,10 +243,10 @@ pub(crate) async fn apply(context: &Context, balance: Balance) {
     match loaded {
         Ok((groups, transactions)) => {
             context.ownership.loaded(&loading);
-            info!(slots = ?loading, groups, transactions, "coordinator slots loaded and served");
+            info!(slots = ?slots, groups, transactions, "coordinator slots loaded and served");
         }
         Err(e) => {
-            warn!(error = %e, slots = ?loading, "cannot load new coordinator slots; retrying at the next heartbeat")
+            warn!(error = %e, slots = ?slots, "cannot load new coordinator slots; retrying at the next heartbeat")
         }
     }
 }

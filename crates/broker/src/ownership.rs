@@ -11,7 +11,7 @@
 //! heartbeat interval old; a client sent to a broker that no longer owns the slot is told
 //! NOT_COORDINATOR or NOT_LEADER_OR_FOLLOWER and looks again, as with Kafka).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{PoisonError, RwLock};
 
 use store_postgres::cluster::{group_slot, transaction_slot};
@@ -76,8 +76,11 @@ struct Shared {
 #[derive(Debug, Default)]
 struct State {
     view: ClusterView,
-    /// Slots owned (in the fence) whose groups and transactions are not loaded yet.
-    loading: BTreeSet<i32>,
+    /// The owned slots whose groups and transactions are loaded, with the fence epoch they
+    /// were loaded under. A slot in the fence at another epoch (or not here) is loading:
+    /// the fence takes a gained slot in before [`Ownership::update`] runs, and a request
+    /// checked in between must not be served from a coordinator that lacks its groups.
+    served: BTreeMap<i32, i64>,
 }
 
 /// See the [module](self) docs.
@@ -97,21 +100,16 @@ impl Ownership {
         }
     }
 
-    /// A broker of a cluster over PostgreSQL, owning the slots of `fence`, of which
-    /// `loading` are not loaded yet.
-    pub(crate) fn cluster(
-        node_id: i32,
-        fence: SlotFence,
-        view: ClusterView,
-        loading: impl IntoIterator<Item = i32>,
-    ) -> Ownership {
+    /// A broker of a cluster over PostgreSQL, owning the slots of `fence`, none of them
+    /// loaded yet ([`loaded`](Self::loaded)).
+    pub(crate) fn cluster(node_id: i32, fence: SlotFence, view: ClusterView) -> Ownership {
         Ownership {
             node_id,
             shared: Some(Shared {
                 fence,
                 state: RwLock::new(State {
                     view,
-                    loading: loading.into_iter().collect(),
+                    served: BTreeMap::new(),
                 }),
             }),
         }
@@ -133,11 +131,11 @@ impl Ownership {
             return Serving::Here;
         };
         let state = shared.state.read().unwrap_or_else(PoisonError::into_inner);
-        if shared.fence.epoch(slot).is_some() {
-            return if state.loading.contains(&slot) {
-                Serving::Loading
-            } else {
+        if let Some(epoch) = shared.fence.epoch(slot) {
+            return if state.served.get(&slot) == Some(&epoch) {
                 Serving::Here
+            } else {
+                Serving::Loading
             };
         }
         match state.view.owner(slot) {
@@ -199,37 +197,38 @@ impl Ownership {
             .find(|n| n.node_id == node_id)
     }
 
-    /// Takes in what a balance found: the cluster as seen, and slots gained (owned from now
-    /// on, in the fence already) that are loading until [`loaded`](Self::loaded).
-    pub(crate) fn update(&self, view: ClusterView, gained: &[i32]) {
+    /// Takes in what a balance found: the cluster as seen. The slots gained (in the fence
+    /// already, at a new epoch) are loading until [`loaded`](Self::loaded); the slots lost
+    /// are forgotten.
+    pub(crate) fn update(&self, view: ClusterView) {
         if let Some(shared) = &self.shared {
             let mut state = shared.state.write().unwrap_or_else(PoisonError::into_inner);
             state.view = view;
-            state.loading.extend(gained.iter().copied());
-            // A slot lost before it was loaded is not loading any more.
-            state.loading.retain(|&s| shared.fence.epoch(s).is_some());
+            state
+                .served
+                .retain(|&s, &mut e| shared.fence.epoch(s) == Some(e));
         }
     }
 
-    /// Marks `slots` as loaded: served from now on.
-    pub(crate) fn loaded(&self, slots: &[i32]) {
+    /// Marks `slots` (as [`loading`](Self::loading) listed them, with their epochs) as
+    /// loaded: served from now on, unless the fence moved on meanwhile.
+    pub(crate) fn loaded(&self, slots: &[(i32, i64)]) {
         if let Some(shared) = &self.shared {
             let mut state = shared.state.write().unwrap_or_else(PoisonError::into_inner);
-            for s in slots {
-                state.loading.remove(s);
-            }
+            state.served.extend(slots.iter().copied());
         }
     }
 
-    /// The owned slots still loading.
-    pub(crate) fn loading(&self) -> Vec<i32> {
+    /// The owned slots not loaded yet at their current epoch, with that epoch.
+    pub(crate) fn loading(&self) -> Vec<(i32, i64)> {
         self.shared.as_ref().map_or_else(Vec::new, |shared| {
             let state = shared.state.read().unwrap_or_else(PoisonError::into_inner);
-            state
-                .loading
-                .iter()
-                .copied()
-                .filter(|&s| shared.fence.epoch(s).is_some())
+            shared
+                .fence
+                .owned()
+                .into_iter()
+                .filter_map(|s| Some((s, shared.fence.epoch(s)?)))
+                .filter(|(s, e)| state.served.get(s) != Some(e))
                 .collect()
         })
     }
@@ -263,6 +262,35 @@ mod tests {
         assert_eq!(Serving::Elsewhere(2).coordinator_error(), Some(16));
         assert_eq!(Serving::Nobody.leader_error(), Some(6));
         assert_eq!(Serving::Loading.leader_error(), None);
+    }
+
+    #[test]
+    fn an_owned_slot_is_served_once_loaded_at_its_epoch() {
+        let slot = group_slot("g");
+        let o = Ownership::cluster(1, SlotFence::detached([(slot, 3)]), ClusterView::default());
+        assert_eq!(o.group("g"), Serving::Loading, "owned, not loaded yet");
+        assert_eq!(o.loading(), [(slot, 3)]);
+        o.loaded(&o.loading());
+        assert_eq!(o.group("g"), Serving::Here);
+        assert!(o.loading().is_empty());
+        // Loaded under an earlier epoch: the slot was lost and taken again since (the fence
+        // moves before `update` runs), so its groups are loading again.
+        let again = Ownership::cluster(1, SlotFence::detached([(slot, 4)]), ClusterView::default());
+        again.loaded(&[(slot, 3)]);
+        assert_eq!(again.group("g"), Serving::Loading);
+        assert_eq!(again.loading(), [(slot, 4)]);
+        again.update(ClusterView::default());
+        assert_eq!(
+            again.group("g"),
+            Serving::Loading,
+            "update forgets the stale epoch"
+        );
+        assert_ne!(group_slot("h"), slot, "another slot for the next check");
+        assert_eq!(
+            again.group("h"),
+            Serving::Nobody,
+            "not owned, no owner seen"
+        );
     }
 
     #[test]

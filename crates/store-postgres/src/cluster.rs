@@ -104,6 +104,19 @@ impl SlotFence {
         }
     }
 
+    /// A fence owning `slots` at the given epochs under no registration (incarnation 0,
+    /// which PostgreSQL's sequence never hands out, so every write checked against it is
+    /// refused): for tests of code that reads which slots a broker owns.
+    pub fn detached(slots: impl IntoIterator<Item = (i32, i64)>) -> SlotFence {
+        let mut epochs = vec![None; usize::try_from(SLOTS).unwrap_or(0)];
+        for (slot, epoch) in slots {
+            if let Some(e) = usize::try_from(slot).ok().and_then(|i| epochs.get_mut(i)) {
+                *e = Some(epoch);
+            }
+        }
+        SlotFence::new(0, epochs)
+    }
+
     /// The process's registration these slots belong to.
     pub fn incarnation(&self) -> i64 {
         self.incarnation

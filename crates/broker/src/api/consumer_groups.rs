@@ -22,7 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 use uuid::Uuid;
 
-use super::groups::{code, record_write_code, refusal};
+use super::groups::{code, record_write_code, refusal, settle};
 use super::registry::Api;
 use super::{codes, Call};
 use crate::shutdown::Shutdown;
@@ -122,7 +122,8 @@ async fn heartbeat(
         Ok(answer) => response(call, answer),
         Err(e) => {
             debug!(group = %core.group_id, member = %core.member_id, code = e.code(), error = %e, regex = ?core.subscribed_topic_regex, names = ?core.subscribed_topic_names, "consumer heartbeat refused");
-            error_response(record_write_code(&e), e.to_string())
+            let code = settle(call, &core.group_id, record_write_code(&e));
+            error_response(code, e.to_string())
         }
     }
 }

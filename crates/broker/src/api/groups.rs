@@ -89,6 +89,22 @@ pub(super) fn refusal(call: &Call<'_>, group_id: &str) -> Option<i16> {
     call.group_coordinator_error(group_id)
 }
 
+/// The error code to send for an answer about `group_id` that the coordinator gave as
+/// `code`, once it is made: a group's slot lost to another broker while the request was
+/// being served (several brokers over PostgreSQL: a paused broker resumed with requests
+/// queued, past its lease) unloads the group under a request already past [`refusal`], and
+/// the core then answers GROUP_ID_NOT_FOUND or UNKNOWN_MEMBER_ID for a group its new
+/// coordinator knows; GROUP_ID_NOT_FOUND is fatal to a consumer-protocol client. Any error
+/// made while the slot moved becomes the refusal (NOT_COORDINATOR: the client finds the
+/// coordinator again), as Kafka's coordinator runtime answers a request for a partition it
+/// no longer leads. NONE, and any code while the group is still served here, pass as they are.
+pub(super) fn settle(call: &Call<'_>, group_id: &str, code: i16) -> i16 {
+    if code == codes::NONE {
+        return code;
+    }
+    refusal(call, group_id).unwrap_or(code)
+}
+
 /// [`refusal`] of a JoinGroup, after the session timeout check Kafka's
 /// `GroupCoordinatorService.joinGroup` makes first (INVALID_SESSION_TIMEOUT, answered by the
 /// core).
@@ -552,7 +568,10 @@ impl Api for JoinGroup {
                     .with_protocol_name((call.version < 7).then(Default::default)),
             );
         }
-        Some(join(call, request, shutdown).await)
+        let group_id = request.group_id.to_string();
+        let mut answer = join(call, request, shutdown).await;
+        answer.error_code = settle(call, &group_id, answer.error_code);
+        Some(answer)
     }
 
     fn unsupported(version: i16) -> Option<(i16, JoinGroupResponse)> {
@@ -591,7 +610,10 @@ impl Api for SyncGroup {
         if let Some(c) = refusal(call, &request.group_id) {
             return Some(SyncGroupResponse::default().with_error_code(c));
         }
-        Some(sync(call, request, shutdown).await)
+        let group_id = request.group_id.to_string();
+        let mut answer = sync(call, request, shutdown).await;
+        answer.error_code = settle(call, &group_id, answer.error_code);
+        Some(answer)
     }
 
     fn unsupported(version: i16) -> Option<(i16, SyncGroupResponse)> {
@@ -626,7 +648,13 @@ impl Api for Heartbeat {
             };
             return Some(HeartbeatResponse::default().with_error_code(c));
         }
-        Some(heartbeat(call, request).await)
+        let group_id = request.group_id.to_string();
+        let mut answer = heartbeat(call, request).await;
+        answer.error_code = match settle(call, &group_id, answer.error_code) {
+            codes::COORDINATOR_LOAD_IN_PROGRESS => codes::NONE,
+            c => c,
+        };
+        Some(answer)
     }
 
     fn unsupported(version: i16) -> Option<(i16, HeartbeatResponse)> {
@@ -655,7 +683,10 @@ impl Api for LeaveGroup {
         if let Some(c) = refusal(call, &request.group_id) {
             return Some(LeaveGroupResponse::default().with_error_code(c));
         }
-        Some(leave(call, request).await)
+        let group_id = request.group_id.to_string();
+        let mut answer = leave(call, request).await;
+        answer.error_code = settle(call, &group_id, answer.error_code);
+        Some(answer)
     }
 
     fn unsupported(version: i16) -> Option<(i16, LeaveGroupResponse)> {

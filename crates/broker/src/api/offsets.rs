@@ -31,7 +31,7 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
 use super::fetch::names_of_ids;
-use super::groups::{code, generation, refusal};
+use super::groups::{code, generation, refusal, settle};
 use super::registry::{up_to_codec, Api};
 use super::{codes, Call};
 use crate::shutdown::Shutdown;
@@ -252,6 +252,7 @@ async fn commit(call: &Call<'_>, request: OffsetCommitRequest) -> OffsetCommitRe
             }
         }
     };
+    let group_code = settle(call, &request.group_id, group_code);
     commit_answer(&request, |t, p| {
         early.get(&(t, p)).copied().unwrap_or(group_code)
     })
@@ -289,8 +290,13 @@ async fn fetch_group(
         .await
     {
         Ok(map) => map,
-        Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND => Default::default(),
-        Err(e) => return Err(code(&e)),
+        // A group unloaded meanwhile (its slot lost to another broker) is not "nothing
+        // committed": the client is sent to the group's coordinator ([`settle`]).
+        Err(e) if code(&e) == codes::GROUP_ID_NOT_FOUND => match settle(call, group, code(&e)) {
+            codes::GROUP_ID_NOT_FOUND => Default::default(),
+            c => return Err(c),
+        },
+        Err(e) => return Err(settle(call, group, code(&e))),
     };
     let unstable = if require_stable {
         call.context.coordinator.pending_txn_partitions(group)

@@ -18,7 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
 use super::consumer_groups::by_topic;
-use super::groups::{code, refusal};
+use super::groups::{code, refusal, settle};
 use super::registry::Api;
 use super::{codes, Call};
 use crate::acl::Operation;
@@ -92,7 +92,7 @@ async fn heartbeat(
         }
         Err(e) => {
             debug!(group = %core.group_id, member = %core.member_id, code = e.code(), error = %e, "share group heartbeat refused");
-            let code = code(&e);
+            let code = settle(call, &core.group_id, code(&e));
             // A member of a share group the broker knew before a restart (the group itself
             // is not kept, unlike in Kafka; its share-partitions are): UNKNOWN_MEMBER_ID, so
             // the client joins again with epoch 0 and carries on where the group stopped,
