@@ -214,11 +214,14 @@ pub(crate) async fn apply(context: &Context, balance: Balance) {
         let partitions = context
             .producers
             .forget(|tp| lost.contains(&append_slot(tp.topic(), i64::from(tp.partition()))));
+        let share_partitions = context
+            .share
+            .release_where(|tp| lost.contains(&append_slot(tp.topic(), i64::from(tp.partition()))));
         info!(
             slots = ?lost,
-            groups, transactions, partitions,
-            "coordinator slots lost to another broker: their groups, transactions and \
-             producer states are dropped"
+            groups, transactions, partitions, share_partitions,
+            "coordinator slots lost to another broker: their groups, transactions, \
+             producer states and share-partitions are dropped"
         );
     }
     let loading = context.ownership.loading();

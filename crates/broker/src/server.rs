@@ -250,9 +250,17 @@ impl Server {
             info!(groups = loaded, "groups with committed offsets loaded");
         }
         let group_configs = GroupConfigs::open(documents.clone(), &coordinator).await?;
+        // With several brokers, the share-partitions of the partitions this one leads.
+        let leads = |tp: &coordinator_core::TopicPartition| {
+            owns(store_postgres::log::append_slot(
+                tp.topic(),
+                i64::from(tp.partition()),
+            ))
+        };
         let share = crate::share::ShareState::load(
             documents.clone(),
             config.group_share.max_partition_max_record_locks,
+            fence.is_some().then_some(&leads as &dyn Fn(&_) -> bool),
         )
         .await?;
         let transactions = transactions(

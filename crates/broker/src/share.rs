@@ -12,8 +12,14 @@
 //! as Kafka's share-partition loads its state: what was accepted or archived is never
 //! delivered again, what was acquired is available again. Sessions are not kept (Kafka's are
 //! not either: a client opens a new one).
+//!
+//! With several brokers over one PostgreSQL database the document is shared: each broker
+//! holds in memory only the share-partitions of the partitions it leads. At start it takes
+//! from the document those it leads; a partition whose leadership it gains later is read
+//! from the document at its first use ([`ShareState::ensure_read`]), and one it loses is
+//! dropped from memory ([`ShareState::release_where`]) for its new leader to read.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -93,6 +99,14 @@ pub(crate) struct ShareState {
     /// The topic ids of the assignment each member was last sent (a topic made again under
     /// its name has another id: the member is sent its assignment again).
     sent: Mutex<HashMap<Key, Vec<(String, uuid::Uuid)>>>,
+    /// Several brokers share the document: a share-partition not in memory is looked for in
+    /// it at its first use.
+    cluster: bool,
+    /// The share-partitions looked for in the document since this broker last gained their
+    /// partition (found or not).
+    checked: Mutex<HashSet<(String, TopicPartition)>>,
+    /// The in-flight bound a restored share-partition is cut to.
+    max_in_flight: u64,
 }
 
 /// Where the share-partitions are kept, and what is left to write.
@@ -145,6 +159,33 @@ impl KeptPartition {
         }
     }
 
+    /// The core's share-partition this state describes, at most `max_in_flight` offsets.
+    fn restore(&self, max_in_flight: u64) -> Result<SharePartition, String> {
+        let batches: Option<Vec<StateBatch>> = self
+            .batches
+            .iter()
+            .map(|&(first, last, state, count)| {
+                Some(StateBatch {
+                    first_offset: first,
+                    last_offset: last,
+                    state: KeptRecordState::from_code(state)?,
+                    delivery_count: count,
+                })
+            })
+            .collect();
+        let batches = batches.ok_or_else(|| {
+            format!(
+                "group `{}` partition {}-{}: a record state Kafka does not have",
+                self.group, self.topic, self.partition
+            )
+        })?;
+        Ok(SharePartition::restore(
+            self.start_offset,
+            &batches,
+            max_in_flight,
+        ))
+    }
+
     fn key(&self) -> (String, TopicPartition) {
         (
             self.group.clone(),
@@ -182,13 +223,15 @@ fn next_epoch(epoch: i32) -> i32 {
 impl ShareState {
     /// The share state kept in `documents` (none without them: in memory only), its
     /// share-partitions restored (at most [`MAX_SHARE_PARTITIONS`], each at most its
-    /// `max_in_flight` offsets).
+    /// `max_in_flight` offsets). `leads`: with several brokers over one database, whether
+    /// this broker leads a partition (only those are restored now; see the module docs).
     ///
     /// # Errors
     /// A document that cannot be read or is not this broker's.
     pub(crate) async fn load(
         documents: Option<Documents>,
         max_in_flight: u64,
+        leads: Option<&dyn Fn(&TopicPartition) -> bool>,
     ) -> Result<ShareState, BrokerError> {
         let Some(documents) = documents else {
             return Ok(ShareState::default());
@@ -201,26 +244,14 @@ impl ShareState {
         let bytes = documents.load(SHARE_STATE_FILE).await.map_err(refuse)?;
         let file = parse_state(bytes.as_deref()).map_err(refuse)?;
         let mut restored = HashMap::new();
-        for p in file.partitions.into_iter().take(MAX_SHARE_PARTITIONS) {
-            let batches: Option<Vec<StateBatch>> = p
-                .batches
-                .iter()
-                .map(|&(first, last, state, count)| {
-                    Some(StateBatch {
-                        first_offset: first,
-                        last_offset: last,
-                        state: KeptRecordState::from_code(state)?,
-                        delivery_count: count,
-                    })
-                })
-                .collect();
-            let batches = batches.ok_or_else(|| {
-                refuse(format!(
-                    "group `{}` partition {}-{}: a record state Kafka does not have",
-                    p.group, p.topic, p.partition
-                ))
-            })?;
-            let sp = SharePartition::restore(p.start_offset, &batches, max_in_flight);
+        let cluster = leads.is_some();
+        let ours = file
+            .partitions
+            .into_iter()
+            .filter(|p| leads.is_none_or(|leads| leads(&p.key().1)))
+            .take(MAX_SHARE_PARTITIONS);
+        for p in ours {
+            let sp = p.restore(max_in_flight).map_err(refuse)?;
             restored.insert(p.key(), sp);
         }
         if !restored.is_empty() {
@@ -231,6 +262,8 @@ impl ShareState {
         }
         Ok(ShareState {
             restored: Mutex::new(restored),
+            cluster,
+            max_in_flight,
             kept: Some(Kept {
                 documents,
                 changes: AtomicU64::new(0),
@@ -239,6 +272,79 @@ impl ShareState {
             }),
             ..ShareState::default()
         })
+    }
+
+    /// With several brokers over one database: `group`'s share-partition of `tp`, if not in
+    /// memory and not looked for since this broker gained the partition, is read from the
+    /// document (its previous leader's last state), to be taken at its first use. Nothing to
+    /// do for a broker alone (everything was read at start).
+    ///
+    /// # Errors
+    /// The document cannot be read; the share-partition is looked for again next time.
+    pub(crate) async fn ensure_read(&self, group: &str, tp: &TopicPartition) -> Result<(), String> {
+        let Some(kept) = self.kept.as_ref().filter(|_| self.cluster) else {
+            return Ok(());
+        };
+        let key = (group.to_string(), tp.clone());
+        let known = lock(&self.partitions).contains_key(&key)
+            || lock(&self.restored).contains_key(&key)
+            || lock(&self.checked).contains(&key);
+        if known {
+            return Ok(());
+        }
+        let bytes = kept.documents.load(SHARE_STATE_FILE).await?;
+        let file = parse_state(bytes.as_deref())?;
+        let found = file.partitions.iter().find(|p| p.key() == key);
+        let sp = found.map(|p| p.restore(self.max_in_flight)).transpose()?;
+        // Another request may have read it meanwhile, and made changes since: keep those.
+        let partitions = lock(&self.partitions);
+        if let (false, Some(sp)) = (partitions.contains_key(&key), sp) {
+            lock(&self.restored).entry(key.clone()).or_insert(sp);
+        }
+        lock(&self.checked).insert(key);
+        Ok(())
+    }
+
+    /// Drops from memory the share-partitions of the partitions `lost` says this broker no
+    /// longer leads (several brokers over one database), with their changes not yet written:
+    /// their new leader reads the document. Their share sessions stay (a fetch of a partition
+    /// led elsewhere is refused, as any).
+    pub(crate) fn release_where(&self, lost: impl Fn(&TopicPartition) -> bool) -> usize {
+        let mut dropped = 0;
+        for map in [&self.partitions, &self.restored] {
+            let mut map = lock(map);
+            let before = map.len();
+            map.retain(|(_, tp), _| !lost(tp));
+            dropped += before - map.len();
+        }
+        lock(&self.checked).retain(|(_, tp)| !lost(tp));
+        if let Some(kept) = &self.kept {
+            lock(&kept.dirty).retain(|(_, tp)| !lost(tp));
+        }
+        dropped
+    }
+
+    /// Every share-partition of `group` with its start offset, in partition order: those in
+    /// memory, and, with several brokers over one database, those the document holds for
+    /// partitions other brokers lead.
+    ///
+    /// # Errors
+    /// The document cannot be read.
+    pub(crate) async fn all_start_offsets(
+        &self,
+        group: &str,
+    ) -> Result<Vec<(TopicPartition, i64)>, String> {
+        let mut out: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+        if let Some(kept) = self.kept.as_ref().filter(|_| self.cluster) {
+            let bytes = kept.documents.load(SHARE_STATE_FILE).await?;
+            for p in parse_state(bytes.as_deref())?.partitions {
+                if p.group == group {
+                    out.insert(p.key().1, p.start_offset);
+                }
+            }
+        }
+        out.extend(self.start_offsets(group));
+        Ok(out.into_iter().collect())
     }
 
     /// Keeps `group`'s share-partitions of `tps` as they are now, with every other change
@@ -646,6 +752,10 @@ impl ShareState {
             .filter(|tp| self.with_existing(group, tp, &mut release).is_some())
             .collect()
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

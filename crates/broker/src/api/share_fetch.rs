@@ -122,6 +122,20 @@ fn now(call: &Call<'_>) -> u64 {
     call.context.coordinator.clock().now_ms()
 }
 
+/// [`ShareState::ensure_read`](crate::share::ShareState::ensure_read) of `group`'s
+/// share-partition of `tp` (several brokers over one database: its last leader's state);
+/// COORDINATOR_NOT_AVAILABLE when the database cannot be read (the client retries).
+async fn read(call: &Call<'_>, group: &str, tp: &TopicPartition) -> Result<(), i16> {
+    call.context
+        .share
+        .ensure_read(group, tp)
+        .await
+        .map_err(|e| {
+            tracing::warn!(group, partition = %tp, error = %e, "cannot read the share state");
+            codes::COORDINATOR_NOT_AVAILABLE
+        })
+}
+
 /// One acknowledgement batch as the wire gives it.
 struct AckBatch {
     first: i64,
@@ -191,6 +205,7 @@ async fn acquire(
         .await
         .map_err(|e| super::produce::log_code(&e))?;
     let share = &call.context.share;
+    read(call, group, tp).await?;
     // A new share-partition starts where the group's share.auto.offset.reset says.
     let start = if share.with_existing(group, tp, |_| ()).is_some() {
         high_watermark
@@ -530,8 +545,10 @@ async fn share_fetch(
                 .with_current_leader(leader(call))
         });
         if !acks.is_empty() {
-            let code = acknowledge(call, &group, &member, tp, acks, &config);
-            entry.acknowledge_error_code = code;
+            entry.acknowledge_error_code = match read(call, &group, tp).await {
+                Ok(()) => acknowledge(call, &group, &member, tp, acks, &config),
+                Err(c) => c,
+            };
         }
     }
     let mut changed: Vec<TopicPartition> = asked
@@ -754,7 +771,10 @@ async fn share_acknowledge(
                     types: b.acknowledge_types.clone(),
                 })
                 .collect();
-            let code = acknowledge(call, &group, &member, &tp, &acks, &config);
+            let code = match read(call, &group, &tp).await {
+                Ok(()) => acknowledge(call, &group, &member, &tp, &acks, &config),
+                Err(c) => c,
+            };
             if !acks.is_empty() {
                 changed.push(tp.clone());
             }

@@ -105,7 +105,12 @@ async fn heartbeat(
                     .coordinator
                     .group_kind(&core.group_id)
                     .is_none()
-                && !call.context.share.start_offsets(&core.group_id).is_empty()
+                && call
+                    .context
+                    .share
+                    .all_start_offsets(&core.group_id)
+                    .await
+                    .is_ok_and(|kept| !kept.is_empty())
             {
                 return error_response(
                     codes::UNKNOWN_MEMBER_ID,

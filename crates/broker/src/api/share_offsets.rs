@@ -73,7 +73,18 @@ async fn describe(
             continue;
         }
         let known: BTreeMap<TopicPartition, i64> =
-            call.context.share.start_offsets(id).into_iter().collect();
+            match call.context.share.all_start_offsets(id).await {
+                Ok(known) => known.into_iter().collect(),
+                Err(e) => {
+                    tracing::warn!(group = id, error = %e, "cannot read the share state");
+                    groups.push(
+                        answer
+                            .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
+                            .with_error_message(text("The share state cannot be read.")),
+                    );
+                    continue;
+                }
+            };
         // Another kind of group, or none at all and no share-partition: Kafka's error.
         if let Err(e) = call.context.coordinator.share().describe(id).await {
             if known.is_empty() || call.context.coordinator.group_kind(id).is_some() {

@@ -1324,3 +1324,134 @@ async fn a_cluster_rides_out_a_postgresql_restart() {
         b.stop().await.unwrap();
     }
 }
+
+/// Two brokers over one database: a share-partition's state moves with its partition's
+/// leadership. What its first leader had accepted is never delivered again by the next one,
+/// and what the first leader's member held is delivered again, counted (the second broker
+/// started before any of it was written, so only the database can have told it).
+#[tokio::test]
+async fn a_share_partition_moves_with_its_leader() {
+    use crate::share_groups::{acquired, fetch, join, part, produce_n, topic_id_of};
+    let Some(pg) = server().await else { return };
+    let url = bounded("create database", pg.create_database("share_moves"))
+        .await
+        .expect("database");
+    let (a, a_addr) = spawn_node(&url, "1", "t:1").await;
+    let (b, b_addr) = spawn_node(&url, "2", "t:1").await;
+    let mut to_a = Client::connect(a_addr).await;
+    let mut to_b = Client::connect(b_addr).await;
+    // Wait until the two brokers have shared the slots out (each coordinates some of twenty
+    // groups: a broker releases or takes its whole share in one heartbeat) and agree on
+    // t-0's leader.
+    for c in [&mut to_a, &mut to_b] {
+        until(
+            "both brokers coordinate groups",
+            c,
+            |c| {
+                Box::pin(async {
+                    let mut nodes = std::collections::BTreeSet::new();
+                    for g in 0..20 {
+                        nodes.insert(coordinator_of(c, &format!("g{g}")).await);
+                    }
+                    nodes
+                })
+            },
+            |nodes| nodes.contains(&(0, 1)) && nodes.contains(&(0, 2)),
+        )
+        .await;
+    }
+    let leader = until(
+        "a leader of t-0 both brokers agree on",
+        &mut to_a,
+        |c| Box::pin(leader_of_t(c, 0)),
+        |&l| l == 1 || l == 2,
+    )
+    .await;
+    until(
+        "node 2 agrees",
+        &mut to_b,
+        |c| Box::pin(leader_of_t(c, 0)),
+        |&l| l == leader,
+    )
+    .await;
+    let (first, next, first_child, next_child) = if leader == 1 {
+        (&mut to_a, &mut to_b, a, b)
+    } else {
+        (&mut to_b, &mut to_a, b, a)
+    };
+    let id = topic_id_of(first).await;
+    produce_n(first, 0, 6).await;
+    let set = IncrementalAlterConfigsRequest::default().with_resources(vec![crate::admin::alter(
+        32,
+        "sg",
+        &[("share.auto.offset.reset", 0, Some("earliest"))],
+    )]);
+    // Group requests go to the group's coordinator, either broker.
+    let (code, coordinator) = coordinator_of(first, "sg").await;
+    assert_eq!(code, 0);
+    {
+        let to_coordinator = if coordinator == leader {
+            &mut *first
+        } else {
+            &mut *next
+        };
+        assert_eq!(
+            to_coordinator.call(&set, 1).await.responses[0].error_code,
+            0
+        );
+        assert_eq!(to_coordinator.call(&join("sg", "a"), 1).await.error_code, 0);
+    }
+    let r = first.call(&fetch("a", 0, id, &[], &[0]), 1).await;
+    assert_eq!(acquired(&r, 0), [(0, 5, 1)]);
+    // 0-1 accepted, 2 rejected; 3-5 held by a.
+    let r = first
+        .call(&fetch("a", 1, id, &[(0, 0, 1, 1), (0, 2, 2, 3)], &[]), 1)
+        .await;
+    assert_eq!(part(&r, 0).acknowledge_error_code, 0);
+
+    // The leader stops (its member's records given back, that written); the other broker
+    // leads t-0 from then on.
+    kill(&first_child, "TERM").await;
+    let mut first_child = first_child;
+    let status = bounded("the first leader stops", first_child.wait())
+        .await
+        .expect("wait");
+    assert!(status.success(), "{status}");
+    let own = if leader == 1 { 2 } else { 1 };
+    until(
+        "the other broker leads t-0",
+        next,
+        |c| Box::pin(leader_of_t(c, 0)),
+        |&l| l == own,
+    )
+    .await;
+    until(
+        "the other broker coordinates sg",
+        next,
+        |c| Box::pin(coordinator_of(c, "sg")),
+        |&r| r == (0, own),
+    )
+    .await;
+    assert_eq!(next.call(&set, 1).await.responses[0].error_code, 0);
+    let joined = until(
+        "b joins sg",
+        next,
+        |c| Box::pin(async { c.call(&join("sg", "b"), 1).await.error_code }),
+        |&code| code != 14,
+    )
+    .await;
+    assert_eq!(joined, 0);
+    let r = next.call(&fetch("b", 0, id, &[], &[0]), 1).await;
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert_eq!(
+        acquired(&r, 0),
+        [(3, 5, 2)],
+        "only what the first leader had not seen done, delivered again"
+    );
+    let mut next_child = next_child;
+    kill(&next_child, "TERM").await;
+    let status = bounded("a broker stops", next_child.wait())
+        .await
+        .expect("wait");
+    assert!(status.success(), "{status}");
+}

@@ -18,7 +18,7 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-fn join(group: &str, member: &str) -> ShareGroupHeartbeatRequest {
+pub(crate) fn join(group: &str, member: &str) -> ShareGroupHeartbeatRequest {
     ShareGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s(group)))
         .with_member_id(s(member))
@@ -210,7 +210,7 @@ async fn share_group_calls_are_authorized_as_kafka_authorizes_them() {
 
 // ---- step 2: ShareFetch and ShareAcknowledge ----
 
-fn fetch(
+pub(crate) fn fetch(
     member: &str,
     epoch: i32,
     topic: uuid::Uuid,
@@ -248,7 +248,7 @@ fn fetch(
 }
 
 /// Every acquired range of partition `p`: (first, last, delivery count).
-fn acquired(r: &ShareFetchResponse, p: i32) -> Vec<(i64, i64, i16)> {
+pub(crate) fn acquired(r: &ShareFetchResponse, p: i32) -> Vec<(i64, i64, i16)> {
     r.responses
         .iter()
         .flat_map(|t| t.partitions.iter())
@@ -261,7 +261,7 @@ fn acquired(r: &ShareFetchResponse, p: i32) -> Vec<(i64, i64, i16)> {
         .collect()
 }
 
-fn part(r: &ShareFetchResponse, p: i32) -> &share_fetch_response::PartitionData {
+pub(crate) fn part(r: &ShareFetchResponse, p: i32) -> &share_fetch_response::PartitionData {
     r.responses
         .iter()
         .flat_map(|t| t.partitions.iter())
@@ -269,7 +269,7 @@ fn part(r: &ShareFetchResponse, p: i32) -> &share_fetch_response::PartitionData 
         .expect("the partition in the answer")
 }
 
-async fn produce_n(c: &mut Client, partition: i32, n: usize) {
+pub(crate) async fn produce_n(c: &mut Client, partition: i32, n: usize) {
     let records: Vec<_> = (0..n).map(|i| record(i, 1_000)).collect();
     let (code, _) = produce(
         c,
@@ -282,7 +282,7 @@ async fn produce_n(c: &mut Client, partition: i32, n: usize) {
     assert_eq!(code, 0);
 }
 
-async fn topic_id_of(c: &mut Client) -> uuid::Uuid {
+pub(crate) async fn topic_id_of(c: &mut Client) -> uuid::Uuid {
     let r = c
         .call(
             &MetadataRequest::default()
