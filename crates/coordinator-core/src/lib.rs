@@ -239,8 +239,8 @@ pub use coordinator::concurrency;
 #[allow(deprecated)]
 pub use coordinator::GROUP_CONFIG_NAMES;
 pub use coordinator::{
-    ConsumerGroupSettings, Coordinator, CoordinatorBuilder, CoordinatorConfig, ExpiredMember,
-    GroupConfig, GroupConfigError, GroupSettings, MigrationPolicy, Offsets,
+    ConsumerGroupSettings, Coordinator, CoordinatorBuilder, CoordinatorConfig, CoordinatorStats,
+    ExpiredMember, GroupConfig, GroupConfigError, GroupSettings, MigrationPolicy, Offsets,
     DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS, DEFAULT_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS,
     DEFAULT_CONSUMER_MAX_SESSION_TIMEOUT_MS, DEFAULT_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS,
     DEFAULT_CONSUMER_MIN_SESSION_TIMEOUT_MS, DEFAULT_CONSUMER_SESSION_TIMEOUT_MS,

@@ -325,6 +325,11 @@ impl GroupEntry {
         self.group.as_ref().is_some_and(|g| g.has_members())
     }
 
+    /// How many members the group has.
+    pub(crate) fn member_count(&self) -> usize {
+        self.group.as_ref().map_or(0, |g| g.member_count())
+    }
+
     /// The group's state; a simple group is Empty.
     pub(crate) fn state(&self) -> GroupState {
         self.group.as_ref().map_or(GroupState::Empty, |g| g.state())

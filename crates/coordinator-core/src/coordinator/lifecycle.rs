@@ -40,6 +40,7 @@ impl Coordinator {
                     protocol_type: entry.protocol_type().to_string(),
                     state: entry.state(),
                     kind: entry.kind(),
+                    members: entry.member_count(),
                 })
             })
             .collect();

@@ -22,6 +22,7 @@ mod group_config;
 mod lifecycle;
 mod offsets;
 mod records;
+mod stats;
 mod timers;
 mod txn_offsets;
 
@@ -32,7 +33,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use tokio::sync::{Notify, OwnedRwLockWriteGuard};
 
 use crate::error::Error;
-use crate::group::Ctx;
+use crate::group::{Ctx, GroupKind};
 use crate::ports::clock::MonotonicClock;
 use crate::ports::member_ids::RandomMemberIds;
 use crate::ports::{Assignor, Clock, MemberIdSource, OffsetStore, TopicMetadata};
@@ -41,6 +42,8 @@ use crate::types::Generation;
 pub(crate) use entry::{GroupCell, GroupEntry};
 pub(crate) use offsets::Batch;
 pub use offsets::Offsets;
+pub use stats::CoordinatorStats;
+pub(crate) use stats::Stats;
 use timers::Timers;
 pub use txn_offsets::{TxnOffsetCommitRequest, MAX_PENDING_TXN_OFFSETS_PER_PRODUCER};
 
@@ -382,6 +385,8 @@ pub struct Coordinator {
     pub(crate) txn_offsets: Mutex<txn_offsets::PendingTxnOffsets>,
     /// Groups' own configs (Kafka's group configs), read at each consumer heartbeat.
     pub(crate) group_configs: RwLock<group_config::GroupConfigs>,
+    /// What the coordinator counts of its work ([`Coordinator::stats`]).
+    pub(crate) stats: Stats,
 }
 
 impl fmt::Debug for Coordinator {
@@ -734,6 +739,7 @@ impl CoordinatorBuilder {
             wake: Notify::new(),
             txn_offsets: Mutex::new(txn_offsets::PendingTxnOffsets::new()),
             group_configs: RwLock::new(group_config::GroupConfigs::new()),
+            stats: Stats::default(),
         })
     }
 }
@@ -884,8 +890,14 @@ impl Coordinator {
     }
 
     /// The context a kind's transitions run with, at `now`, over `entry`'s generation.
-    pub(crate) fn ctx<'a>(&'a self, now: u64, generation: &'a mut Generation) -> Ctx<'a> {
-        self.ctx_with(now, generation, &self.config.consumer)
+    /// Generations installed through it count as rebalances of `kind`.
+    pub(crate) fn ctx<'a>(
+        &'a self,
+        now: u64,
+        generation: &'a mut Generation,
+        kind: GroupKind,
+    ) -> Ctx<'a> {
+        self.ctx_with(now, generation, &self.config.consumer, kind)
     }
 
     /// [`ctx`](Self::ctx) with `consumer` as the consumer-protocol settings (a group's own,
@@ -895,10 +907,14 @@ impl Coordinator {
         now: u64,
         generation: &'a mut Generation,
         consumer: &'a ConsumerGroupSettings,
+        kind: GroupKind,
     ) -> Ctx<'a> {
+        let start = *generation;
         Ctx {
             now,
             generation,
+            stats: &self.stats,
+            counted: (kind, start),
             settings: &self.config.groups,
             ids: &*self.member_ids,
             assignors: &self.assignors,

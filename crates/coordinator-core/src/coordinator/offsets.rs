@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tracing::info;
 
-use super::{not_found, require, Coordinator, GroupEntry};
+use super::{not_found, require, Coordinator, GroupEntry, Stats};
 use crate::error::Error;
 use crate::group::classic::OffsetCommitRequest;
 use crate::group::CommitAuthority;
@@ -59,7 +59,13 @@ impl Coordinator {
         let gate = self.noted_gate(group_id, batch).await;
         let now = self.clock.now_ms();
         batch
-            .write(&*self.store, group_id, now, CommitFence::gate(gate))
+            .write(
+                &*self.store,
+                &self.stats,
+                group_id,
+                now,
+                CommitFence::gate(gate),
+            )
             .await
     }
 
@@ -217,14 +223,20 @@ impl Batch<'_> {
         Ok(!self.is_empty())
     }
 
-    /// Writes the batch, the full form stamped with the commit time `now`.
+    /// Writes the batch, the full form stamped with the commit time `now`, and counts its
+    /// offsets in `stats` once written.
     pub(crate) async fn write(
         self,
         store: &dyn OffsetStore,
+        stats: &Stats,
         group_id: &str,
         now: u64,
         fence: CommitFence,
     ) -> Result<(), Error> {
+        let count = match self {
+            Batch::Plain(o) => o.len(),
+            Batch::Full(o) => o.len(),
+        };
         match self {
             Batch::Plain(o) => store.commit(group_id, o, fence).await?,
             Batch::Full(o) => {
@@ -237,6 +249,7 @@ impl Batch<'_> {
                     .await?;
             }
         }
+        stats.committed(count);
         Ok(())
     }
 }
@@ -295,7 +308,7 @@ impl Offsets<'_> {
                     }
                 }
                 Some(group) => {
-                    let ctx = c.ctx(now, generation);
+                    let ctx = c.ctx(now, generation, group.kind());
                     group.validate_offset_commit(authority, &mut req.offsets.keys(), &ctx)?;
                 }
             }
@@ -309,7 +322,7 @@ impl Offsets<'_> {
         drop(cell);
         let now = c.clock.now_ms();
         batch
-            .write(&*c.store, group_id, now, CommitFence::gate(gate))
+            .write(&*c.store, &c.stats, group_id, now, CommitFence::gate(gate))
             .await
     }
 
@@ -360,7 +373,7 @@ impl Offsets<'_> {
                     }
                 }
                 Some(group) => {
-                    let ctx = c.ctx(now, generation);
+                    let ctx = c.ctx(now, generation, group.kind());
                     let mut all = req.offsets.keys().chain(cleared.iter());
                     group.validate_offset_commit(authority, &mut all, &ctx)?;
                 }
@@ -374,7 +387,13 @@ impl Offsets<'_> {
             c.note_commit(&mut cell.lock(), batch);
             let now = c.clock.now_ms();
             batch
-                .write(&*c.store, group_id, now, CommitFence::exclusive(&gate))
+                .write(
+                    &*c.store,
+                    &c.stats,
+                    group_id,
+                    now,
+                    CommitFence::exclusive(&gate),
+                )
                 .await?;
         }
         drop(gate);
@@ -480,6 +499,7 @@ impl Offsets<'_> {
             c.store
                 .delete(group_id, Some(&doomed), CommitFence::exclusive(&gate))
                 .await?;
+            c.stats.deleted(doomed.len());
             info!(
                 group = group_id,
                 partitions = doomed.len(),

@@ -237,8 +237,10 @@ impl Coordinator {
                     } = &mut *entry;
                     if let Some(group) = group {
                         let settings = self.consumer_settings(&cell.id);
-                        let mut ctx = self.ctx_with(now, generation, &settings);
+                        let kind = group.kind();
+                        let mut ctx = self.ctx_with(now, generation, &settings, kind);
                         expired = group.handle_due(&mut ctx);
+                        self.stats.members_expired(expired.len());
                         if let Some(replacement) = group.take_replacement(&mut ctx) {
                             *group = replacement;
                         }
@@ -329,6 +331,7 @@ impl Coordinator {
         self.store
             .delete(&cell.id, Some(&expired), CommitFence::exclusive(gate))
             .await?;
+        self.stats.expired(expired.len());
         let mut entry = cell.lock();
         entry.offset_times.forget(Some(&expired));
         if expired.len() == listed.len() {

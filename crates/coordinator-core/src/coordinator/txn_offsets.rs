@@ -134,7 +134,7 @@ impl Coordinator {
                 group_instance_id: req.group_instance_id.clone(),
             }
         };
-        let ctx = self.ctx(now, generation);
+        let ctx = self.ctx(now, generation, group.kind());
         group.validate_offset_commit(&authority, &mut req.offsets.keys(), &ctx)
     }
 
@@ -214,6 +214,7 @@ impl Coordinator {
             self.store
                 .commit_with_metadata(group_id, &offsets, CommitFence::gate(gate))
                 .await?;
+            self.stats.committed(offsets.len());
         }
         let mut pending = self.pending();
         if let Some(p) = pending.get_mut(group_id) {

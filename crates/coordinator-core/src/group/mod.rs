@@ -31,7 +31,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::coordinator::{ConsumerGroupSettings, ExpiredMember, GroupSettings};
+use crate::coordinator::{ConsumerGroupSettings, ExpiredMember, GroupSettings, Stats};
 use crate::error::Error;
 use crate::ports::{Assignor, MemberIdSource, TopicMetadata};
 use crate::types::{Generation, GroupState, TopicPartition};
@@ -78,6 +78,8 @@ pub struct ListedGroup {
     pub state: GroupState,
     /// The kind of group.
     pub kind: GroupKind,
+    /// How many members it has (0 for an Empty group).
+    pub members: usize,
 }
 
 /// Who commits offsets (or fetches them), and under what: what a group checks the request
@@ -184,6 +186,20 @@ pub(crate) struct Ctx<'a> {
     /// Whether the store keeps group records: a classic leader's assignment is then staged
     /// and installed only once the group's record is written.
     pub(crate) durable_groups: bool,
+    /// The coordinator's counts (see [`crate::CoordinatorStats`]).
+    pub(crate) stats: &'a Stats,
+    /// The kind of group the call is on, and the generation it started from: when the
+    /// context is dropped, the generations installed meanwhile count as that kind's
+    /// rebalances (a transition that failed and put the generation back counts none).
+    pub(crate) counted: (GroupKind, Generation),
+}
+
+impl Drop for Ctx<'_> {
+    fn drop(&mut self) {
+        let (kind, start) = self.counted;
+        let installed = self.generation.get().saturating_sub(start.get());
+        self.stats.rebalanced(kind, installed);
+    }
 }
 
 /// The group a coordinator loads from its durable record at `now`, for the kinds that write
@@ -211,6 +227,10 @@ pub(crate) trait Group: fmt::Debug + Send + Any {
 
     /// Whether the group has members (an Empty group has none).
     fn has_members(&self) -> bool;
+
+    /// How many members the group has (a classic group's pending members, which have no
+    /// member id yet, are not among them).
+    fn member_count(&self) -> usize;
 
     /// The protocol type, as ListGroups and DescribeGroups report it.
     fn protocol_type(&self) -> &str;

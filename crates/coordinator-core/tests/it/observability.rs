@@ -97,3 +97,50 @@ fn membership_rebalances_and_rejections_are_traced() {
         "{lines:#?}"
     );
 }
+
+/// `Coordinator::stats` counts what a front cannot see from outside: generations installed
+/// (by kind), offsets committed, deleted and expired, members expired.
+#[tokio::test]
+async fn stats_count_rebalances_commits_deletions_and_expiries() {
+    let f = fixture();
+    let clock = f.clock.clone();
+    let c = coordinator_core::Coordinator::builder(f.store.clone(), f.topics.clone(), f.assignor)
+        .clock(Arc::new(clock.clone()))
+        .session_timeout_ms(100)
+        .offsets_retention_ms(1_000)
+        .build()
+        .unwrap();
+    assert_eq!(c.stats(), coordinator_core::CoordinatorStats::default());
+    c.join("g", "m1", &["orders"]).await.unwrap(); // generation 1
+    c.join("g", "m2", &["orders"]).await.unwrap(); // 2
+    let listed = c.list_groups().await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].members, 2, "{listed:?}");
+    c.leave("g", "m2").await.unwrap(); // 3
+    c.commit_direct("simple", &offsets(&[("orders", 0, 5), ("orders", 1, 7)]))
+        .await
+        .unwrap();
+    let deleted = c
+        .offsets()
+        .delete("simple", &[tp("orders", 1)])
+        .await
+        .unwrap();
+    assert!(deleted.iter().all(|(_, r)| r.is_ok()), "{deleted:?}");
+    let s = c.stats();
+    assert_eq!(s.classic_rebalances, 3, "{s:?}");
+    assert_eq!(s.classic_completed_rebalances, 3, "{s:?}");
+    assert_eq!(s.consumer_rebalances, 0, "{s:?}");
+    assert_eq!(s.offset_commits, 2, "{s:?}");
+    assert_eq!(s.offset_deletions, 1, "{s:?}");
+    assert_eq!(s.offset_expirations, 0, "{s:?}");
+    assert_eq!(s.member_expirations, 0, "{s:?}");
+    // m1's session ends: a fourth generation; the simple group's last offset expires.
+    clock.advance(101);
+    assert_eq!(c.expire_members().await.len(), 1);
+    clock.advance(2_000);
+    c.expire_members().await;
+    let s = c.stats();
+    assert_eq!(s.member_expirations, 1, "{s:?}");
+    assert_eq!(s.classic_rebalances, 4, "{s:?}");
+    assert_eq!(s.offset_expirations, 1, "{s:?}");
+}

@@ -189,6 +189,7 @@ impl Coordinator {
         match result {
             Ok(assignment) => {
                 entry.generation = next;
+                self.stats.rebalanced(GroupKind::Chapter, 1);
                 entry.note_membership(now);
                 self.arm(&mut entry);
                 Ok(assignment)
@@ -298,7 +299,7 @@ impl Coordinator {
         let Some(index) = group.find(member) else {
             return Ok(None);
         };
-        group.remove_members(&[index], &mut self.ctx(now, generation));
+        group.remove_members(&[index], &mut self.ctx(now, generation, GroupKind::Chapter));
         entry.note_membership(now);
         self.arm(&mut entry);
         info!(
@@ -408,7 +409,9 @@ impl Coordinator {
                     let followed = group
                         .as_deref_mut()
                         .and_then(downcast_mut::<ChapterGroup>)
-                        .is_some_and(|g| g.run_followup(&mut self.ctx(now, generation)));
+                        .is_some_and(|g| {
+                            g.run_followup(&mut self.ctx(now, generation, GroupKind::Chapter))
+                        });
                     if followed {
                         self.arm(&mut entry);
                     }
@@ -587,7 +590,13 @@ impl Coordinator {
             Batch::Full(_) => self.clock.now_ms(),
         };
         batch
-            .write(&*self.store, group_id, now, CommitFence::gate(gate))
+            .write(
+                &*self.store,
+                &self.stats,
+                group_id,
+                now,
+                CommitFence::gate(gate),
+            )
             .await?;
         Ok(())
     }

@@ -772,6 +772,10 @@ impl Group for ChapterGroup {
         !self.ids.is_empty()
     }
 
+    fn member_count(&self) -> usize {
+        self.ids.len()
+    }
+
     /// The chapter's groups are consumer groups: they assign topic partitions.
     fn protocol_type(&self) -> &str {
         "consumer"

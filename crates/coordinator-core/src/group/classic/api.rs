@@ -101,7 +101,7 @@ impl Coordinator {
         f: impl FnOnce(&mut ClassicGroup, &mut Ctx<'_>) -> T,
     ) -> Option<T> {
         let (group, generation) = entry.split_mut::<ClassicGroup>()?;
-        Some(f(group, &mut self.ctx(now, generation)))
+        Some(f(group, &mut self.ctx(now, generation, GroupKind::Classic)))
     }
 
     /// Writes the record of `cell`'s staged assignment `seq` under the group's commit gate,
@@ -236,11 +236,15 @@ impl ClassicGroups<'_> {
                 let now = self.coordinator.clock.now_ms();
                 entry.convert_if_empty(ClassicGroup::new);
                 if let Some((group, generation)) = entry.split_mut::<ConsumerGroup>() {
-                    let mut ctx = self.coordinator.ctx_with(now, generation, &settings);
+                    let mut ctx =
+                        self.coordinator
+                            .ctx_with(now, generation, &settings, GroupKind::Consumer);
                     let (result, outcome) = group.classic_join(&req, &mut ctx);
                     // A static member that replaced the last consumer-protocol member: the
                     // group is classic again (Kafka's `convertToClassicGroup`).
-                    if let Some(replacement) = group.take_replacement(&mut ctx) {
+                    let replacement = group.take_replacement(&mut ctx);
+                    drop(ctx); // counts the epochs bumped, and gives the entry back
+                    if let Some(replacement) = replacement {
                         entry.group = Some(replacement);
                     }
                     if outcome.membership_changed {
@@ -306,8 +310,10 @@ impl ClassicGroups<'_> {
             let now = self.coordinator.clock.now_ms();
             if let Some((group, generation)) = entry.split_mut::<ConsumerGroup>() {
                 // Kafka's `classicGroupSyncToConsumerGroup` (an Empty group has no member).
-                let (response, at) =
-                    group.classic_sync(&req, &mut self.coordinator.ctx(now, generation))?;
+                let (response, at) = group.classic_sync(
+                    &req,
+                    &mut self.coordinator.ctx(now, generation, GroupKind::Consumer),
+                )?;
                 self.coordinator.arm_at(&mut entry, at);
                 return Ok(response);
             }
@@ -378,7 +384,7 @@ impl ClassicGroups<'_> {
                         member_id,
                         group_instance_id,
                         generation,
-                        &mut self.coordinator.ctx(now, counter),
+                        &mut self.coordinator.ctx(now, counter, GroupKind::Consumer),
                     );
                     if let Some(at) = at {
                         self.coordinator.arm_at(&mut entry, at);
@@ -423,7 +429,10 @@ impl ClassicGroups<'_> {
             let now = self.coordinator.clock.now_ms();
             let results = if let Some((group, generation)) = entry.split_mut::<ConsumerGroup>() {
                 // Kafka's `classicGroupLeaveToConsumerGroup`.
-                group.classic_leave(members, &mut self.coordinator.ctx(now, generation))
+                group.classic_leave(
+                    members,
+                    &mut self.coordinator.ctx(now, generation, GroupKind::Consumer),
+                )
             } else {
                 refuse_other_kind(group_id, entry.kind())?;
                 self.coordinator

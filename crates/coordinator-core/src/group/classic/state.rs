@@ -1221,6 +1221,7 @@ impl ClassicGroup {
         }
         self.previous_state = self.state;
         self.state = GroupState::Stable;
+        ctx.stats.completed_rebalance();
         info!(
             group = &*self.id,
             generation = ctx.generation.get(),
@@ -1548,6 +1549,10 @@ impl Group for ClassicGroup {
     /// Pending members (MEMBER_ID_REQUIRED) do not count, as in Kafka.
     fn has_members(&self) -> bool {
         !self.members.is_empty()
+    }
+
+    fn member_count(&self) -> usize {
+        self.members.len()
     }
 
     fn protocol_type(&self) -> &str {

@@ -234,9 +234,15 @@ impl ConsumerGroups<'_> {
                     },
                 });
             };
-            let mut ctx = c.ctx_with(now, generation, &settings);
+            let mut ctx = c.ctx_with(now, generation, &settings, GroupKind::Consumer);
             let (result, outcome) = group.heartbeat(req, &mut ctx);
-            if let Some(replacement) = group.take_replacement(&mut ctx) {
+            let replacement = group.take_replacement(&mut ctx);
+            if let (Some((_, generation)), Err(_)) = (&before_upgrade, &result) {
+                // Undone below: put the generation back before the context counts it.
+                *ctx.generation = *generation;
+            }
+            drop(ctx); // counts the epochs bumped, and gives the entry back
+            if let Some(replacement) = replacement {
                 entry.group = Some(replacement);
             }
             let upgraded = before_upgrade.is_some();
@@ -299,7 +305,10 @@ impl ConsumerGroups<'_> {
                 });
             };
             let settings = c.consumer_settings(group_id);
-            let out = f(group, &mut c.ctx_with(now, generation, &settings));
+            let out = f(
+                group,
+                &mut c.ctx_with(now, generation, &settings, GroupKind::Consumer),
+            );
             entry.note_membership(now);
             c.arm(&mut entry);
             out

@@ -1989,6 +1989,10 @@ impl Group for ConsumerGroup {
         !self.members.is_empty()
     }
 
+    fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
     fn protocol_type(&self) -> &str {
         "consumer"
     }

@@ -113,7 +113,11 @@ impl ShareGroups<'_> {
                 });
             };
             let settings = c.share_settings(&req.group_id);
-            let (result, outcome) = group.heartbeat(req, &mut c.ctx(now, generation), &settings);
+            let (result, outcome) = group.heartbeat(
+                req,
+                &mut c.ctx(now, generation, GroupKind::Share),
+                &settings,
+            );
             if outcome.membership_changed || !entry.has_members() {
                 entry.note_membership(now);
                 c.arm(&mut entry);

@@ -350,6 +350,10 @@ impl Group for ShareGroup {
         !self.members.is_empty()
     }
 
+    fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
     fn protocol_type(&self) -> &str {
         "share"
     }
