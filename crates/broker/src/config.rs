@@ -456,6 +456,12 @@ pub struct BrokerConfig {
     /// refused without [`allow_plaintext_remote`](Self::allow_plaintext_remote), as for the
     /// control port: the listener has no authentication.
     pub metrics_listen: Option<SocketAddr>,
+    /// `--metrics-max-lag-series N`: the most (group, partition) pairs whose committed
+    /// offset, log end offset and lag a scrape of `/metrics` shows (default
+    /// [`DEFAULT_METRICS_MAX_LAG_SERIES`], at most [`MAX_METRICS_MAX_LAG_SERIES`]; 0 shows
+    /// none). Past it the rest are left out, and
+    /// `consumer_groups_lag_series_omitted` says how many.
+    pub metrics_max_lag_series: usize,
     /// `--requests-recorded K`: how many of the last requests the broker remembers for
     /// [`Faults::requests_since`](crate::faults::Faults::requests_since) (default 10,000; 0
     /// remembers none).
@@ -669,6 +675,7 @@ impl Default for BrokerConfig {
             allow_plaintext_remote: false,
             control_listen: None,
             metrics_listen: None,
+            metrics_max_lag_series: DEFAULT_METRICS_MAX_LAG_SERIES,
             requests_recorded: crate::faults::DEFAULT_REQUESTS_RECORDED,
             manual_clock: false,
             authorizer: false,
@@ -775,6 +782,16 @@ impl BrokerConfig {
         }
         if self.max_connections == 0 {
             return invalid("max-connections", "must be at least 1".into());
+        }
+        if self.metrics_max_lag_series > MAX_METRICS_MAX_LAG_SERIES {
+            return invalid(
+                "metrics-max-lag-series",
+                format!(
+                    "{} is above {MAX_METRICS_MAX_LAG_SERIES}: a scrape would grow without a \
+                     useful bound",
+                    self.metrics_max_lag_series
+                ),
+            );
         }
         if self.max_connections_per_ip == 0 {
             return invalid("max-connections-per-ip", "must be at least 1".into());
@@ -1165,6 +1182,13 @@ impl BrokerConfig {
 /// and segment logs' files.
 const RESERVED_DESCRIPTORS: usize = 128;
 
+/// The default `--metrics-max-lag-series`: the (group, partition) pairs a scrape shows lag
+/// for (three series each).
+pub const DEFAULT_METRICS_MAX_LAG_SERIES: usize = 10_000;
+/// The most `--metrics-max-lag-series` takes: a million pairs are three million series, a
+/// scrape of hundreds of megabytes, already more than Prometheus wants from one target.
+pub const MAX_METRICS_MAX_LAG_SERIES: usize = 1_000_000;
+
 /// The default `max-connections`: the process's open-file limit (its soft `RLIMIT_NOFILE`,
 /// read from `/proc/self/limits`) less what the rest of the broker needs, at least 16;
 /// 1024 where the limit cannot be read.
@@ -1550,6 +1574,22 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("max-connections"));
+        let c = BrokerConfig {
+            metrics_max_lag_series: MAX_METRICS_MAX_LAG_SERIES + 1,
+            ..BrokerConfig::default()
+        };
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("metrics-max-lag-series"));
+        for fine in [0, MAX_METRICS_MAX_LAG_SERIES] {
+            let c = BrokerConfig {
+                metrics_max_lag_series: fine,
+                ..BrokerConfig::default()
+            };
+            assert!(c.validate().is_ok(), "{fine}");
+        }
     }
 
     #[test]

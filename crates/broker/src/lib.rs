@@ -94,6 +94,7 @@ mod txn_markers;
 pub use config::{
     default_max_connections, AdvertisedListener, BrokerConfig, ListenerClientAuth, ListenerSpec,
     PostgresUrl, RecordsConfig, SaslMechanism, SecurityProtocol, SslClientAuth, TopicSpec,
+    DEFAULT_METRICS_MAX_LAG_SERIES, MAX_METRICS_MAX_LAG_SERIES,
 };
 pub use error::BrokerError;
 pub use server::Server;

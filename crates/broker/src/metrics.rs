@@ -12,7 +12,9 @@
 //!   `listener`, `protocol`, `state`);
 //! - a meter (`…PerSec`) is a counter: the `PerSec` goes and the counter's `_total` comes
 //!   (Prometheus's `rate()` gives the rate); a `…-total` counter keeps its name
-//!   (`incoming-byte-total` → `incoming_byte_total`);
+//!   (`incoming-byte-total` → `incoming_byte_total`); a Kafka `Meter` published as a pair
+//!   `X-rate` and `X-count` is one counter `X_total` in the same way (`offset-commit-rate`
+//!   and `offset-commit-count` → `offset_commit_total`);
 //! - a time in milliseconds (`TotalTimeMs`) is a histogram in seconds, Prometheus's unit
 //!   (`totaltime_seconds`).
 //!
@@ -25,6 +27,25 @@
 //! | `kafka_server_socket_server_metrics_incoming_byte_total{listener,address}` | `kafka.server:type=socket-server-metrics,…,name=incoming-byte-total` |
 //! | `kafka_server_socket_server_metrics_outgoing_byte_total{listener,address}` | `kafka.server:type=socket-server-metrics,…,name=outgoing-byte-total` |
 //! | `kafka_server_group_coordinator_metrics_group_count{protocol,state}` | `kafka.server:type=group-coordinator-metrics,name=group-count,protocol=…` (KIP-848), by state as `consumer-group-count,state=…` and the classic `NumGroups<State>` |
+//! | `kafka_server_group_coordinator_metrics_group_rebalance_total` | `…group-coordinator-metrics,name=group-rebalance-count` / `-rate` (classic) |
+//! | `kafka_server_group_coordinator_metrics_group_completed_rebalance_total` | `…,name=group-completed-rebalance-count` / `-rate` (classic) |
+//! | `kafka_server_group_coordinator_metrics_consumer_group_rebalance_total` | `…,name=consumer-group-rebalance-count` / `-rate` (KIP-848) |
+//! | `kafka_server_group_coordinator_metrics_share_group_rebalance_total` | `…,name=share-group-rebalance-count` / `-rate` (KIP-932) |
+//! | `kafka_server_group_coordinator_metrics_offset_commit_total` | `…,name=offset-commit-count` / `-rate` |
+//! | `kafka_server_group_coordinator_metrics_offset_expiration_total` | `…,name=offset-expiration-count` / `-rate` |
+//! | `kafka_server_group_coordinator_metrics_offset_deletion_total` | `…,name=offset-deletion-count` / `-rate` |
+//! | `kafka_coordinator_group_groupmetadatamanager_numoffsets` | `kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets` |
+//!
+//! The coordinator's counts are read from [`Coordinator::stats`] and the offsets from the
+//! store at each scrape: recording them costs the commit path one relaxed atomic add.
+//!
+//! Per group and partition, kafka-exporter's names (Kafka has no such metric over JMX):
+//! `kafka_consumergroup_current_offset{consumergroup,topic,partition}` (the committed
+//! offset), `kafka_consumergroup_lag{…}` (the log end less it; negative if a commit is past
+//! the log end), `kafka_topic_partition_current_offset{topic,partition}` (the log end, its
+//! high watermark) and `kafka_consumergroup_members{consumergroup}`; at most
+//! `--metrics-max-lag-series` (group, partition) pairs, the rest counted in
+//! `consumer_groups_lag_series_omitted` (this project's own name).
 //!
 //! `error` is Kafka's error name (`NONE`, `UNKNOWN_MEMBER_ID`, …) of the response's top-level
 //! code; a response without one counts under its first partition's error for a commit
@@ -33,14 +54,17 @@
 //! processor; this broker has none). Nothing is recorded without `--metrics-listen`.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use coordinator_core::Coordinator;
+use coordinator_core::{Coordinator, CoordinatorStats, ListedGroup, TopicPartition};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, OffsetCommitResponse, TxnOffsetCommitResponse};
+use partition_log::PartitionLog;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -121,6 +145,114 @@ struct GroupLabels {
     state: &'static str,
 }
 
+/// kafka-exporter's labels of a group's series.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ConsumerGroupLabels {
+    consumergroup: String,
+}
+
+/// kafka-exporter's labels of a group's partition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct GroupPartitionLabels {
+    consumergroup: String,
+    topic: String,
+    partition: u32,
+}
+
+/// kafka-exporter's labels of a partition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PartitionLabels {
+    topic: String,
+    partition: u32,
+}
+
+/// The group coordinator's counts ([`Coordinator::stats`]) as Kafka's meters, set from the
+/// coordinator at each scrape.
+#[derive(Debug, Default)]
+struct CoordinatorCounters {
+    group_rebalance: Counter,
+    group_completed_rebalance: Counter,
+    consumer_group_rebalance: Counter,
+    share_group_rebalance: Counter,
+    offset_commit: Counter,
+    offset_expiration: Counter,
+    offset_deletion: Counter,
+}
+
+impl CoordinatorCounters {
+    fn register(&self, registry: &mut Registry) {
+        let meters: [(&str, &str, &Counter); 7] = [
+            (
+                "group_rebalance",
+                "Generations installed in classic groups (a join barrier completed) and the \
+                 chapter's groups (Kafka's group-rebalance-count/-rate)",
+                &self.group_rebalance,
+            ),
+            (
+                "group_completed_rebalance",
+                "Classic rebalances completed: the leader's assignment installed, the group \
+                 Stable (Kafka's group-completed-rebalance-count/-rate)",
+                &self.group_completed_rebalance,
+            ),
+            (
+                "consumer_group_rebalance",
+                "Group epochs bumped in consumer-protocol groups, KIP-848 \
+                 (Kafka's consumer-group-rebalance-count/-rate)",
+                &self.consumer_group_rebalance,
+            ),
+            (
+                "share_group_rebalance",
+                "Group epochs bumped in share groups, KIP-932 \
+                 (Kafka's share-group-rebalance-count/-rate)",
+                &self.share_group_rebalance,
+            ),
+            (
+                "offset_commit",
+                "Offsets committed, one per partition (Kafka's offset-commit-count/-rate)",
+                &self.offset_commit,
+            ),
+            (
+                "offset_expiration",
+                "Offsets deleted once their retention passed \
+                 (Kafka's offset-expiration-count/-rate)",
+                &self.offset_expiration,
+            ),
+            (
+                "offset_deletion",
+                "Offsets deleted by OffsetDelete or with their topic \
+                 (Kafka's offset-deletion-count/-rate)",
+                &self.offset_deletion,
+            ),
+        ];
+        for (name, help, counter) in meters {
+            registry.register(
+                format!("kafka_server_group_coordinator_metrics_{name}"),
+                help,
+                counter.clone(),
+            );
+        }
+    }
+
+    /// Sets every counter to the coordinator's count now.
+    fn set(&self, stats: CoordinatorStats) {
+        let pairs = [
+            (&self.group_rebalance, stats.classic_rebalances),
+            (
+                &self.group_completed_rebalance,
+                stats.classic_completed_rebalances,
+            ),
+            (&self.consumer_group_rebalance, stats.consumer_rebalances),
+            (&self.share_group_rebalance, stats.share_rebalances),
+            (&self.offset_commit, stats.offset_commits),
+            (&self.offset_expiration, stats.offset_expirations),
+            (&self.offset_deletion, stats.offset_deletions),
+        ];
+        for (counter, value) in pairs {
+            counter.inner().store(value, Ordering::Relaxed);
+        }
+    }
+}
+
 type Histograms = Family<ApiLabels, Histogram, fn() -> Histogram>;
 
 /// The request latency buckets: 0.5 ms to about 16 s, doubling.
@@ -139,6 +271,15 @@ pub(crate) struct Metrics {
     bytes_in: Family<ListenerLabels, Counter>,
     bytes_out: Family<ListenerLabels, Counter>,
     groups: Family<GroupLabels, Gauge>,
+    coordinator: CoordinatorCounters,
+    num_offsets: Gauge,
+    members: Family<ConsumerGroupLabels, Gauge>,
+    committed: Family<GroupPartitionLabels, Gauge>,
+    lag: Family<GroupPartitionLabels, Gauge>,
+    log_end: Family<PartitionLabels, Gauge>,
+    lag_omitted: Gauge,
+    /// `--metrics-max-lag-series`: the most (group, partition) pairs a scrape shows.
+    max_lag_pairs: usize,
     /// One scrape at a time: the groups' gauges are set from the coordinator, then encoded.
     scrape: tokio::sync::Mutex<()>,
 }
@@ -164,7 +305,9 @@ impl Drop for OpenConnection {
 }
 
 impl Metrics {
-    pub(crate) fn new() -> Metrics {
+    /// The metrics, showing committed offset, log end and lag for at most `max_lag_pairs`
+    /// (group, partition) pairs per scrape.
+    pub(crate) fn new(max_lag_pairs: usize) -> Metrics {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -209,6 +352,46 @@ impl Metrics {
              consumer-group-count and NumGroups<State>)",
             groups.clone(),
         );
+        let coordinator = CoordinatorCounters::default();
+        coordinator.register(&mut registry);
+        let num_offsets = Gauge::default();
+        registry.register(
+            "kafka_coordinator_group_groupmetadatamanager_numoffsets",
+            "Committed offsets stored, over every group (Kafka's GroupMetadataManager NumOffsets)",
+            num_offsets.clone(),
+        );
+        let members = Family::<ConsumerGroupLabels, Gauge>::default();
+        registry.register(
+            "kafka_consumergroup_members",
+            "Members of each group (kafka-exporter's kafka_consumergroup_members)",
+            members.clone(),
+        );
+        let committed = Family::<GroupPartitionLabels, Gauge>::default();
+        registry.register(
+            "kafka_consumergroup_current_offset",
+            "A group's committed offset of a partition (kafka-exporter's)",
+            committed.clone(),
+        );
+        let lag = Family::<GroupPartitionLabels, Gauge>::default();
+        registry.register(
+            "kafka_consumergroup_lag",
+            "A partition's log end offset less the group's committed offset (kafka-exporter's)",
+            lag.clone(),
+        );
+        let log_end = Family::<PartitionLabels, Gauge>::default();
+        registry.register(
+            "kafka_topic_partition_current_offset",
+            "A partition's log end offset, its high watermark (kafka-exporter's), for the \
+             partitions of the groups' series shown",
+            log_end.clone(),
+        );
+        let lag_omitted = Gauge::default();
+        registry.register(
+            "consumer_groups_lag_series_omitted",
+            "(group, partition) pairs whose offset, log end and lag series this scrape left \
+             out, past --metrics-max-lag-series",
+            lag_omitted.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -218,6 +401,14 @@ impl Metrics {
             bytes_in,
             bytes_out,
             groups,
+            coordinator,
+            num_offsets,
+            members,
+            committed,
+            lag,
+            log_end,
+            lag_omitted,
+            max_lag_pairs,
             scrape: tokio::sync::Mutex::new(()),
         }
     }
@@ -240,11 +431,17 @@ impl Metrics {
         }
     }
 
-    /// The text of a scrape: the groups read from the coordinator now, then every family.
-    async fn encode(&self, coordinator: &Coordinator) -> Result<String, std::fmt::Error> {
+    /// The text of a scrape: the groups, the coordinator's counts and the groups' offsets
+    /// read now, then every family.
+    async fn encode(
+        &self,
+        coordinator: &Coordinator,
+        log: &dyn PartitionLog,
+    ) -> Result<String, std::fmt::Error> {
         let _one = self.scrape.lock().await;
         let listed = coordinator.list_groups().await;
         self.groups.clear();
+        self.members.clear();
         for g in &listed {
             self.groups
                 .get_or_create(&GroupLabels {
@@ -252,11 +449,93 @@ impl Metrics {
                     state: g.state.as_str(),
                 })
                 .inc();
+            self.members
+                .get_or_create(&ConsumerGroupLabels {
+                    consumergroup: g.group_id.clone(),
+                })
+                .set(gauge_value(g.members));
         }
+        self.coordinator.set(coordinator.stats());
+        self.offsets(coordinator, log, &listed).await;
         let mut text = String::new();
         prometheus_client::encoding::prometheus_text::encode(&mut text, &self.registry)?;
         Ok(text)
     }
+}
+
+impl Metrics {
+    /// Every group's committed offsets: their number (`NumOffsets`), and for the first
+    /// `max_lag_pairs` (group, partition) pairs in group and partition order, the committed
+    /// offset, the partition's log end (its high watermark) and the lag between them. A
+    /// partition the log does not know (its topic deleted) shows its committed offset only.
+    async fn offsets(
+        &self,
+        coordinator: &Coordinator,
+        log: &dyn PartitionLog,
+        listed: &[ListedGroup],
+    ) {
+        self.committed.clear();
+        self.lag.clear();
+        self.log_end.clear();
+        let mut num_offsets: u64 = 0;
+        let mut shown: usize = 0;
+        let mut omitted: u64 = 0;
+        // Each partition's log end, read once per scrape; at most one entry per pair shown.
+        let mut ends: HashMap<TopicPartition, Option<i64>> = HashMap::new();
+        for g in listed {
+            let committed = match coordinator.committed_offsets(&g.group_id).await {
+                Ok(committed) => committed,
+                Err(e) => {
+                    debug!(group = %g.group_id, error = %e, "metrics: committed offsets unread");
+                    continue;
+                }
+            };
+            num_offsets = num_offsets.saturating_add(committed.len() as u64);
+            for (tp, &offset) in &committed {
+                if shown >= self.max_lag_pairs {
+                    omitted = omitted.saturating_add(1);
+                    continue;
+                }
+                shown += 1;
+                let labels = GroupPartitionLabels {
+                    consumergroup: g.group_id.clone(),
+                    topic: tp.topic().to_string(),
+                    partition: tp.partition(),
+                };
+                self.committed.get_or_create(&labels).set(offset);
+                let end = match ends.get(tp) {
+                    Some(end) => *end,
+                    None => {
+                        let end = log.bounds(tp).await.ok().map(|(_, end)| end);
+                        ends.insert(tp.clone(), end);
+                        end
+                    }
+                };
+                if let Some(end) = end {
+                    self.lag
+                        .get_or_create(&labels)
+                        .set(end.saturating_sub(offset));
+                }
+            }
+        }
+        for (tp, end) in ends {
+            if let Some(end) = end {
+                self.log_end
+                    .get_or_create(&PartitionLabels {
+                        topic: tp.topic().to_string(),
+                        partition: tp.partition(),
+                    })
+                    .set(end);
+            }
+        }
+        self.num_offsets.set(gauge_value(num_offsets));
+        self.lag_omitted.set(gauge_value(omitted));
+    }
+}
+
+/// A count as a gauge's `i64`, saturating.
+fn gauge_value(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
 }
 
 impl ListenerMetrics {
@@ -376,6 +655,7 @@ impl MetricsListener {
         self,
         metrics: Arc<Metrics>,
         coordinator: Arc<Coordinator>,
+        log: Arc<dyn PartitionLog>,
         notify: broadcast::Receiver<()>,
     ) {
         let mut shutdown = Shutdown::new(notify.resubscribe());
@@ -395,11 +675,12 @@ impl MetricsListener {
                 };
                 let metrics = metrics.clone();
                 let coordinator = coordinator.clone();
+                let log = log.clone();
                 let mut stop = Shutdown::new(notify.resubscribe());
                 tokio::spawn(async move {
                     let served = tokio::time::timeout(
                         TIMEOUT,
-                        http_connection(socket, &metrics, &coordinator),
+                        http_connection(socket, &metrics, &coordinator, &*log),
                     );
                     tokio::select! {
                         outcome = served => match outcome {
@@ -425,6 +706,7 @@ async fn http_connection(
     mut socket: TcpStream,
     metrics: &Metrics,
     coordinator: &Coordinator,
+    log: &dyn PartitionLog,
 ) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
@@ -443,7 +725,7 @@ async fn http_connection(
         head.extend_from_slice(&buf[..n]);
     };
     let answer = if complete {
-        answer(&head, metrics, coordinator).await
+        answer(&head, metrics, coordinator, log).await
     } else {
         plain(
             431,
@@ -456,7 +738,12 @@ async fn http_connection(
 }
 
 /// The answer to a request head.
-async fn answer(head: &[u8], metrics: &Metrics, coordinator: &Coordinator) -> Vec<u8> {
+async fn answer(
+    head: &[u8],
+    metrics: &Metrics,
+    coordinator: &Coordinator,
+    log: &dyn PartitionLog,
+) -> Vec<u8> {
     let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split_ascii_whitespace();
@@ -470,7 +757,7 @@ async fn answer(head: &[u8], metrics: &Metrics, coordinator: &Coordinator) -> Ve
     if method != "GET" && method != "HEAD" {
         return plain(405, "Method Not Allowed", "GET /metrics\n");
     }
-    match metrics.encode(coordinator).await {
+    match metrics.encode(coordinator, log).await {
         Ok(text) => {
             let body = if method == "HEAD" { "" } else { text.as_str() };
             response(
@@ -518,7 +805,7 @@ mod tests {
 
     #[test]
     fn apis_and_error_codes_are_named_as_kafka_names_them() {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new(10);
         for code in [0, 25, 79, 9999] {
             metrics
                 .errors

@@ -287,7 +287,7 @@ impl Server {
         }
         let metrics = match config.metrics_listen {
             Some(address) => Some((
-                Arc::new(Metrics::new()),
+                Arc::new(Metrics::new(config.metrics_max_lag_series)),
                 MetricsListener::bind(address).await?,
             )),
             None => None,
@@ -456,7 +456,8 @@ impl Server {
         }
         if let Some((metrics, listener)) = self.metrics {
             let coordinator = self.context.coordinator.clone();
-            tokio::spawn(listener.serve(metrics, coordinator, notify_shutdown.subscribe()));
+            let log = self.context.log.clone();
+            tokio::spawn(listener.serve(metrics, coordinator, log, notify_shutdown.subscribe()));
         }
         // One connection limit and one per-address count over every listener, as Kafka's
         // max.connections and max.connections.per.ip are broker-wide.

@@ -56,6 +56,13 @@ struct Args {
     /// to stdout after the `listening on` and `control on` lines.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// The most (group, partition) pairs whose committed offset, log end offset and lag a
+    /// scrape of /metrics shows (kafka-exporter's kafka_consumergroup_current_offset and
+    /// kafka_consumergroup_lag, and kafka_topic_partition_current_offset); past it the rest
+    /// are left out and consumer_groups_lag_series_omitted counts them. 0 shows none; at most
+    /// 1000000.
+    #[arg(long, default_value_t = broker::DEFAULT_METRICS_MAX_LAG_SERIES, value_name = "N")]
+    metrics_max_lag_series: usize,
     /// How many of the last requests the broker remembers for the control port's
     /// `requests` (API, version, client id, group, error code); 0 remembers none.
     #[arg(long, default_value_t = broker::faults::DEFAULT_REQUESTS_RECORDED, value_name = "K")]
@@ -399,6 +406,7 @@ impl Args {
             allow_plaintext_remote: self.allow_plaintext_remote,
             control_listen: self.control_listen,
             metrics_listen: self.metrics_listen,
+            metrics_max_lag_series: self.metrics_max_lag_series,
             requests_recorded: self.requests_recorded,
             manual_clock: self.manual_clock,
             authorizer: self.authorizer,

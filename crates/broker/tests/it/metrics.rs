@@ -1,5 +1,6 @@
-//! `--metrics-listen` (issue 50, first step): `GET /metrics` in the Prometheus text format,
-//! scraped with a plain TCP GET while a client is connected, checked against what it sent.
+//! `--metrics-listen` (issue 50): `GET /metrics` in the Prometheus text format, scraped with
+//! a plain TCP GET while clients are connected, a group rebalances and commits, checked
+//! against what they sent and what the coordinator did.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -23,9 +24,15 @@ fn s(v: &str) -> StrBytes {
 }
 
 async fn start() -> TestBroker {
+    start_with("t:1", broker::DEFAULT_METRICS_MAX_LAG_SERIES).await
+}
+
+/// A broker with metrics, topic `topic` (`NAME:PARTITIONS`) and `--metrics-max-lag-series`.
+async fn start_with(topic: &str, max_lag_series: usize) -> TestBroker {
     let config = BrokerConfig {
         metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
-        topics: vec!["t:1".parse().unwrap()],
+        metrics_max_lag_series: max_lag_series,
+        topics: vec![topic.parse().unwrap()],
         ..TestBroker::test_config()
     };
     bounded("start", TestBroker::with_config(config))
@@ -251,4 +258,250 @@ async fn the_metrics_listener_answers_404_elsewhere_and_bounds_the_request() {
 async fn no_metrics_listener_unless_asked() {
     let broker = bounded("start", TestBroker::start()).await.unwrap();
     assert_eq!(broker.metrics_addr(), None);
+}
+
+/// The group coordinator's meters, scraped: (group_rebalance, group_completed_rebalance,
+/// consumer_group_rebalance, offset_commit).
+fn meters(m: &BTreeMap<String, f64>) -> [f64; 4] {
+    [
+        "group_rebalance",
+        "group_completed_rebalance",
+        "consumer_group_rebalance",
+        "offset_commit",
+    ]
+    .map(|name| {
+        value(
+            m,
+            &format!("kafka_server_group_coordinator_metrics_{name}_total"),
+        )
+    })
+}
+
+/// `n` records produced to `t`/`partition`.
+async fn produce_n(c: &mut Client, partition: i32, n: usize) {
+    let records: Vec<_> = (0..n).map(|i| record(i, 1_000)).collect();
+    let (code, _) = produce(
+        c,
+        "t",
+        partition,
+        batch(&records, kafka_protocol::records::Compression::None),
+        9,
+    )
+    .await;
+    assert_eq!(code, 0);
+}
+
+#[tokio::test]
+async fn a_classic_group_rebalancing_and_committing_shows_in_the_coordinator_metrics_and_lag() {
+    use crate::groups::{assignment, join_request, sync_request};
+    let broker = start_with("t:2", broker::DEFAULT_METRICS_MAX_LAG_SERIES).await;
+    let metrics = broker.metrics_addr().expect("a metrics listener");
+    let mut a = Client::connect(broker.addr()).await;
+    let mut b = Client::connect(broker.addr()).await;
+    produce_n(&mut a, 0, 10).await;
+    produce_n(&mut a, 1, 4).await;
+    let before = meters(&scrape(metrics).await);
+
+    // A joins alone (generation 1) and syncs as leader: one rebalance, completed.
+    let first = crate::groups::join(&mut a, "g").await;
+    assert_eq!(first.generation_id, 1);
+    let synced = a
+        .call(
+            &sync_request(
+                "g",
+                &first,
+                &[(first.member_id.as_str(), assignment("t", &[0, 1]))],
+            ),
+            3,
+        )
+        .await;
+    assert_eq!(synced.error_code, 0);
+    let m = scrape(metrics).await;
+    let after_one = meters(&m);
+    assert_eq!(after_one[0] - before[0], 1.0, "{after_one:?} {before:?}");
+    assert_eq!(after_one[1] - before[1], 1.0, "{after_one:?} {before:?}");
+    assert_eq!(
+        value(&m, "kafka_consumergroup_members{consumergroup=\"g\"}"),
+        1.0
+    );
+
+    // B joins; A re-joins at its heartbeat's REBALANCE_IN_PROGRESS: generation 2.
+    let b_first = b.call(&join_request("g", ""), 5).await;
+    assert_eq!(b_first.error_code, MEMBER_ID_REQUIRED);
+    let b_join = b.send(&join_request("g", &b_first.member_id), 5).await;
+    let mut code = 0;
+    for _ in 0..100 {
+        let hb = HeartbeatRequest::default()
+            .with_group_id(GroupId(s("g")))
+            .with_member_id(first.member_id.clone())
+            .with_generation_id(1);
+        code = a.call(&hb, 1).await.error_code;
+        if code == 27 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(code, 27, "REBALANCE_IN_PROGRESS");
+    let a_joined = a.call(&join_request("g", &first.member_id), 5).await;
+    let b_joined = b.receive::<JoinGroupRequest>(b_join, 5).await;
+    assert_eq!((a_joined.generation_id, b_joined.generation_id), (2, 2));
+    // Between the barrier and the leader's SyncGroup: rebalanced, not yet completed.
+    let m = scrape(metrics).await;
+    let joined = meters(&m);
+    assert_eq!(joined[0] - before[0], 2.0, "{joined:?} {before:?}");
+    assert_eq!(joined[1] - before[1], 1.0, "{joined:?} {before:?}");
+    assert_eq!(
+        value(
+            &m,
+            "kafka_server_group_coordinator_metrics_group_count{protocol=\"classic\",state=\"CompletingRebalance\"}"
+        ),
+        1.0
+    );
+    let b_sync = b.send(&sync_request("g", &b_joined, &[]), 3).await;
+    let a_synced = a
+        .call(
+            &sync_request(
+                "g",
+                &a_joined,
+                &[
+                    (first.member_id.as_str(), assignment("t", &[0])),
+                    (b_first.member_id.as_str(), assignment("t", &[1])),
+                ],
+            ),
+            3,
+        )
+        .await;
+    assert_eq!(a_synced.error_code, 0);
+    assert_eq!(b.receive::<SyncGroupRequest>(b_sync, 3).await.error_code, 0);
+
+    // Each commits its partition in generation 2.
+    let r = a
+        .call(&commit("g", &first.member_id, 2, &[("t", 0, 7)]), 8)
+        .await;
+    assert_eq!(commit_codes(&r), [0]);
+    let r = b
+        .call(&commit("g", &b_first.member_id, 2, &[("t", 1, 1)]), 8)
+        .await;
+    assert_eq!(commit_codes(&r), [0]);
+
+    let m = scrape(metrics).await;
+    let after = meters(&m);
+    assert_eq!(after[0] - before[0], 2.0, "two generations: {after:?}");
+    assert_eq!(after[1] - before[1], 2.0, "both completed: {after:?}");
+    assert_eq!(after[2] - before[2], 0.0, "no consumer-protocol group");
+    assert_eq!(after[3] - before[3], 2.0, "two offsets committed");
+    assert_eq!(
+        value(
+            &m,
+            "kafka_coordinator_group_groupmetadatamanager_numoffsets"
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(&m, "kafka_consumergroup_members{consumergroup=\"g\"}"),
+        2.0
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_server_group_coordinator_metrics_group_count{protocol=\"classic\",state=\"Stable\"}"
+        ),
+        1.0
+    );
+    for (partition, end, committed) in [(0, 10.0, 7.0), (1, 4.0, 1.0)] {
+        let labels = format!("consumergroup=\"g\",topic=\"t\",partition=\"{partition}\"");
+        assert_eq!(
+            value(
+                &m,
+                &format!("kafka_consumergroup_current_offset{{{labels}}}")
+            ),
+            committed
+        );
+        assert_eq!(
+            value(
+                &m,
+                &format!(
+                    "kafka_topic_partition_current_offset{{topic=\"t\",partition=\"{partition}\"}}"
+                )
+            ),
+            end
+        );
+        assert_eq!(
+            value(&m, &format!("kafka_consumergroup_lag{{{labels}}}")),
+            end - committed,
+            "lag is the log end less the committed offset"
+        );
+    }
+    assert_eq!(value(&m, "consumer_groups_lag_series_omitted"), 0.0);
+
+    // More records: the lag grows with the log end, the committed offset stays.
+    produce_n(&mut a, 0, 5).await;
+    let m = scrape(metrics).await;
+    assert_eq!(
+        value(
+            &m,
+            "kafka_consumergroup_lag{consumergroup=\"g\",topic=\"t\",partition=\"0\"}"
+        ),
+        8.0
+    );
+    broker.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_consumer_protocol_group_counts_its_epochs_and_lag_series_are_bounded_by_the_flag() {
+    let broker = start_with("t:2", 1).await;
+    let metrics = broker.metrics_addr().expect("a metrics listener");
+    let mut c = Client::connect(broker.addr()).await;
+    produce_n(&mut c, 0, 3).await;
+    let before = meters(&scrape(metrics).await);
+    // A member joins a consumer-protocol group: its group epoch goes to 1.
+    let join = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("cg")))
+        .with_member_id(s("m1"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+        .with_topic_partitions(Some(Vec::new()));
+    let joined = c.call(&join, 1).await;
+    assert_eq!(joined.error_code, 0);
+    assert_eq!(joined.member_epoch, 1);
+    // A tool commits two partitions for a simple group: two (group, partition) pairs, one
+    // shown under --metrics-max-lag-series 1.
+    let r = c
+        .call(&commit("simple", "", -1, &[("t", 0, 2), ("t", 1, 0)]), 8)
+        .await;
+    assert_eq!(commit_codes(&r), [0, 0]);
+    let m = scrape(metrics).await;
+    let after = meters(&m);
+    assert_eq!(after[2] - before[2], 1.0, "one epoch bump: {after:?}");
+    assert_eq!(after[0] - before[0], 0.0, "no classic rebalance: {after:?}");
+    assert_eq!(after[3] - before[3], 2.0, "{after:?}");
+    assert_eq!(
+        value(
+            &m,
+            "kafka_coordinator_group_groupmetadatamanager_numoffsets"
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(&m, "kafka_consumergroup_members{consumergroup=\"cg\"}"),
+        1.0
+    );
+    let shown: Vec<&String> = m
+        .keys()
+        .filter(|k| k.starts_with("kafka_consumergroup_current_offset{"))
+        .collect();
+    assert_eq!(
+        shown,
+        ["kafka_consumergroup_current_offset{consumergroup=\"simple\",topic=\"t\",partition=\"0\"}"]
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_consumergroup_lag{consumergroup=\"simple\",topic=\"t\",partition=\"0\"}"
+        ),
+        1.0
+    );
+    assert_eq!(value(&m, "consumer_groups_lag_series_omitted"), 1.0);
+    broker.stop().await.unwrap();
 }
