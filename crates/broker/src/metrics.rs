@@ -51,7 +51,8 @@
 //! code; a response without one counts under its first partition's error for a commit
 //! (OffsetCommit, TxnOffsetCommit: refused whole, every partition carries it) and not at
 //! all otherwise. `address` is the listener's bound address (Kafka's tag is its network
-//! processor; this broker has none). Nothing is recorded without `--metrics-listen`.
+//! processor; this broker has none). Without `--metrics-listen` the broker records nothing
+//! (the coordinator's [`stats`](Coordinator::stats) count whatever the flags).
 
 use std::any::Any;
 use std::collections::HashMap;
