@@ -451,7 +451,7 @@ pub struct BrokerConfig {
     /// authentication.
     pub control_listen: Option<SocketAddr>,
     /// `--metrics-listen HOST:PORT`: serve `GET /metrics` there, in the Prometheus text
-    /// format (see [`crate::metrics`] and the crate's README, "Metrics"). Default `None`:
+    /// format, and the page of groups at `/` (see the crate's README, "Metrics"). Default `None`:
     /// no metrics listener, and the broker records nothing (the coordinator's own counters,
     /// `Coordinator::stats`, count regardless). An address that is not loopback is
     /// refused without [`allow_plaintext_remote`](Self::allow_plaintext_remote), as for the

@@ -81,6 +81,7 @@ mod lease;
 pub mod manual_clock;
 mod metrics;
 mod ownership;
+mod page;
 mod producers;
 mod retention;
 mod server;

@@ -283,6 +283,8 @@ pub(crate) struct Metrics {
     max_lag_pairs: usize,
     /// One scrape at a time: the groups' gauges are set from the coordinator, then encoded.
     scrape: tokio::sync::Mutex<()>,
+    /// The groups' recent history, for the page of groups ([`crate::page`]).
+    pub(crate) history: Arc<crate::page::History>,
 }
 
 /// What one listener's connections record into: its connection gauge and byte counters,
@@ -411,6 +413,7 @@ impl Metrics {
             lag_omitted,
             max_lag_pairs,
             scrape: tokio::sync::Mutex::new(()),
+            history: Arc::default(),
         }
     }
 
@@ -695,8 +698,11 @@ impl MetricsListener {
                 });
             }
         };
+        // The page's history is observed while the listener serves.
+        let observe = crate::page::observe(coordinator.clone(), metrics.history.clone());
         tokio::select! {
             () = accept => {}
+            () = observe => {}
             () = shutdown.recv() => {}
         }
     }
@@ -752,8 +758,35 @@ async fn answer(
         return plain(400, "Bad Request", "bad request line\n");
     };
     let path = target.split(['?', '#']).next().unwrap_or_default();
+    let page = if path == "/" {
+        Some(Some(
+            crate::page::index(coordinator, log, &metrics.history).await,
+        ))
+    } else if let Some(id) = path.strip_prefix("/group/") {
+        match crate::page::decode_segment(id) {
+            Some(id) => Some(crate::page::group(coordinator, log, &metrics.history, &id).await),
+            None => Some(None),
+        }
+    } else {
+        None
+    };
+    if page.is_some() && method != "GET" && method != "HEAD" {
+        return plain(405, "Method Not Allowed", "GET the page\n");
+    }
+    match page {
+        Some(Some(html)) => {
+            let body = if method == "HEAD" { "" } else { html.as_str() };
+            return response(200, "OK", "text/html; charset=utf-8", html.len(), body);
+        }
+        Some(None) => return plain(404, "Not Found", "no such group\n"),
+        None => {}
+    }
     if path != "/metrics" {
-        return plain(404, "Not Found", "not found: the metrics are at /metrics\n");
+        return plain(
+            404,
+            "Not Found",
+            "not found: the metrics are at /metrics, the groups at /\n",
+        );
     }
     if method != "GET" && method != "HEAD" {
         return plain(405, "Method Not Allowed", "GET /metrics\n");

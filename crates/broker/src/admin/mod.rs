@@ -28,7 +28,7 @@ mod client;
 mod commands;
 mod datetime;
 mod error;
-mod report;
+pub(crate) mod report;
 mod source;
 
 use std::io::Write;

@@ -50,7 +50,8 @@ struct Args {
     control_listen: Option<std::net::SocketAddr>,
     /// Serve `GET /metrics` on HOST:PORT (off by default): the broker's metrics in the
     /// Prometheus text format, under Kafka's names (requests, errors and latency per API,
-    /// connections open and bytes per listener, groups by protocol and state); see the
+    /// connections open and bytes per listener, groups by protocol and state, lag), and at
+    /// `/` a page of the groups for a browser (members, lag, each group's timeline); see the
     /// README's "Metrics". It has no authentication: an address that is not loopback is
     /// refused unless --allow-plaintext-remote. Once bound, prints `metrics on HOST:PORT`
     /// to stdout after the `listening on` and `control on` lines.

@@ -235,8 +235,15 @@ async fn metrics_count_requests_errors_connections_bytes_and_groups() {
 async fn the_metrics_listener_answers_404_elsewhere_and_bounds_the_request() {
     let broker = start().await;
     let metrics = broker.metrics_addr().expect("a metrics listener");
-    let (status, _, _) = get(metrics, "/").await;
+    let (status, _, _) = get(metrics, "/nothing").await;
     assert_eq!(status, "HTTP/1.1 404 Not Found");
+    let (status, content_type, _) = get(metrics, "/").await;
+    assert_eq!(status, "HTTP/1.1 200 OK", "the page of groups");
+    assert_eq!(content_type, "text/html; charset=utf-8");
+    let (status, _, _) = get(metrics, "/group/no-such-group").await;
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+    let (status, _, _) = get(metrics, "/group/%zz").await;
+    assert_eq!(status, "HTTP/1.1 404 Not Found", "a bad escape");
     let (status, _, _) = get(metrics, "/metrics?x=1").await;
     assert_eq!(status, "HTTP/1.1 200 OK", "a query string is ignored");
     // A request that never ends its head is cut off, not buffered without bound.
@@ -503,5 +510,122 @@ async fn a_consumer_protocol_group_counts_its_epochs_and_lag_series_are_bounded_
         1.0
     );
     assert_eq!(value(&m, "consumer_groups_lag_series_omitted"), 1.0);
+    broker.stop().await.unwrap();
+}
+
+/// `GET path` until its body holds `text` (bounded: 10 s); the body.
+async fn page_until(addr: SocketAddr, path: &str, text: &str) -> String {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (status, _, body) = get(addr, path).await;
+        if status == "HTTP/1.1 200 OK" && body.contains(text) {
+            return body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{path} never showed {text:?}: {status}\n{body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The page of groups lists a group with its members and lag, and the group's page draws
+/// its history: each generation, the member who left (red) and the one who joined (green),
+/// with what each owned. Ids are escaped.
+#[tokio::test]
+async fn the_page_of_groups_shows_members_lag_and_the_history_of_generations() {
+    use crate::groups::{assignment, join, sync_request};
+    let broker = start_with("t:2", broker::DEFAULT_METRICS_MAX_LAG_SERIES).await;
+    let metrics = broker.metrics_addr().expect("a metrics listener");
+    let mut a = Client::connect(broker.addr()).await;
+    produce_n(&mut a, 0, 10).await;
+    let group = "g<&>";
+    let path = "/group/g%3C%26%3E";
+
+    // Generation 1: a alone, owning t-0 and t-1; it commits 7 on t-0.
+    let first = join(&mut a, group).await;
+    let synced = a
+        .call(
+            &sync_request(
+                group,
+                &first,
+                &[(first.member_id.as_str(), assignment("t", &[0, 1]))],
+            ),
+            3,
+        )
+        .await;
+    assert_eq!(synced.error_code, 0);
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(1)
+        .with_member_id(first.member_id.clone())
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(7),
+                ]),
+        ]);
+    assert_eq!(
+        a.call(&commit, 8).await.topics[0].partitions[0].error_code,
+        0
+    );
+    let page = page_until(metrics, path, "gen 1").await;
+    assert!(
+        page.contains("<h1>g&lt;&amp;&gt;</h1>"),
+        "the id escaped: {page}"
+    );
+    assert!(page.contains("t(0,1)"), "a's assignment: {page}");
+
+    // a leaves: the group is empty (generation 2); c joins alone (generation 3).
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_members(vec![
+            leave_group_request::MemberIdentity::default().with_member_id(first.member_id.clone())
+        ]);
+    assert_eq!(a.call(&leave, 3).await.error_code, 0);
+    page_until(metrics, path, "class=\"state\">Empty</b>").await;
+    let mut c = Client::connect(broker.addr()).await;
+    let third = join(&mut c, group).await;
+    assert_eq!(third.generation_id, 3);
+    let synced = c
+        .call(
+            &sync_request(
+                group,
+                &third,
+                &[(third.member_id.as_str(), assignment("t", &[1]))],
+            ),
+            3,
+        )
+        .await;
+    assert_eq!(synced.error_code, 0);
+    let page = page_until(metrics, path, "class=\"generation\">3</b>").await;
+    let svg = &page[page.find("<svg").expect("a timeline")..];
+    for shown in [
+        "gen 1",
+        "gen 3",
+        "class=\"leave\"",
+        "class=\"join\"",
+        "t(1)",
+    ] {
+        assert!(svg.contains(shown), "{shown} in the timeline: {svg}");
+    }
+    assert!(
+        page.contains(third.member_id.as_str()),
+        "c is a member: {page}"
+    );
+
+    // The index: the group, its kind, state, generation, and t-0's lag (10 − 7).
+    let index = page_until(metrics, "/", "g%3C%26%3E").await;
+    assert!(index.contains("<td>classic</td>"), "{index}");
+    assert!(
+        index.contains(
+            "<td>t</td><td class=\"n\">0</td><td class=\"n\">7</td><td class=\"n\">10</td>\
+             <td class=\"n\">3</td>"
+        ),
+        "t-0: committed 7, log end 10, lag 3: {index}"
+    );
     broker.stop().await.unwrap();
 }
