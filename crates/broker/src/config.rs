@@ -546,6 +546,14 @@ pub struct BrokerConfig {
     pub offsets_retention_minutes: u64,
     /// Kafka's `socket.request.max.bytes`: the largest request frame (default 104857600).
     pub max_frame_bytes: usize,
+    /// Kafka's `queued.max.request.bytes` (`--queued-max-request-bytes`, default `-1`:
+    /// unbounded): the most bytes of request frames held at once, all connections together.
+    /// A frame's announced length is taken from it once its length prefix is read, and given
+    /// back when its request has been handled; while none is left the broker reads no new
+    /// request (no connection is closed for it) until memory comes back. As Kafka's pool, a
+    /// frame is served while any memory is left, so up to this plus one frame
+    /// (`max_frame_bytes`) may be held. `-1` or at least `max_frame_bytes` (Kafka's rule).
+    pub queued_max_request_bytes: i64,
     /// The most connections served at once (Kafka's `max.connections`, whose default is
     /// unlimited; here [`default_max_connections`], what the open-file limit allows).
     /// Further clients wait in the accept queue.
@@ -703,6 +711,7 @@ impl Default for BrokerConfig {
             transactional_id_expiration_ms: 604_800_000,
             offsets_retention_minutes: 10_080,
             max_frame_bytes: 100 * 1024 * 1024,
+            queued_max_request_bytes: -1,
             max_connections: default_max_connections(),
             connections_max_idle_ms: 600_000,
             request_timeout_ms: 30_000,
@@ -722,6 +731,14 @@ impl Default for BrokerConfig {
 }
 
 impl BrokerConfig {
+    /// The bound of the frames' memory pool, `None` when unbounded
+    /// ([`queued_max_request_bytes`](Self::queued_max_request_bytes) `-1`).
+    pub(crate) fn queued_max_request_bytes(&self) -> Option<u64> {
+        u64::try_from(self.queued_max_request_bytes)
+            .ok()
+            .filter(|&bytes| bytes > 0)
+    }
+
     /// The offset store these settings choose (see [`StoreConfig`]).
     pub fn store(&self) -> StoreConfig {
         if let Some(url) = &self.postgres {
@@ -779,6 +796,18 @@ impl BrokerConfig {
             return invalid(
                 "max-frame-bytes",
                 format!("{} cannot hold a request header", self.max_frame_bytes),
+            );
+        }
+        if self.queued_max_request_bytes != -1
+            && u64::try_from(self.queued_max_request_bytes)
+                .map_or(true, |bytes| bytes < self.max_frame_bytes as u64)
+        {
+            return invalid(
+                "queued-max-request-bytes",
+                format!(
+                    "{} must be -1 (unbounded) or at least max-frame-bytes ({}): one request must fit",
+                    self.queued_max_request_bytes, self.max_frame_bytes
+                ),
             );
         }
         if self.max_connections == 0 {
@@ -1590,6 +1619,32 @@ mod tests {
                 ..BrokerConfig::default()
             };
             assert!(c.validate().is_ok(), "{fine}");
+        }
+    }
+
+    /// Kafka's rule: `queued.max.request.bytes` unbounded (-1 here) or at least
+    /// `socket.request.max.bytes`, so one request always fits.
+    #[test]
+    fn the_frames_memory_bound_holds_one_frame_or_is_unbounded() {
+        let with = |queued, max_frame| BrokerConfig {
+            queued_max_request_bytes: queued,
+            max_frame_bytes: max_frame,
+            ..BrokerConfig::default()
+        };
+        assert_eq!(BrokerConfig::default().queued_max_request_bytes(), None);
+        assert_eq!(with(-1, 1024).queued_max_request_bytes(), None);
+        let c = with(1024, 1024);
+        assert!(c.validate().is_ok());
+        assert_eq!(c.queued_max_request_bytes(), Some(1024));
+        for queued in [0, -2, 1023, i64::MIN] {
+            let err = with(queued, 1024).validate().unwrap_err();
+            assert_eq!(err.code(), "INVALID_CONFIG");
+            let message = err.to_string();
+            assert!(
+                message.starts_with("invalid setting `queued-max-request-bytes`: ")
+                    && message.contains("at least max-frame-bytes (1024)"),
+                "{message}"
+            );
         }
     }
 

@@ -1,11 +1,16 @@
 //! A connection reads and writes Kafka's size-prefixed frames, and nothing else.
 
+use std::fmt;
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::memory_pool::{MemoryPool, Reservation};
 use crate::tls::Stream;
 
 /// Why a frame could not be read. Any of them ends the connection.
@@ -30,6 +35,38 @@ const READ_CHUNK: usize = 4 * 1024;
 /// and sending nothing more hold 20 small buffers, not 2 GB).
 const MAX_RESERVE: usize = 64 * 1024;
 
+/// A complete request frame, without its length prefix, and its share of the frames'
+/// memory pool (`--queued-max-request-bytes`): keep it until the request is handled.
+#[derive(Debug)]
+pub(crate) struct Frame {
+    pub(crate) bytes: Bytes,
+    /// `None` without a pool.
+    pub(crate) memory: Option<Reservation>,
+}
+
+/// Where a connection is in reading its next frame, for its deadlines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReadPhase {
+    /// Between frames: no byte of the next one has arrived.
+    Idle,
+    /// The next frame announced its length and waits for the pool's memory: nothing more
+    /// is read from the socket meanwhile, and no deadline runs.
+    WaitingForMemory,
+    /// A frame is arriving since this instant (its first byte, or the moment the pool gave
+    /// it its memory if it had to wait).
+    Reading(Instant),
+}
+
+/// The wait for a frame's memory, kept across cancellations of `read_frame` so that a
+/// connection keeps its place in the pool's queue.
+struct Waiting(Pin<Box<dyn Future<Output = Reservation> + Send>>);
+
+impl fmt::Debug for Waiting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Waiting")
+    }
+}
+
 /// One client's socket, with a read buffer for partial frames (mini-redis's `Connection`).
 ///
 /// No write buffer: every response is one complete frame written with one `write_all`, so a
@@ -43,15 +80,28 @@ pub(crate) struct Connection {
     max_frame: usize,
     /// When the first byte of the frame being read arrived; `None` between frames.
     partial_since: Option<Instant>,
+    /// The broker's pool of frame memory (`--queued-max-request-bytes`); `None`: unbounded.
+    pool: Option<Arc<MemoryPool>>,
+    /// The memory of the frame being read, once the pool gave it.
+    memory: Option<Reservation>,
+    /// The frame being read waits for its memory.
+    waiting: Option<Waiting>,
 }
 
 impl Connection {
-    pub(crate) fn new(socket: Stream, max_frame: usize) -> Connection {
+    pub(crate) fn new(
+        socket: Stream,
+        max_frame: usize,
+        pool: Option<Arc<MemoryPool>>,
+    ) -> Connection {
         Connection {
             stream: socket,
             buffer: BytesMut::new(),
             max_frame,
             partial_since: None,
+            pool,
+            memory: None,
+            waiting: None,
         }
     }
 
@@ -61,16 +111,27 @@ impl Connection {
         self.max_frame = max_frame;
     }
 
-    /// When the first byte of a frame not yet complete arrived, if one is being read.
-    pub(crate) fn partial_since(&self) -> Option<Instant> {
-        self.partial_since
+    /// Where the connection is in reading its next frame (see [`ReadPhase`]).
+    pub(crate) fn phase(&self) -> ReadPhase {
+        match (self.waiting.is_some(), self.partial_since) {
+            (true, _) => ReadPhase::WaitingForMemory,
+            (false, Some(since)) => ReadPhase::Reading(since),
+            (false, None) => ReadPhase::Idle,
+        }
     }
 
     /// The next request frame, without its length prefix; `None` when the peer closed the
     /// connection between frames.
     ///
-    /// Cancel-safe: bytes read so far stay in the buffer, so it can sit in a `select!`.
-    pub(crate) async fn read_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
+    /// With a pool, a frame's memory is taken from it as soon as its length prefix has
+    /// arrived, before any room is made for its body; while the pool has none left the
+    /// connection reads nothing more (its bytes wait in the socket) until another request
+    /// gives memory back. The frame's time to arrive then counts from the moment it got its
+    /// memory.
+    ///
+    /// Cancel-safe: bytes read so far stay in the buffer, and a wait for memory keeps its
+    /// place, so it can sit in a `select!`.
+    pub(crate) async fn read_frame(&mut self) -> Result<Option<Frame>, FrameError> {
         loop {
             if let Some(frame) = self.parse_frame()? {
                 self.partial_since = (!self.buffer.is_empty()).then(Instant::now);
@@ -79,8 +140,24 @@ impl Connection {
                     // holds no read buffer (the frame keeps what it needs).
                     self.buffer = BytesMut::new();
                 }
-                return Ok(Some(frame));
+                return Ok(Some(Frame {
+                    bytes: frame,
+                    memory: self.memory.take(),
+                }));
             }
+            if let Some(waiting) = &mut self.waiting {
+                let memory = waiting.0.as_mut().await;
+                self.waiting = None;
+                self.memory = Some(memory);
+                self.partial_since = Some(Instant::now());
+                continue;
+            }
+            // With a pool, a frame whose length is known reads no further than its own end:
+            // the bytes of the next one stay in the socket until it has its memory.
+            let limit = match (&self.pool, self.missing()) {
+                (Some(_), Some(missing)) => missing,
+                _ => usize::MAX,
+            };
             let read = match &mut self.stream {
                 Stream::Tcp(tcp) => {
                     // Wait for bytes before making room for them: a connection waiting for
@@ -89,7 +166,7 @@ impl Connection {
                     if self.buffer.len() == self.buffer.capacity() {
                         self.buffer.reserve(READ_CHUNK);
                     }
-                    match tcp.try_read_buf(&mut self.buffer) {
+                    match tcp.try_read_buf(&mut (&mut self.buffer).limit(limit)) {
                         Ok(read) => read,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                             // A readiness without bytes (a new socket's first): give the
@@ -109,7 +186,7 @@ impl Connection {
                     if self.buffer.len() == self.buffer.capacity() {
                         self.buffer.reserve(READ_CHUNK);
                     }
-                    tls.read_buf(&mut self.buffer).await?
+                    tls.read_buf(&mut (&mut self.buffer).limit(limit)).await?
                 }
             };
             if read == 0 {
@@ -125,11 +202,24 @@ impl Connection {
         }
     }
 
+    /// The length the frame being read announced, once its prefix has arrived.
+    fn announced(&self) -> Option<i32> {
+        let prefix = self.buffer.get(..4)?;
+        Some(i32::from_be_bytes([
+            prefix[0], prefix[1], prefix[2], prefix[3],
+        ]))
+    }
+
+    /// How many bytes the frame being read still needs, once its length is known.
+    fn missing(&self) -> Option<usize> {
+        let size = usize::try_from(self.announced()?).ok()?;
+        Some((4 + size).saturating_sub(self.buffer.len()))
+    }
+
     fn parse_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
-        let Some(prefix) = self.buffer.get(..4) else {
+        let Some(length) = self.announced() else {
             return Ok(None);
         };
-        let length = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
         let size = usize::try_from(length)
             .ok()
             .filter(|&n| n <= self.max_frame)
@@ -137,6 +227,20 @@ impl Connection {
                 length: length.into(),
                 limit: self.max_frame,
             })?;
+        if let (Some(pool), None) = (&self.pool, &self.memory) {
+            // Memory before room: the frame asks the pool for its announced size now.
+            if self.waiting.is_none() {
+                if pool.available() <= 0 {
+                    tracing::debug!(
+                        announced = size,
+                        available = pool.available(),
+                        "the frames' memory pool is exhausted: the frame waits for memory"
+                    );
+                }
+                self.waiting = Some(Waiting(Box::pin(pool.clone().reserve(size))));
+            }
+            return Ok(None);
+        }
         if self.buffer.len() < 4 + size {
             // Room for what the frame still needs, but never more than a chunk ahead of the
             // bytes that arrived.
@@ -172,12 +276,12 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let mut client = TcpStream::connect(addr).await.unwrap();
         let (server, _) = listener.accept().await.unwrap();
-        let mut conn = Connection::new(Stream::Tcp(server), 1024);
+        let mut conn = Connection::new(Stream::Tcp(server), 1024, None);
         let wait = std::time::Duration::from_millis(100);
         assert!(tokio::time::timeout(wait, conn.read_frame()).await.is_err());
         assert_eq!(conn.buffer.capacity(), 0, "before the first request");
         client.write_all(&[0, 0, 0, 3, 1, 2, 3]).await.unwrap();
-        let frame = conn.read_frame().await.unwrap().unwrap();
+        let frame = conn.read_frame().await.unwrap().unwrap().bytes;
         assert_eq!(&frame[..], &[1, 2, 3]);
         drop(frame);
         assert!(tokio::time::timeout(wait, conn.read_frame()).await.is_err());
@@ -197,7 +301,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let mut client = TcpStream::connect(addr).await.unwrap();
         let (server, _) = listener.accept().await.unwrap();
-        let mut conn = Connection::new(Stream::Tcp(server), 200 * 1024 * 1024);
+        let mut conn = Connection::new(Stream::Tcp(server), 200 * 1024 * 1024, None);
         let mut bytes = (100u32 * 1024 * 1024).to_be_bytes().to_vec();
         bytes.extend_from_slice(&[7; 10]);
         client.write_all(&bytes).await.unwrap();
@@ -209,14 +313,14 @@ mod tests {
             "reserved {} bytes for 14 received",
             conn.buffer.capacity()
         );
-        assert!(conn.partial_since().is_some());
+        assert!(matches!(conn.phase(), ReadPhase::Reading(_)));
         // The frame still completes as its bytes arrive.
         let rest = vec![1u8; 100 * 1024 * 1024 - 10];
         let writer = tokio::spawn(async move { client.write_all(&rest).await.map(|_| client) });
-        let frame = conn.read_frame().await.unwrap().unwrap();
+        let frame = conn.read_frame().await.unwrap().unwrap().bytes;
         assert_eq!(frame.len(), 100 * 1024 * 1024);
         assert_eq!(&frame[..10], &[7; 10]);
-        assert!(conn.partial_since().is_none());
+        assert_eq!(conn.phase(), ReadPhase::Idle);
         writer.await.unwrap().unwrap();
     }
 }

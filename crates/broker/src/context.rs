@@ -70,6 +70,9 @@ pub(crate) struct Context {
     /// The faults a test set and the record of the requests received (see
     /// [`crate::faults`]).
     pub(crate) faults: Arc<crate::faults::Faults>,
+    /// The memory of the request frames being read, shared by every connection of every
+    /// listener (`--queued-max-request-bytes`); `None`: unbounded.
+    pub(crate) frame_memory: Option<Arc<crate::memory_pool::MemoryPool>>,
 }
 
 /// The broker's producer-id allocator: one counter, started from the start time so that ids
@@ -146,6 +149,9 @@ impl Context {
                     .with_coordinator(coordinator.clone())
                     .with_log(log.clone()),
             ),
+            frame_memory: config
+                .queued_max_request_bytes()
+                .map(crate::memory_pool::MemoryPool::new),
             config,
             log,
             coordinator,

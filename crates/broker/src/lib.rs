@@ -79,6 +79,7 @@ pub mod faults;
 mod files;
 mod lease;
 pub mod manual_clock;
+mod memory_pool;
 mod metrics;
 mod ownership;
 mod page;

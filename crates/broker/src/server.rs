@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use coordinator_core::{Clock, Coordinator, TopicMetadata};
 use coordinator_driver::Driver;
 use partition_log::{MemoryLog, PartitionLog, SegmentLog};
@@ -22,7 +21,7 @@ use crate::api::topic_configs::TopicConfigs;
 use crate::auth::{allowed_before_authentication, Authenticator, Session, Users};
 use crate::codec::{self, Incoming};
 use crate::config::{BrokerConfig, SecurityProtocol};
-use crate::connection::{Connection, FrameError};
+use crate::connection::{Connection, Frame, FrameError, ReadPhase};
 use crate::context::{Context, Endpoint, ProducerIds, Transactions, WallClock};
 use crate::documents::Documents;
 use crate::error::BrokerError;
@@ -782,7 +781,11 @@ impl Listener {
                 let mut handler = Handler {
                     id,
                     peer,
-                    connection: Connection::new(stream, context.config.max_frame_bytes),
+                    connection: Connection::new(
+                        stream,
+                        context.config.max_frame_bytes,
+                        context.frame_memory.clone(),
+                    ),
                     context,
                     shutdown,
                     told_unsupported: false,
@@ -849,8 +852,10 @@ struct Handler {
 impl Handler {
     /// The next frame, or why the connection ends without one: the broker stops, the
     /// connection started no request within `connections.max.idle.ms`, or a frame did not
-    /// complete within the request timeout.
-    async fn next_frame(&mut self) -> Result<Result<Option<Bytes>, FrameError>, String> {
+    /// complete within the request timeout. A connection whose next frame waits for the
+    /// pool's memory (`--queued-max-request-bytes`) has neither deadline: it waits as long
+    /// as the pool is exhausted, and its frame's request timeout starts once it has memory.
+    async fn next_frame(&mut self) -> Result<Result<Option<Frame>, FrameError>, String> {
         let config = &self.context.config;
         let idle = Duration::from_millis(config.connections_max_idle_ms);
         let slow = Duration::from_millis(config.request_timeout_ms);
@@ -858,27 +863,29 @@ impl Handler {
         loop {
             // Between frames, wake at least every request timeout: a frame that starts
             // arriving meanwhile is then held to its own deadline.
-            let deadline = match self.connection.partial_since() {
-                Some(started) => started + slow,
-                None => (idle_since + idle).min(Instant::now() + slow),
+            let deadline = match self.connection.phase() {
+                ReadPhase::Reading(started) => Some(started + slow),
+                ReadPhase::WaitingForMemory => None,
+                ReadPhase::Idle => Some((idle_since + idle).min(Instant::now() + slow)),
             };
             tokio::select! {
                 frame = self.connection.read_frame() => return Ok(frame),
                 _ = self.shutdown.recv() => return Err("broker shutting down".into()),
-                _ = tokio::time::sleep_until(deadline.into()) => {}
+                _ = sleep_until_some(deadline) => {}
             }
             // The deadline passed, or a frame started arriving meanwhile (the next loop
-            // then waits for the frame's own deadline; the read keeps its bytes).
+            // then waits for the frame's own deadline; the read keeps its bytes and its
+            // place in the pool's queue).
             let now = Instant::now();
-            match self.connection.partial_since() {
-                Some(started) if now >= started + slow => {
+            match self.connection.phase() {
+                ReadPhase::Reading(started) if now >= started + slow => {
                     warn!(connection = self.id, peer = %self.peer, timeout_ms = config.request_timeout_ms, "a request did not arrive within the request timeout; closing the connection");
                     return Err(format!(
                         "a request took more than {} ms to arrive",
                         config.request_timeout_ms
                     ));
                 }
-                None if now >= idle_since + idle => {
+                ReadPhase::Idle if now >= idle_since + idle => {
                     return Err(format!(
                         "idle for {} ms (connections.max.idle.ms)",
                         config.connections_max_idle_ms
@@ -905,8 +912,10 @@ impl Handler {
                 Ok(frame) => frame,
                 Err(reason) => return reason,
             };
-            let frame = match frame {
-                Ok(Some(frame)) => frame,
+            // The frame's share of the pool goes back once its request is handled (below),
+            // or when the connection ends.
+            let (frame, memory) = match frame {
+                Ok(Some(Frame { bytes, memory })) => (bytes, memory),
                 Ok(None) => return "closed by the client".into(),
                 Err(e) => {
                     warn!(connection = self.id, peer = %self.peer, error = %e, "bad frame; closing the connection");
@@ -1073,6 +1082,9 @@ impl Handler {
                     return format!("bad request: {reason}");
                 }
             };
+            // Handled: its frame's memory goes back to the pool before the answer is written
+            // (Kafka releases a request's buffer when its handler is done).
+            drop(memory);
             let written = response.as_ref().map_or(0, |frame| frame.len());
             if let Some(frame) = response {
                 if let Err(e) = self.connection.write_frame(&frame).await {
@@ -1117,6 +1129,14 @@ impl Handler {
             _ = self.shutdown.recv() => {}
         }
         "authentication failed".into()
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
     }
 }
 

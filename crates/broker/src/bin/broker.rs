@@ -212,6 +212,14 @@ struct Args {
     /// larger one closes its connection.
     #[arg(long, default_value_t = 100 * 1024 * 1024)]
     max_frame_bytes: usize,
+    /// Kafka's queued.max.request.bytes: the most bytes of request frames held at once, all
+    /// connections together. A frame takes its announced length once its length prefix is
+    /// read and gives it back when its request is handled; while none is left the broker
+    /// reads no new request (no connection is closed for it) until memory comes back. As in
+    /// Kafka a frame is let in while any memory is left, so up to this plus one frame may be
+    /// held. -1: unbounded (Kafka's default); else at least --max-frame-bytes.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    queued_max_request_bytes: i64,
     /// The most connections served at once; further clients wait to be accepted. Default:
     /// what the open-file limit allows (its soft limit less 128).
     #[arg(long, default_value_t = broker::default_max_connections())]
@@ -438,6 +446,7 @@ impl Args {
             transactional_id_expiration_ms: self.transactional_id_expiration_ms,
             offsets_retention_minutes: self.offsets_retention_minutes,
             max_frame_bytes: self.max_frame_bytes,
+            queued_max_request_bytes: self.queued_max_request_bytes,
             max_connections: self.max_connections,
             max_connections_per_ip: self.max_connections_per_ip.unwrap_or(usize::MAX),
             offsets_retention_check_interval_ms: self.offsets_retention_check_interval_ms,

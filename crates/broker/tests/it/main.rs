@@ -21,6 +21,7 @@ mod groups_tool;
 mod idempotence;
 mod metrics;
 mod postgres;
+mod queued_bytes;
 mod sasl;
 mod scram_admin;
 mod share_groups;
