@@ -44,12 +44,15 @@ fn padded_api_versions(c: &mut Client, size: usize) -> (i32, Vec<u8>) {
     (correlation, bytes)
 }
 
-/// Whether the broker sends this connection anything within `wait` (without reading it).
+/// Whether the broker sends this connection anything within `wait` (without reading it);
+/// fails the test if the broker closes it.
 async fn answers_within(c: &mut Client, wait: Duration) -> bool {
     let mut byte = [0u8; 1];
-    tokio::time::timeout(wait, c.stream().peek(&mut byte))
-        .await
-        .is_ok()
+    match tokio::time::timeout(wait, c.stream().peek(&mut byte)).await {
+        Err(_) => false,
+        Ok(Ok(0)) | Ok(Err(_)) => panic!("the broker closed the connection"),
+        Ok(Ok(_)) => true,
+    }
 }
 
 /// How many requests of `client_id` the broker has read (decoded and recorded).
