@@ -230,6 +230,10 @@ impl Connection {
         if let (Some(pool), None) = (&self.pool, &self.memory) {
             // Memory before room: the frame asks the pool for its announced size now.
             if self.waiting.is_none() {
+                if let Some(memory) = pool.try_reserve(size) {
+                    self.memory = Some(memory);
+                    return self.parse_frame();
+                }
                 if pool.available() <= 0 {
                     tracing::debug!(
                         announced = size,

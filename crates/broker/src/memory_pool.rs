@@ -58,6 +58,22 @@ impl MemoryPool {
         self.available.load(Ordering::Acquire)
     }
 
+    /// `size` bytes for one frame at once, if memory is left and no frame waits before it
+    /// (the common case: no allocation for a wait).
+    pub(crate) fn try_reserve(self: &Arc<Self>, size: usize) -> Option<Reservation> {
+        let bytes = i64::try_from(size).unwrap_or(i64::MAX);
+        let turn = self.queue.try_acquire().ok()?;
+        if bytes > 0 && self.available.load(Ordering::Acquire) <= 0 {
+            return None;
+        }
+        self.available.fetch_sub(bytes, Ordering::AcqRel);
+        drop(turn);
+        Some(Reservation {
+            pool: self.clone(),
+            bytes,
+        })
+    }
+
     /// `size` bytes for one frame, once any memory is left; they return to the pool when
     /// the [`Reservation`] is dropped. Cancel-safe (dropping the future gives up its place
     /// and takes nothing); owns the pool, so it can be kept across a `select!`.
@@ -124,8 +140,9 @@ mod tests {
         let pool = MemoryPool::new(1000);
         let a = pool.clone().reserve(600).await;
         assert_eq!(pool.available(), 400);
-        let b = pool.clone().reserve(600).await;
+        let b = pool.try_reserve(600).expect("400 bytes are left");
         assert_eq!(pool.available(), -200);
+        assert!(pool.try_reserve(1).is_none(), "nothing is left");
         let c = pool.clone().reserve(1);
         tokio::pin!(c);
         assert!(tokio::time::timeout(WAIT, c.as_mut()).await.is_err());
@@ -171,6 +188,10 @@ mod tests {
             // Let each one queue before the next.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        assert!(
+            pool.try_reserve(0).is_none(),
+            "a frame does not pass the ones waiting"
+        );
         let cancelled = pool.clone().reserve(5);
         assert!(tokio::time::timeout(WAIT, cancelled).await.is_err());
         drop(first);
