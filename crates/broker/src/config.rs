@@ -731,8 +731,8 @@ impl Default for BrokerConfig {
 }
 
 impl BrokerConfig {
-    /// The bound of the frames' memory pool, `None` when unbounded
-    /// ([`queued_max_request_bytes`](Self::queued_max_request_bytes) `-1`).
+    /// The bound of the frames' memory pool, `None` when unbounded (the field
+    /// `queued_max_request_bytes` is `-1`).
     pub(crate) fn queued_max_request_bytes(&self) -> Option<u64> {
         u64::try_from(self.queued_max_request_bytes)
             .ok()
