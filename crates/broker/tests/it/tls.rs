@@ -900,3 +900,57 @@ async fn per_listener_settings_that_cannot_hold_are_refused_at_start() {
         assert!(err.to_string().contains(want), "{bad}: {err}");
     }
 }
+
+/// `--queued-max-request-bytes` over TLS: a large frame and a small one written together
+/// (the small one's bytes decrypted with the large one's) are both read and answered in
+/// order: the read that stops at a frame's end (with a pool) leaves the next frame's bytes
+/// in the TLS session, and they are read once it has memory.
+#[tokio::test]
+async fn a_pool_of_frame_memory_serves_pipelined_frames_over_tls() {
+    let pki = Pki::new("test-ca");
+    let broker = TestBroker::with(BrokerConfig {
+        max_frame_bytes: 1024 * 1024,
+        queued_max_request_bytes: 1024 * 1024,
+        ..pki.config(SecurityProtocol::Ssl, false)
+    })
+    .await;
+    let mut c = TlsClient::connect(broker.addr, &pki.ca, None)
+        .await
+        .unwrap();
+    // ApiVersions v0 (header v1: key, version, correlation, client id; no body), the first
+    // padded to 700 KiB (the broker ignores bytes after a request's body).
+    let request = |correlation: i32, size: usize| {
+        let mut frame = (size as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&[0, 18, 0, 0]);
+        frame.extend_from_slice(&correlation.to_be_bytes());
+        frame.extend_from_slice(&[0, 1, b'q']);
+        frame.resize(4 + size, 0);
+        frame
+    };
+    let mut both = request(1, 700 * 1024);
+    both.extend_from_slice(&request(2, 11));
+    bounded("write", async {
+        c.stream.write_all(&both).await?;
+        c.stream.flush().await
+    })
+    .await
+    .unwrap();
+    for want in [1, 2] {
+        let mut len = [0u8; 4];
+        bounded("read", c.stream.read_exact(&mut len))
+            .await
+            .unwrap();
+        let mut body = vec![0u8; usize::try_from(i32::from_be_bytes(len)).unwrap()];
+        bounded("read", c.stream.read_exact(&mut body))
+            .await
+            .unwrap();
+        let mut body = bytes::Bytes::from(body);
+        let header = ResponseHeader::decode(&mut body, 0).unwrap();
+        assert_eq!(header.correlation_id, want);
+        let r = ApiVersionsResponse::decode(&mut body, 0).unwrap();
+        assert_eq!(r.error_code, 0);
+    }
+    let versions = c.call(&ApiVersionsRequest::default(), 3).await.unwrap();
+    assert_eq!(versions.error_code, 0);
+    broker.stop().await.unwrap();
+}
