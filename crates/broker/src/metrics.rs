@@ -457,7 +457,9 @@ impl Metrics {
                 .get_or_create(&ConsumerGroupLabels {
                     consumergroup: g.group_id.clone(),
                 })
-                .set(gauge_value(g.members));
+                .set(gauge_value(
+                    coordinator.member_count(&g.group_id).unwrap_or_default(),
+                ));
         }
         self.coordinator.set(coordinator.stats());
         self.offsets(coordinator, log, &listed).await;

@@ -40,7 +40,6 @@ impl Coordinator {
                     protocol_type: entry.protocol_type().to_string(),
                     state: entry.state(),
                     kind: entry.kind(),
-                    members: entry.member_count(),
                 })
             })
             .collect();
@@ -58,6 +57,14 @@ impl Coordinator {
         }
         let group = entry.group.as_ref()?;
         Some(group.record(entry.generation, &self.assignors))
+    }
+
+    /// How many members group `group_id` has now (0 for an Empty group), or `None` for a
+    /// group the coordinator does not know.
+    pub fn member_count(&self, group_id: &str) -> Option<usize> {
+        let cell = self.group(group_id)?;
+        let entry = cell.lock();
+        (!entry.removed).then(|| entry.member_count())
     }
 
     /// The kind of group `group_id` is now (`Simple` for one known by its offsets only), or

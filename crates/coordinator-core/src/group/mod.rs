@@ -78,8 +78,6 @@ pub struct ListedGroup {
     pub state: GroupState,
     /// The kind of group.
     pub kind: GroupKind,
-    /// How many members it has (0 for an Empty group).
-    pub members: usize,
 }
 
 /// Who commits offsets (or fetches them), and under what: what a group checks the request

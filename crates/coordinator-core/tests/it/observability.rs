@@ -115,7 +115,8 @@ async fn stats_count_rebalances_commits_deletions_and_expiries() {
     c.join("g", "m2", &["orders"]).await.unwrap(); // 2
     let listed = c.list_groups().await;
     assert_eq!(listed.len(), 1);
-    assert_eq!(listed[0].members, 2, "{listed:?}");
+    assert_eq!(c.member_count(&listed[0].group_id), Some(2), "{listed:?}");
+    assert_eq!(c.member_count("nobody"), None);
     c.leave("g", "m2").await.unwrap(); // 3
     c.commit_direct("simple", &offsets(&[("orders", 0, 5), ("orders", 1, 7)]))
         .await
