@@ -202,6 +202,12 @@ class Broker:
         line = self.proc.wait_line(lambda l: l.startswith("control on "), timeout, "`control on HOST:PORT`")
         return line.split("control on ", 1)[1].strip()
 
+    def metrics(self, timeout=10):
+        """HOST:PORT of the metrics listener (`--metrics-listen`: `/metrics` and the page of
+        groups), from its `metrics on HOST:PORT` line."""
+        line = self.proc.wait_line(lambda l: l.startswith("metrics on "), timeout, "`metrics on HOST:PORT`")
+        return line.split("metrics on ", 1)[1].strip()
+
     @property
     def pid(self):
         return self.proc.pid if self.proc else None
