@@ -19,6 +19,7 @@ import scenarios_admin_tool  # noqa: E402,F401  (the groups tool against kafka-p
 import scenarios_eos  # noqa: E402,F401  (exactly-once: a transactional consume-transform-produce application)
 import scenarios_faults  # noqa: E402,F401  (control-port faults met by kafka-python, kafkajs; delete_records)
 import scenarios_migration  # noqa: E402,F401  (a rolling upgrade classic -> group.protocol=consumer, and back)
+import scenarios_page  # noqa: E402,F401  (the page of groups in headless Chromium)
 import scenarios_share  # noqa: E402,F401  (share groups: confluent-kafka's ShareConsumer)
 from harness import ROOT  # noqa: E402
 from suite import SCENARIOS, Abort, Suite  # noqa: E402
