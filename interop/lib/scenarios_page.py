@@ -288,8 +288,12 @@ def group_page_browser(ctx):
             raise Failed("the two survivors did not settle in a generation after %d within %.0f s of the kill: %s"
                          % (gen, SESSION_MS / 1000 + 15, [(p.label, ctx.current_generation(p), ctx.owned(p))
                                                           for p in survivors]))
+    moved = now() - t_kill
     ctx.note("after SIGKILL of %s the survivors hold every partition in generation %d, %.2f s later"
-             % (victim.label, new_gen, now() - t_kill))
+             % (victim.label, new_gen, moved))
+    ctx.check(moved >= (SESSION_MS - 2 * HEARTBEAT_MS) / 1000,
+              "the partitions moved %.2f s after SIGKILL: before the %.1f s session could expire"
+              % (moved, SESSION_MS / 1000))
     t0 = now()
     dom, loads = browser.load_until(url, "page-after-kill",
                                     lambda d: shows(d, survivors, new_gen) and d.leaves >= 1, 10)
