@@ -5,6 +5,7 @@ logs synced per batch, the same with a 1000 ms flush interval, and the JSON offs
 one run.
 
     bench.py [--broker PATH] [--mock-only] [--only NAME]... [--quick] [--json FILE]
+             [--metrics-overhead | --record-overhead | --postgres | --postgres-cluster]
 
 Workloads (each bounded in time; see interop/README.md, "Benchmark"):
   join8        8 confluent-kafka consumers (session.timeout.ms 6000, heartbeat.interval.ms 500)
@@ -534,6 +535,33 @@ WORKLOADS = [("join8", join8), ("kip848", kip848), ("commits", commits), ("throu
 # ---------------------------------------------------------------------------------------------
 
 
+class Scraper:
+    """Fetches /metrics and the page of groups from HOST:PORT every 0.2 s (a scraper and a
+    reader, far more often than Prometheus's default 15 s) until stopped; counts the answers."""
+
+    def __init__(self, address):
+        import threading
+        self.address, self.done, self.count = address, threading.Event(), 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        import urllib.request
+        while not self.done.wait(0.2):
+            for path in ("/metrics", "/"):
+                try:
+                    with urllib.request.urlopen("http://%s%s" % (self.address, path), timeout=5) as r:
+                        r.read()
+                    self.count += 1
+                except OSError:
+                    pass
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(10)
+        return self.count
+
+
 def start(kind, cmd, args, logdir):
     b = Broker(cmd, args, os.path.join(logdir, kind + ".log"), name=kind)
     b.start(30)
@@ -584,6 +612,13 @@ def main():
                     help="our in-memory broker as it starts by default (the record of the last "
                          "10,000 requests kept for the test kit) against --requests-recorded 0, "
                          "side by side")
+    ap.add_argument("--metrics-overhead", action="store_true",
+                    help="our in-memory broker without --metrics-listen against the same with it, "
+                         "/metrics and the page of groups fetched every second meanwhile, side by "
+                         "side (the commit, produce and OffsetCommit workloads; medians of --rounds)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="with --metrics-overhead: run both sides this many times, in alternating "
+                         "order (without then with, with then without, ...); the table shows medians")
     a = ap.parse_args()
 
     logdir = os.path.join(ROOT, "target", "interop", "bench-logs")
@@ -599,6 +634,11 @@ def main():
 
     if a.record_overhead and have_ours:
         targets = [("ours", [a.broker], None), ("ours-norecord", [a.broker], "norecord")]
+    if a.metrics_overhead and have_ours:
+        pair = [("ours", [a.broker], None), ("ours-metrics", [a.broker], "metrics")]
+        targets = []
+        for r in range(max(1, a.rounds)):
+            targets += pair if r % 2 == 0 else pair[::-1]
     pg = None
     if a.postgres and have_ours:
         import pgtemp
@@ -611,6 +651,8 @@ def main():
         targets = [("ours-pg", [a.broker], "pg"), ("ours-pg3", [a.broker], "pg3")]
         a.postgres = True
     selected = [(n, f) for n, f in WORKLOADS if not a.only or n in a.only]
+    if a.metrics_overhead and not a.only:
+        selected = [(n, f) for n, f in selected if n in ("commits", "throughput", "offsetcommit")]
     if not a.postgres_cluster:
         selected = [(n, f) for n, f in selected if n != "failover"]
     else:
@@ -626,7 +668,7 @@ def main():
     results = {}
     for kind, cmd, store in targets:
         for name, fn in selected:
-            if store and name not in data_dir_workloads and not a.postgres:
+            if store and name not in data_dir_workloads and not a.postgres and store != "metrics":
                 continue
             if name == "restart1m" and not store:
                 continue  # nothing to restart on: the mock and the memory broker keep nothing
@@ -645,6 +687,9 @@ def main():
                     b = start(kind, cmd, broker_args(None, None, url) + lease, logdir)
                 elif store == "norecord":
                     b = start(kind, cmd, broker_args() + ["--requests-recorded", "0"], logdir)
+                elif store == "metrics":
+                    b = start(kind, cmd, broker_args() + ["--metrics-listen", "127.0.0.1:0"], logdir)
+                    b.scraper = Scraper(b.metrics())
                 else:
                     b = start(kind, cmd, broker_args(tmp if store else None, store, url), logdir)
                 try:
@@ -654,9 +699,17 @@ def main():
                 except Exception as e:
                     r = {"error": "%s: %s" % (type(e).__name__, e)}
                 finally:
+                    scraper = getattr(b, "scraper", None)
+                    if scraper:
+                        r["scrapes"] = scraper.stop()
                     b.stop(15)
                     if not isinstance(b, Cluster):
                         b.proc.close_log()
+                if a.metrics_overhead:
+                    results.setdefault(name, {}).setdefault(kind + "-runs", []).append(r)
+                    runs = results[name][kind + "-runs"]
+                    r = {k: statistics.median([x[k] for x in runs if isinstance(x.get(k), (int, float))])
+                         for k in r if all(isinstance(x.get(k), (int, float)) for x in runs)}
                 results.setdefault(name, {})[kind] = r
                 print("%-12s %-9s %s" % (name, kind, json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
                                                                  for k, v in r.items()})), flush=True)
@@ -687,13 +740,18 @@ def main():
         kinds = ("ours-log", "ours-pg")
     if a.record_overhead:
         kinds = ("ours", "ours-norecord")
+    if a.metrics_overhead:
+        kinds = ("ours", "ours-metrics")
     if a.postgres_cluster:
         kinds = ("ours-pg", "ours-pg3")
         rows += [("failover", "failover_median_s", "failover median (s), 20 kills", "lower"),
                  ("failover", "failover_max_s", "failover max (s), 20 kills", "lower")]
-    print("%-32s" % "workload" + "".join("%12s" % k for k in kinds)
-          + ("%16s" % ("3 vs 1" if a.postgres_cluster else "pg vs log") if a.postgres
-             else "%16s%16s" % ("ours vs mock", "flush vs mock")))
+    if a.metrics_overhead or a.record_overhead:
+        print("%-32s" % "workload" + "".join("%14s" % k for k in kinds) + "%16s" % "ratio")
+    else:
+        print("%-32s" % "workload" + "".join("%12s" % k for k in kinds)
+              + ("%16s" % ("3 vs 1" if a.postgres_cluster else "pg vs log") if a.postgres
+                 else "%16s%16s" % ("ours vs mock", "flush vs mock")))
     for wl, key, label, better in rows:
         if wl not in results:
             continue
@@ -711,6 +769,10 @@ def main():
         if a.postgres:
             print("%-32s" % label + "".join("%12s" % fmt(vals[k]) for k in kinds)
                   + "%16s" % ratio(vals["ours-pg"], vals["ours-log"]))
+            continue
+        if a.metrics_overhead or a.record_overhead:
+            print("%-32s" % label + "".join("%14s" % fmt(vals[k]) for k in kinds)
+                  + "%16s" % ratio(vals[kinds[1]], vals["ours"]))
             continue
         print("%-32s" % label + "".join("%12s" % fmt(vals[k]) for k in kinds)
               + "%16s%16s" % (ratio(vals["ours"]), ratio(vals["ours-flush"])))
