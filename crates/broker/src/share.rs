@@ -103,7 +103,7 @@ pub(crate) struct ShareState {
     /// it at its first use.
     cluster: bool,
     /// The share-partitions looked for in the document since this broker last gained their
-    /// partition (found or not).
+    /// partition (found or not); at most [`MAX_SHARE_PARTITIONS`].
     checked: Mutex<HashSet<(String, TopicPartition)>>,
     /// The in-flight bound a restored share-partition is cut to.
     max_in_flight: u64,
@@ -301,7 +301,12 @@ impl ShareState {
         if let (false, Some(sp)) = (partitions.contains_key(&key), sp) {
             lock(&self.restored).entry(key.clone()).or_insert(sp);
         }
-        lock(&self.checked).insert(key);
+        let mut checked = lock(&self.checked);
+        // Bounded: past it the marks go (what they saved is a document read each).
+        if checked.len() >= MAX_SHARE_PARTITIONS {
+            checked.clear();
+        }
+        checked.insert(key);
         Ok(())
     }
 

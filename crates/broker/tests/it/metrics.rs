@@ -284,19 +284,7 @@ fn meters(m: &BTreeMap<String, f64>) -> [f64; 4] {
     })
 }
 
-/// `n` records produced to `t`/`partition`.
-async fn produce_n(c: &mut Client, partition: i32, n: usize) {
-    let records: Vec<_> = (0..n).map(|i| record(i, 1_000)).collect();
-    let (code, _) = produce(
-        c,
-        "t",
-        partition,
-        batch(&records, kafka_protocol::records::Compression::None),
-        9,
-    )
-    .await;
-    assert_eq!(code, 0);
-}
+use crate::share_groups::produce_n;
 
 #[tokio::test]
 async fn a_classic_group_rebalancing_and_committing_shows_in_the_coordinator_metrics_and_lag() {
@@ -555,23 +543,10 @@ async fn the_page_of_groups_shows_members_lag_and_the_history_of_generations() {
         )
         .await;
     assert_eq!(synced.error_code, 0);
-    let commit = OffsetCommitRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_generation_id_or_member_epoch(1)
-        .with_member_id(first.member_id.clone())
-        .with_topics(vec![
-            offset_commit_request::OffsetCommitRequestTopic::default()
-                .with_name(TopicName(s("t")))
-                .with_partitions(vec![
-                    offset_commit_request::OffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(7),
-                ]),
-        ]);
-    assert_eq!(
-        a.call(&commit, 8).await.topics[0].partitions[0].error_code,
-        0
-    );
+    let r = a
+        .call(&commit(group, &first.member_id, 1, &[("t", 0, 7)]), 8)
+        .await;
+    assert_eq!(commit_codes(&r), [0]);
     let page = page_until(metrics, path, "gen 1").await;
     assert!(
         page.contains("<h1>g&lt;&amp;&gt;</h1>"),

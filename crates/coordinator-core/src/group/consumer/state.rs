@@ -1367,26 +1367,10 @@ impl ConsumerGroup {
     /// every other member speaks the classic protocol and it does not, some remain, the
     /// policy allows the downgrade and the classic group would not exceed `group.max.size`.
     fn downgrade_allowed(&self, leaving: &str, ctx: &Ctx<'_>) -> bool {
-        let Some(m) = self.members.get(leaving) else {
-            return false;
-        };
-        let classic = self
-            .members
-            .values()
-            .filter(|m| m.classic.is_some())
-            .count();
-        if m.classic.is_some() || classic != self.members.len() - 1 {
+        if !self.only_consumer_protocol_member(leaving) || self.members.len() <= 1 {
             return false;
         }
-        if self.members.len() <= 1 {
-            return false;
-        }
-        if !ctx.consumer.migration_policy.is_downgrade_enabled() {
-            info!(
-                group = &*self.id,
-                "cannot downgrade the consumer group to a classic group: the online downgrade \
-                 is disabled"
-            );
+        if !self.downgrade_enabled(ctx) {
             return false;
         }
         if self.members.len() - 1 > ctx.settings.max_size as usize {
@@ -1405,7 +1389,15 @@ impl ConsumerGroup {
     /// member, the policy allows a downgrade, and the group would not exceed
     /// `group.max.size`.
     fn downgrade_replacing_allowed(&self, replaced: &str, ctx: &Ctx<'_>) -> bool {
-        let Some(m) = self.members.get(replaced) else {
+        self.only_consumer_protocol_member(replaced)
+            && self.downgrade_enabled(ctx)
+            && self.members.len() <= ctx.settings.max_size as usize
+    }
+
+    /// Whether `id` is a member speaking the consumer protocol and every other member speaks
+    /// the classic one.
+    fn only_consumer_protocol_member(&self, id: &str) -> bool {
+        let Some(m) = self.members.get(id) else {
             return false;
         };
         let classic = self
@@ -1413,18 +1405,20 @@ impl ConsumerGroup {
             .values()
             .filter(|m| m.classic.is_some())
             .count();
-        if m.classic.is_some() || classic + 1 != self.members.len() {
-            return false;
-        }
-        if !ctx.consumer.migration_policy.is_downgrade_enabled() {
+        m.classic.is_none() && classic + 1 == self.members.len()
+    }
+
+    /// Whether the migration policy allows a downgrade (logged when it does not).
+    fn downgrade_enabled(&self, ctx: &Ctx<'_>) -> bool {
+        let enabled = ctx.consumer.migration_policy.is_downgrade_enabled();
+        if !enabled {
             info!(
                 group = &*self.id,
                 "cannot downgrade the consumer group to a classic group: the online downgrade \
                  is disabled"
             );
-            return false;
         }
-        self.members.len() <= ctx.settings.max_size as usize
+        enabled
     }
 
     /// The protocol the classic members share (each counted once per member; `None` when
