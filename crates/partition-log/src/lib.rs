@@ -52,6 +52,7 @@
 #![forbid(unsafe_code)]
 
 mod batch;
+pub mod compaction;
 mod memory_log;
 mod port;
 pub mod segment;

@@ -8,6 +8,9 @@ use async_trait::async_trait;
 use coordinator_core::{Bytes, LogError, NewRecord, TopicMetadata, TopicPartition};
 use tokio::sync::watch;
 
+use std::sync::Arc;
+
+use crate::compaction::{Compaction, CompactionPolicy, RecordFormat};
 use crate::memory_log::{BatchRead, MemoryLog};
 
 /// Builds the stored encoding of a batch from its base offset (see
@@ -145,6 +148,26 @@ pub trait PartitionLog: TopicMetadata + fmt::Debug + Send + Sync {
         Err(LogError::InvalidArgument {
             what: "max-timestamp lookup",
             reason: format!("this log cannot find the largest timestamp of {tp}"),
+        })
+    }
+
+    /// One compaction pass over `tp`'s closed segments (Kafka's log cleaner, for a topic
+    /// whose `cleanup.policy` includes `compact`): if the partition is due under `policy`,
+    /// its records are rewritten keeping the latest of each key, read through `format`;
+    /// offsets never change. Returns what the pass did (nothing, if it was not due or another
+    /// pass is running). Errors: `UNKNOWN_TOPIC_OR_PARTITION`; `STORAGE_ERROR` for a failed
+    /// read or write (what was not swapped in is unchanged). The default refuses with
+    /// `INVALID_ARGUMENT`, as [`delete_topic`](Self::delete_topic)'s.
+    async fn compact(
+        &self,
+        tp: &TopicPartition,
+        policy: &CompactionPolicy,
+        format: Arc<dyn RecordFormat>,
+    ) -> Result<Compaction, LogError> {
+        let _ = (policy, format);
+        Err(LogError::InvalidArgument {
+            what: "compaction",
+            reason: format!("this log cannot compact ({tp})"),
         })
     }
 

@@ -15,6 +15,9 @@ pub(crate) const LOCK: &str = ".lock";
 pub(crate) const TOPICS: &str = "topics";
 /// Kafka's name for the file of log start offsets.
 pub(crate) const CHECKPOINT: &str = "log-start-offset-checkpoint";
+/// Where each compacted partition is compacted up to (Kafka's file of that name, same
+/// format as [`CHECKPOINT`]).
+pub(crate) const CLEANER_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 const TOPICS_HEADER: &str =
     "# partition-log topics v1: <topic id, 32 hex digits> <partitions> <name>";
 

@@ -6,13 +6,22 @@ use std::io::{self, BufReader, Read};
 
 use coordinator_core::LogError;
 
-/// Bytes of the fixed header after the length field: CRC (4), version (1), base offset (8),
-/// record count (4), max timestamp (8).
+/// Bytes of the fixed header of a version 0 frame after the length field: CRC (4), version
+/// (1), base offset (8), record count (4), max timestamp (8).
 pub(crate) const FIXED: u32 = 25;
-/// Bytes before the per-record timestamps: the length field and [`FIXED`].
+/// Bytes before the per-record timestamps of a version 0 frame: the length field and
+/// [`FIXED`].
 pub(crate) const HEADER: u64 = 4 + FIXED as u64;
-/// The frame version this code writes and reads.
+/// The fixed header of a version 1 frame after the length field: [`FIXED`]'s fields plus the
+/// last offset delta (4) and the delete horizon (8).
+pub(crate) const FIXED_V1: u32 = FIXED + 12;
+/// Bytes before the per-record entries of a version 1 frame.
+pub(crate) const HEADER_V1: u64 = 4 + FIXED_V1 as u64;
+/// The frame version appends write: records at consecutive offsets.
 pub(crate) const VERSION: u8 = 0;
+/// The frame version compaction writes: records at any offsets within the batch's range,
+/// and a delete horizon.
+pub(crate) const VERSION_SPARSE: u8 = 1;
 /// The largest frame accepted: a declared length above it is corruption, not a batch.
 pub(crate) const MAX_FRAME: u32 = 1 << 30;
 
@@ -20,24 +29,157 @@ pub(crate) const MAX_FRAME: u32 = 1 << 30;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Head {
     pub(crate) base_offset: i64,
-    pub(crate) count: u32,
     pub(crate) max_timestamp: i64,
-    /// The whole frame's length, its length field included.
-    pub(crate) len: u64,
+    /// The whole frame's length, its length field included (at most [`MAX_FRAME`] + 4).
+    pub(crate) len: u32,
+    /// How many records the frame holds (at least 1).
+    pub(crate) count: u32,
+    /// The last record's offset minus the base offset: `count - 1` for a version 0 frame.
+    pub(crate) last_delta: u32,
+    pub(crate) version: u8,
 }
 
 impl Head {
+    /// The header of an appended (version 0) frame.
+    pub(crate) fn dense(base_offset: i64, count: u32, max_timestamp: i64, len: u32) -> Head {
+        Head {
+            base_offset,
+            max_timestamp,
+            len,
+            count,
+            last_delta: count.saturating_sub(1),
+            version: VERSION,
+        }
+    }
+
     /// The offset of the batch's last record.
     pub(crate) fn last_offset(&self) -> i64 {
-        self.base_offset
-            .saturating_add(i64::from(self.count))
-            .saturating_sub(1)
+        self.base_offset.saturating_add(i64::from(self.last_delta))
+    }
+
+    /// Where the per-record entries start, from the frame's start.
+    pub(crate) fn index_start(&self) -> u64 {
+        if self.version == VERSION {
+            HEADER
+        } else {
+            HEADER_V1
+        }
+    }
+
+    /// The bytes of the per-record entries.
+    pub(crate) fn index_len(&self) -> u64 {
+        let each = if self.version == VERSION { 8 } else { 12 };
+        each * u64::from(self.count)
     }
 
     /// Where the appender's bytes start, from the frame's start.
     pub(crate) fn data_start(&self) -> u64 {
-        HEADER + 8 * u64::from(self.count)
+        self.index_start() + self.index_len()
     }
+
+    /// The frame's whole length, as a file length.
+    pub(crate) fn len(&self) -> u64 {
+        u64::from(self.len)
+    }
+
+    /// Each record's `(offset, timestamp)`, from the frame's per-record entries (the
+    /// [`index_len`](Head::index_len) bytes at [`index_start`](Head::index_start)).
+    pub(crate) fn records(&self, index: &[u8]) -> Vec<(i64, i64)> {
+        let word = |c: &[u8]| {
+            let mut b = [0; 8];
+            b.copy_from_slice(c);
+            i64::from_be_bytes(b)
+        };
+        if self.version == VERSION {
+            index
+                .chunks_exact(8)
+                .zip(self.base_offset..)
+                .map(|(c, o)| (o, word(c)))
+                .collect()
+        } else {
+            index
+                .chunks_exact(12)
+                .map(|c| {
+                    let delta = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+                    (
+                        self.base_offset.saturating_add(i64::from(delta)),
+                        word(&c[4..]),
+                    )
+                })
+                .collect()
+        }
+    }
+}
+
+/// The delete horizon of a version 1 frame, from its first [`HEADER_V1`] bytes: `None` if
+/// it has none (or for a version 0 frame).
+pub(crate) fn delete_horizon(head: &Head, header: &[u8]) -> Option<i64> {
+    if head.version != VERSION_SPARSE || header.len() < HEADER_V1 as usize {
+        return None;
+    }
+    let mut b = [0; 8];
+    b.copy_from_slice(&header[33..41]);
+    Some(i64::from_be_bytes(b)).filter(|h| *h >= 0)
+}
+
+/// The frame compaction writes (version 1): a batch whose `records` (each `(offset,
+/// timestamp)`, in offset order, within `base_offset..=last_offset`) are what is left of it,
+/// with `delete_horizon` (`None`: none yet) around `data`.
+pub(crate) fn encode_sparse(
+    base_offset: i64,
+    last_offset: i64,
+    delete_horizon: Option<i64>,
+    records: &[(i64, i64)],
+    data: &[u8],
+) -> Result<Vec<u8>, LogError> {
+    let bad = |reason: String| LogError::InvalidArgument {
+        what: "compacted batch",
+        reason,
+    };
+    let delta = |offset: i64| {
+        u32::try_from(offset - base_offset).map_err(|_| {
+            bad(format!(
+                "offset {offset} outside a batch based at {base_offset}"
+            ))
+        })
+    };
+    let last_delta = delta(last_offset)?;
+    if records.is_empty() || records.windows(2).any(|w| w[0].0 >= w[1].0) {
+        return Err(bad(format!(
+            "{} records, not in increasing offset order",
+            records.len()
+        )));
+    }
+    let count = u32::try_from(records.len()).map_err(|_| bad("too many records".into()))?;
+    let body = u64::from(FIXED_V1) + 12 * u64::from(count) + data.len() as u64;
+    let len = u32::try_from(body)
+        .ok()
+        .filter(|l| *l <= MAX_FRAME)
+        .ok_or_else(|| bad(format!("{body} bytes exceed the largest stored batch")))?;
+    let max_timestamp = records.iter().map(|r| r.1).max().unwrap_or(-1);
+    let mut frame = Vec::with_capacity(4 + len as usize);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&[0; 4]); // the CRC, below
+    frame.push(VERSION_SPARSE);
+    frame.extend_from_slice(&base_offset.to_be_bytes());
+    frame.extend_from_slice(&count.to_be_bytes());
+    frame.extend_from_slice(&max_timestamp.to_be_bytes());
+    frame.extend_from_slice(&last_delta.to_be_bytes());
+    frame.extend_from_slice(&delete_horizon.unwrap_or(-1).to_be_bytes());
+    for (offset, timestamp) in records {
+        let d = delta(*offset)?;
+        if d > last_delta {
+            return Err(bad(format!(
+                "offset {offset} past the batch's last offset {last_offset}"
+            )));
+        }
+        frame.extend_from_slice(&d.to_be_bytes());
+        frame.extend_from_slice(&timestamp.to_be_bytes());
+    }
+    frame.extend_from_slice(data);
+    let crc = crc32c::crc32c(&frame[8..]);
+    frame[4..8].copy_from_slice(&crc.to_be_bytes());
+    Ok(frame)
 }
 
 /// The frame of a batch of records with `timestamps`, starting at `base_offset`, around `data`.
@@ -75,18 +217,6 @@ pub(crate) fn encode(
     let crc = crc32c::crc32c(&frame[8..]);
     frame[4..8].copy_from_slice(&crc.to_be_bytes());
     Ok(frame)
-}
-
-/// The per-record timestamps of a frame, from the bytes after its [`HEADER`].
-pub(crate) fn timestamps(bytes: &[u8]) -> Vec<i64> {
-    bytes
-        .chunks_exact(8)
-        .map(|c| {
-            let mut b = [0; 8];
-            b.copy_from_slice(c);
-            i64::from_be_bytes(b)
-        })
-        .collect()
 }
 
 /// What the scanner found at a position.
@@ -168,9 +298,10 @@ impl Scanner {
                 at_tail,
             });
         }
-        // body: version, base offset, count, max timestamp, timestamps, data.
+        // body: version, base offset, count, max timestamp, [last delta, delete horizon],
+        // per-record entries, data.
         let version = body[0];
-        if version != VERSION {
+        if version != VERSION && version != VERSION_SPARSE {
             return Ok(Step::Bad {
                 reason: format!("an unknown frame version {version}"),
                 at_tail,
@@ -184,19 +315,25 @@ impl Scanner {
         let base_offset = word(1);
         let count = u32::from_be_bytes([body[9], body[10], body[11], body[12]]);
         let max_timestamp = word(13);
-        if count == 0 || u64::from(FIXED) + 8 * u64::from(count) > u64::from(len) {
+        let mut head = Head::dense(base_offset, count, max_timestamp, len.saturating_add(4));
+        if version == VERSION_SPARSE {
+            if len < FIXED_V1 {
+                return Ok(Step::Bad {
+                    reason: format!("a version 1 frame of {len} bytes, below its header"),
+                    at_tail,
+                });
+            }
+            head.version = VERSION_SPARSE;
+            head.last_delta = u32::from_be_bytes([body[21], body[22], body[23], body[24]]);
+        }
+        let fits = u64::from(head.len) >= head.data_start();
+        if count == 0 || !fits || count - 1 > head.last_delta {
             return Ok(Step::Bad {
                 reason: format!("a record count {count} that does not fit its {len} bytes"),
                 at_tail,
             });
         }
-        let head = Head {
-            base_offset,
-            count,
-            max_timestamp,
-            len: u64::from(len) + 4,
-        };
-        self.pos += head.len;
+        self.pos += head.len();
         Ok(Step::Frame(head))
     }
 
@@ -236,6 +373,12 @@ mod tests {
         let mut out = Vec::new();
         loop {
             match s.next().unwrap() {
+                Step::Frame(h) if h.version == VERSION_SPARSE => out.push(format!(
+                    "frame {} {} last {}",
+                    h.base_offset,
+                    h.count,
+                    h.last_offset()
+                )),
                 Step::Frame(h) => out.push(format!("frame {} {}", h.base_offset, h.count)),
                 Step::End => return out,
                 Step::Bad { at_tail, .. } => {
@@ -253,9 +396,10 @@ mod tests {
         let mut both = one.clone();
         both.extend_from_slice(&two);
         assert_eq!(scan(&both), ["frame 7 3", "frame 10 1"]);
+        let head = Head::dense(7, 3, 30, one.len() as u32);
         assert_eq!(
-            timestamps(&one[HEADER as usize..HEADER as usize + 24]),
-            [10, 30, 20]
+            head.records(&one[HEADER as usize..HEADER as usize + 24]),
+            [(7, 10), (8, 30), (9, 20)]
         );
         // A flipped bit anywhere in the first frame is caught, and not taken for a torn tail
         // (the second frame follows it), except a flip in the length field that makes the
@@ -269,6 +413,51 @@ mod tests {
                 "flip at {i}: {got:?}"
             );
         }
+    }
+
+    #[test]
+    fn sparse_frames_round_trip_with_their_offsets_and_horizon() {
+        let sparse = encode_sparse(20, 29, Some(500), &[(21, 5), (27, 9)], b"kept").unwrap();
+        let dense = encode(30, &[1], b"next").unwrap();
+        let mut both = sparse.clone();
+        both.extend_from_slice(&dense);
+        assert_eq!(scan(&both), ["frame 20 2 last 29", "frame 30 1"]);
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&sparse).unwrap();
+        use std::io::Seek;
+        f.rewind().unwrap();
+        let Step::Frame(head) = Scanner::new(f, sparse.len() as u64).next().unwrap() else {
+            panic!("not a frame");
+        };
+        let index = &sparse[head.index_start() as usize..head.data_start() as usize];
+        assert_eq!(head.records(index), [(21, 5), (27, 9)]);
+        assert_eq!(head.max_timestamp, 9);
+        assert_eq!(delete_horizon(&head, &sparse), Some(500));
+        assert_eq!(&sparse[head.data_start() as usize..], b"kept");
+        let none = encode_sparse(20, 29, None, &[(21, 5)], b"").unwrap();
+        let Step::Frame(h) = ({
+            let mut f = tempfile::tempfile().unwrap();
+            f.write_all(&none).unwrap();
+            f.rewind().unwrap();
+            Scanner::new(f, none.len() as u64).next().unwrap()
+        }) else {
+            panic!("not a frame");
+        };
+        assert_eq!(delete_horizon(&h, &none), None);
+        // Every flip is caught, as for the appended frames.
+        for i in 0..sparse.len() {
+            let mut bad = both.clone();
+            bad[i] ^= 0x01;
+            let got = scan(&bad);
+            assert!(
+                got.last().unwrap().starts_with("bad at 0"),
+                "flip at {i}: {got:?}"
+            );
+        }
+        // Records out of order or outside the batch are refused at writing.
+        assert!(encode_sparse(20, 29, None, &[(27, 1), (21, 1)], b"").is_err());
+        assert!(encode_sparse(20, 29, None, &[(30, 1)], b"").is_err());
+        assert!(encode_sparse(20, 29, None, &[], b"").is_err());
     }
 
     #[test]

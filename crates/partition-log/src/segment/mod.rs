@@ -7,6 +7,7 @@
 //!   DIR/.lock                          flock'ed by the owner (one log per directory)
 //!   DIR/topics                         the topics: id, partition count, name (atomic rewrite)
 //!   DIR/log-start-offset-checkpoint    each partition's log start (Kafka's format, atomic)
+//!   DIR/cleaner-offset-checkpoint      where each compacted partition is compacted up to
 //!   DIR/<topic>-<partition>/00000000000000000000.log   segment files, named by base offset
 //!   DIR/<topic>-<partition>/00000000000000004096.log   (20 digits, Kafka's naming)
 //! ```
@@ -24,6 +25,11 @@
 //!   data           the bytes `append_encoded`'s `encode` returned, as the producer sent them
 //! ```
 //!
+//! Compaction ([`PartitionLog::compact`]) writes version 1 frames for the batches it
+//! rewrites: after the max timestamp come the last offset delta (`u32`: the batch covers
+//! `base..=base + delta`), the delete horizon (`i64`, `-1` for none) and, per record kept,
+//! its offset delta (`u32`) and timestamp (`i64`). Appends write version 0 only.
+//!
 //! The frame is this log's own, not Kafka's batch header, so that recovery checks any bytes
 //! an appender stores (the port's tests store arbitrary bytes; the broker stores Kafka v2
 //! batches, whose own CRC the frame's covers). The per-record timestamps serve
@@ -40,7 +46,8 @@
 //!
 //! ## Recovery at open
 //!
-//! Every frame's CRC is checked, and the offsets must run on from the segment's name. A
+//! Every frame's CRC is checked, and the offsets must run on from the segment's name (below
+//! the partition's cleaner checkpoint they only have to increase: compaction leaves gaps). A
 //! frame cut short by the end of the last segment (or followed by zeros only) is a torn
 //! write, never acknowledged under the default policy: the file is truncated to the previous
 //! frame and a warning names the file and byte. Any other damage (a bad CRC with data after
@@ -71,8 +78,16 @@
 //! base; it is written to the checkpoint before the files go. Retention runs when a segment
 //! is closed and every `retention_check_interval_ms` (Kafka's
 //! `log.retention.check.interval.ms`, 5 minutes) on the background thread, and on demand
-//! with [`SegmentLog::apply_retention`].
+//! with [`SegmentLog::apply_retention`]. A segment compaction left empty is deleted only
+//! with the segment after it, so compaction never moves the log start.
+//!
+//! ## Compaction
+//!
+//! Kafka's log cleaner, driven by the caller (the broker, for topics whose
+//! `cleanup.policy` includes `compact`) one partition at a time with
+//! [`PartitionLog::compact`]; the `clean` module documents the pass and its crash safety.
 
+mod clean;
 mod files;
 mod frame;
 mod partition;
@@ -91,6 +106,7 @@ use coordinator_core::{Clock, LogError, NewRecord, TopicMetadata, TopicPartition
 use tokio::sync::watch;
 use tracing::{error, info};
 
+use crate::compaction::{Compaction, CompactionPolicy, RecordFormat};
 use crate::memory_log::{check_new_topic, new_topic_id, BatchRead};
 use crate::port::{EncodeBatch, PartitionLog};
 use files::{storage, TopicEntry};
@@ -217,6 +233,7 @@ impl SegmentLogBuilder {
         let lock = files::lock(&self.dir)?;
         let entries = files::read_topics(&self.dir.join(files::TOPICS))?;
         let checkpoint = files::read_checkpoint(&self.dir.join(files::CHECKPOINT))?;
+        let cleaned = files::read_checkpoint(&self.dir.join(files::CLEANER_CHECKPOINT))?;
         let mut topics = BTreeMap::new();
         let mut batches = 0usize;
         for entry in entries {
@@ -225,7 +242,7 @@ impl SegmentLogBuilder {
                 let tp = TopicPartition::new(entry.name.as_str(), p);
                 let dir = self.dir.join(files::partition_dir(&tp));
                 let start = checkpoint.get(&tp).copied();
-                let partition = Partition::open(tp, dir, start)?;
+                let partition = Partition::open(tp.clone(), dir, start, cleaned.get(&tp).copied())?;
                 batches += partition
                     .read()
                     .segments
@@ -253,6 +270,7 @@ impl SegmentLogBuilder {
             topics: RwLock::new(topics),
             create: Mutex::new(()),
             checkpoint: Mutex::new(()),
+            cleaned: Mutex::new(cleaned),
             appended: watch::Sender::new(0),
             _lock: lock,
         });
@@ -283,6 +301,8 @@ struct Inner {
     create: Mutex<()>,
     /// Checkpoint rewrites are one at a time, each with every partition's start.
     checkpoint: Mutex<()>,
+    /// The cleaner checkpoint as written: where each compacted partition is compacted up to.
+    cleaned: Mutex<BTreeMap<TopicPartition, i64>>,
     appended: watch::Sender<u64>,
     _lock: File,
 }
@@ -377,6 +397,29 @@ impl Inner {
         info!(partition = %p.tp, segments = n, log_start = start, "retention deleted segments");
         self.signal();
         Ok(n)
+    }
+
+    /// Records durably that `tp` is compacted up to `offset` (before the pass swaps its
+    /// segments in: a gap below it is then compaction's, not damage).
+    fn mark_cleaned(&self, tp: &TopicPartition, offset: i64) -> Result<(), LogError> {
+        let mut cleaned = self.cleaned.lock().unwrap_or_else(PoisonError::into_inner);
+        if cleaned.get(tp).is_some_and(|c| *c >= offset) {
+            return Ok(());
+        }
+        let mut next = cleaned.clone();
+        next.insert(tp.clone(), offset);
+        {
+            let topics = self.topics();
+            next.retain(|tp, _| {
+                topics
+                    .get(tp.topic())
+                    .is_some_and(|t| tp.partition() < t.entry.partitions)
+            });
+        }
+        let path = self.dir.join(files::CLEANER_CHECKPOINT);
+        files::write_atomically(&path, files::encode_checkpoint(&next).as_bytes())?;
+        *cleaned = next;
+        Ok(())
     }
 
     fn sync_all(&self) -> Result<(), LogError> {
@@ -602,6 +645,11 @@ impl PartitionLog for SegmentLog {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(name);
+        inner
+            .cleaned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|tp, _| tp.topic() != name);
         for p in removed.iter().flat_map(|t| &t.partitions) {
             let dir = &p.dir;
             if let Err(e) = std::fs::remove_dir_all(dir) {
@@ -768,6 +816,29 @@ impl PartitionLog for SegmentLog {
         self.inner.partition(tp)?.offset_of_max_timestamp()
     }
 
+    async fn compact(
+        &self,
+        tp: &TopicPartition,
+        policy: &CompactionPolicy,
+        format: Arc<dyn RecordFormat>,
+    ) -> Result<Compaction, LogError> {
+        let p = self.inner.partition(tp)?;
+        let policy = policy.clone();
+        let shown = tp.clone();
+        // Reads and rewrites whole segments: off the async threads.
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            p.compact(&policy, &*format, |upto| inner.mark_cleaned(&p.tp, upto))
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(LogError::storage(
+                format!("the compaction of {shown} did not complete"),
+                e,
+            ))
+        })
+    }
+
     fn appends(&self) -> watch::Receiver<u64> {
         self.inner.appended.subscribe()
     }
@@ -787,5 +858,7 @@ impl TopicMetadata for SegmentLog {
     }
 }
 
+#[cfg(test)]
+mod compaction_tests;
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,7 @@ use coordinator_core::{Bytes, LogError, OutOfRange, TopicPartition};
 use tracing::warn;
 
 use super::files::{self, storage};
-use super::frame::{self, Head, Scanner, Step};
+use super::frame::{Head, Scanner, Step};
 use crate::batch::Batch;
 use crate::memory_log::BatchRead;
 
@@ -23,6 +23,9 @@ pub(crate) struct Entry {
     /// Where the frame starts in its segment file.
     pub(crate) position: u64,
 }
+
+/// The suffix of a compaction's output before it replaces its segment.
+pub(crate) const CLEANED: &str = ".cleaned";
 
 /// One segment file and the index of its batches.
 #[derive(Debug)]
@@ -90,13 +93,12 @@ impl State {
         })
     }
 
-    /// The (segment, entry) holding the first batch with an offset `>= offset`.
+    /// The (segment, entry) holding the first batch with an offset `>= offset`; the entry may
+    /// be past its segment's last (the batch is then the next non-empty segment's first).
     fn locate(&self, offset: i64) -> (usize, usize) {
-        let seg = self.segments.partition_point(|s| {
-            s.entries
-                .last()
-                .is_some_and(|e| e.head.last_offset() < offset)
-        });
+        // A closed segment holds only offsets below the next one's base (compaction may leave
+        // it with gaps, or empty).
+        let seg = self.segments[1..].partition_point(|next| next.base_offset <= offset);
         let entry = self.segments.get(seg).map_or(0, |s| {
             s.entries.partition_point(|e| e.head.last_offset() < offset)
         });
@@ -133,6 +135,9 @@ pub(crate) struct Partition {
     state: RwLock<State>,
     /// Written since the last sync (flush-interval mode).
     pub(crate) dirty: AtomicBool,
+    /// Compaction passes are one at a time; the offset below which the last one left the
+    /// partition compacted (0 at open: the first pass sees everything as dirty).
+    pub(super) cleaner: std::sync::Mutex<i64>,
     /// Tests: the next append's sync fails (after its bytes are written), as an EIO would.
     #[cfg(test)]
     pub(crate) fail_next_sync: AtomicBool,
@@ -147,7 +152,7 @@ impl Partition {
         self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, State> {
+    pub(super) fn write(&self) -> RwLockWriteGuard<'_, State> {
         self.state.write().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -182,6 +187,7 @@ impl Partition {
             syncer: tokio::sync::Mutex::new(()),
             state: RwLock::new(state),
             dirty: AtomicBool::new(false),
+            cleaner: std::sync::Mutex::new(0),
             #[cfg(test)]
             fail_next_sync: AtomicBool::new(false),
             #[cfg(test)]
@@ -193,11 +199,16 @@ impl Partition {
     /// offsets' continuity, truncates a torn tail of the last segment (logged), refuses any
     /// other damage naming file and position, and removes segments wholly below the
     /// checkpointed log start (a crash between the checkpoint and the deletion).
+    ///
+    /// `cleaned` is where compaction left the partition compacted (the cleaner checkpoint):
+    /// below it, offsets may have gaps; above it, they must run on.
     pub(crate) fn open(
         tp: TopicPartition,
         dir: PathBuf,
         checkpoint: Option<i64>,
+        cleaned: Option<i64>,
     ) -> Result<Partition, LogError> {
+        let cleaned = cleaned.unwrap_or(0);
         if !dir.exists() {
             return Err(files::malformed(
                 &dir,
@@ -211,6 +222,14 @@ impl Partition {
             let name = entry.file_name();
             match name.to_str().and_then(files::parse_segment_name) {
                 Some(base) => bases.push(base),
+                None if name.to_str().is_some_and(|n| n.ends_with(CLEANED)) => {
+                    // A compaction's output not yet swapped in: the segment it would have
+                    // replaced is whole, and the compaction runs again.
+                    let path = entry.path();
+                    warn!(file = %path.display(), "an unfinished compaction's output: removed");
+                    fs::remove_file(&path)
+                        .map_err(|e| storage("remove the unfinished compaction", &path, e))?;
+                }
                 None => warn!(file = %entry.path().display(), "not a segment file: ignored"),
             }
         }
@@ -223,7 +242,8 @@ impl Partition {
         let last = bases.len() - 1;
         for (i, base) in bases.into_iter().enumerate() {
             let path = dir.join(files::segment_name(base));
-            if base != expected {
+            // Equal, or above where compaction removed the previous segment's last batches.
+            if base != expected && !(base > expected && expected < cleaned) {
                 return Err(files::malformed(
                     &path,
                     format!(
@@ -231,7 +251,7 @@ impl Partition {
                     ),
                 ));
             }
-            let segment = recover_segment(path, base, i == last)?;
+            let segment = recover_segment(path, base, i == last, cleaned)?;
             expected = segment
                 .entries
                 .last()
@@ -255,7 +275,7 @@ impl Partition {
             fs::remove_file(&s.path)
                 .map_err(|e| storage("remove the deleted segment", &s.path, e))?;
         }
-        Ok(Partition::with_state(
+        let partition = Partition::with_state(
             tp,
             dir,
             State {
@@ -266,7 +286,12 @@ impl Partition {
                 last_failure: String::new(),
                 segments,
             },
-        ))
+        );
+        *partition
+            .cleaner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = cleaned;
+        Ok(partition)
     }
 
     /// The bytes of the partition's segment files.
@@ -323,6 +348,8 @@ impl Partition {
         let base = self.read().written_end;
         let (frame, max_timestamp) = build(base)?;
         let len = frame.len() as u64;
+        // At most MAX_FRAME + 4: frame::encode refuses larger frames.
+        let frame_len = u32::try_from(len).unwrap_or(u32::MAX);
         let roll = {
             let s = self.read();
             let active = s.active();
@@ -356,12 +383,7 @@ impl Partition {
         let last = s.segments.len() - 1;
         let active = &mut s.segments[last];
         active.entries.push(Entry {
-            head: Head {
-                base_offset: base,
-                count,
-                max_timestamp,
-                len,
-            },
+            head: Head::dense(base, count, max_timestamp, frame_len),
             position: at,
         });
         active.size = at + len;
@@ -519,7 +541,7 @@ impl Partition {
                 if e.head.last_offset() >= s.end || (taken > 0 && size >= max_bytes) {
                     break;
                 }
-                size = size.saturating_add((e.head.len - e.head.data_start()) as usize);
+                size = size.saturating_add((e.head.len() - e.head.data_start()) as usize);
                 taken += 1;
                 entry += 1;
             }
@@ -562,16 +584,10 @@ impl Partition {
                 if e.head.max_timestamp < timestamp || e.head.last_offset() < s.log_start {
                     continue;
                 }
-                let mut buf = vec![0; 8 * e.head.count as usize];
-                segment
-                    .file
-                    .read_exact_at(&mut buf, e.position + frame::HEADER)
-                    .map_err(|err| storage("read", &segment.path, err))?;
-                let found = frame::timestamps(&buf)
+                let found = read_index(segment, e)?
                     .into_iter()
-                    .zip(e.head.base_offset..)
-                    .find(|(t, o)| *o >= s.log_start && *t >= timestamp);
-                if let Some((t, o)) = found {
+                    .find(|(o, t)| *o >= s.log_start && *t >= timestamp);
+                if let Some((o, t)) = found {
                     return Ok(Some((o, t)));
                 }
             }
@@ -587,16 +603,8 @@ impl Partition {
     pub(crate) fn offset_of_max_timestamp(&self) -> Result<Option<(i64, i64)>, LogError> {
         let s = self.read();
         let read = |segment: &Segment, e: &Entry| -> Result<Option<(i64, i64)>, LogError> {
-            let mut buf = vec![0; 8 * e.head.count as usize];
-            segment
-                .file
-                .read_exact_at(&mut buf, e.position + frame::HEADER)
-                .map_err(|err| storage("read", &segment.path, err))?;
             let mut best: Option<(i64, i64)> = None;
-            for (t, o) in frame::timestamps(&buf)
-                .into_iter()
-                .zip(e.head.base_offset..)
-            {
+            for (o, t) in read_index(segment, e)? {
                 if o >= s.log_start && best.is_none_or(|(_, b)| t > b) {
                     best = Some((o, t));
                 }
@@ -666,7 +674,14 @@ impl Partition {
                 })
                 .count()
         };
-        by_time.max(by_size)
+        // A segment compaction left empty goes only with the segment after it: alone, it
+        // would move the log start over offsets whose records are merely compacted away
+        // (a consumer there would be out of range instead of reading on).
+        let mut n = by_time.max(by_size);
+        while n > 0 && s.segments[n - 1].entries.is_empty() {
+            n -= 1;
+        }
+        n
     }
 
     /// The log start once the first `n` segments are gone.
@@ -710,6 +725,16 @@ impl Partition {
     }
 }
 
+/// The `(offset, timestamp)` of each record of the frame at `e`.
+fn read_index(segment: &Segment, e: &Entry) -> Result<Vec<(i64, i64)>, LogError> {
+    let mut buf = vec![0; e.head.index_len() as usize];
+    segment
+        .file
+        .read_exact_at(&mut buf, e.position + e.head.index_start())
+        .map_err(|err| storage("read", &segment.path, err))?;
+    Ok(e.head.records(&buf))
+}
+
 /// Reads the frames of `entries` (consecutive in one segment file) with one read, and hands
 /// out each one's data.
 fn read_range(
@@ -722,13 +747,13 @@ fn read_range(
         return Ok(());
     };
     let start = first.position;
-    let end = last.position + last.head.len;
+    let end = last.position + last.head.len();
     let mut buf = vec![0; (end - start) as usize];
     file.read_exact_at(&mut buf, start)
         .map_err(|e| storage("read", path, e))?;
     for e in entries {
         let from = (e.position - start + e.head.data_start()) as usize;
-        let to = (e.position - start + e.head.len) as usize;
+        let to = (e.position - start + e.head.len()) as usize;
         out.push(Arc::new(Batch {
             base_offset: e.head.base_offset,
             last_offset: e.head.last_offset(),
@@ -741,7 +766,12 @@ fn read_range(
 }
 
 /// Scans one segment file (see [`Partition::open`]).
-fn recover_segment(path: PathBuf, base: i64, is_last: bool) -> Result<Segment, LogError> {
+fn recover_segment(
+    path: PathBuf,
+    base: i64,
+    is_last: bool,
+    cleaned: i64,
+) -> Result<Segment, LogError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -764,7 +794,12 @@ fn recover_segment(path: PathBuf, base: i64, is_last: bool) -> Result<Segment, L
             .map_err(|e| storage(&format!("read (at byte {position})"), &path, e))?;
         let (reason, at_tail) = match step {
             Step::End => break position,
-            Step::Frame(head) if head.base_offset == expected => {
+            // Offsets run on, except in the compacted part, where compaction leaves gaps
+            // (whole batches removed, or a rewritten batch starting at its first kept record).
+            Step::Frame(head)
+                if head.base_offset == expected
+                    || (head.base_offset > expected && expected < cleaned) =>
+            {
                 expected = head.last_offset().saturating_add(1);
                 entries.push(Entry { head, position });
                 continue;

@@ -1,0 +1,367 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Compaction of the segment log, through the port, with a small text record format.
+
+use std::path::Path;
+
+use coordinator_core::{Bytes, ManualClock};
+
+use super::*;
+use crate::compaction::{BatchKeys, KeyedRecord, RetainedBatch};
+
+/// Each line of a batch: `<offset> <key> <value>`; key `_` is no key, value `-` a tombstone;
+/// a batch with a key `txn` is kept whole.
+#[derive(Debug)]
+struct Lines;
+
+fn parse(encoded: &[u8]) -> Vec<(i64, String, String)> {
+    std::str::from_utf8(encoded)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let mut it = l.split(' ');
+            let o = it.next().unwrap().parse().unwrap();
+            (
+                o,
+                it.next().unwrap().to_string(),
+                it.next().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+impl RecordFormat for Lines {
+    fn keys(&self, encoded: &[u8], _base_offset: i64) -> BatchKeys {
+        if parse(encoded).iter().any(|r| r.1 == "txn") {
+            return BatchKeys::KeepWhole;
+        }
+        BatchKeys::Records(
+            parse(encoded)
+                .into_iter()
+                .map(|(offset, k, v)| KeyedRecord {
+                    offset,
+                    key: (k != "_").then(|| Bytes::from(k.into_bytes())),
+                    tombstone: v == "-",
+                })
+                .collect(),
+        )
+    }
+
+    fn retain(
+        &self,
+        encoded: &[u8],
+        _base_offset: i64,
+        keep: &dyn Fn(i64) -> bool,
+    ) -> Result<RetainedBatch, String> {
+        let kept: Vec<_> = parse(encoded)
+            .into_iter()
+            .filter(|(o, _, _)| keep(*o))
+            .collect();
+        let text: String = kept
+            .iter()
+            .map(|(o, k, v)| format!("{o} {k} {v}\n"))
+            .collect();
+        Ok(RetainedBatch {
+            encoded: Bytes::from(text.into_bytes()),
+            base_offset: kept.first().ok_or("nothing kept")?.0,
+            last_offset: kept.last().ok_or("nothing kept")?.0,
+        })
+    }
+}
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("c", 0)
+}
+
+/// A log with 1 KiB segments on the test's clock, topic `c` of one partition.
+async fn open_log(dir: &Path, clock: &ManualClock) -> SegmentLog {
+    let log = SegmentLog::builder(dir)
+        .clock(Arc::new(clock.clone()))
+        .segment_bytes(1024)
+        .open()
+        .unwrap();
+    if log.partition_count("c").is_none() {
+        log.create_topic("c", 1).await.unwrap();
+    }
+    log
+}
+
+/// Appends one batch of `(key, value)` records at `ts`, padded so that a few batches fill a
+/// segment; returns its base offset.
+async fn put(log: &SegmentLog, records: &[(&str, &str)], ts: i64) -> i64 {
+    let owned: Vec<(String, String)> = records
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let new = records
+        .iter()
+        .map(|_| NewRecord::new(&b"x"[..]).timestamp(ts))
+        .collect();
+    log.append_encoded(
+        &tp(),
+        new,
+        Box::new(move |base| {
+            let mut text: String = owned
+                .iter()
+                .zip(base..)
+                .map(|((k, v), o)| format!("{o} {k} {v}\n"))
+                .collect();
+            text.push_str(&format!("{}\n", " ".repeat(150)).replace(' ', "#"));
+            Bytes::from(text.into_bytes())
+        }),
+    )
+    .await
+    .unwrap()
+}
+
+/// Every record readable from the log start, as `(offset, key, value)`.
+async fn contents(log: &SegmentLog) -> Vec<(i64, String, String)> {
+    let (start, end) = log.bounds(&tp()).await.unwrap();
+    let mut next = start;
+    let mut out = Vec::new();
+    while next < end {
+        let read = log.read_batches(&tp(), next, 1 << 20).await.unwrap();
+        for b in &read.batches {
+            let text = b.encoded().unwrap();
+            out.extend(
+                parse(text)
+                    .into_iter()
+                    .filter(|(o, k, _)| *o >= next && !k.starts_with('#')),
+            );
+            next = b.last_offset() + 1;
+        }
+    }
+    out
+}
+
+fn row(o: i64, k: &str, v: &str) -> (i64, String, String) {
+    (o, k.to_string(), v.to_string())
+}
+
+async fn compact(log: &SegmentLog, policy: &CompactionPolicy) -> Compaction {
+    log.compact(&tp(), policy, Arc::new(Lines)).await.unwrap()
+}
+
+/// Ten batches of two records over keys a, b, c: several closed segments, the last batch
+/// in the active one.
+async fn many_values(log: &SegmentLog) {
+    for i in 0..10 {
+        let v1 = format!("v{}", 2 * i);
+        let v2 = format!("v{}", 2 * i + 1);
+        let keys = ["a", "b", "c"];
+        put(log, &[(keys[i % 3], &v1), (keys[(i + 1) % 3], &v2)], 1).await;
+    }
+}
+
+#[tokio::test]
+async fn compaction_keeps_the_latest_value_of_each_key_at_its_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = open_log(dir.path(), &clock).await;
+    many_values(&log).await;
+    let before = contents(&log).await;
+    assert_eq!(before.len(), 20);
+    let active_base = {
+        let p = log.inner.partition(&tp()).unwrap();
+        let s = p.read();
+        s.segments.last().unwrap().base_offset
+    };
+    let done = compact(&log, &CompactionPolicy::at(10)).await;
+    assert!(done.segments > 0, "{done:?}");
+    assert_eq!(done.cleaned_up_to, active_base);
+    let after = contents(&log).await;
+    // Below the active segment only each key's latest value survives (a later value in
+    // the active segment also counts: it is not compacted, but the closed ones are only
+    // compacted against what they themselves hold, as Kafka's dirty part ends at the active
+    // segment).
+    let closed: Vec<_> = before
+        .iter()
+        .filter(|(o, _, _)| *o < active_base)
+        .cloned()
+        .collect();
+    let mut latest: std::collections::BTreeMap<String, (i64, String, String)> = Default::default();
+    for r in &closed {
+        latest.insert(r.1.clone(), r.clone());
+    }
+    let mut expected: Vec<_> = latest.into_values().collect();
+    expected.sort();
+    expected.extend(before.iter().filter(|(o, _, _)| *o >= active_base).cloned());
+    assert_eq!(after, expected);
+    assert!(done.bytes_after < done.bytes_before);
+    assert_eq!(
+        done.records_removed as usize,
+        closed.len() - 3,
+        "three keys kept"
+    );
+    // The bounds do not move; a read from a removed offset starts at the next record.
+    assert_eq!(log.bounds(&tp()).await.unwrap(), (0, 20));
+    let read = log.read_batches(&tp(), 0, 1).await.unwrap();
+    assert!(read.batches[0].base_offset() > 0);
+
+    // A restart reads the compacted segments, gaps and all, and keeps the cleaner's place.
+    drop(log);
+    let log = open_log(dir.path(), &clock).await;
+    assert_eq!(contents(&log).await, after);
+    let again = compact(&log, &CompactionPolicy::at(10)).await;
+    assert_eq!(again.segments, 0, "nothing new to compact: {again:?}");
+}
+
+#[tokio::test]
+async fn tombstones_are_kept_for_the_delete_retention_then_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = open_log(dir.path(), &clock).await;
+    put(&log, &[("a", "1"), ("b", "1")], 1).await;
+    put(&log, &[("a", "-")], 1).await;
+    for _ in 0..8 {
+        put(&log, &[("z", "2")], 1).await;
+    }
+    let policy = CompactionPolicy {
+        delete_retention_ms: 1000,
+        ..CompactionPolicy::at(100)
+    };
+    compact(&log, &policy).await;
+    let rows = contents(&log).await;
+    assert!(
+        rows.contains(&row(2, "a", "-")),
+        "the tombstone stays: {rows:?}"
+    );
+    assert!(!rows.iter().any(|r| r.1 == "a" && r.2 == "1"), "{rows:?}");
+    assert!(rows.contains(&row(1, "b", "1")));
+    // Before the horizon (100 + 1000) it stays; at it, it goes. New writes make the
+    // partition dirty again.
+    for _ in 0..8 {
+        put(&log, &[("y", "3")], 1).await;
+    }
+    let early = CompactionPolicy {
+        min_cleanable_dirty_ratio: 0.0,
+        ..CompactionPolicy::at(1099)
+    };
+    compact(&log, &early).await;
+    assert!(contents(&log).await.contains(&row(2, "a", "-")));
+    for _ in 0..8 {
+        put(&log, &[("x", "4")], 1).await;
+    }
+    let late = CompactionPolicy {
+        min_cleanable_dirty_ratio: 0.0,
+        ..CompactionPolicy::at(1100)
+    };
+    compact(&log, &late).await;
+    let rows = contents(&log).await;
+    assert!(!rows.iter().any(|r| r.1 == "a"), "{rows:?}");
+    assert!(rows.contains(&row(1, "b", "1")));
+}
+
+#[tokio::test]
+async fn the_dirty_ratio_and_the_lags_decide_when_a_partition_is_due() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = open_log(dir.path(), &clock).await;
+    many_values(&log).await;
+    // Records written at 1: with a 100 ms minimum lag at 50, nothing is old enough.
+    let young = CompactionPolicy {
+        min_compaction_lag_ms: 100,
+        ..CompactionPolicy::at(50)
+    };
+    assert_eq!(compact(&log, &young).await.segments, 0);
+    // A dirty ratio of 1.0 is never exceeded...
+    let never = CompactionPolicy {
+        min_cleanable_dirty_ratio: 1.0,
+        ..CompactionPolicy::at(50)
+    };
+    assert_eq!(compact(&log, &never).await.segments, 0);
+    // ...unless a record waited past the maximum lag.
+    let overdue = CompactionPolicy {
+        max_compaction_lag_ms: 10,
+        ..never.clone()
+    };
+    assert!(compact(&log, &overdue).await.segments > 0);
+}
+
+#[tokio::test]
+async fn nothing_at_or_above_the_stable_offset_and_no_kept_whole_batch_is_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = open_log(dir.path(), &clock).await;
+    let txn = put(&log, &[("txn", "1")], 1).await; // the format keeps `txn…` whole
+    many_values(&log).await;
+    let before = contents(&log).await;
+    let nothing = CompactionPolicy {
+        stable_offset: 3,
+        ..CompactionPolicy::at(10)
+    };
+    assert_eq!(compact(&log, &nothing).await.segments, 0);
+    assert_eq!(contents(&log).await, before);
+    compact(&log, &CompactionPolicy::at(10)).await;
+    let read = log.read_batches(&tp(), txn, 1).await.unwrap();
+    assert_eq!(read.batches[0].base_offset(), txn, "the kept-whole batch");
+    assert!(read.batches[0].encoded().unwrap().starts_with(b"0 txn 1"));
+}
+
+#[tokio::test]
+async fn timestamps_of_a_compacted_batch_follow_its_kept_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = open_log(dir.path(), &clock).await;
+    put(&log, &[("a", "1"), ("b", "1"), ("c", "1")], 10).await; // 0..=2
+    for i in 0..8 {
+        put(&log, &[("a", "2")], 20 + i).await; // 3..=10
+    }
+    compact(&log, &CompactionPolicy::at(100)).await;
+    let rows = contents(&log).await;
+    assert!(rows.contains(&row(1, "b", "1")) && rows.contains(&row(2, "c", "1")));
+    assert!(!rows.contains(&row(0, "a", "1")));
+    assert_eq!(
+        log.offset_for_timestamp(&tp(), 0).await.unwrap(),
+        Some((1, 10)),
+        "offset 0 is gone: the first kept record answers"
+    );
+}
+
+#[tokio::test]
+async fn a_gap_above_the_compacted_part_is_still_refused_and_an_unfinished_pass_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = open_log(dir.path(), &clock).await;
+    many_values(&log).await;
+    compact(&log, &CompactionPolicy::at(10)).await;
+    for _ in 0..12 {
+        put(&log, &[("q", "1")], 1).await;
+    }
+    drop(log);
+    let part = dir.path().join("c-0");
+    let mut names: Vec<String> = fs::read_dir(&part)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names[0],
+        files::segment_name(0),
+        "an emptied segment stays: {names:?}"
+    );
+    let leftover = part.join(format!("{}{}", names[0], partition::CLEANED));
+    fs::write(&leftover, b"half a compaction").unwrap();
+    let log = open_log(dir.path(), &clock).await;
+    assert!(
+        !leftover.exists(),
+        "the unfinished output is removed at open"
+    );
+    drop(log);
+    // Remove a segment written after the compaction (not the last: nothing follows it to
+    // tell): that gap is damage.
+    let cleaned = files::read_checkpoint(&dir.path().join(files::CLEANER_CHECKPOINT)).unwrap();
+    let upto = cleaned[&tp()];
+    let victim = names
+        .iter()
+        .filter_map(|n| files::parse_segment_name(n))
+        .filter(|b| *b >= upto)
+        .nth(1)
+        .unwrap();
+    fs::remove_file(part.join(files::segment_name(victim))).unwrap();
+    let err = SegmentLog::builder(dir.path())
+        .open()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("previous segment ends"), "{err}");
+}
