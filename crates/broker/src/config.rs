@@ -617,6 +617,12 @@ pub struct RecordsConfig {
     /// Kafka's `log.retention.check.interval.ms` (default 300000): how often retention runs,
     /// with each topic's `retention.ms` / `retention.bytes` or the two settings above.
     pub retention_check_interval_ms: u64,
+    /// Kafka's `log.cleaner.backoff.ms` (default 15000): how often the partitions of
+    /// compacted topics get a compaction pass.
+    pub cleaner_backoff_ms: u64,
+    /// Kafka's `log.cleaner.dedupe.buffer.size` (default 134217728): the most key bytes one
+    /// compaction pass holds in memory.
+    pub cleaner_dedupe_buffer_size: u64,
 }
 
 impl Default for RecordsConfig {
@@ -627,6 +633,8 @@ impl Default for RecordsConfig {
             retention_ms: partition_log::segment::DEFAULT_RETENTION_MS,
             retention_bytes: -1,
             retention_check_interval_ms: 300_000,
+            cleaner_backoff_ms: 15_000,
+            cleaner_dedupe_buffer_size: 128 << 20,
         }
     }
 }
@@ -636,6 +644,15 @@ impl RecordsConfig {
         let invalid = |setting, reason: String| Err(BrokerError::InvalidConfig { setting, reason });
         if self.flush_interval_ms == Some(0) {
             return invalid("log-flush-interval-ms", "must be at least 1".into());
+        }
+        if self.cleaner_backoff_ms == 0 {
+            return invalid("log-cleaner-backoff-ms", "must be at least 1".into());
+        }
+        if self.cleaner_dedupe_buffer_size < 1024 {
+            return invalid(
+                "log-cleaner-dedupe-buffer-size",
+                format!("{} is below 1024", self.cleaner_dedupe_buffer_size),
+            );
         }
         if self.retention_check_interval_ms == 0 {
             return invalid(
@@ -1720,6 +1737,20 @@ mod tests {
                     ..r
                 },
                 "log-segment-bytes",
+            ),
+            (
+                RecordsConfig {
+                    cleaner_backoff_ms: 0,
+                    ..r
+                },
+                "log-cleaner-backoff-ms",
+            ),
+            (
+                RecordsConfig {
+                    cleaner_dedupe_buffer_size: 10,
+                    ..r
+                },
+                "log-cleaner-dedupe-buffer-size",
             ),
             (
                 RecordsConfig {

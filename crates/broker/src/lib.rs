@@ -68,6 +68,7 @@ mod acl;
 pub mod admin;
 mod api;
 mod auth;
+mod cleaner;
 mod codec;
 mod config;
 mod connection;

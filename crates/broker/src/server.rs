@@ -19,6 +19,7 @@ use tracing::{debug, error, info, warn, Instrument};
 use crate::api::group_configs::GroupConfigs;
 use crate::api::topic_configs::TopicConfigs;
 use crate::auth::{allowed_before_authentication, Authenticator, Session, Users};
+use crate::cleaner::Cleaner;
 use crate::codec::{self, Incoming};
 use crate::config::{BrokerConfig, SecurityProtocol};
 use crate::connection::{Connection, Frame, FrameError, ReadPhase};
@@ -447,6 +448,8 @@ impl Server {
         };
         let interval = self.context.config.records.retention_check_interval_ms;
         let retention = Retention::spawn(self.context.clone(), Duration::from_millis(interval));
+        let backoff = self.context.config.records.cleaner_backoff_ms;
+        let cleaner = Cleaner::spawn(self.context.clone(), Duration::from_millis(backoff));
         let (notify_shutdown, _) = broadcast::channel(1);
         let (shutdown_complete_tx, mut shutdown_complete_rx) = mpsc::channel::<()>(1);
         if let Some(control) = self.control {
@@ -513,6 +516,7 @@ impl Server {
             }
         }
         drop(retention);
+        drop(cleaner);
         if let Some(h) = heartbeat {
             h.release(fenced.is_some()).await;
         }

@@ -319,6 +319,15 @@ struct Args {
     /// directory.
     #[arg(long, default_value_t = 300_000)]
     log_retention_check_interval_ms: u64,
+    /// Kafka's log.cleaner.backoff.ms: how often the partitions of topics whose
+    /// cleanup.policy includes compact get a compaction pass (with --data-dir; the in-memory
+    /// log keeps compacted topics whole).
+    #[arg(long, default_value_t = 15_000)]
+    log_cleaner_backoff_ms: u64,
+    /// Kafka's log.cleaner.dedupe.buffer.size: the most key bytes one compaction pass holds
+    /// in memory; a pass that reaches it compacts up to there and the next goes on.
+    #[arg(long, default_value_t = 128 << 20)]
+    log_cleaner_dedupe_buffer_size: u64,
 }
 
 /// `--offsets-store`'s values.
@@ -466,6 +475,8 @@ impl Args {
                 retention_ms: self.log_retention_ms,
                 retention_bytes: self.log_retention_bytes,
                 retention_check_interval_ms: self.log_retention_check_interval_ms,
+                cleaner_backoff_ms: self.log_cleaner_backoff_ms,
+                cleaner_dedupe_buffer_size: self.log_cleaner_dedupe_buffer_size,
             },
         }
     }

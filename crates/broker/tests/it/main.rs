@@ -14,6 +14,7 @@ mod acls;
 mod admin;
 mod bad_input;
 mod cluster_admin;
+mod compaction;
 mod consumer_groups;
 mod faults;
 mod groups;
