@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import scenarios  # noqa: E402,F401  (registers the scenarios)
 import scenarios_admin_tool  # noqa: E402,F401  (the groups tool against kafka-python's admin client)
+import scenarios_compaction  # noqa: E402,F401  (a compacted topic: many values per key, the latest read back)
 import scenarios_eos  # noqa: E402,F401  (exactly-once: a transactional consume-transform-produce application)
 import scenarios_faults  # noqa: E402,F401  (control-port faults met by kafka-python, kafkajs; delete_records)
 import scenarios_migration  # noqa: E402,F401  (a rolling upgrade classic -> group.protocol=consumer, and back)
