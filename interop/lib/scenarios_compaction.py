@@ -33,6 +33,8 @@ def compacted_topic(ctx):
     expect("confluent_records", KEYS)
     expect("confluent_latest_only", True)
     expect("tombstone_kept", True)
+    expect("aborted_gone", True)
+    expect("committed_latest", True)
     with open(b.log_path, errors="replace") as f:
         passes = sum(1 for line in f if "compacted" in line and "cpt-compacted" in line)
     ctx.note("%d compaction passes logged by the broker" % passes)

@@ -2,7 +2,8 @@
 """A compacted topic as its users meet it: kafka-python creates a topic with
 cleanup.policy=compact, writes many values per key (and a tombstone), then rolls the segment
 with records of keys of their own; kafka-python and confluent-kafka read the partition from the
-beginning until each key is down to its latest value (the broker's cleaner runs every
+beginning until each key is down to its latest value (a confluent-kafka transactional
+producer adds an aborted and a committed transaction: the aborted record must go) (the broker's cleaner runs every
 --log-cleaner-backoff-ms). Prints one JSON object on stdout (the scenario
 compacted-topic-kafka-python checks it).
 
@@ -12,7 +13,7 @@ import json
 import sys
 import time
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.structs import TopicPartition
@@ -87,9 +88,31 @@ def main():
                            value=None if value is None else value.encode(), partition=0).get(TIMEOUT)
             latest[key] = (md.offset, key, value)
             written += 1
-    end = written
+    prod.flush(TIMEOUT)
+    # Two transactions of confluent-kafka: an aborted one over key-001 (its record must go),
+    # a committed one over key-002 (its record is key-002's latest).
+    txp = Producer({"bootstrap.servers": bootstrap, "transactional.id": p + "-txn",
+                    "client.id": "interop-compact-txn"})
+    txp.init_transactions(TIMEOUT)
+    txp.begin_transaction()
+    txp.produce(topic, key=b"key-001", value=b"aborted", partition=0)
+    txp.flush(TIMEOUT)
+    txp.abort_transaction(TIMEOUT)
+    txp.begin_transaction()
+    committed = {}
+
+    def delivered(err, msg):
+        if err is None:
+            committed["offset"] = msg.offset()
+
+    txp.produce(topic, key=b"key-002", value=b"committed", partition=0, on_delivery=delivered)
+    txp.commit_transaction(TIMEOUT)
+    latest["key-002"] = (committed["offset"], "key-002", "committed")
+    end = None
     for i in range(fillers):
-        prod.send(topic, key=b"filler-%05d" % i, value=b"f" * 200, partition=0).get(TIMEOUT)
+        md = prod.send(topic, key=b"filler-%05d" % i, value=b"f" * 200, partition=0).get(TIMEOUT)
+        if end is None:
+            end = md.offset
     prod.flush(TIMEOUT)
     prod.close()
     out["written"] = written
@@ -111,6 +134,8 @@ def main():
     out["confluent_records"] = len(got_ck)
     out["confluent_latest_only"] = sorted(got_ck) == expected
     out["tombstone_kept"] = any(r[1] == "key-000" and r[2] is None for r in got_kp)
+    out["aborted_gone"] = not any(r[2] == "aborted" for r in got_kp)
+    out["committed_latest"] = any(r[1] == "key-002" and r[2] == "committed" for r in got_kp)
     out["expected_records"] = len(expected)
     if sorted(got_kp) != expected:
         sys.stderr.write("kafka-python read %s\nexpected %s\n" % (sorted(got_kp)[:10], expected[:10]))

@@ -8,10 +8,10 @@
 //! them for the pass: a record's key and whether it is a tombstone, and a batch rewritten
 //! without some records (the same compression, producer fields and timestamps).
 //!
-//! Differences from Kafka, kept on purpose for now (the broker README lists them):
-//! - a transactional batch, and a transaction marker, are kept whole: their records neither
-//!   replace older values nor are replaced (Kafka drops aborted records and, later, the
-//!   markers, and lets committed records take part);
+//! Transactions as Kafka's cleaner treats them: an aborted transaction's records are
+//! removed, a committed one's take part, a marker goes once its transaction has no record
+//! left and its delete horizon has passed. Differences from Kafka, kept on purpose for now
+//! (the broker README lists them):
 //! - a rewritten batch starts at its first kept record and ends at its last (Kafka keeps the
 //!   original batch's base and last offsets, for the producer's last sequence); a batch
 //!   left empty is dropped (Kafka keeps an empty batch where the producer state needs it);
@@ -26,40 +26,53 @@ use bytes::{Bytes, BytesMut};
 use coordinator_core::{Clock, LogError, TopicPartition};
 use kafka_protocol::records::{RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions};
 use partition_log::compaction::{
-    BatchKeys, Compaction, CompactionPolicy, KeyedRecord, RecordFormat, RetainedBatch,
+    BatchKind, Compaction, CompactionPolicy, KeyedRecord, RecordFormat, RetainedBatch,
 };
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::api::topic_configs;
 use crate::context::{Context, WallClock};
-use crate::producers::BatchHeader;
+use crate::producers::{read_marker, BatchHeader};
 
 /// Kafka's v2 record batches, as compaction reads them.
 #[derive(Debug, Default)]
 pub(crate) struct KafkaBatches;
 
 impl RecordFormat for KafkaBatches {
-    fn keys(&self, encoded: &[u8], _base_offset: i64) -> BatchKeys {
+    fn kind(&self, encoded: &[u8]) -> BatchKind {
         let Some(header) = BatchHeader::parse(encoded) else {
-            return BatchKeys::KeepWhole;
+            return BatchKind::Unknown;
         };
-        if header.control || header.transactional {
-            return BatchKeys::KeepWhole;
+        if header.control {
+            return match read_marker(encoded) {
+                Some((commit, _, _)) => BatchKind::Marker {
+                    producer_id: header.producer_id,
+                    commit,
+                },
+                None => BatchKind::Unknown,
+            };
         }
-        match RecordBatchDecoder::decode(&mut Bytes::copy_from_slice(encoded)) {
-            Ok(set) => BatchKeys::Records(
-                set.records
-                    .into_iter()
-                    .map(|r| KeyedRecord {
-                        offset: r.offset,
-                        tombstone: r.value.is_none(),
-                        key: r.key.map(|k| Arc::from(&k[..])),
-                    })
-                    .collect(),
-            ),
-            Err(_) => BatchKeys::KeepWhole,
+        if header.transactional {
+            return BatchKind::Transactional {
+                producer_id: header.producer_id,
+            };
         }
+        BatchKind::Plain
+    }
+
+    fn keys(&self, encoded: &[u8], _base_offset: i64) -> Option<Vec<KeyedRecord>> {
+        let set = RecordBatchDecoder::decode(&mut Bytes::copy_from_slice(encoded)).ok()?;
+        Some(
+            set.records
+                .into_iter()
+                .map(|r| KeyedRecord {
+                    offset: r.offset,
+                    tombstone: r.value.is_none(),
+                    key: r.key.map(|k| Arc::from(&k[..])),
+                })
+                .collect(),
+        )
     }
 
     fn retain(

@@ -615,7 +615,7 @@ impl PartitionState {
 }
 
 /// The marker in a stored control batch: (commit?, coordinator epoch, timestamp).
-fn read_marker(encoded: &[u8]) -> Option<(bool, i32, i64)> {
+pub(crate) fn read_marker(encoded: &[u8]) -> Option<(bool, i32, i64)> {
     let set = RecordBatchDecoder::decode(&mut bytes::Bytes::copy_from_slice(encoded)).ok()?;
     let record = set.records.first()?;
     let key = record.key.as_ref()?;

@@ -24,14 +24,28 @@ pub struct KeyedRecord {
     pub tombstone: bool,
 }
 
-/// How compaction sees one stored batch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BatchKeys {
-    /// The batch is kept whole and takes no part: its records neither replace nor are
-    /// replaced (a transaction's data or marker, or bytes the format does not know).
-    KeepWhole,
-    /// The batch's records, in offset order.
-    Records(Vec<KeyedRecord>),
+/// What a stored batch is, as compaction needs to know before reading its records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchKind {
+    /// Records outside any transaction.
+    Plain,
+    /// Records of `producer_id`'s transaction, decided by its next [`Marker`](Self::Marker):
+    /// committed, they take part as plain records; aborted, they are removed; undecided
+    /// within what a pass reads, the batch is kept whole.
+    Transactional {
+        /// The producer whose transaction it is.
+        producer_id: i64,
+    },
+    /// The marker ending `producer_id`'s transaction. It is removed once no record of its
+    /// transaction is left and its delete horizon has passed (as Kafka's cleaner does).
+    Marker {
+        /// The producer whose transaction it ends.
+        producer_id: i64,
+        /// A commit (otherwise an abort).
+        commit: bool,
+    },
+    /// Bytes the format does not know: kept whole, taking no part.
+    Unknown,
 }
 
 /// A batch rewritten with some of its records left out.
@@ -49,8 +63,13 @@ pub struct RetainedBatch {
 /// How to read the keys of a stored batch and rewrite it without some records: the format
 /// of the bytes an appender stored, which the log itself never reads.
 pub trait RecordFormat: fmt::Debug + Send + Sync {
-    /// The keys of the batch stored as `encoded`, whose base offset is `base_offset`.
-    fn keys(&self, encoded: &[u8], base_offset: i64) -> BatchKeys;
+    /// What the batch stored as `encoded` is. Called on every batch a pass reads: it should
+    /// read a header, not the records.
+    fn kind(&self, encoded: &[u8]) -> BatchKind;
+
+    /// The records of the batch stored as `encoded`, whose base offset is `base_offset`, in
+    /// offset order; `None` keeps the batch whole (bytes that do not decode).
+    fn keys(&self, encoded: &[u8], base_offset: i64) -> Option<Vec<KeyedRecord>>;
 
     /// `encoded` rewritten to hold only the records at the offsets `keep` accepts (at least
     /// one of its records, never all: the log drops a batch left empty and keeps whole one

@@ -10,6 +10,12 @@
 //! segment that loses all its batches stays as an empty file (so every segment keeps its
 //! name and the log start never moves for compaction).
 //!
+//! Transactions, as Kafka's cleaner treats them: a pass first reads which marker decided
+//! each transactional batch of the compactable segments. An aborted transaction's records
+//! are removed; a committed one's take part as plain records; one undecided within the
+//! compactable segments is kept whole. A marker goes once no record of its transaction is
+//! left and its delete horizon (set by the first pass that finds it alone) has passed.
+//!
 //! A segment is rewritten into `<name>.cleaned`, synced, and renamed over the segment (the
 //! rename is the commit point; a leftover `.cleaned` file is removed at open). Appends and
 //! reads go on meanwhile: only the active segment takes appends, and a read that began
@@ -29,7 +35,7 @@ use tracing::{info, warn};
 use super::files::{self, storage};
 use super::frame::{self, Head, VERSION_SPARSE};
 use super::partition::{Entry, Partition, CLEANED};
-use crate::compaction::{BatchKeys, Compaction, CompactionPolicy, RecordFormat};
+use crate::compaction::{BatchKind, Compaction, CompactionPolicy, RecordFormat};
 
 /// A closed segment as a pass sees it.
 struct Closed {
@@ -135,6 +141,9 @@ impl Partition {
             return Ok(nothing);
         }
 
+        // Which marker decided each transactional batch.
+        let mut txns = Transactions::read(compactable, format)?;
+
         // The latest offset of each key written in the dirty segments, up to the bound.
         let mut map = OffsetMap::default();
         let mut mapped = dirty;
@@ -145,11 +154,17 @@ impl Partition {
                 }
                 let frame = segment.frame(e)?;
                 let data = &frame[e.head.data_start() as usize..];
-                if let BatchKeys::Records(records) = format.keys(data, e.head.base_offset) {
-                    for r in records {
-                        if let Some(key) = r.key {
-                            map.put(key, r.offset);
-                        }
+                let takes_part = match format.kind(data) {
+                    BatchKind::Plain => true,
+                    BatchKind::Transactional { .. } => txns.committed(e.head.base_offset),
+                    BatchKind::Marker { .. } | BatchKind::Unknown => false,
+                };
+                if !takes_part {
+                    continue;
+                }
+                for r in format.keys(data, e.head.base_offset).unwrap_or_default() {
+                    if let Some(key) = r.key {
+                        map.put(key, r.offset);
                     }
                 }
             }
@@ -167,7 +182,7 @@ impl Partition {
         };
         for segment in &compactable[..mapped] {
             let Some((entries, size, removed, file)) =
-                self.rewrite(segment, &map, policy, format)?
+                self.rewrite(segment, &map, policy, format, &mut txns)?
             else {
                 continue;
             };
@@ -221,13 +236,14 @@ impl Partition {
         map: &OffsetMap,
         policy: &CompactionPolicy,
         format: &dyn RecordFormat,
+        txns: &mut Transactions,
     ) -> Result<Option<(Vec<Entry>, u64, u64, File)>, LogError> {
         let mut frames: Vec<(Head, Vec<u8>)> = Vec::with_capacity(segment.entries.len());
         let mut changed = false;
         let mut removed = 0u64;
         for e in &segment.entries {
             let frame = segment.frame(e)?;
-            match compact_frame(&e.head, &frame, map, policy, format) {
+            match compact_frame(&e.head, &frame, map, policy, format, txns) {
                 Outcome::Same => frames.push((e.head, frame)),
                 Outcome::Dropped => {
                     changed = true;
@@ -309,6 +325,58 @@ enum Outcome {
     Rewritten(Head, Vec<u8>),
 }
 
+/// The transactions of the compactable segments, as their markers decided them.
+#[derive(Default)]
+struct Transactions {
+    /// Each transactional batch (by base offset): its marker's offset, and whether it
+    /// committed.
+    fate: HashMap<i64, (i64, bool)>,
+    /// Each marker (by offset): how many batches of its transaction are still stored.
+    left: HashMap<i64, usize>,
+}
+
+impl Transactions {
+    fn read(segments: &[Closed], format: &dyn RecordFormat) -> Result<Transactions, LogError> {
+        let mut txns = Transactions::default();
+        let mut open: HashMap<i64, Vec<i64>> = HashMap::new();
+        for segment in segments {
+            for e in &segment.entries {
+                let frame = segment.frame(e)?;
+                match format.kind(&frame[e.head.data_start() as usize..]) {
+                    BatchKind::Transactional { producer_id } => {
+                        open.entry(producer_id)
+                            .or_default()
+                            .push(e.head.base_offset);
+                    }
+                    BatchKind::Marker {
+                        producer_id,
+                        commit,
+                    } => {
+                        let batches = open.remove(&producer_id).unwrap_or_default();
+                        txns.left.insert(e.head.base_offset, batches.len());
+                        for b in batches {
+                            txns.fate.insert(b, (e.head.base_offset, commit));
+                        }
+                    }
+                    BatchKind::Plain | BatchKind::Unknown => {}
+                }
+            }
+        }
+        Ok(txns)
+    }
+
+    fn committed(&self, batch: i64) -> bool {
+        self.fate.get(&batch).is_some_and(|(_, commit)| *commit)
+    }
+
+    /// A batch of the transaction `marker` ended is gone.
+    fn removed(&mut self, marker: i64) {
+        if let Some(n) = self.left.get_mut(&marker) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
 /// Compacts one stored frame (see the module docs); a batch the format cannot rewrite is
 /// kept as it is.
 fn compact_frame(
@@ -317,10 +385,63 @@ fn compact_frame(
     map: &OffsetMap,
     policy: &CompactionPolicy,
     format: &dyn RecordFormat,
+    txns: &mut Transactions,
+) -> Outcome {
+    let data = &frame[head.data_start() as usize..];
+    match format.kind(data) {
+        BatchKind::Unknown => Outcome::Same,
+        BatchKind::Plain => compact_records(head, frame, map, policy, format),
+        BatchKind::Transactional { .. } => match txns.fate.get(&head.base_offset).copied() {
+            None => Outcome::Same, // undecided within the pass: kept whole
+            Some((marker, false)) => {
+                txns.removed(marker);
+                Outcome::Dropped
+            }
+            Some((marker, true)) => {
+                let outcome = compact_records(head, frame, map, policy, format);
+                if matches!(outcome, Outcome::Dropped) {
+                    txns.removed(marker);
+                }
+                outcome
+            }
+        },
+        BatchKind::Marker { .. } => {
+            if txns.left.get(&head.base_offset) != Some(&0) {
+                return Outcome::Same; // records of its transaction are left
+            }
+            match frame::delete_horizon(head, frame) {
+                Some(h) if policy.now_ms >= h => Outcome::Dropped,
+                Some(_) => Outcome::Same,
+                None => {
+                    let horizon = policy.now_ms.saturating_add(policy.delete_retention_ms);
+                    let index = head
+                        .records(&frame[head.index_start() as usize..head.data_start() as usize]);
+                    sparse(
+                        head.base_offset,
+                        head.last_offset(),
+                        Some(horizon),
+                        &index,
+                        data,
+                    )
+                    .map_or(Outcome::Same, |(h, bytes)| Outcome::Rewritten(h, bytes))
+                }
+            }
+        }
+    }
+}
+
+/// The records of a batch that takes part: each kept unless a later record has its key or
+/// it is a tombstone past its delete horizon.
+fn compact_records(
+    head: &Head,
+    frame: &[u8],
+    map: &OffsetMap,
+    policy: &CompactionPolicy,
+    format: &dyn RecordFormat,
 ) -> Outcome {
     let data = &frame[head.data_start() as usize..];
     let index = head.records(&frame[head.index_start() as usize..head.data_start() as usize]);
-    let BatchKeys::Records(records) = format.keys(data, head.base_offset) else {
+    let Some(records) = format.keys(data, head.base_offset) else {
         return Outcome::Same;
     };
     let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
@@ -379,21 +500,33 @@ fn compact_frame(
         );
         return Outcome::Same;
     }
-    match frame::encode_sparse(base, last, new_horizon, &retained_index, &bytes) {
+    sparse(base, last, new_horizon, &retained_index, &bytes)
+        .map_or(Outcome::Same, |(h, bytes)| Outcome::Rewritten(h, bytes))
+}
+
+/// A version 1 frame and its header; `None` (logged) if it cannot be stored.
+fn sparse(
+    base: i64,
+    last: i64,
+    horizon: Option<i64>,
+    records: &[(i64, i64)],
+    data: &[u8],
+) -> Option<(Head, Vec<u8>)> {
+    match frame::encode_sparse(base, last, horizon, records, data) {
         Ok(bytes) => {
             let head = Head {
                 base_offset: base,
-                max_timestamp: retained_index.iter().map(|r| r.1).max().unwrap_or(-1),
+                max_timestamp: records.iter().map(|r| r.1).max().unwrap_or(-1),
                 len: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
-                count: u32::try_from(retained_index.len()).unwrap_or(u32::MAX),
+                count: u32::try_from(records.len()).unwrap_or(u32::MAX),
                 last_delta: u32::try_from(last - base).unwrap_or(u32::MAX),
                 version: VERSION_SPARSE,
             };
-            Outcome::Rewritten(head, bytes)
+            Some((head, bytes))
         }
         Err(e) => {
-            warn!(base_offset = head.base_offset, error = %e, "a batch that cannot be stored compacted: kept as it is");
-            Outcome::Same
+            warn!(base_offset = base, error = %e, "a batch that cannot be stored compacted: kept as it is");
+            None
         }
     }
 }

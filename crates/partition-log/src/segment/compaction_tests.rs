@@ -6,10 +6,11 @@ use std::path::Path;
 use coordinator_core::{Bytes, ManualClock};
 
 use super::*;
-use crate::compaction::{BatchKeys, KeyedRecord, RetainedBatch};
+use crate::compaction::{BatchKind, KeyedRecord, RetainedBatch};
 
-/// Each line of a batch: `<offset> <key> <value>`; key `_` is no key, value `-` a tombstone;
-/// a batch with a key `txn` is kept whole.
+/// Each line of a batch: `<offset> <key> <value>`; key `_` is no key, value `-` a tombstone.
+/// A first line `#T <producer>` makes a transactional batch, `#M <producer> commit|abort` a
+/// marker, `#?` bytes the format does not know.
 #[derive(Debug)]
 struct Lines;
 
@@ -31,11 +32,24 @@ fn parse(encoded: &[u8]) -> Vec<(i64, String, String)> {
 }
 
 impl RecordFormat for Lines {
-    fn keys(&self, encoded: &[u8], _base_offset: i64) -> BatchKeys {
-        if parse(encoded).iter().any(|r| r.1 == "txn") {
-            return BatchKeys::KeepWhole;
+    fn kind(&self, encoded: &[u8]) -> BatchKind {
+        let text = std::str::from_utf8(encoded).unwrap();
+        let first: Vec<&str> = text.lines().next().unwrap_or("").split(' ').collect();
+        match first[..] {
+            ["#T", p] => BatchKind::Transactional {
+                producer_id: p.parse().unwrap(),
+            },
+            ["#M", p, outcome] => BatchKind::Marker {
+                producer_id: p.parse().unwrap(),
+                commit: outcome == "commit",
+            },
+            ["#?"] => BatchKind::Unknown,
+            _ => BatchKind::Plain,
         }
-        BatchKeys::Records(
+    }
+
+    fn keys(&self, encoded: &[u8], _base_offset: i64) -> Option<Vec<KeyedRecord>> {
+        Some(
             parse(encoded)
                 .into_iter()
                 .map(|(offset, k, v)| KeyedRecord {
@@ -57,10 +71,18 @@ impl RecordFormat for Lines {
             .into_iter()
             .filter(|(o, _, _)| keep(*o))
             .collect();
-        let text: String = kept
-            .iter()
-            .map(|(o, k, v)| format!("{o} {k} {v}\n"))
-            .collect();
+        let header = std::str::from_utf8(encoded)
+            .unwrap()
+            .lines()
+            .next()
+            .filter(|l| l.starts_with("#T"))
+            .map(|l| format!("{l}\n"))
+            .unwrap_or_default();
+        let text: String = header
+            + &kept
+                .iter()
+                .map(|(o, k, v)| format!("{o} {k} {v}\n"))
+                .collect::<String>();
         Ok(RetainedBatch {
             encoded: Bytes::from(text.into_bytes()),
             base_offset: kept.first().ok_or("nothing kept")?.0,
@@ -89,10 +111,20 @@ async fn open_log(dir: &Path, clock: &ManualClock) -> SegmentLog {
 /// Appends one batch of `(key, value)` records at `ts`, padded so that a few batches fill a
 /// segment; returns its base offset.
 async fn put(log: &SegmentLog, records: &[(&str, &str)], ts: i64) -> i64 {
+    put_as(log, "", records, ts).await
+}
+
+/// [`put`] with a first line `header` (see [`Lines`]).
+async fn put_as(log: &SegmentLog, header: &str, records: &[(&str, &str)], ts: i64) -> i64 {
     let owned: Vec<(String, String)> = records
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
+    let header = if header.is_empty() {
+        String::new()
+    } else {
+        format!("{header}\n")
+    };
     let new = records
         .iter()
         .map(|_| NewRecord::new(&b"x"[..]).timestamp(ts))
@@ -106,7 +138,8 @@ async fn put(log: &SegmentLog, records: &[(&str, &str)], ts: i64) -> i64 {
                 .zip(base..)
                 .map(|((k, v), o)| format!("{o} {k} {v}\n"))
                 .collect();
-            text.push_str(&format!("{}\n", " ".repeat(150)).replace(' ', "#"));
+            text.insert_str(0, &header);
+            text.push_str(&format!("{}\n", "#".repeat(150)));
             Bytes::from(text.into_bytes())
         }),
     )
@@ -283,7 +316,7 @@ async fn nothing_at_or_above_the_stable_offset_and_no_kept_whole_batch_is_compac
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
     let log = open_log(dir.path(), &clock).await;
-    let txn = put(&log, &[("txn", "1")], 1).await; // the format keeps `txn…` whole
+    let txn = put_as(&log, "#?", &[("u", "1")], 1).await; // unknown to the format: kept whole
     many_values(&log).await;
     let before = contents(&log).await;
     let nothing = CompactionPolicy {
@@ -295,7 +328,7 @@ async fn nothing_at_or_above_the_stable_offset_and_no_kept_whole_batch_is_compac
     compact(&log, &CompactionPolicy::at(10)).await;
     let read = log.read_batches(&tp(), txn, 1).await.unwrap();
     assert_eq!(read.batches[0].base_offset(), txn, "the kept-whole batch");
-    assert!(read.batches[0].encoded().unwrap().starts_with(b"0 txn 1"));
+    assert!(read.batches[0].encoded().unwrap().starts_with(b"#?\n0 u 1"));
 }
 
 #[tokio::test]
@@ -364,4 +397,108 @@ async fn a_gap_above_the_compacted_part_is_still_refused_and_an_unfinished_pass_
         .unwrap_err()
         .to_string();
     assert!(err.contains("previous segment ends"), "{err}");
+}
+
+/// The records still stored, markers included, as `(offset, first line)`.
+async fn batches(log: &SegmentLog) -> Vec<(i64, String)> {
+    let (start, end) = log.bounds(&tp()).await.unwrap();
+    let read = log.read_batches(&tp(), start, 1 << 30).await.unwrap();
+    assert!(read
+        .batches
+        .last()
+        .is_none_or(|b| b.last_offset() + 1 >= end));
+    read.batches
+        .iter()
+        .map(|b| {
+            let text = std::str::from_utf8(b.encoded().unwrap()).unwrap();
+            (b.base_offset(), text.lines().next().unwrap().to_string())
+        })
+        .collect()
+}
+
+async fn fill(log: &SegmentLog, n: usize) {
+    for i in 0..n {
+        put(
+            log,
+            &[(&format!("f{i}-{}", log.bounds(&tp()).await.unwrap().1), "f")],
+            1,
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn aborted_records_go_committed_ones_take_part_and_markers_go_once_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = open_log(dir.path(), &clock).await;
+    put(&log, &[("c", "p0")], 1).await; // 0: replaced by the committed t2
+    put_as(&log, "#T 7", &[("a", "t1"), ("b", "t1")], 1).await; // 1, 2: aborted
+    let abort = put_as(&log, "#M 7 abort", &[("m", "m")], 1).await; // 3
+    put_as(&log, "#T 8", &[("c", "t2")], 1).await; // 4: committed
+    let commit = put_as(&log, "#M 8 commit", &[("m", "m")], 1).await; // 5
+    put(&log, &[("a", "p1")], 1).await; // 6
+    let open = put_as(&log, "#T 9", &[("z", "open")], 1).await; // 7: no marker yet
+    fill(&log, 8).await;
+    let policy = |now| CompactionPolicy {
+        delete_retention_ms: 1000,
+        min_cleanable_dirty_ratio: 0.0,
+        ..CompactionPolicy::at(now)
+    };
+    compact(&log, &policy(100)).await;
+    let rows = contents(&log).await;
+    assert!(
+        !rows.iter().any(|r| r.2 == "t1"),
+        "aborted records go: {rows:?}"
+    );
+    assert!(
+        rows.contains(&row(4, "c", "t2")),
+        "committed, and the latest"
+    );
+    assert!(
+        !rows.contains(&row(0, "c", "p0")),
+        "a committed record replaces: {rows:?}"
+    );
+    assert!(rows.contains(&row(6, "a", "p1")) && rows.contains(&row(7, "z", "open")));
+    let stored = batches(&log).await;
+    assert!(
+        stored.contains(&(abort, "#M 7 abort".into())),
+        "its horizon runs: {stored:?}"
+    );
+    assert!(
+        stored.contains(&(commit, "#M 8 commit".into())),
+        "its record is left"
+    );
+    assert!(
+        stored.contains(&(open, "#T 9".into())),
+        "undecided: kept whole"
+    );
+
+    // `c` written again outside a transaction: the committed record goes, then its marker
+    // (once its horizon, set by the pass that finds it alone, has passed), and the abort
+    // marker after its own horizon.
+    put(&log, &[("c", "p2")], 1).await;
+    fill(&log, 8).await;
+    compact(&log, &policy(1100)).await;
+    let stored = batches(&log).await;
+    assert!(!contents(&log).await.iter().any(|r| r.2 == "t2"));
+    assert!(
+        !stored.iter().any(|b| b.0 == abort),
+        "the abort marker's horizon passed"
+    );
+    assert!(
+        stored.iter().any(|b| b.0 == commit),
+        "the commit marker's horizon runs"
+    );
+    fill(&log, 8).await;
+    compact(&log, &policy(2100)).await;
+    let stored = batches(&log).await;
+    assert!(!stored.iter().any(|b| b.0 == commit), "{stored:?}");
+    assert!(stored.contains(&(open, "#T 9".into())));
+
+    // What the passes left reads back the same after a restart.
+    let before = batches(&log).await;
+    drop(log);
+    let log = open_log(dir.path(), &clock).await;
+    assert_eq!(batches(&log).await, before);
 }
