@@ -52,6 +52,7 @@
 #![forbid(unsafe_code)]
 
 mod batch;
+mod cleaning;
 pub mod compaction;
 mod memory_log;
 mod port;
