@@ -16,8 +16,9 @@
 //!   original batch's base and last offsets, for the producer's last sequence); a batch
 //!   left empty is dropped (Kafka keeps an empty batch where the producer state needs it);
 //! - segments are rewritten one to one, never merged; one left empty stays as an empty file;
-//! - only the segment log (`--data-dir`) compacts: the in-memory and PostgreSQL logs keep
-//!   compacted topics whole.
+//! - the in-memory log has no segments: every batch below the last stable offset is
+//!   compactable once past `min.compaction.lag.ms`; the PostgreSQL log keeps compacted topics
+//!   whole.
 
 use std::sync::Arc;
 use std::time::Duration;

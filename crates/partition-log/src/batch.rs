@@ -24,6 +24,9 @@ pub struct Batch {
     pub(crate) max_timestamp: i64,
     pub(crate) records: Vec<Record>,
     pub(crate) encoded: Option<Bytes>,
+    /// When a compaction may drop the batch's tombstones (the memory log keeps it here; the
+    /// segment log in its frame).
+    pub(crate) delete_horizon: Option<i64>,
 }
 
 impl Batch {
@@ -45,6 +48,7 @@ impl Batch {
             max_timestamp,
             records: Vec::new(),
             encoded: Some(encoded),
+            delete_horizon: None,
         }
     }
 

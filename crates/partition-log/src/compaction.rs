@@ -138,7 +138,8 @@ impl CompactionPolicy {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Compaction {
-    /// Segments rewritten (0: the partition was not due, or nothing could be compacted).
+    /// Segments rewritten (the memory log: batches rewritten or dropped; 0: the partition
+    /// was not due, or nothing could be compacted).
     pub segments: usize,
     /// Their bytes before.
     pub bytes_before: u64,

@@ -24,6 +24,10 @@
 //! (`Arc<dyn PartitionLog>`), which `MemoryLog` implements so that another log can take its
 //! place.
 //!
+//! Both logs compact (Kafka's log cleaner, for `cleanup.policy=compact`) through
+//! [`PartitionLog::compact`], reading the batches they never read otherwise through a
+//! [`compaction::RecordFormat`] the caller supplies (the broker's reads Kafka's v2 batches).
+//!
 //! `MemoryLog` writes nothing to disk: records do not survive the process. [`SegmentLog`]
 //! is the durable implementation of the same port: each partition a directory of segment
 //! files holding the batches as appended, checked by CRC and recovered at open, with

@@ -1,7 +1,7 @@
 //! An in-memory partitioned log: the [`RecordSource`] of tests, labs and the cluster facade,
 //! and the broker's partition log.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -13,6 +13,8 @@ use coordinator_core::{
 use tokio::sync::watch;
 
 use crate::batch::Batch;
+use crate::cleaning::{self, Cleaning, Outcome, Stored};
+use crate::compaction::{Compaction, CompactionPolicy, RecordFormat};
 
 /// Kafka refuses a topic whose name equals an existing one once `.` is read as `_`, because
 /// both map to the same metric names.
@@ -96,8 +98,11 @@ struct Partition {
     log_start: i64,
     /// The offset the next record gets.
     log_end: i64,
-    /// Consecutive batches: each one's base offset is the previous one's last offset + 1.
+    /// Batches in offset order: each one's base offset is the previous one's last offset + 1,
+    /// except where compaction removed records.
     batches: VecDeque<Arc<Batch>>,
+    /// Where the last compaction pass left the partition compacted up to.
+    cleaned: i64,
     /// `None`: the high watermark follows the log end (a single unreplicated log).
     pinned_high_watermark: Option<i64>,
 }
@@ -399,6 +404,7 @@ impl MemoryLog {
                 max_timestamp: records.iter().map(|r| r.timestamp).max().unwrap_or(-1),
                 records,
                 encoded,
+                delete_horizon: None,
             }));
             Ok(base)
         })
@@ -574,6 +580,126 @@ impl MemoryLog {
             return Ok(start);
         }
         self.advance_log_start(tp, target)
+    }
+
+    /// One compaction pass over `tp` (Kafka's log cleaner; see
+    /// [`PartitionLog::compact`](crate::PartitionLog::compact)): this log has no segments,
+    /// so every batch below the high watermark and `policy`'s stable offset whose records
+    /// have passed the minimum lag is compactable, and the batches appended since the last
+    /// pass are the dirty part. Batches appended without an encoding are kept whole. Decoding
+    /// runs without the partition's lock; the batches are swapped in under it.
+    /// Error: `UNKNOWN_TOPIC_OR_PARTITION`.
+    pub fn compact(
+        &self,
+        tp: &TopicPartition,
+        policy: &CompactionPolicy,
+        format: &dyn RecordFormat,
+    ) -> Result<Compaction, LogError> {
+        let (log_start, cleaned, batches) = self.with_partition(tp, |log| {
+            let upper = log.visible_end().min(policy.stable_offset);
+            let batches: Vec<Arc<Batch>> = log
+                .batches
+                .iter()
+                .take_while(|b| {
+                    b.last_offset() < upper && cleaning::lag_passed(policy, Some(b.max_timestamp()))
+                })
+                .cloned()
+                .collect();
+            Ok((log.log_start, log.cleaned, batches))
+        })?;
+        let nothing = Compaction {
+            cleaned_up_to: cleaned,
+            ..Compaction::default()
+        };
+        let dirty_start = cleaned.max(log_start);
+        let Some(dirty) = batches.iter().position(|b| b.last_offset() >= dirty_start) else {
+            return Ok(nothing);
+        };
+        let total: u64 = batches.iter().map(|b| b.size() as u64).sum();
+        let dirty_bytes: u64 = batches[dirty..].iter().map(|b| b.size() as u64).sum();
+        let oldest = Some(batches[dirty].max_timestamp());
+        if !cleaning::due(policy, total, dirty_bytes, oldest) {
+            return Ok(nothing);
+        }
+        let mut pass = Cleaning::new(policy, format);
+        for b in &batches {
+            if let Some(data) = &b.encoded {
+                pass.learn(b.base_offset, data);
+            }
+        }
+        let mut mapped = dirty;
+        for b in &batches[dirty..] {
+            if let Some(data) = &b.encoded {
+                pass.map(b.base_offset, data);
+            }
+            mapped += 1;
+            if pass.full() {
+                break;
+            }
+        }
+        let cleaned_up_to = batches[mapped - 1].last_offset().saturating_add(1);
+        let mut done = Compaction {
+            cleaned_up_to,
+            ..Compaction::default()
+        };
+        // Each batch that changes, by identity: its replacement, or `None` if it goes.
+        let mut changes: HashMap<*const Batch, Option<Arc<Batch>>> = HashMap::new();
+        for b in &batches[..mapped] {
+            let Some(data) = &b.encoded else {
+                continue;
+            };
+            let stored = Stored {
+                base_offset: b.base_offset,
+                last_offset: b.last_offset,
+                data,
+                index: b.records.iter().map(|r| (r.offset, r.timestamp)).collect(),
+                delete_horizon: b.delete_horizon,
+            };
+            let change = match pass.decide(&stored) {
+                Outcome::Same => continue,
+                Outcome::Dropped => None,
+                Outcome::Rewritten(r) => {
+                    let keep: HashSet<i64> = r.index.iter().map(|x| x.0).collect();
+                    let records: Vec<Record> = b
+                        .records
+                        .iter()
+                        .filter(|rec| keep.contains(&rec.offset))
+                        .cloned()
+                        .collect();
+                    Some(Arc::new(Batch {
+                        base_offset: r.base_offset,
+                        last_offset: r.last_offset,
+                        max_timestamp: r.index.iter().map(|x| x.1).max().unwrap_or(-1),
+                        records,
+                        encoded: Some(r.data),
+                        delete_horizon: r.delete_horizon,
+                    }))
+                }
+            };
+            done.bytes_before += b.size() as u64;
+            done.bytes_after += change.as_ref().map_or(0, |n| n.size() as u64);
+            done.records_removed +=
+                u64::try_from(b.records.len() - change.as_ref().map_or(0, |n| n.records.len()))
+                    .unwrap_or(0);
+            done.segments += 1;
+            changes.insert(Arc::as_ptr(b), change);
+        }
+        self.with_partition_mut(tp, |log| {
+            if !changes.is_empty() {
+                // Retention may have removed some of them meanwhile: those stay removed.
+                log.batches = log
+                    .batches
+                    .drain(..)
+                    .filter_map(|b| match changes.get(&Arc::as_ptr(&b)) {
+                        None => Some(b),
+                        Some(change) => change.clone(),
+                    })
+                    .collect();
+            }
+            log.cleaned = log.cleaned.max(cleaned_up_to);
+            Ok(())
+        })?;
+        Ok(done)
     }
 
     /// Holds `tp`'s high watermark at `high_watermark`, so records from it up to the log end

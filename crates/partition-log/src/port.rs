@@ -267,6 +267,15 @@ impl PartitionLog for MemoryLog {
         MemoryLog::offset_of_max_timestamp(self, tp)
     }
 
+    async fn compact(
+        &self,
+        tp: &TopicPartition,
+        policy: &CompactionPolicy,
+        format: Arc<dyn RecordFormat>,
+    ) -> Result<Compaction, LogError> {
+        MemoryLog::compact(self, tp, policy, &*format)
+    }
+
     fn appends(&self) -> watch::Receiver<u64> {
         MemoryLog::appends(self)
     }
@@ -280,8 +289,6 @@ impl PartitionLog for MemoryLog {
 // the port's own defaults and the memory log's deletion and growth.
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
 
     /// A log implementing only the required methods refuses deletion and growth clearly.
@@ -360,6 +367,31 @@ mod tests {
         assert!(err.to_string().contains("cannot delete records"), "{err}");
         let err = log.apply_retention(&tp, 1, 1).await.unwrap_err();
         assert!(err.to_string().contains("cannot apply retention"), "{err}");
+        #[derive(Debug)]
+        struct NoFormat;
+        impl RecordFormat for NoFormat {
+            fn kind(&self, _: &[u8]) -> crate::compaction::BatchKind {
+                crate::compaction::BatchKind::Unknown
+            }
+            fn keys(&self, _: &[u8], _: i64) -> Option<Vec<crate::compaction::KeyedRecord>> {
+                None
+            }
+            fn retain(
+                &self,
+                _: &[u8],
+                _: i64,
+                _: &dyn Fn(i64) -> bool,
+            ) -> Result<crate::compaction::RetainedBatch, String> {
+                Err("none".into())
+            }
+        }
+        let policy = CompactionPolicy::default();
+        let err = log
+            .compact(&tp, &policy, Arc::new(NoFormat))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert!(err.to_string().contains("cannot compact (t-0)"), "{err}");
     }
 
     /// The memory log behind the port answers as its own methods do.

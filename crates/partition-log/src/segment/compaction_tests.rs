@@ -7,6 +7,7 @@ use coordinator_core::{Bytes, ManualClock};
 
 use super::*;
 use crate::compaction::{BatchKind, KeyedRecord, RetainedBatch};
+use crate::MemoryLog;
 
 /// Each line of a batch: `<offset> <key> <value>`; key `_` is no key, value `-` a tombstone.
 /// A first line `#T <producer>` makes a transactional batch, `#M <producer> commit|abort` a
@@ -110,12 +111,12 @@ async fn open_log(dir: &Path, clock: &ManualClock) -> SegmentLog {
 
 /// Appends one batch of `(key, value)` records at `ts`, padded so that a few batches fill a
 /// segment; returns its base offset.
-async fn put(log: &SegmentLog, records: &[(&str, &str)], ts: i64) -> i64 {
+async fn put(log: &dyn PartitionLog, records: &[(&str, &str)], ts: i64) -> i64 {
     put_as(log, "", records, ts).await
 }
 
 /// [`put`] with a first line `header` (see [`Lines`]).
-async fn put_as(log: &SegmentLog, header: &str, records: &[(&str, &str)], ts: i64) -> i64 {
+async fn put_as(log: &dyn PartitionLog, header: &str, records: &[(&str, &str)], ts: i64) -> i64 {
     let owned: Vec<(String, String)> = records
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -148,7 +149,7 @@ async fn put_as(log: &SegmentLog, header: &str, records: &[(&str, &str)], ts: i6
 }
 
 /// Every record readable from the log start, as `(offset, key, value)`.
-async fn contents(log: &SegmentLog) -> Vec<(i64, String, String)> {
+async fn contents(log: &dyn PartitionLog) -> Vec<(i64, String, String)> {
     let (start, end) = log.bounds(&tp()).await.unwrap();
     let mut next = start;
     let mut out = Vec::new();
@@ -171,13 +172,13 @@ fn row(o: i64, k: &str, v: &str) -> (i64, String, String) {
     (o, k.to_string(), v.to_string())
 }
 
-async fn compact(log: &SegmentLog, policy: &CompactionPolicy) -> Compaction {
+async fn compact(log: &dyn PartitionLog, policy: &CompactionPolicy) -> Compaction {
     log.compact(&tp(), policy, Arc::new(Lines)).await.unwrap()
 }
 
 /// Ten batches of two records over keys a, b, c: several closed segments, the last batch
 /// in the active one.
-async fn many_values(log: &SegmentLog) {
+async fn many_values(log: &dyn PartitionLog) {
     for i in 0..10 {
         let v1 = format!("v{}", 2 * i);
         let v2 = format!("v{}", 2 * i + 1);
@@ -400,7 +401,7 @@ async fn a_gap_above_the_compacted_part_is_still_refused_and_an_unfinished_pass_
 }
 
 /// The records still stored, markers included, as `(offset, first line)`.
-async fn batches(log: &SegmentLog) -> Vec<(i64, String)> {
+async fn batches(log: &dyn PartitionLog) -> Vec<(i64, String)> {
     let (start, end) = log.bounds(&tp()).await.unwrap();
     let read = log.read_batches(&tp(), start, 1 << 30).await.unwrap();
     assert!(read
@@ -416,7 +417,7 @@ async fn batches(log: &SegmentLog) -> Vec<(i64, String)> {
         .collect()
 }
 
-async fn fill(log: &SegmentLog, n: usize) {
+async fn fill(log: &dyn PartitionLog, n: usize) {
     for i in 0..n {
         put(
             log,
@@ -427,26 +428,24 @@ async fn fill(log: &SegmentLog, n: usize) {
     }
 }
 
-#[tokio::test]
-async fn aborted_records_go_committed_ones_take_part_and_markers_go_once_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new();
-    let log = open_log(dir.path(), &clock).await;
-    put(&log, &[("c", "p0")], 1).await; // 0: replaced by the committed t2
-    put_as(&log, "#T 7", &[("a", "t1"), ("b", "t1")], 1).await; // 1, 2: aborted
-    let abort = put_as(&log, "#M 7 abort", &[("m", "m")], 1).await; // 3
-    put_as(&log, "#T 8", &[("c", "t2")], 1).await; // 4: committed
-    let commit = put_as(&log, "#M 8 commit", &[("m", "m")], 1).await; // 5
-    put(&log, &[("a", "p1")], 1).await; // 6
-    let open = put_as(&log, "#T 9", &[("z", "open")], 1).await; // 7: no marker yet
-    fill(&log, 8).await;
+/// Aborted records go, committed ones take part, markers go once alone: on `log`, whose
+/// topic `c` is empty and has 1 KiB segments if it has segments.
+async fn transactions(log: &dyn PartitionLog) {
+    put(log, &[("c", "p0")], 1).await; // 0: replaced by the committed t2
+    put_as(log, "#T 7", &[("a", "t1"), ("b", "t1")], 1).await; // 1, 2: aborted
+    let abort = put_as(log, "#M 7 abort", &[("m", "m")], 1).await; // 3
+    put_as(log, "#T 8", &[("c", "t2")], 1).await; // 4: committed
+    let commit = put_as(log, "#M 8 commit", &[("m", "m")], 1).await; // 5
+    put(log, &[("a", "p1")], 1).await; // 6
+    let open = put_as(log, "#T 9", &[("z", "open")], 1).await; // 7: no marker yet
+    fill(log, 8).await;
     let policy = |now| CompactionPolicy {
         delete_retention_ms: 1000,
         min_cleanable_dirty_ratio: 0.0,
         ..CompactionPolicy::at(now)
     };
-    compact(&log, &policy(100)).await;
-    let rows = contents(&log).await;
+    compact(log, &policy(100)).await;
+    let rows = contents(log).await;
     assert!(
         !rows.iter().any(|r| r.2 == "t1"),
         "aborted records go: {rows:?}"
@@ -460,7 +459,7 @@ async fn aborted_records_go_committed_ones_take_part_and_markers_go_once_alone()
         "a committed record replaces: {rows:?}"
     );
     assert!(rows.contains(&row(6, "a", "p1")) && rows.contains(&row(7, "z", "open")));
-    let stored = batches(&log).await;
+    let stored = batches(log).await;
     assert!(
         stored.contains(&(abort, "#M 7 abort".into())),
         "its horizon runs: {stored:?}"
@@ -477,11 +476,11 @@ async fn aborted_records_go_committed_ones_take_part_and_markers_go_once_alone()
     // `c` written again outside a transaction: the committed record goes, then its marker
     // (once its horizon, set by the pass that finds it alone, has passed), and the abort
     // marker after its own horizon.
-    put(&log, &[("c", "p2")], 1).await;
-    fill(&log, 8).await;
-    compact(&log, &policy(1100)).await;
-    let stored = batches(&log).await;
-    assert!(!contents(&log).await.iter().any(|r| r.2 == "t2"));
+    put(log, &[("c", "p2")], 1).await;
+    fill(log, 8).await;
+    compact(log, &policy(1100)).await;
+    let stored = batches(log).await;
+    assert!(!contents(log).await.iter().any(|r| r.2 == "t2"));
     assert!(
         !stored.iter().any(|b| b.0 == abort),
         "the abort marker's horizon passed"
@@ -490,15 +489,73 @@ async fn aborted_records_go_committed_ones_take_part_and_markers_go_once_alone()
         stored.iter().any(|b| b.0 == commit),
         "the commit marker's horizon runs"
     );
-    fill(&log, 8).await;
-    compact(&log, &policy(2100)).await;
-    let stored = batches(&log).await;
+    fill(log, 8).await;
+    compact(log, &policy(2100)).await;
+    let stored = batches(log).await;
     assert!(!stored.iter().any(|b| b.0 == commit), "{stored:?}");
     assert!(stored.contains(&(open, "#T 9".into())));
+}
 
+#[tokio::test]
+async fn aborted_records_go_committed_ones_take_part_and_markers_go_once_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = open_log(dir.path(), &clock).await;
+    transactions(&log).await;
     // What the passes left reads back the same after a restart.
     let before = batches(&log).await;
     drop(log);
     let log = open_log(dir.path(), &clock).await;
     assert_eq!(batches(&log).await, before);
+}
+
+/// A memory log with topic `c` of one partition on the test's clock.
+fn memory_log(clock: &ManualClock) -> MemoryLog {
+    let log = MemoryLog::with_clock(Arc::new(clock.clone()));
+    log.create_topic("c", 1).unwrap();
+    log
+}
+
+#[tokio::test]
+async fn the_memory_log_compacts_transactions_the_same_way() {
+    transactions(&memory_log(&ManualClock::new())).await;
+}
+
+#[tokio::test]
+async fn the_memory_log_keeps_the_latest_of_each_key_and_its_tombstones_for_a_while() {
+    let clock = ManualClock::new();
+    let log = memory_log(&clock);
+    many_values(&log).await;
+    put(&log, &[("b", "-")], 1).await; // offset 20: b deleted
+    let policy = |now| CompactionPolicy {
+        delete_retention_ms: 1000,
+        ..CompactionPolicy::at(now)
+    };
+    let done = compact(&log, &policy(10)).await;
+    assert!(done.segments > 0 && done.records_removed > 0, "{done:?}");
+    // No segments: everything below the high watermark is compactable.
+    let rows = contents(&log).await;
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.contains(&row(20, "b", "-")), "{rows:?}");
+    let keys: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+    assert_eq!(keys, ["c", "a", "b"], "each key once, in offset order");
+    // The records the consumer port reads are the compacted ones too.
+    let fetched = coordinator_core::RecordSource::fetch(&log, &tp(), 0, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        fetched.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        rows.iter().map(|r| r.0).collect::<Vec<_>>()
+    );
+    assert_eq!(compact(&log, &policy(10)).await.segments, 0, "not dirty");
+    // A new write makes it dirty; past the horizon the tombstone goes.
+    put(&log, &[("a", "again")], 1).await;
+    let any_dirt = CompactionPolicy {
+        min_cleanable_dirty_ratio: 0.0,
+        ..policy(1010)
+    };
+    compact(&log, &any_dirt).await;
+    let rows = contents(&log).await;
+    assert_eq!(rows, [row(16, "c", "v16"), row(21, "a", "again")]);
+    assert_eq!(log.bounds(&tp()).unwrap(), (0, 22), "offsets never move");
 }

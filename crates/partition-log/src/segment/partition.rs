@@ -760,6 +760,7 @@ fn read_range(
             max_timestamp: e.head.max_timestamp,
             records: Vec::new(),
             encoded: Some(Bytes::from(&buf[from..to])),
+            delete_horizon: None,
         }));
     }
     Ok(())
