@@ -559,3 +559,81 @@ async fn the_memory_log_keeps_the_latest_of_each_key_and_its_tombstones_for_a_wh
     assert_eq!(rows, [row(16, "c", "v16"), row(21, "a", "again")]);
     assert_eq!(log.bounds(&tp()).unwrap(), (0, 22), "offsets never move");
 }
+
+/// [`Lines`], held at its first `keys` call until the test lets it go.
+#[derive(Debug)]
+struct Held {
+    reached: std::sync::mpsc::SyncSender<()>,
+    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    once: std::sync::Once,
+}
+
+impl RecordFormat for Held {
+    fn kind(&self, encoded: &[u8]) -> BatchKind {
+        Lines.kind(encoded)
+    }
+
+    fn keys(&self, encoded: &[u8], base_offset: i64) -> Option<Vec<KeyedRecord>> {
+        self.once.call_once(|| {
+            let _ = self.reached.send(());
+            let _ = self.go.lock().unwrap().recv();
+        });
+        Lines.keys(encoded, base_offset)
+    }
+
+    fn retain(
+        &self,
+        encoded: &[u8],
+        base_offset: i64,
+        keep: &dyn Fn(i64) -> bool,
+    ) -> Result<RetainedBatch, String> {
+        Lines.retain(encoded, base_offset, keep)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_and_reads_go_on_while_a_pass_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let log = Arc::new(open_log(dir.path(), &clock).await);
+    many_values(&*log).await;
+    let (reached_tx, reached) = std::sync::mpsc::sync_channel(1);
+    let (go, go_rx) = std::sync::mpsc::sync_channel(1);
+    let format = Arc::new(Held {
+        reached: reached_tx,
+        go: std::sync::Mutex::new(go_rx),
+        once: std::sync::Once::new(),
+    });
+    let pass = {
+        let log = log.clone();
+        tokio::spawn(async move {
+            log.compact(&tp(), &CompactionPolicy::at(10), format)
+                .await
+                .unwrap()
+        })
+    };
+    // The pass is inside its key map: appends (rolling segments) and reads still answer.
+    let bound = std::time::Duration::from_secs(20);
+    tokio::task::spawn_blocking(move || reached.recv_timeout(bound).unwrap())
+        .await
+        .unwrap();
+    let during = async {
+        for _ in 0..10 {
+            put(&*log, &[("during", "x")], 1).await;
+        }
+        contents(&*log).await.len()
+    };
+    let read = tokio::time::timeout(bound, during)
+        .await
+        .expect("appends and reads answer while the pass is held");
+    assert!(read >= 30, "{read}");
+    go.send(()).unwrap();
+    let done = pass.await.unwrap();
+    assert!(done.segments > 0, "{done:?}");
+    let rows = contents(&*log).await;
+    assert_eq!(
+        rows.iter().filter(|r| r.1 == "during").count(),
+        10,
+        "the appends made during the pass are all there: {rows:?}"
+    );
+}
