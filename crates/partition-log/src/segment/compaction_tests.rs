@@ -591,7 +591,7 @@ impl RecordFormat for Held {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
 async fn appends_and_reads_go_on_while_a_pass_runs() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
@@ -617,17 +617,22 @@ async fn appends_and_reads_go_on_while_a_pass_runs() {
     tokio::task::spawn_blocking(move || reached.recv_timeout(bound).unwrap())
         .await
         .unwrap();
-    let during = async {
-        for _ in 0..10 {
-            put(&*log, &[("during", "x")], 1).await;
-        }
-        contents(&*log).await.len()
+    // On a task of its own: a pass holding the partition's lock would block its thread.
+    let during = {
+        let log = log.clone();
+        tokio::spawn(async move {
+            for _ in 0..10 {
+                put(&*log, &[("during", "x")], 1).await;
+            }
+            contents(&*log).await.len()
+        })
     };
     let read = tokio::time::timeout(bound, during)
         .await
-        .expect("appends and reads answer while the pass is held");
+        .map(|joined| joined.unwrap());
+    go.send(()).unwrap(); // released first, so that a failure below ends the test
+    let read = read.expect("appends and reads answer while the pass is held");
     assert!(read >= 30, "{read}");
-    go.send(()).unwrap();
     let done = pass.await.unwrap();
     assert!(done.segments > 0, "{done:?}");
     let rows = contents(&*log).await;
