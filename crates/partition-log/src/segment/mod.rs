@@ -69,6 +69,11 @@
 //! write or sync is cut back from the segment, and each append it covered reports a
 //! [`LogError::Storage`] naming the file and step: nothing visible changes.
 //!
+//! An observer set with [`on_sync`](SegmentLogBuilder::on_sync) is told the duration of
+//! every `fdatasync` of appended data that succeeds (a group's, a closed segment's, the
+//! flush interval's), as Kafka's `LogFlushStats` times its flushes; a compaction's syncs
+//! are not log flushes and are not told.
+//!
 //! ## Retention
 //!
 //! `retention.ms` and `retention.bytes` (Kafka's names and defaults: 7 days, unlimited)
@@ -112,6 +117,9 @@ use crate::port::{EncodeBatch, PartitionLog};
 use files::{storage, TopicEntry};
 use partition::{Partition, Policy};
 
+/// An observer of the log's syncs: see [`SegmentLogBuilder::on_sync`].
+pub(crate) type SyncObserver = Arc<dyn Fn(Duration) + Send + Sync>;
+
 /// Kafka's `log.segment.bytes` default: 1 GiB.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 1 << 30;
 /// Kafka's `log.retention.ms` default: 7 days.
@@ -140,6 +148,7 @@ pub struct SegmentLogBuilder {
     retention_ms: i64,
     retention_bytes: i64,
     retention_check_interval_ms: u64,
+    on_sync: Option<SyncObserver>,
 }
 
 impl fmt::Debug for SegmentLogBuilder {
@@ -150,6 +159,7 @@ impl fmt::Debug for SegmentLogBuilder {
             .field("segment_bytes", &self.segment_bytes)
             .field("retention_ms", &self.retention_ms)
             .field("retention_bytes", &self.retention_bytes)
+            .field("on_sync", &self.on_sync.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -192,6 +202,24 @@ impl SegmentLogBuilder {
     /// retention (default 5 minutes).
     pub fn retention_check_interval_ms(mut self, ms: u64) -> Self {
         self.retention_check_interval_ms = ms;
+        self
+    }
+
+    /// Calls `observer` with the duration of each `fdatasync` of the log's data once it has
+    /// succeeded (a failed one is not told): each group commit's sync (once per append
+    /// under the default policy, one for several appends written while a sync ran), the
+    /// sync of a segment as it is closed, and under
+    /// [`flush_interval_ms`](Self::flush_interval_ms) each partition's periodic sync (and
+    /// [`SegmentLog::sync`]'s, and the last one when the log is dropped). The time is the
+    /// sync call's alone, read with [`Instant`]; directory syncs, checkpoint rewrites and a
+    /// compaction's syncs are not told. It is what Kafka's
+    /// `kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs` counts and times.
+    ///
+    /// The observer runs on the thread that synced (tokio's blocking pool, the background
+    /// thread, or an appender's): keep it short and non-blocking (a counter, a histogram).
+    /// Default: none, and then the log reads no clock for it.
+    pub fn on_sync(mut self, observer: Arc<dyn Fn(Duration) + Send + Sync>) -> Self {
+        self.on_sync = Some(observer);
         self
     }
 
@@ -272,6 +300,7 @@ impl SegmentLogBuilder {
             checkpoint: Mutex::new(()),
             cleaned: Mutex::new(cleaned),
             appended: watch::Sender::new(0),
+            on_sync: self.on_sync,
             _lock: lock,
         });
         let housekeeper = Housekeeper::start(
@@ -304,6 +333,8 @@ struct Inner {
     /// The cleaner checkpoint as written: where each compacted partition is compacted up to.
     cleaned: Mutex<BTreeMap<TopicPartition, i64>>,
     appended: watch::Sender<u64>,
+    /// Told each sync of the log's data ([`SegmentLogBuilder::on_sync`]).
+    on_sync: Option<SyncObserver>,
     _lock: File,
 }
 
@@ -425,7 +456,7 @@ impl Inner {
     fn sync_all(&self) -> Result<(), LogError> {
         let mut first = Ok(());
         for p in self.all_partitions() {
-            if let Err(e) = p.sync_if_dirty() {
+            if let Err(e) = p.sync_if_dirty(self.on_sync.as_ref()) {
                 error!(partition = %p.tp, error = %e, "cannot sync the log");
                 if first.is_ok() {
                     first = Err(e);
@@ -548,6 +579,7 @@ impl SegmentLog {
             retention_ms: DEFAULT_RETENTION_MS,
             retention_bytes: -1,
             retention_check_interval_ms: DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+            on_sync: None,
         }
     }
 
@@ -745,11 +777,16 @@ impl PartitionLog for SegmentLog {
         let timestamps: Vec<i64> = records.iter().map(|r| r.timestamp.unwrap_or(now)).collect();
         drop(records);
         let (base, rolled) = partition
-            .append(self.inner.policy, count, |base| {
-                let data = encode(base);
-                let max = timestamps.iter().copied().max().unwrap_or(-1);
-                Ok((frame::encode(base, &timestamps, &data)?, max))
-            })
+            .append(
+                self.inner.policy,
+                self.inner.on_sync.as_ref(),
+                count,
+                |base| {
+                    let data = encode(base);
+                    let max = timestamps.iter().copied().max().unwrap_or(-1);
+                    Ok((frame::encode(base, &timestamps, &data)?, max))
+                },
+            )
             .await?;
         self.inner.signal();
         if rolled {

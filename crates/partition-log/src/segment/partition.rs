@@ -7,12 +7,14 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
 
 use coordinator_core::{Bytes, LogError, OutOfRange, TopicPartition};
 use tracing::warn;
 
 use super::files::{self, storage};
 use super::frame::{Head, Scanner, Step};
+use super::SyncObserver;
 use crate::batch::Batch;
 use crate::memory_log::BatchRead;
 
@@ -313,18 +315,22 @@ impl Partition {
     /// the next one (group commit): each appender writes its frame under the writer lock,
     /// then waits for a sync that covers it, running one itself if none has. A failed sync
     /// cuts back every frame it covered, and each of their appenders gets the error.
+    ///
+    /// `on_sync` is told the duration of each sync of data that succeeds (the group's, and
+    /// a closed segment's).
     pub(crate) async fn append(
         &self,
         policy: Policy,
+        on_sync: Option<&SyncObserver>,
         count: u32,
         build: impl FnOnce(i64) -> Result<(Vec<u8>, i64), LogError>,
     ) -> Result<(i64, bool), LogError> {
         let (base, my_end, epoch, rolled) = {
             let mut writer = self.writer.lock().await;
-            self.write_frame(&mut writer, policy, count, build)?
+            self.write_frame(&mut writer, policy, on_sync, count, build)?
         };
         if policy.sync_each_append {
-            self.group_sync(my_end, epoch).await?;
+            self.group_sync(my_end, epoch, on_sync).await?;
         }
         Ok((base, rolled))
     }
@@ -336,6 +342,7 @@ impl Partition {
         &self,
         writer: &mut Writer,
         policy: Policy,
+        on_sync: Option<&SyncObserver>,
         count: u32,
         build: impl FnOnce(i64) -> Result<(Vec<u8>, i64), LogError>,
     ) -> Result<(i64, i64, u64, bool), LogError> {
@@ -356,7 +363,7 @@ impl Partition {
             active.size > 0 && active.size.saturating_add(len) > policy.segment_bytes
         };
         if roll {
-            self.roll(base)?;
+            self.roll(base, on_sync)?;
         }
         let (file, path, at) = {
             let s = self.read();
@@ -397,7 +404,12 @@ impl Partition {
 
     /// Waits until the frames up to `my_end` are synced, syncing them (and every frame
     /// written so far) if no other appender has.
-    async fn group_sync(&self, my_end: i64, epoch: u64) -> Result<(), LogError> {
+    async fn group_sync(
+        &self,
+        my_end: i64,
+        epoch: u64,
+        on_sync: Option<&SyncObserver>,
+    ) -> Result<(), LogError> {
         let _one = self.syncer.lock().await;
         let (file, path, target) = {
             let s = self.read();
@@ -423,6 +435,7 @@ impl Partition {
         #[cfg(test)]
         self.syncs.fetch_add(1, Ordering::AcqRel);
         let shown = path.clone();
+        let observer = on_sync.cloned();
         let synced = tokio::task::spawn_blocking(move || {
             if fail {
                 return Err(storage(
@@ -431,7 +444,8 @@ impl Partition {
                     io::Error::other("injected failure"),
                 ));
             }
-            file.sync_data().map_err(|e| storage("fdatasync", &path, e))
+            observed(observer.as_ref(), || file.sync_data())
+                .map_err(|e| storage("fdatasync", &path, e))
         })
         .await
         .unwrap_or_else(|e| {
@@ -488,13 +502,12 @@ impl Partition {
 
     /// Closes the active segment, synced (so every frame before `base` is durable, as Kafka
     /// flushes a segment at roll), and starts `<base>.log`.
-    fn roll(&self, base: i64) -> Result<(), LogError> {
+    fn roll(&self, base: i64, on_sync: Option<&SyncObserver>) -> Result<(), LogError> {
         let (old, old_path) = {
             let s = self.read();
             (s.active().file.clone(), s.active().path.clone())
         };
-        old.sync_data()
-            .map_err(|e| storage("fdatasync", &old_path, e))?;
+        observed(on_sync, || old.sync_data()).map_err(|e| storage("fdatasync", &old_path, e))?;
         let segment = Segment::create(&self.dir, base)?;
         files::sync_dir(&self.dir)?;
         let mut s = self.write();
@@ -503,8 +516,9 @@ impl Partition {
         Ok(())
     }
 
-    /// `fdatasync`s the active segment if anything was written since the last sync.
-    pub(crate) fn sync_if_dirty(&self) -> Result<(), LogError> {
+    /// `fdatasync`s the active segment if anything was written since the last sync, telling
+    /// `on_sync` the sync's duration if it succeeds.
+    pub(crate) fn sync_if_dirty(&self, on_sync: Option<&SyncObserver>) -> Result<(), LogError> {
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
@@ -512,7 +526,7 @@ impl Partition {
             let s = self.read();
             (s.active().file.clone(), s.active().path.clone())
         };
-        file.sync_data().map_err(|e| {
+        observed(on_sync, || file.sync_data()).map_err(|e| {
             self.dirty.store(true, Ordering::Release);
             storage("fdatasync", &path, e)
         })
@@ -723,6 +737,21 @@ impl Partition {
         }
         Ok(())
     }
+}
+
+/// Runs `sync` and, if it succeeded, tells `observer` how long it took. Without an observer
+/// no clock is read.
+fn observed(
+    observer: Option<&SyncObserver>,
+    sync: impl FnOnce() -> io::Result<()>,
+) -> io::Result<()> {
+    let Some(observer) = observer else {
+        return sync();
+    };
+    let start = Instant::now();
+    sync()?;
+    observer(start.elapsed());
+    Ok(())
 }
 
 /// The `(offset, timestamp)` of each record of the frame at `e`.

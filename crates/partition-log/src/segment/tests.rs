@@ -732,3 +732,86 @@ async fn retention_asked_through_the_port_uses_the_given_limits() {
         .await
         .is_err());
 }
+
+/// An observer for [`SegmentLogBuilder::on_sync`] that counts its calls.
+fn sync_counter() -> (Arc<std::sync::atomic::AtomicU64>, SyncObserver) {
+    let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = calls.clone();
+    let observer: SyncObserver = Arc::new(move |_took: Duration| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    });
+    (calls, observer)
+}
+
+#[tokio::test]
+async fn the_sync_observer_is_told_every_group_sync_and_every_roll_but_no_failed_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let (calls, observer) = sync_counter();
+    let log = builder(dir.path(), &clock)
+        .on_sync(observer)
+        .open()
+        .unwrap();
+    log.create_topic("t", 1).await.unwrap();
+    let told = || calls.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(told(), 0, "creating a topic syncs directories only");
+    // One at a time: each append's sync is its own group's.
+    for i in 0..12u8 {
+        put(&log, &tp(0), 1, 1, i, 200).await;
+    }
+    let partition = log.inner.partition(&tp(0)).unwrap();
+    let group_syncs = partition.syncs.load(std::sync::atomic::Ordering::Acquire);
+    assert_eq!(group_syncs, 12, "a sync per append");
+    let rolls = segment_files(dir.path(), &tp(0)).len() as u64 - 1;
+    assert_eq!(rolls, 2, "four batches to a 1 KiB segment");
+    assert_eq!(
+        told(),
+        group_syncs + rolls,
+        "every group sync and roll told"
+    );
+    partition
+        .fail_next_sync
+        .store(true, std::sync::atomic::Ordering::Release);
+    let failed = log
+        .append_encoded(
+            &tp(0),
+            vec![NewRecord::from("x")],
+            Box::new(|_| Bytes::from(&b"x"[..])),
+        )
+        .await;
+    assert!(failed.is_err());
+    assert_eq!(told(), 14, "a failed sync is not told");
+    put(&log, &tp(0), 1, 1, 0, 10).await;
+    assert_eq!(told(), 15);
+}
+
+#[tokio::test]
+async fn under_a_flush_interval_the_observer_is_told_the_periodic_syncs_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let (calls, observer) = sync_counter();
+    let told = || calls.load(std::sync::atomic::Ordering::Relaxed);
+    {
+        // An hour: the background thread does not sync during the test.
+        let log = builder(dir.path(), &clock)
+            .flush_interval_ms(Some(3_600_000))
+            .on_sync(observer)
+            .open()
+            .unwrap();
+        log.create_topic("t", 2).await.unwrap();
+        for i in 0..5u8 {
+            put(&log, &tp(0), 1, 1, i, 10).await;
+        }
+        assert_eq!(told(), 0, "acknowledged without a sync");
+        log.sync().unwrap();
+        assert_eq!(
+            told(),
+            1,
+            "one sync for the written partition, none for the other"
+        );
+        log.sync().unwrap();
+        assert_eq!(told(), 1, "nothing written since: no sync");
+        put(&log, &tp(1), 1, 1, 9, 10).await;
+    }
+    assert_eq!(told(), 2, "the last sync, at drop");
+}
