@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 
 use self::files::{recover, segment_path};
 use self::record::{commit_size, group_size, transaction_size, MAX_BODY};
-use self::writer::{write_inline, Change, Policy, Request, Shared, Writer};
+use self::writer::{write_inline, Change, Policy, Request, Shared, SyncObserver, Writer};
 use crate::fs::{Fs, StdFs};
 use crate::group_commit::{io_error, run_blocking, WriteHold};
 use coordinator_core::txn::TransactionRecord;
@@ -93,6 +93,10 @@ const MAX_WRITE: usize = MAX_BODY / 4;
 ///   intact frame, consistently: never half a batch). If a periodic sync fails, the store
 ///   logs an error and refuses every write until a sync succeeds: writes acknowledged since
 ///   the last good sync are then only as safe as the page cache.
+///
+/// An observer set with [`on_sync`](LogStoreBuilder::on_sync) is told the duration of each
+/// `fdatasync` of the log's segments that succeeds (each batch's by default, the periodic
+/// ones under a flush interval), as Kafka's `LogFlushStats` times its flushes.
 ///
 /// # Compaction
 ///
@@ -211,6 +215,7 @@ pub struct LogStoreBuilder<F: Fs = StdFs> {
     ratio: u64,
     min_bytes: u64,
     auto: bool,
+    on_sync: Option<SyncObserver>,
 }
 
 impl LogStoreBuilder<StdFs> {
@@ -224,6 +229,7 @@ impl LogStoreBuilder<StdFs> {
             ratio: 2,
             min_bytes: 16 << 20,
             auto: true,
+            on_sync: None,
         }
     }
 
@@ -257,6 +263,7 @@ impl<F: Fs> LogStoreBuilder<F> {
             ratio: self.ratio,
             min_bytes: self.min_bytes,
             auto: self.auto,
+            on_sync: self.on_sync,
         }
     }
 
@@ -301,6 +308,24 @@ impl<F: Fs> LogStoreBuilder<F> {
         self
     }
 
+    /// Calls `observer` with the duration of each `fdatasync` of a log segment once it has
+    /// succeeded (a failed one is not told): one per batch by default (so as many as
+    /// [`LogStats::batches`]), or under [`flush_interval_ms`](Self::flush_interval_ms) each
+    /// periodic sync, the sync before a segment is left and the last one when the store is
+    /// closed. The time is the [`Fs::fsync`] call's alone, read with
+    /// [`Instant`](std::time::Instant). Not told: the syncs that cut a failed batch or a
+    /// torn tail off, a snapshot's, and directory syncs. It is what Kafka's
+    /// `kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs` counts and times.
+    ///
+    /// The observer runs on the thread that synced (the writer thread, or a caller writing
+    /// inline): keep it short and non-blocking (a counter, a histogram). Default: none, and
+    /// then the store reads no clock for it.
+    #[must_use]
+    pub fn on_sync(mut self, observer: Arc<dyn Fn(Duration) + Send + Sync>) -> Self {
+        self.on_sync = Some(observer);
+        self
+    }
+
     /// Opens (or creates) the log in the directory `dir`, which must exist.
     ///
     /// # Errors
@@ -318,6 +343,7 @@ impl<F: Fs> fmt::Debug for LogStoreBuilder<F> {
             .field("compaction_ratio", &self.ratio)
             .field("compaction_min_bytes", &self.min_bytes)
             .field("auto_compaction", &self.auto)
+            .field("on_sync", &self.on_sync.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -367,6 +393,7 @@ impl<F: Fs> LogStore<F> {
             ratio,
             min_bytes,
             auto,
+            on_sync,
         } = options;
         // The lock first: a store that cannot own the directory touches nothing.
         let lock = fs.try_lock_dir(dir).map_err(|e| {
@@ -440,6 +467,7 @@ impl<F: Fs> LogStore<F> {
             (seg, file, len),
             log_bytes,
             policy,
+            on_sync,
         )));
         let (for_thread, writer_for_thread) = (Arc::clone(&shared), Arc::clone(&writer));
         let thread = std::thread::Builder::new()

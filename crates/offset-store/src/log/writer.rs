@@ -46,6 +46,10 @@ pub(crate) struct Request {
     pub(crate) ack: Ack,
 }
 
+/// Told the duration of each sync of a segment that succeeds
+/// ([`LogStoreBuilder::on_sync`](super::LogStoreBuilder::on_sync)).
+pub(crate) type SyncObserver = Arc<dyn Fn(Duration) + Send + Sync>;
+
 /// The error of a failed step: the message every caller of the batch gets, and the cause.
 type Failure = (String, std::io::Error);
 
@@ -125,6 +129,8 @@ pub(crate) struct Writer<F: Fs> {
     last_sync: Instant,
     sync_failed: Option<String>,
     policy: Policy,
+    /// Told each sync of the segment's data.
+    on_sync: Option<SyncObserver>,
     running: Option<Running>,
     /// No automatic compaction before the log reaches this many bytes (after a failure).
     retry_at: u64,
@@ -138,6 +144,7 @@ impl<F: Fs> Writer<F> {
         (seg, file, len): (u64, F::File, u64),
         log_bytes: u64,
         policy: Policy,
+        on_sync: Option<SyncObserver>,
     ) -> Self {
         Writer {
             fs,
@@ -151,6 +158,7 @@ impl<F: Fs> Writer<F> {
             last_sync: Instant::now(),
             sync_failed: None,
             policy,
+            on_sync,
             running: None,
             retry_at: 0,
             buf: Vec::new(),
@@ -231,7 +239,7 @@ impl<F: Fs> Writer<F> {
     /// until a later sync succeeds.
     fn sync(&mut self) -> Result<(), Failure> {
         self.last_sync = Instant::now();
-        match self.fs.fsync(&mut self.file) {
+        match self.sync_data() {
             Ok(()) => {
                 self.unsynced = false;
                 self.sync_failed = None;
@@ -249,6 +257,18 @@ impl<F: Fs> Writer<F> {
                 Err((message, e))
             }
         }
+    }
+
+    /// Syncs the segment's data, telling the observer (if any) how long a successful sync
+    /// took: the flushes of the log, not the syncs of a cut or a snapshot.
+    fn sync_data(&mut self) -> std::io::Result<()> {
+        let Some(observer) = &self.on_sync else {
+            return self.fs.fsync(&mut self.file);
+        };
+        let start = Instant::now();
+        self.fs.fsync(&mut self.file)?;
+        observer(start.elapsed());
+        Ok(())
     }
 
     /// Encodes, appends and publishes one batch, then answers it; then, if `maintain`, does
@@ -361,7 +381,7 @@ impl<F: Fs> Writer<F> {
             return Err(self.undo("write", e));
         }
         if self.policy.flush_interval.is_none() {
-            if let Err(e) = self.fs.fsync(&mut self.file) {
+            if let Err(e) = self.sync_data() {
                 return Err(self.undo("fdatasync", e));
             }
         } else {

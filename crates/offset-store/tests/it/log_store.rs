@@ -939,3 +939,90 @@ async fn a_failed_compaction_keeps_the_log_whole_and_the_next_one_succeeds() {
         }
     }
 }
+
+/// An observer for [`LogStoreBuilder::on_sync`](offset_store::LogStoreBuilder::on_sync)
+/// that counts its calls.
+type SyncObserver = Arc<dyn Fn(std::time::Duration) + Send + Sync>;
+fn sync_counter() -> (Arc<AtomicUsize>, SyncObserver) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let observer: SyncObserver = Arc::new(move |_took| {
+        counted.fetch_add(1, Ordering::Relaxed);
+    });
+    (calls, observer)
+}
+
+/// Counts `op` on `fs` from now on.
+fn count_op(fs: &SimFs, op: FsOp) -> Arc<AtomicUsize> {
+    let n = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&n);
+    fs.set_hook(Some(Arc::new(move |o| {
+        if o == op {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    })));
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sync_observer_is_told_each_batchs_fdatasync_and_no_failed_one() {
+    let fs = SimFs::new();
+    let (told, observer) = sync_counter();
+    let store = LogStore::builder()
+        .fs(fs.clone())
+        .auto_compaction(false)
+        .on_sync(observer)
+        .open(DIR)
+        .unwrap();
+    let fsyncs = count_op(&fs, FsOp::Fsync);
+    for i in 0..10 {
+        commit(&store, "g", &offsets(&[(i, 1)])).await;
+    }
+    store
+        .write_group("g", Some(&record("g", 1)), CommitFence::none())
+        .await
+        .unwrap();
+    let stats = store.stats();
+    assert_eq!(stats.batches, 11, "one at a time: a batch each");
+    assert_eq!(told.load(Ordering::Relaxed), 11, "a sync told per batch");
+    assert_eq!(fsyncs.load(Ordering::Relaxed), 11, "and each was a sync");
+    // A failed sync is not told (nor is the sync of the cut that undoes its batch).
+    fs.fail_nth(FsOp::Fsync, 1, Fault::Eio);
+    let failed = store
+        .commit("g", &offsets(&[(0, 2)]), CommitFence::none())
+        .await;
+    assert!(failed.is_err());
+    assert_eq!(
+        fsyncs.load(Ordering::Relaxed),
+        13,
+        "the failed one and the cut's"
+    );
+    assert_eq!(told.load(Ordering::Relaxed), 11);
+    commit(&store, "g", &offsets(&[(0, 3)])).await;
+    assert_eq!(told.load(Ordering::Relaxed), 12);
+    assert_eq!(store.stats().batches, 12);
+    fs.set_hook(None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_flush_interval_the_sync_observer_is_told_the_syncs_made() {
+    let fs = SimFs::new();
+    let (told, observer) = sync_counter();
+    // An interval that never comes: the store syncs only when closed.
+    let store = LogStore::builder()
+        .fs(fs.clone())
+        .flush_interval_ms(u64::MAX)
+        .on_sync(observer)
+        .open(DIR)
+        .unwrap();
+    for i in 0..20 {
+        commit(&store, "g", &offsets(&[(i, 1)])).await;
+    }
+    assert_eq!(
+        told.load(Ordering::Relaxed),
+        0,
+        "no sync per commit: none told"
+    );
+    drop(store);
+    assert_eq!(told.load(Ordering::Relaxed), 1, "the sync at close");
+}
