@@ -35,6 +35,15 @@
 //! | `kafka_server_group_coordinator_metrics_offset_expiration_total` | `…,name=offset-expiration-count` / `-rate` |
 //! | `kafka_server_group_coordinator_metrics_offset_deletion_total` | `…,name=offset-deletion-count` / `-rate` |
 //! | `kafka_coordinator_group_groupmetadatamanager_numoffsets` | `kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets` |
+//! | `kafka_log_logflushstats_logflushrateandtime_seconds{log}` | `kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs` |
+//!
+//! The log flushes are timed by the logs themselves, through the observer each log's builder
+//! takes ([`Metrics::log_flush_observer`], passed to `SegmentLogBuilder::on_sync` and
+//! `LogStoreBuilder::on_sync`): a histogram per log, `log="records"` (the partitions'
+//! segment log) and `log="groups"` (the group log), each `fdatasync` of the log's data
+//! observed once with its duration; the histogram's `_count` is Kafka's flush count, its
+//! `rate()` the flush rate. Only a log this broker keeps on its own disk has the series
+//! (`--data-dir`; not the memory log, the JSON file nor PostgreSQL).
 //!
 //! The coordinator's counts are read from [`Coordinator::stats`] and the offsets from the
 //! store at each scrape: recording them costs the commit path one relaxed atomic add.
@@ -138,6 +147,12 @@ struct ApiLabels {
 struct ListenerLabels {
     listener: &'static str,
     address: String,
+}
+
+/// Which log a flush was of: `records` (the partitions' log) or `groups` (the group log).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LogLabels {
+    log: &'static str,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -254,12 +269,20 @@ impl CoordinatorCounters {
     }
 }
 
-type Histograms = Family<ApiLabels, Histogram, fn() -> Histogram>;
+type Histograms<L = ApiLabels> = Family<L, Histogram, fn() -> Histogram>;
 
 /// The request latency buckets: 0.5 ms to about 16 s, doubling.
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
 }
+
+/// The log flush buckets: 50 µs (a sync on a write-back cache) to about 1.6 s, doubling.
+fn flush_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+/// What a log's builder is given to time its flushes (its `on_sync`).
+pub(crate) type FlushObserver = Arc<dyn Fn(Duration) + Send + Sync>;
 
 /// The broker's metrics: recorded by the connections' handlers, read by the scrape.
 #[derive(Debug)]
@@ -279,6 +302,7 @@ pub(crate) struct Metrics {
     lag: Family<GroupPartitionLabels, Gauge>,
     log_end: Family<PartitionLabels, Gauge>,
     lag_omitted: Gauge,
+    log_flush: Histograms<LogLabels>,
     /// `--metrics-max-lag-series`: the most (group, partition) pairs a scrape shows.
     max_lag_pairs: usize,
     /// One scrape at a time: the groups' gauges are set from the coordinator, then encoded.
@@ -395,6 +419,14 @@ impl Metrics {
              out, past --metrics-max-lag-series",
             lag_omitted.clone(),
         );
+        let log_flush: Histograms<LogLabels> = Family::new_with_constructor(flush_histogram);
+        registry.register(
+            "kafka_log_logflushstats_logflushrateandtime_seconds",
+            "Time of each fdatasync of a log's data, by log: records (the partitions' log), \
+             groups (the group log); _count is the flush count (Kafka's LogFlushStats \
+             LogFlushRateAndTimeMs)",
+            log_flush.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -411,10 +443,19 @@ impl Metrics {
             lag,
             log_end,
             lag_omitted,
+            log_flush,
             max_lag_pairs,
             scrape: tokio::sync::Mutex::new(()),
             history: Arc::default(),
         }
+    }
+
+    /// What `log`'s builder is given (`on_sync`) to time its flushes into
+    /// `kafka_log_logflushstats_logflushrateandtime_seconds{log}`: `records` for the
+    /// partitions' log, `groups` for the group log. The series exists (at zero) from this call.
+    pub(crate) fn log_flush_observer(&self, log: &'static str) -> FlushObserver {
+        let histogram = self.log_flush.get_or_create_owned(&LogLabels { log });
+        Arc::new(move |took: Duration| histogram.observe(took.as_secs_f64()))
     }
 
     /// The gauge and counters of one listener, made at start.

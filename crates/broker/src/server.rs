@@ -40,9 +40,12 @@ use coordinator_core::txn::TransactionCoordinator;
 
 /// The partitions' log: with a data directory the segment log in `DIR/records/` (topics,
 /// ids, records and bounds survive a restart), otherwise in memory.
+///
+/// With `metrics`, the segment log's syncs are timed into them (`log="records"`).
 async fn open_log(
     config: &BrokerConfig,
     lease: Option<&Lease>,
+    metrics: Option<&Metrics>,
 ) -> Result<Arc<dyn PartitionLog>, BrokerError> {
     if let Some(url) = &config.postgres {
         let mut log = store_postgres::PostgresLog::connect(url.as_str(), config.postgres_pool_size)
@@ -59,14 +62,18 @@ async fn open_log(
         return Ok(Arc::new(MemoryLog::with_clock(Arc::new(WallClock))));
     };
     let r = config.records;
-    let log = SegmentLog::builder(dir.join(RECORDS_DIR))
+    let builder = SegmentLog::builder(dir.join(RECORDS_DIR))
         .clock(Arc::new(WallClock))
         .flush_interval_ms(r.flush_interval_ms)
         .segment_bytes(r.segment_bytes)
         // Retention is the broker's (crate::retention): with each topic's own limits.
         .retention_ms(-1)
-        .retention_bytes(-1)
-        .open()?;
+        .retention_bytes(-1);
+    let builder = match metrics {
+        Some(m) => builder.on_sync(m.log_flush_observer("records")),
+        None => builder,
+    };
+    let log = builder.open()?;
     info!(path = %log.dir().display(), flush_interval_ms = ?r.flush_interval_ms, "topics and records are kept in this directory");
     Ok(Arc::new(log))
 }
@@ -148,9 +155,18 @@ impl Server {
                 }
             }
         }
+        // Made before the logs are opened: they time their syncs into it.
+        let metrics = config
+            .metrics_listen
+            .map(|_| Arc::new(Metrics::new(config.metrics_max_lag_series)));
         let store_config = config.store();
+        // Only the group log has syncs of ours to time (and a series for them).
+        let groups_flushes = match (&metrics, &store_config) {
+            (Some(m), StoreConfig::Log { .. }) => Some(m.log_flush_observer("groups")),
+            _ => None,
+        };
         let store = store_config
-            .open_fenced(lease.as_ref().map(Lease::fence))
+            .open_fenced(lease.as_ref().map(Lease::fence), groups_flushes)
             .await?;
         match &store_config {
             StoreConfig::Postgres { url, .. } => info!(
@@ -172,7 +188,7 @@ impl Server {
                 "committed offsets are kept in this file"
             ),
         }
-        let log = open_log(&config, lease.as_ref()).await?;
+        let log = open_log(&config, lease.as_ref(), metrics.as_deref()).await?;
         for topic in &config.topics {
             match log.partition_count(&topic.name) {
                 Some(kept) if kept == topic.partitions => {
@@ -285,12 +301,11 @@ impl Server {
             let ownership = lease.ownership();
             ownership.loaded(&ownership.loading());
         }
-        let metrics = match config.metrics_listen {
-            Some(address) => Some((
-                Arc::new(Metrics::new(config.metrics_max_lag_series)),
-                MetricsListener::bind(address).await?,
-            )),
-            None => None,
+        let metrics = match (config.metrics_listen, metrics) {
+            (Some(address), Some(metrics)) => {
+                Some((metrics, MetricsListener::bind(address).await?))
+            }
+            _ => None,
         };
         let mut listeners = Vec::new();
         for spec in config.all_listeners() {

@@ -179,14 +179,16 @@ impl StoreConfig {
     /// JSON file, a directory that holds a group log (`groups/`:
     /// the JSON store would not read it).
     pub async fn open(&self) -> Result<Arc<dyn OffsetStore>, StorageError> {
-        self.open_fenced(None).await
+        self.open_fenced(None, None).await
     }
 
     /// [`open`](Self::open), with a PostgreSQL store's writes fenced by `fence` (the slots
-    /// this broker owns; see `store_postgres::cluster`). Other stores ignore it.
+    /// this broker owns; see `store_postgres::cluster`), and the group log's syncs told to
+    /// `on_sync` (see `LogStoreBuilder::on_sync`). Other stores ignore them.
     pub(crate) async fn open_fenced(
         &self,
         fence: Option<store_postgres::SlotFence>,
+        on_sync: Option<crate::metrics::FlushObserver>,
     ) -> Result<Arc<dyn OffsetStore>, StorageError> {
         match self {
             StoreConfig::Memory => Ok(Arc::new(MemoryStore::new())),
@@ -212,7 +214,7 @@ impl StoreConfig {
             StoreConfig::Log {
                 dir,
                 flush_interval_ms,
-            } => Ok(Arc::new(open_log(dir, *flush_interval_ms).await?)),
+            } => Ok(Arc::new(open_log(dir, *flush_interval_ms, on_sync).await?)),
             StoreConfig::Postgres { url, pool_size } => {
                 let store = store_postgres::PostgresStore::connect(url.as_str(), *pool_size)
                     .await
@@ -243,7 +245,12 @@ async fn exists(path: &Path) -> Result<bool, StorageError> {
 }
 
 /// Opens the log of data directory `dir`, importing its `offsets.json` first if there is one.
-async fn open_log(dir: &Path, flush_interval_ms: Option<u64>) -> Result<LogStore, StorageError> {
+/// Its syncs (the import's too) are told to `on_sync`, if given.
+async fn open_log(
+    dir: &Path,
+    flush_interval_ms: Option<u64>,
+    on_sync: Option<crate::metrics::FlushObserver>,
+) -> Result<LogStore, StorageError> {
     let groups = dir.join(GROUPS_DIR);
     tokio::fs::create_dir_all(&groups).await.map_err(|e| {
         io_error(
@@ -251,9 +258,15 @@ async fn open_log(dir: &Path, flush_interval_ms: Option<u64>) -> Result<LogStore
             e,
         )
     })?;
-    let builder = |ms: Option<u64>| match ms {
-        Some(ms) => LogStore::builder().flush_interval_ms(ms),
-        None => LogStore::builder(),
+    let builder = |ms: Option<u64>| {
+        let builder = match ms {
+            Some(ms) => LogStore::builder().flush_interval_ms(ms),
+            None => LogStore::builder(),
+        };
+        match &on_sync {
+            Some(observer) => builder.on_sync(observer.clone()),
+            None => builder,
+        }
     };
     if !exists(&dir.join(OFFSETS_FILE)).await? {
         return builder(flush_interval_ms).open_async(&groups).await;

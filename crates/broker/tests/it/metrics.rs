@@ -604,3 +604,75 @@ async fn the_page_of_groups_shows_members_lag_and_the_history_of_generations() {
     );
     broker.stop().await.unwrap();
 }
+
+/// The flushes `log` (`records` or `groups`) made, from a scrape: `None` without a series.
+fn flushes(m: &BTreeMap<String, f64>, log: &str) -> Option<f64> {
+    m.get(&format!(
+        "kafka_log_logflushstats_logflushrateandtime_seconds_count{{log=\"{log}\"}}"
+    ))
+    .copied()
+}
+
+#[tokio::test]
+async fn with_a_data_directory_each_logs_fdatasyncs_are_counted_and_timed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BrokerConfig {
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        data_dir: Some(dir.path().to_path_buf()),
+        topics: vec!["t:1".parse().unwrap()],
+        ..TestBroker::test_config()
+    };
+    let broker = bounded("start", TestBroker::with_config(config))
+        .await
+        .expect("the broker starts");
+    let metrics = broker.metrics_addr().expect("a metrics listener");
+    let before = scrape(metrics).await;
+    let (records, groups) = (
+        flushes(&before, "records").expect("the records' series, from the start"),
+        flushes(&before, "groups").expect("the groups' series, from the start"),
+    );
+    let mut c = Client::connect(broker.addr()).await;
+    produce_n(&mut c, 0, 10).await;
+    produce_n(&mut c, 0, 5).await;
+    let r = c.call(&commit("g", "", -1, &[("t", 0, 15)]), 8).await;
+    assert_eq!(commit_codes(&r), [0]);
+
+    let m = scrape(metrics).await;
+    let records_after = flushes(&m, "records").unwrap();
+    let groups_after = flushes(&m, "groups").unwrap();
+    // Each produce is acknowledged once its batch is fdatasynced; so is the commit.
+    assert!(
+        records_after - records >= 2.0,
+        "{records} → {records_after}"
+    );
+    assert!(groups_after - groups >= 1.0, "{groups} → {groups_after}");
+    for (log, count) in [("records", records_after), ("groups", groups_after)] {
+        let series = format!(
+            "kafka_log_logflushstats_logflushrateandtime_seconds_bucket{{log=\"{log}\",le=\"+Inf\"}}"
+        );
+        assert_eq!(value(&m, &series), count, "every flush in a bucket");
+    }
+    drop(c);
+    broker.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_a_data_directory_there_is_no_log_flush_series() {
+    let broker = start().await;
+    let metrics = broker.metrics_addr().expect("a metrics listener");
+    let mut c = Client::connect(broker.addr()).await;
+    produce_n(&mut c, 0, 3).await;
+    let r = c.call(&commit("g", "", -1, &[("t", 0, 3)]), 8).await;
+    assert_eq!(commit_codes(&r), [0]);
+    let m = scrape(metrics).await;
+    let flush_series: Vec<_> = m
+        .keys()
+        .filter(|k| k.starts_with("kafka_log_logflushstats_"))
+        .collect();
+    assert!(
+        flush_series.is_empty(),
+        "the memory logs never sync: {flush_series:?}"
+    );
+    drop(c);
+    broker.stop().await.unwrap();
+}
