@@ -616,6 +616,9 @@ def main():
                     help="our in-memory broker without --metrics-listen against the same with it, "
                          "/metrics and the page of groups fetched every second meanwhile, side by "
                          "side (the commit, produce and OffsetCommit workloads; medians of --rounds)")
+    ap.add_argument("--metrics-data-dir", action="store_true",
+                    help="with --metrics-overhead: both sides with --data-dir, so that the log's "
+                         "fsyncs are timed into their histogram on the metrics side")
     ap.add_argument("--rounds", type=int, default=1,
                     help="with --metrics-overhead: run both sides this many times, in alternating "
                          "order (without then with, with then without, ...); the table shows medians")
@@ -636,6 +639,8 @@ def main():
         targets = [("ours", [a.broker], None), ("ours-norecord", [a.broker], "norecord")]
     if a.metrics_overhead and have_ours:
         pair = [("ours", [a.broker], None), ("ours-metrics", [a.broker], "metrics")]
+        if a.metrics_data_dir:
+            pair = [("ours-log", [a.broker], "log"), ("ours-log-metrics", [a.broker], "log-metrics")]
         targets = []
         for r in range(max(1, a.rounds)):
             targets += pair if r % 2 == 0 else pair[::-1]
@@ -668,7 +673,7 @@ def main():
     results = {}
     for kind, cmd, store in targets:
         for name, fn in selected:
-            if store and name not in data_dir_workloads and not a.postgres and store != "metrics":
+            if store and name not in data_dir_workloads and not a.postgres and store not in ("metrics", "log-metrics"):
                 continue
             if name == "restart1m" and not store:
                 continue  # nothing to restart on: the mock and the memory broker keep nothing
@@ -687,8 +692,9 @@ def main():
                     b = start(kind, cmd, broker_args(None, None, url) + lease, logdir)
                 elif store == "norecord":
                     b = start(kind, cmd, broker_args() + ["--requests-recorded", "0"], logdir)
-                elif store == "metrics":
-                    b = start(kind, cmd, broker_args() + ["--metrics-listen", "127.0.0.1:0"], logdir)
+                elif store in ("metrics", "log-metrics"):
+                    base = broker_args(tmp, "log") if store == "log-metrics" else broker_args()
+                    b = start(kind, cmd, base + ["--metrics-listen", "127.0.0.1:0"], logdir)
                     b.scraper = Scraper(b.metrics())
                 else:
                     b = start(kind, cmd, broker_args(tmp if store else None, store, url), logdir)
@@ -741,13 +747,13 @@ def main():
     if a.record_overhead:
         kinds = ("ours", "ours-norecord")
     if a.metrics_overhead:
-        kinds = ("ours", "ours-metrics")
+        kinds = ("ours-log", "ours-log-metrics") if a.metrics_data_dir else ("ours", "ours-metrics")
     if a.postgres_cluster:
         kinds = ("ours-pg", "ours-pg3")
         rows += [("failover", "failover_median_s", "failover median (s), 20 kills", "lower"),
                  ("failover", "failover_max_s", "failover max (s), 20 kills", "lower")]
     if a.metrics_overhead or a.record_overhead:
-        print("%-32s" % "workload" + "".join("%14s" % k for k in kinds) + "%16s" % "ratio")
+        print("%-32s" % "workload" + "".join("%18s" % k for k in kinds) + "%16s" % "ratio")
     else:
         print("%-32s" % "workload" + "".join("%12s" % k for k in kinds)
               + ("%16s" % ("3 vs 1" if a.postgres_cluster else "pg vs log") if a.postgres
@@ -771,8 +777,8 @@ def main():
                   + "%16s" % ratio(vals["ours-pg"], vals["ours-log"]))
             continue
         if a.metrics_overhead or a.record_overhead:
-            print("%-32s" % label + "".join("%14s" % fmt(vals[k]) for k in kinds)
-                  + "%16s" % ratio(vals[kinds[1]], vals["ours"]))
+            print("%-32s" % label + "".join("%18s" % fmt(vals[k]) for k in kinds)
+                  + "%16s" % ratio(vals[kinds[1]], vals[kinds[0]]))
             continue
         print("%-32s" % label + "".join("%12s" % fmt(vals[k]) for k in kinds)
               + "%16s%16s" % (ratio(vals["ours"]), ratio(vals["ours-flush"])))
