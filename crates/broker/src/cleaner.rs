@@ -16,9 +16,11 @@
 //!   original batch's base and last offsets, for the producer's last sequence); a batch
 //!   left empty is dropped (Kafka keeps an empty batch where the producer state needs it);
 //! - segments are rewritten one to one, never merged; one left empty stays as an empty file;
-//! - the in-memory log has no segments: every batch below the last stable offset is
-//!   compactable once past `min.compaction.lag.ms`; the PostgreSQL log keeps compacted topics
-//!   whole.
+//! - the in-memory and PostgreSQL logs have no segments: every batch below the last stable
+//!   offset is compactable once past `min.compaction.lag.ms`.
+//!
+//! With several brokers over PostgreSQL, a broker compacts only the partitions it leads (and
+//! the log fences each write of a pass as it fences appends).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -184,6 +186,15 @@ pub(crate) async fn clean(
             continue;
         };
         for p in 0..count {
+            let index = i32::try_from(p).unwrap_or(i32::MAX);
+            if context
+                .ownership
+                .partition(&topic, index)
+                .leader_error()
+                .is_some()
+            {
+                continue; // another broker leads it (several brokers over PostgreSQL)
+            }
             let tp = TopicPartition::new(topic.as_str(), p);
             policy.stable_offset = match stable_offset(context, &tp, now_ms).await {
                 Ok(offset) => offset,

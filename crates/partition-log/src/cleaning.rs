@@ -1,4 +1,6 @@
-//! The decisions of a compaction pass, whatever the log stores batches in: when a partition
+//! The decisions of a compaction pass, whatever the log stores batches in (re-exported by
+//! [`compaction`](crate::compaction) for a log of another crate implementing
+//! [`PartitionLog::compact`](crate::PartitionLog::compact)): when a partition
 //! is due, which marker decided each transaction, the latest offset of each key, and what
 //! becomes of each batch. The segment log (`segment/clean.rs`) and the memory log apply them
 //! to their own storage.
@@ -22,12 +24,7 @@ use crate::compaction::{BatchKind, CompactionPolicy, RecordFormat};
 
 /// Whether a partition is due for a pass: its dirty bytes are more than the minimum ratio
 /// of its compactable bytes, or its oldest dirty record waited past the maximum lag.
-pub(crate) fn due(
-    policy: &CompactionPolicy,
-    total: u64,
-    dirty: u64,
-    oldest_dirty: Option<i64>,
-) -> bool {
+pub fn due(policy: &CompactionPolicy, total: u64, dirty: u64, oldest_dirty: Option<i64>) -> bool {
     let ratio = if total == 0 {
         0.0
     } else {
@@ -39,40 +36,53 @@ pub(crate) fn due(
 }
 
 /// Whether a batch whose newest record is at `max_timestamp` is old enough to compact.
-pub(crate) fn lag_passed(policy: &CompactionPolicy, max_timestamp: Option<i64>) -> bool {
+pub fn lag_passed(policy: &CompactionPolicy, max_timestamp: Option<i64>) -> bool {
     max_timestamp.is_none_or(|t| policy.now_ms.saturating_sub(t) >= policy.min_compaction_lag_ms)
 }
 
 /// A stored batch, as a pass decides it.
-pub(crate) struct Stored<'a> {
-    pub(crate) base_offset: i64,
-    pub(crate) last_offset: i64,
+#[derive(Debug)]
+pub struct Stored<'a> {
+    /// Its base offset.
+    pub base_offset: i64,
+    /// Its last offset.
+    pub last_offset: i64,
     /// The appender's bytes.
-    pub(crate) data: &'a [u8],
+    pub data: &'a [u8],
     /// Each record's `(offset, timestamp)`, as the log keeps them.
-    pub(crate) index: Vec<(i64, i64)>,
-    pub(crate) delete_horizon: Option<i64>,
+    pub index: Vec<(i64, i64)>,
+    /// Its delete horizon, if a pass set one.
+    pub delete_horizon: Option<i64>,
 }
 
 /// A batch rewritten by a pass.
-pub(crate) struct Rewrite {
-    pub(crate) base_offset: i64,
-    pub(crate) last_offset: i64,
-    pub(crate) delete_horizon: Option<i64>,
+#[derive(Debug)]
+pub struct Rewrite {
+    /// Its base offset.
+    pub base_offset: i64,
+    /// Its last offset.
+    pub last_offset: i64,
+    /// Its delete horizon (a kept tombstone's, or a lone marker's).
+    pub delete_horizon: Option<i64>,
     /// The kept records' `(offset, timestamp)`.
-    pub(crate) index: Vec<(i64, i64)>,
-    pub(crate) data: Bytes,
+    pub index: Vec<(i64, i64)>,
+    /// The appender's bytes of the rewritten batch.
+    pub data: Bytes,
 }
 
 /// What a pass makes of one batch.
-pub(crate) enum Outcome {
+#[derive(Debug)]
+pub enum Outcome {
+    /// Kept as it is.
     Same,
+    /// Removed: none of its records is left.
     Dropped,
+    /// Replaced by this rewrite.
     Rewritten(Rewrite),
 }
 
 /// One pass's state: the policy, the format, the transactions learnt and the key map.
-pub(crate) struct Cleaning<'a> {
+pub struct Cleaning<'a> {
     policy: &'a CompactionPolicy,
     format: &'a dyn RecordFormat,
     /// The latest offset of each key of the dirty batches.
@@ -87,8 +97,19 @@ pub(crate) struct Cleaning<'a> {
     open: HashMap<i64, Vec<i64>>,
 }
 
+impl std::fmt::Debug for Cleaning<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cleaning")
+            .field("keys", &self.latest.len())
+            .field("key_bytes", &self.key_bytes)
+            .field("transactions", &self.left.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a> Cleaning<'a> {
-    pub(crate) fn new(policy: &'a CompactionPolicy, format: &'a dyn RecordFormat) -> Self {
+    /// A pass under `policy`, reading batches through `format`.
+    pub fn new(policy: &'a CompactionPolicy, format: &'a dyn RecordFormat) -> Self {
         Cleaning {
             policy,
             format,
@@ -102,7 +123,7 @@ impl<'a> Cleaning<'a> {
 
     /// Learns the transactions from one compactable batch; called on every one, in offset
     /// order, before any [`map`](Self::map).
-    pub(crate) fn learn(&mut self, base_offset: i64, data: &[u8]) {
+    pub fn learn(&mut self, base_offset: i64, data: &[u8]) {
         match self.format.kind(data) {
             BatchKind::Transactional { producer_id } => {
                 self.open.entry(producer_id).or_default().push(base_offset);
@@ -122,7 +143,7 @@ impl<'a> Cleaning<'a> {
     }
 
     /// Maps the keys of one dirty batch, in offset order.
-    pub(crate) fn map(&mut self, base_offset: i64, data: &[u8]) {
+    pub fn map(&mut self, base_offset: i64, data: &[u8]) {
         let takes_part = match self.format.kind(data) {
             BatchKind::Plain => true,
             BatchKind::Transactional { .. } => self
@@ -145,13 +166,13 @@ impl<'a> Cleaning<'a> {
     }
 
     /// Whether the key map holds more than the policy's bound.
-    pub(crate) fn full(&self) -> bool {
+    pub fn full(&self) -> bool {
         self.key_bytes > self.policy.max_key_bytes
     }
 
     /// What becomes of `batch` (see the module docs); a batch the format cannot rewrite is
     /// kept as it is. Called in offset order, after every [`learn`](Self::learn).
-    pub(crate) fn decide(&mut self, batch: &Stored<'_>) -> Outcome {
+    pub fn decide(&mut self, batch: &Stored<'_>) -> Outcome {
         match self.format.kind(batch.data) {
             BatchKind::Unknown => Outcome::Same,
             BatchKind::Plain => self.records(batch),

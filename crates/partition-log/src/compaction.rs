@@ -11,6 +11,8 @@ use std::fmt;
 
 use coordinator_core::Bytes;
 
+pub use crate::cleaning::{due, lag_passed, Cleaning, Outcome, Rewrite, Stored};
+
 /// One record of a stored batch, as compaction needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyedRecord {
@@ -150,4 +152,15 @@ pub struct Compaction {
     /// The offset up to which the partition is now compacted: the next pass's dirty part
     /// starts there.
     pub cleaned_up_to: i64,
+}
+
+impl Compaction {
+    /// A pass that did nothing yet, leaving the partition compacted up to `cleaned_up_to`
+    /// (for a log of another crate: the struct is `non_exhaustive`).
+    pub fn up_to(cleaned_up_to: i64) -> Compaction {
+        Compaction {
+            cleaned_up_to,
+            ..Compaction::default()
+        }
+    }
 }

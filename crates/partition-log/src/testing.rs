@@ -35,6 +35,15 @@ use coordinator_core::{Bytes, NewRecord, TopicPartition};
 
 use crate::PartitionLog;
 
+pub mod compaction;
+
+pub use compaction::{
+    compaction_drops_aborted_records_and_lone_markers,
+    compaction_keeps_the_latest_record_of_each_key,
+    compaction_keeps_the_offsets_and_timestamps_of_kept_records,
+    compaction_keeps_tombstones_until_their_horizon,
+};
+
 /// A fresh, empty log for one test, and whatever must live as long as it (a directory, a
 /// database).
 pub struct Fresh {
@@ -91,6 +100,10 @@ tests!(
     partition_size_grows_with_appends,
     delete_records_moves_the_log_start_inside_a_batch,
     a_failed_append_wakes_nobody,
+    compaction_keeps_the_latest_record_of_each_key,
+    compaction_keeps_tombstones_until_their_horizon,
+    compaction_drops_aborted_records_and_lone_markers,
+    compaction_keeps_the_offsets_and_timestamps_of_kept_records,
 );
 
 /// Runs every test of [`TESTS`] in turn, each on the log `fresh` makes for it (it gets the
@@ -127,6 +140,10 @@ macro_rules! partition_log_suite {
             partition_size_grows_with_appends,
             delete_records_moves_the_log_start_inside_a_batch,
             a_failed_append_wakes_nobody,
+            compaction_keeps_the_latest_record_of_each_key,
+            compaction_keeps_tombstones_until_their_horizon,
+            compaction_drops_aborted_records_and_lone_markers,
+            compaction_keeps_the_offsets_and_timestamps_of_kept_records,
         );
     };
     (@tests $fresh:expr; $($test:ident),* $(,)?) => {

@@ -12,7 +12,21 @@
 //!   record's, in offset order, for `ListOffsets` by timestamp and `MAX_TIMESTAMP`) and
 //!   `encoded`, the bytes the appender's closure built, stored as given (`bytea`).
 //!
+//! Migration 6 adds what compaction needs: a batch a pass rewrote lists the offsets of the
+//! records it kept (`offsets`, NULL for a batch whose records run on from its base offset)
+//! and may carry a `delete_horizon`; `partitions.cleaned_offset` is where the last pass left
+//! the partition compacted.
+//!
 //! Deleting a topic deletes its partitions and batches (`ON DELETE CASCADE`).
+//!
+//! # Compaction
+//!
+//! [`compact`](PartitionLog::compact) makes the decisions `partition-log`'s
+//! [`Cleaning`] makes for the other logs, over three sweeps of the compactable batches in
+//! pages of [`READ_PAGE`] (the transactions, the keys of the batches written since the last
+//! pass, the outcome of each batch): there are no segments, so every batch below the stable
+//! offset whose records have passed the minimum lag is compactable. Each page's deletions
+//! and rewrites are one transaction, fenced as appends are; appends never wait for a pass.
 //!
 //! # Appends
 //!
@@ -67,6 +81,9 @@ use coordinator_core::{
     StorageErrorKind, TopicMetadata, TopicPartition,
 };
 use deadpool_postgres::Pool;
+use partition_log::compaction::{
+    due, lag_passed, Cleaning, Compaction, CompactionPolicy, Outcome, RecordFormat, Stored,
+};
 use partition_log::{Batch, BatchRead, EncodeBatch, PartitionLog};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -136,6 +153,9 @@ pub struct PostgresLog {
     /// With several brokers over the database: the slots this process owns; every append
     /// checks one (see [`with_fence`](Self::with_fence)).
     fence: Option<SlotFence>,
+    /// Compaction passes are one at a time in this process (across processes, the fence:
+    /// only a partition's leader compacts it).
+    cleaning: tokio::sync::Mutex<()>,
 }
 
 impl fmt::Debug for PostgresLog {
@@ -323,6 +343,7 @@ impl PostgresLog {
             instance,
             listener: task,
             fence: None,
+            cleaning: tokio::sync::Mutex::new(()),
         };
         log.topics().await?;
         Ok(log)
@@ -773,13 +794,14 @@ impl PartitionLog for PostgresLog {
         let stmt = client
             .prepare_cached(
                 "SELECT f.o, f.t FROM partitions p LEFT JOIN LATERAL ( \
-                   SELECT b.base_offset + u.i - 1 AS o, u.t \
+                   SELECT COALESCE(b.offsets[u.i], b.base_offset + u.i - 1) AS o, u.t \
                    FROM batches b CROSS JOIN LATERAL \
                      unnest(b.timestamps) WITH ORDINALITY AS u(t, i) \
                    WHERE b.topic = p.topic AND b.partition = p.partition \
                      AND b.last_offset >= p.log_start AND b.last_offset < p.high_watermark \
                      AND b.max_timestamp >= $3 \
-                     AND b.base_offset + u.i - 1 >= p.log_start AND u.t >= $3 \
+                     AND COALESCE(b.offsets[u.i], b.base_offset + u.i - 1) >= p.log_start \
+                     AND u.t >= $3 \
                    ORDER BY b.base_offset, u.i LIMIT 1) f ON true \
                  WHERE p.topic = $1 AND p.partition = $2",
             )
@@ -904,7 +926,7 @@ impl PartitionLog for PostgresLog {
         let stmt = client
             .prepare_cached(
                 "SELECT f.o, f.t FROM partitions p LEFT JOIN LATERAL ( \
-                   SELECT b.base_offset + u.i - 1 AS o, u.t \
+                   SELECT COALESCE(b.offsets[u.i], b.base_offset + u.i - 1) AS o, u.t \
                    FROM batches b CROSS JOIN LATERAL \
                      unnest(b.timestamps) WITH ORDINALITY AS u(t, i) \
                    WHERE b.topic = p.topic AND b.partition = p.partition \
@@ -915,8 +937,9 @@ impl PartitionLog for PostgresLog {
                          AND w.base_offset >= p.log_start \
                          AND w.last_offset < p.high_watermark), \
                        -9223372036854775808) \
-                     AND b.base_offset + u.i - 1 >= p.log_start \
-                   ORDER BY u.t DESC, b.base_offset + u.i - 1 LIMIT 1) f ON true \
+                     AND COALESCE(b.offsets[u.i], b.base_offset + u.i - 1) >= p.log_start \
+                   ORDER BY u.t DESC, COALESCE(b.offsets[u.i], b.base_offset + u.i - 1) \
+                   LIMIT 1) f ON true \
                  WHERE p.topic = $1 AND p.partition = $2",
             )
             .await
@@ -927,6 +950,193 @@ impl PartitionLog for PostgresLog {
             .map_err(db(&op))?
             .ok_or_else(|| unknown(tp))?;
         found(&op, &row)
+    }
+
+    /// One pass (see the module docs): three sweeps over the compactable batches in pages
+    /// of [`READ_PAGE`] (the transactions, the dirty keys, the decisions), each page's changes
+    /// written in a transaction of its own, fenced as appends are; appends never wait for it.
+    async fn compact(
+        &self,
+        tp: &TopicPartition,
+        policy: &CompactionPolicy,
+        format: Arc<dyn RecordFormat>,
+    ) -> Result<Compaction, LogError> {
+        let (topic, partition) = key(tp)?;
+        let op = format!("compact {tp}");
+        let Ok(_one) = self.cleaning.try_lock() else {
+            return Ok(Compaction::default());
+        };
+        let mut client = self.client(&op).await?;
+        let bounds = client
+            .prepare_cached(
+                "SELECT log_start, high_watermark, cleaned_offset FROM partitions \
+                 WHERE topic = $1 AND partition = $2",
+            )
+            .await
+            .map_err(db(&op))?;
+        let row = client
+            .query_opt(&bounds, &[&topic, &partition])
+            .await
+            .map_err(db(&op))?
+            .ok_or_else(|| unknown(tp))?;
+        let log_start: i64 = row.try_get(0).map_err(db(&op))?;
+        let high_watermark: i64 = row.try_get(1).map_err(db(&op))?;
+        let cleaned: i64 = row.try_get(2).map_err(db(&op))?;
+        let nothing = Compaction::up_to(cleaned);
+        let dirty_start = cleaned.max(log_start);
+        let mut pass = Cleaning::new(policy, &*format);
+
+        // Sweep 1: the compactable batches (below the stable offset, up to the first one
+        // within the minimum lag), their transactions, and whether the partition is due.
+        let mut upper = high_watermark.min(policy.stable_offset);
+        let (mut total, mut dirty, mut oldest_dirty) = (0u64, 0u64, None);
+        let mut sweep = Sweep::new(topic, partition, upper);
+        'learn: while let Some(page) = sweep.next(&client, &op).await? {
+            for b in &page {
+                if !lag_passed(policy, Some(b.max_timestamp)) {
+                    upper = b.base_offset;
+                    break 'learn;
+                }
+                pass.learn(b.base_offset, &b.encoded);
+                total += b.encoded.len() as u64;
+                if b.last_offset >= dirty_start {
+                    dirty += b.encoded.len() as u64;
+                    oldest_dirty.get_or_insert(b.max_timestamp);
+                }
+            }
+        }
+        if dirty == 0 || !due(policy, total, dirty, oldest_dirty) {
+            return Ok(nothing);
+        }
+
+        // Sweep 2: the latest offset of each key of the dirty batches, up to the bound.
+        let mut mapped_to = upper;
+        let mut sweep = Sweep::new(topic, partition, upper);
+        'map: while let Some(page) = sweep.next(&client, &op).await? {
+            for b in page.iter().filter(|b| b.last_offset >= dirty_start) {
+                pass.map(b.base_offset, &b.encoded);
+                if pass.full() {
+                    mapped_to = b.last_offset.saturating_add(1);
+                    break 'map;
+                }
+            }
+        }
+
+        // Sweep 3: each batch's outcome, written page by page.
+        let mut done = Compaction::up_to(mapped_to);
+        let mut sweep = Sweep::new(topic, partition, mapped_to);
+        while let Some(page) = sweep.next(&client, &op).await? {
+            let mut changes = Vec::new();
+            for b in &page {
+                let index = b.index();
+                let stored = Stored {
+                    base_offset: b.base_offset,
+                    last_offset: b.last_offset,
+                    data: &b.encoded,
+                    index,
+                    delete_horizon: b.delete_horizon,
+                };
+                match pass.decide(&stored) {
+                    Outcome::Same => {}
+                    Outcome::Dropped => changes.push((b, None)),
+                    Outcome::Rewritten(r) => changes.push((b, Some(r))),
+                }
+            }
+            if changes.is_empty() {
+                continue;
+            }
+            let tx = client.transaction().await.map_err(db(&op))?;
+            if let Some(fence) = &self.fence {
+                fence
+                    .check(&tx, append_slot(topic, partition), &op)
+                    .await
+                    .map_err(storage)?;
+            }
+            let delete = tx
+                .prepare_cached(
+                    "DELETE FROM batches WHERE topic = $1 AND partition = $2 \
+                     AND base_offset = $3 AND last_offset = $4",
+                )
+                .await
+                .map_err(db(&op))?;
+            let update = tx
+                .prepare_cached(
+                    "UPDATE batches SET base_offset = $5, last_offset = $6, max_timestamp = $7, \
+                     timestamps = $8, offsets = $9, delete_horizon = $10, encoded = $11 \
+                     WHERE topic = $1 AND partition = $2 AND base_offset = $3 \
+                     AND last_offset = $4",
+                )
+                .await
+                .map_err(db(&op))?;
+            for (b, change) in &changes {
+                let before = b.encoded.len() as u64;
+                let was = i64::try_from(b.timestamps.len()).unwrap_or(i64::MAX);
+                match change {
+                    None => {
+                        tx.execute(
+                            &delete,
+                            &[&topic, &partition, &b.base_offset, &b.last_offset],
+                        )
+                        .await
+                        .map_err(db(&op))?;
+                        done.records_removed += u64::try_from(was).unwrap_or(0);
+                    }
+                    Some(r) => {
+                        let timestamps: Vec<i64> = r.index.iter().map(|x| x.1).collect();
+                        let offsets: Vec<i64> = r.index.iter().map(|x| x.0).collect();
+                        let dense = offsets.len() as i64 == r.last_offset - r.base_offset + 1;
+                        let offsets = (!dense).then_some(offsets);
+                        let max_timestamp = timestamps.iter().copied().max().unwrap_or(-1);
+                        let bytes: &[u8] = &r.data;
+                        tx.execute(
+                            &update,
+                            &[
+                                &topic,
+                                &partition,
+                                &b.base_offset,
+                                &b.last_offset,
+                                &r.base_offset,
+                                &r.last_offset,
+                                &max_timestamp,
+                                &timestamps,
+                                &offsets,
+                                &r.delete_horizon,
+                                &bytes,
+                            ],
+                        )
+                        .await
+                        .map_err(db(&op))?;
+                        done.bytes_after += r.data.len() as u64;
+                        let now = i64::try_from(r.index.len()).unwrap_or(0);
+                        done.records_removed += u64::try_from(was - now).unwrap_or(0);
+                    }
+                }
+                done.bytes_before += before;
+                done.segments += 1;
+            }
+            tx.commit().await.map_err(db(&op))?;
+        }
+        let mark = client
+            .prepare_cached(
+                "UPDATE partitions SET cleaned_offset = GREATEST(cleaned_offset, $3) \
+                 WHERE topic = $1 AND partition = $2",
+            )
+            .await
+            .map_err(db(&op))?;
+        client
+            .execute(&mark, &[&topic, &partition, &mapped_to])
+            .await
+            .map_err(db(&op))?;
+        if done.segments > 0 {
+            info!(
+                partition = %tp,
+                batches = done.segments,
+                records_removed = done.records_removed,
+                cleaned_up_to = mapped_to,
+                "compacted"
+            );
+        }
+        Ok(done)
     }
 
     fn appends(&self) -> watch::Receiver<u64> {
@@ -945,6 +1155,110 @@ impl TopicMetadata for PostgresLog {
 
     fn topic_names(&self) -> Vec<String> {
         self.read_cache().topics.keys().cloned().collect()
+    }
+}
+
+/// A stored batch as a compaction pass reads it.
+struct Row {
+    base_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    timestamps: Vec<i64>,
+    offsets: Option<Vec<i64>>,
+    delete_horizon: Option<i64>,
+    encoded: Vec<u8>,
+}
+
+impl Row {
+    /// Each record's `(offset, timestamp)`.
+    fn index(&self) -> Vec<(i64, i64)> {
+        match &self.offsets {
+            Some(offsets) => offsets
+                .iter()
+                .copied()
+                .zip(self.timestamps.iter().copied())
+                .collect(),
+            None => (self.base_offset..)
+                .zip(self.timestamps.iter().copied())
+                .collect(),
+        }
+    }
+}
+
+/// The batches of a partition whose last offset is below an offset, page by page in offset
+/// order.
+struct Sweep<'a> {
+    topic: &'a str,
+    partition: i64,
+    below: i64,
+    after: i64,
+    done: bool,
+}
+
+impl<'a> Sweep<'a> {
+    fn new(topic: &'a str, partition: i64, below: i64) -> Self {
+        Sweep {
+            topic,
+            partition,
+            below,
+            after: -1,
+            done: false,
+        }
+    }
+
+    /// The next page, or `None` once every batch was read.
+    async fn next(
+        &mut self,
+        client: &deadpool_postgres::ClientWrapper,
+        op: &str,
+    ) -> Result<Option<Vec<Row>>, LogError> {
+        if self.done {
+            return Ok(None);
+        }
+        let stmt = client
+            .prepare_cached(
+                "SELECT base_offset, last_offset, max_timestamp, timestamps, offsets, \
+                 delete_horizon, encoded FROM batches \
+                 WHERE topic = $1 AND partition = $2 AND last_offset > $3 \
+                 AND last_offset < $4 ORDER BY last_offset LIMIT $5",
+            )
+            .await
+            .map_err(db(op))?;
+        let rows = client
+            .query(
+                &stmt,
+                &[
+                    &self.topic,
+                    &self.partition,
+                    &self.after,
+                    &self.below,
+                    &READ_PAGE,
+                ],
+            )
+            .await
+            .map_err(db(op))?;
+        self.done = i64::try_from(rows.len()).map_or(true, |n| n < READ_PAGE);
+        let mut page = Vec::with_capacity(rows.len());
+        for row in rows {
+            page.push(Row {
+                base_offset: row.try_get(0).map_err(db(op))?,
+                last_offset: row.try_get(1).map_err(db(op))?,
+                max_timestamp: row.try_get(2).map_err(db(op))?,
+                timestamps: row.try_get(3).map_err(db(op))?,
+                offsets: row.try_get(4).map_err(db(op))?,
+                delete_horizon: row.try_get(5).map_err(db(op))?,
+                encoded: row.try_get(6).map_err(db(op))?,
+            });
+        }
+        // By last offset: a rewritten batch's last offset never grows, so a page written
+        // back is never read again.
+        if let Some(last) = page.last() {
+            self.after = last.last_offset;
+        }
+        if page.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(page))
     }
 }
 

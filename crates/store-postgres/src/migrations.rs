@@ -51,10 +51,15 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "brokers under a lease, and the coordinator slots' owners",
         sql: include_str!("../migrations/0005_brokers.sql"),
     },
+    Migration {
+        version: 6,
+        name: "compaction of the partition log: sparse batches and the cleaner's offset",
+        sql: include_str!("../migrations/0006_compaction.sql"),
+    },
 ];
 
 /// The schema version this build serves: the last migration's.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// The key of the advisory lock every migration transaction takes (the bytes of
 /// `cgstore1`), the same in every database.

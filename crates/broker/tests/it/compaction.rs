@@ -17,7 +17,7 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-fn broker_config(dir: Option<&std::path::Path>) -> broker::BrokerConfig {
+pub(crate) fn broker_config(dir: Option<&std::path::Path>) -> broker::BrokerConfig {
     broker::BrokerConfig {
         data_dir: dir.map(Into::into),
         records: broker::RecordsConfig {
@@ -116,7 +116,9 @@ async fn a_compacted_topic_in_memory_keeps_the_latest_value_of_each_key() {
 /// Writes values, a tombstone and filler to a new compacted topic `latest` of a broker
 /// started with `config`, waits until the cleaner left one record per key, checks them, and
 /// returns what a fetch from 0 reads (the broker is stopped).
-async fn latest_values(config: broker::BrokerConfig) -> Vec<(i64, String, Option<String>)> {
+pub(crate) async fn latest_values(
+    config: broker::BrokerConfig,
+) -> Vec<(i64, String, Option<String>)> {
     let broker = TestBroker::with(config).await;
     let mut c = broker.client().await;
     create_compacted(&mut c, "latest").await;

@@ -3,98 +3,15 @@
 
 use std::path::Path;
 
-use coordinator_core::{Bytes, ManualClock};
+use coordinator_core::ManualClock;
 
 use super::*;
 use crate::compaction::{BatchKind, KeyedRecord, RetainedBatch};
+use crate::testing::compaction::{
+    batches, compact, compaction_drops_aborted_records_and_lone_markers, contents, many_values,
+    put, put_as, row, tp, TextRecords as Lines,
+};
 use crate::MemoryLog;
-
-/// Each line of a batch: `<offset> <key> <value>`; key `_` is no key, value `-` a tombstone.
-/// A first line `#T <producer>` makes a transactional batch, `#M <producer> commit|abort` a
-/// marker, `#?` bytes the format does not know.
-#[derive(Debug)]
-struct Lines;
-
-fn parse(encoded: &[u8]) -> Vec<(i64, String, String)> {
-    std::str::from_utf8(encoded)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| {
-            let mut it = l.split(' ');
-            let o = it.next().unwrap().parse().unwrap();
-            (
-                o,
-                it.next().unwrap().to_string(),
-                it.next().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
-impl RecordFormat for Lines {
-    fn kind(&self, encoded: &[u8]) -> BatchKind {
-        let text = std::str::from_utf8(encoded).unwrap();
-        let first: Vec<&str> = text.lines().next().unwrap_or("").split(' ').collect();
-        match first[..] {
-            ["#T", p] => BatchKind::Transactional {
-                producer_id: p.parse().unwrap(),
-            },
-            ["#M", p, outcome] => BatchKind::Marker {
-                producer_id: p.parse().unwrap(),
-                commit: outcome == "commit",
-            },
-            ["#?"] => BatchKind::Unknown,
-            _ => BatchKind::Plain,
-        }
-    }
-
-    fn keys(&self, encoded: &[u8], _base_offset: i64) -> Option<Vec<KeyedRecord>> {
-        Some(
-            parse(encoded)
-                .into_iter()
-                .map(|(offset, k, v)| KeyedRecord {
-                    offset,
-                    key: (k != "_").then(|| Bytes::from(k.into_bytes())),
-                    tombstone: v == "-",
-                })
-                .collect(),
-        )
-    }
-
-    fn retain(
-        &self,
-        encoded: &[u8],
-        _base_offset: i64,
-        keep: &dyn Fn(i64) -> bool,
-    ) -> Result<RetainedBatch, String> {
-        let kept: Vec<_> = parse(encoded)
-            .into_iter()
-            .filter(|(o, _, _)| keep(*o))
-            .collect();
-        let header = std::str::from_utf8(encoded)
-            .unwrap()
-            .lines()
-            .next()
-            .filter(|l| l.starts_with("#T"))
-            .map(|l| format!("{l}\n"))
-            .unwrap_or_default();
-        let text: String = header
-            + &kept
-                .iter()
-                .map(|(o, k, v)| format!("{o} {k} {v}\n"))
-                .collect::<String>();
-        Ok(RetainedBatch {
-            encoded: Bytes::from(text.into_bytes()),
-            base_offset: kept.first().ok_or("nothing kept")?.0,
-            last_offset: kept.last().ok_or("nothing kept")?.0,
-        })
-    }
-}
-
-fn tp() -> TopicPartition {
-    TopicPartition::new("c", 0)
-}
 
 /// A log with 1 KiB segments on the test's clock, topic `c` of one partition.
 async fn open_log(dir: &Path, clock: &ManualClock) -> SegmentLog {
@@ -107,84 +24,6 @@ async fn open_log(dir: &Path, clock: &ManualClock) -> SegmentLog {
         log.create_topic("c", 1).await.unwrap();
     }
     log
-}
-
-/// Appends one batch of `(key, value)` records at `ts`, padded so that a few batches fill a
-/// segment; returns its base offset.
-async fn put(log: &dyn PartitionLog, records: &[(&str, &str)], ts: i64) -> i64 {
-    put_as(log, "", records, ts).await
-}
-
-/// [`put`] with a first line `header` (see [`Lines`]).
-async fn put_as(log: &dyn PartitionLog, header: &str, records: &[(&str, &str)], ts: i64) -> i64 {
-    let owned: Vec<(String, String)> = records
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let header = if header.is_empty() {
-        String::new()
-    } else {
-        format!("{header}\n")
-    };
-    let new = records
-        .iter()
-        .map(|_| NewRecord::new(&b"x"[..]).timestamp(ts))
-        .collect();
-    log.append_encoded(
-        &tp(),
-        new,
-        Box::new(move |base| {
-            let mut text: String = owned
-                .iter()
-                .zip(base..)
-                .map(|((k, v), o)| format!("{o} {k} {v}\n"))
-                .collect();
-            text.insert_str(0, &header);
-            text.push_str(&format!("{}\n", "#".repeat(150)));
-            Bytes::from(text.into_bytes())
-        }),
-    )
-    .await
-    .unwrap()
-}
-
-/// Every record readable from the log start, as `(offset, key, value)`.
-async fn contents(log: &dyn PartitionLog) -> Vec<(i64, String, String)> {
-    let (start, end) = log.bounds(&tp()).await.unwrap();
-    let mut next = start;
-    let mut out = Vec::new();
-    while next < end {
-        let read = log.read_batches(&tp(), next, 1 << 20).await.unwrap();
-        for b in &read.batches {
-            let text = b.encoded().unwrap();
-            out.extend(
-                parse(text)
-                    .into_iter()
-                    .filter(|(o, k, _)| *o >= next && !k.starts_with('#')),
-            );
-            next = b.last_offset() + 1;
-        }
-    }
-    out
-}
-
-fn row(o: i64, k: &str, v: &str) -> (i64, String, String) {
-    (o, k.to_string(), v.to_string())
-}
-
-async fn compact(log: &dyn PartitionLog, policy: &CompactionPolicy) -> Compaction {
-    log.compact(&tp(), policy, Arc::new(Lines)).await.unwrap()
-}
-
-/// Ten batches of two records over keys a, b, c: several closed segments, the last batch
-/// in the active one.
-async fn many_values(log: &dyn PartitionLog) {
-    for i in 0..10 {
-        let v1 = format!("v{}", 2 * i);
-        let v2 = format!("v{}", 2 * i + 1);
-        let keys = ["a", "b", "c"];
-        put(log, &[(keys[i % 3], &v1), (keys[(i + 1) % 3], &v2)], 1).await;
-    }
 }
 
 #[tokio::test]
@@ -333,26 +172,6 @@ async fn nothing_at_or_above_the_stable_offset_and_no_kept_whole_batch_is_compac
 }
 
 #[tokio::test]
-async fn timestamps_of_a_compacted_batch_follow_its_kept_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new();
-    let log = open_log(dir.path(), &clock).await;
-    put(&log, &[("a", "1"), ("b", "1"), ("c", "1")], 10).await; // 0..=2
-    for i in 0..8 {
-        put(&log, &[("a", "2")], 20 + i).await; // 3..=10
-    }
-    compact(&log, &CompactionPolicy::at(100)).await;
-    let rows = contents(&log).await;
-    assert!(rows.contains(&row(1, "b", "1")) && rows.contains(&row(2, "c", "1")));
-    assert!(!rows.contains(&row(0, "a", "1")));
-    assert_eq!(
-        log.offset_for_timestamp(&tp(), 0).await.unwrap(),
-        Some((1, 10)),
-        "offset 0 is gone: the first kept record answers"
-    );
-}
-
-#[tokio::test]
 async fn a_gap_above_the_compacted_part_is_still_refused_and_an_unfinished_pass_removed() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
@@ -400,108 +219,12 @@ async fn a_gap_above_the_compacted_part_is_still_refused_and_an_unfinished_pass_
     assert!(err.contains("previous segment ends"), "{err}");
 }
 
-/// The records still stored, markers included, as `(offset, first line)`.
-async fn batches(log: &dyn PartitionLog) -> Vec<(i64, String)> {
-    let (start, end) = log.bounds(&tp()).await.unwrap();
-    let read = log.read_batches(&tp(), start, 1 << 30).await.unwrap();
-    assert!(read
-        .batches
-        .last()
-        .is_none_or(|b| b.last_offset() + 1 >= end));
-    read.batches
-        .iter()
-        .map(|b| {
-            let text = std::str::from_utf8(b.encoded().unwrap()).unwrap();
-            (b.base_offset(), text.lines().next().unwrap().to_string())
-        })
-        .collect()
-}
-
-async fn fill(log: &dyn PartitionLog, n: usize) {
-    for i in 0..n {
-        put(
-            log,
-            &[(&format!("f{i}-{}", log.bounds(&tp()).await.unwrap().1), "f")],
-            1,
-        )
-        .await;
-    }
-}
-
-/// Aborted records go, committed ones take part, markers go once alone: on `log`, whose
-/// topic `c` is empty and has 1 KiB segments if it has segments.
-async fn transactions(log: &dyn PartitionLog) {
-    put(log, &[("c", "p0")], 1).await; // 0: replaced by the committed t2
-    put_as(log, "#T 7", &[("a", "t1"), ("b", "t1")], 1).await; // 1, 2: aborted
-    let abort = put_as(log, "#M 7 abort", &[("m", "m")], 1).await; // 3
-    put_as(log, "#T 8", &[("c", "t2")], 1).await; // 4: committed
-    let commit = put_as(log, "#M 8 commit", &[("m", "m")], 1).await; // 5
-    put(log, &[("a", "p1")], 1).await; // 6
-    let open = put_as(log, "#T 9", &[("z", "open")], 1).await; // 7: no marker yet
-    fill(log, 8).await;
-    let policy = |now| CompactionPolicy {
-        delete_retention_ms: 1000,
-        min_cleanable_dirty_ratio: 0.0,
-        ..CompactionPolicy::at(now)
-    };
-    compact(log, &policy(100)).await;
-    let rows = contents(log).await;
-    assert!(
-        !rows.iter().any(|r| r.2 == "t1"),
-        "aborted records go: {rows:?}"
-    );
-    assert!(
-        rows.contains(&row(4, "c", "t2")),
-        "committed, and the latest"
-    );
-    assert!(
-        !rows.contains(&row(0, "c", "p0")),
-        "a committed record replaces: {rows:?}"
-    );
-    assert!(rows.contains(&row(6, "a", "p1")) && rows.contains(&row(7, "z", "open")));
-    let stored = batches(log).await;
-    assert!(
-        stored.contains(&(abort, "#M 7 abort".into())),
-        "its horizon runs: {stored:?}"
-    );
-    assert!(
-        stored.contains(&(commit, "#M 8 commit".into())),
-        "its record is left"
-    );
-    assert!(
-        stored.contains(&(open, "#T 9".into())),
-        "undecided: kept whole"
-    );
-
-    // `c` written again outside a transaction: the committed record goes, then its marker
-    // (once its horizon, set by the pass that finds it alone, has passed), and the abort
-    // marker after its own horizon.
-    put(log, &[("c", "p2")], 1).await;
-    fill(log, 8).await;
-    compact(log, &policy(1100)).await;
-    let stored = batches(log).await;
-    assert!(!contents(log).await.iter().any(|r| r.2 == "t2"));
-    assert!(
-        !stored.iter().any(|b| b.0 == abort),
-        "the abort marker's horizon passed"
-    );
-    assert!(
-        stored.iter().any(|b| b.0 == commit),
-        "the commit marker's horizon runs"
-    );
-    fill(log, 8).await;
-    compact(log, &policy(2100)).await;
-    let stored = batches(log).await;
-    assert!(!stored.iter().any(|b| b.0 == commit), "{stored:?}");
-    assert!(stored.contains(&(open, "#T 9".into())));
-}
-
 #[tokio::test]
 async fn aborted_records_go_committed_ones_take_part_and_markers_go_once_alone() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
     let log = open_log(dir.path(), &clock).await;
-    transactions(&log).await;
+    compaction_drops_aborted_records_and_lone_markers(&log).await;
     // What the passes left reads back the same after a restart.
     let before = batches(&log).await;
     drop(log);
@@ -514,11 +237,6 @@ fn memory_log(clock: &ManualClock) -> MemoryLog {
     let log = MemoryLog::with_clock(Arc::new(clock.clone()));
     log.create_topic("c", 1).unwrap();
     log
-}
-
-#[tokio::test]
-async fn the_memory_log_compacts_transactions_the_same_way() {
-    transactions(&memory_log(&ManualClock::new())).await;
 }
 
 #[tokio::test]
