@@ -157,13 +157,7 @@ pub(crate) fn encode_sparse(
         .filter(|l| *l <= MAX_FRAME)
         .ok_or_else(|| bad(format!("{body} bytes exceed the largest stored batch")))?;
     let max_timestamp = records.iter().map(|r| r.1).max().unwrap_or(-1);
-    let mut frame = Vec::with_capacity(4 + len as usize);
-    frame.extend_from_slice(&len.to_be_bytes());
-    frame.extend_from_slice(&[0; 4]); // the CRC, below
-    frame.push(VERSION_SPARSE);
-    frame.extend_from_slice(&base_offset.to_be_bytes());
-    frame.extend_from_slice(&count.to_be_bytes());
-    frame.extend_from_slice(&max_timestamp.to_be_bytes());
+    let mut frame = start(len, VERSION_SPARSE, base_offset, count, max_timestamp);
     frame.extend_from_slice(&last_delta.to_be_bytes());
     frame.extend_from_slice(&delete_horizon.unwrap_or(-1).to_be_bytes());
     for (offset, timestamp) in records {
@@ -176,10 +170,27 @@ pub(crate) fn encode_sparse(
         frame.extend_from_slice(&d.to_be_bytes());
         frame.extend_from_slice(&timestamp.to_be_bytes());
     }
+    Ok(seal(frame, data))
+}
+
+/// A frame's first bytes: its length, room for the CRC, and the fields every version has.
+fn start(len: u32, version: u8, base_offset: i64, count: u32, max_timestamp: i64) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(4 + len as usize);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&[0; 4]); // the CRC, set by `seal`
+    frame.push(version);
+    frame.extend_from_slice(&base_offset.to_be_bytes());
+    frame.extend_from_slice(&count.to_be_bytes());
+    frame.extend_from_slice(&max_timestamp.to_be_bytes());
+    frame
+}
+
+/// `frame` with `data` appended and its CRC set.
+fn seal(mut frame: Vec<u8>, data: &[u8]) -> Vec<u8> {
     frame.extend_from_slice(data);
     let crc = crc32c::crc32c(&frame[8..]);
     frame[4..8].copy_from_slice(&crc.to_be_bytes());
-    Ok(frame)
+    frame
 }
 
 /// The frame of a batch of records with `timestamps`, starting at `base_offset`, around `data`.
@@ -203,20 +214,11 @@ pub(crate) fn encode(
         .filter(|l| *l <= MAX_FRAME)
         .ok_or_else(too_big)?;
     let max_timestamp = timestamps.iter().copied().max().unwrap_or(-1);
-    let mut frame = Vec::with_capacity(4 + len as usize);
-    frame.extend_from_slice(&len.to_be_bytes());
-    frame.extend_from_slice(&[0; 4]); // the CRC, below
-    frame.push(VERSION);
-    frame.extend_from_slice(&base_offset.to_be_bytes());
-    frame.extend_from_slice(&count.to_be_bytes());
-    frame.extend_from_slice(&max_timestamp.to_be_bytes());
+    let mut frame = start(len, VERSION, base_offset, count, max_timestamp);
     for t in timestamps {
         frame.extend_from_slice(&t.to_be_bytes());
     }
-    frame.extend_from_slice(data);
-    let crc = crc32c::crc32c(&frame[8..]);
-    frame[4..8].copy_from_slice(&crc.to_be_bytes());
-    Ok(frame)
+    Ok(seal(frame, data))
 }
 
 /// What the scanner found at a position.
