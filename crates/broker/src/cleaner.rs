@@ -196,6 +196,13 @@ pub(crate) async fn clean(
                 continue; // another broker leads it (several brokers over PostgreSQL)
             }
             let tp = TopicPartition::new(topic.as_str(), p);
+            // Kafka closes a compacted topic's segment by `max.compaction.lag.ms` too
+            // (KIP-354): the active segment is never compacted.
+            let roll_ms =
+                crate::retention::segment_ms(context, &topic).min(policy.max_compaction_lag_ms);
+            if let Err(e) = log.roll_older_than(&tp, roll_ms).await {
+                warn!(partition = %tp, error = %e, "cannot close the active segment by age");
+            }
             policy.stable_offset = match stable_offset(context, &tp, now_ms).await {
                 Ok(offset) => offset,
                 Err(e) => {

@@ -7,8 +7,9 @@
 //! log's batches), never at or above the high watermark, so a broker without a data
 //! directory no longer grows without bound either.
 //!
-//! A compact-only topic keeps everything: there is no compaction here (Kafka would compact
-//! it instead).
+//! A segment is also closed by age, by its topic's `segment.ms` (Kafka's `log.roll.ms`, 7
+//! days), before retention looks at it: Kafka closes it at the next append, this broker at
+//! the next check. A compact-only topic is `crate::cleaner`'s.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +40,16 @@ impl Drop for Retention {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// `topic`'s `segment.ms`: its own config, else Kafka's default (7 days).
+pub(crate) fn segment_ms(context: &Context, topic: &str) -> i64 {
+    context
+        .topic_configs
+        .get(topic)
+        .get("segment.ms")
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(7 * 24 * 60 * 60 * 1000)
 }
 
 /// The limits of `topic`: its `retention.ms` and `retention.bytes`, or `None` if its
@@ -80,8 +91,12 @@ pub(crate) async fn apply(context: &Context) {
         if ms < 0 && bytes < 0 {
             continue;
         }
+        let roll_ms = segment_ms(context, &topic);
         for p in 0..count {
             let tp = TopicPartition::new(topic.as_str(), p);
+            if let Err(e) = log.roll_older_than(&tp, roll_ms).await {
+                warn!(partition = %tp, error = %e, "cannot close the active segment by age");
+            }
             if let Err(e) = log.apply_retention(&tp, ms, bytes).await {
                 // A topic deleted meanwhile, or a failed file removal: the next check retries.
                 warn!(partition = %tp, error = %e, "retention failed");

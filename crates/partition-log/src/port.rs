@@ -151,6 +151,20 @@ pub trait PartitionLog: TopicMetadata + fmt::Debug + Send + Sync {
         })
     }
 
+    /// Closes `tp`'s active segment if its first batch's largest timestamp is more than
+    /// `max_age_ms` old (Kafka's `segment.ms`: a segment is closed by age as well as by
+    /// size, so that retention and compaction, which never touch the active segment, reach
+    /// its records). Returns whether it did. Error: `UNKNOWN_TOPIC_OR_PARTITION`. The
+    /// default, for a log without segments, does nothing.
+    async fn roll_older_than(
+        &self,
+        tp: &TopicPartition,
+        max_age_ms: i64,
+    ) -> Result<bool, LogError> {
+        let _ = (tp, max_age_ms);
+        Ok(false)
+    }
+
     /// One compaction pass over `tp`'s closed segments (Kafka's log cleaner, for a topic
     /// whose `cleanup.policy` includes `compact`): if the partition is due under `policy`,
     /// its records are rewritten keeping the latest of each key, read through `format`;

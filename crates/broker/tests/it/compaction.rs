@@ -31,13 +31,24 @@ pub(crate) fn broker_config(dir: Option<&std::path::Path>) -> broker::BrokerConf
 }
 
 async fn create_compacted(c: &mut Client, name: &str) {
+    create_with(c, name, &[("cleanup.policy", "compact")]).await;
+}
+
+async fn create_with(c: &mut Client, name: &str, configs: &[(&str, &str)]) {
     let topic = create_topics_request::CreatableTopic::default()
         .with_name(topic_name(name))
         .with_num_partitions(1)
         .with_replication_factor(1)
-        .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
-            .with_name(s("cleanup.policy"))
-            .with_value(Some(s("compact")))]);
+        .with_configs(
+            configs
+                .iter()
+                .map(|(k, v)| {
+                    create_topics_request::CreatableTopicConfig::default()
+                        .with_name(s(k))
+                        .with_value(Some(s(v)))
+                })
+                .collect(),
+        );
     let r = c
         .call(
             &CreateTopicsRequest::default()
@@ -185,4 +196,39 @@ pub(crate) async fn latest_values(
     assert_eq!(fillers, 30, "keys written once are all kept");
     broker.stop().await.unwrap();
     compacted
+}
+
+/// With Kafka's default segment size nothing closes a segment but its age: a compacted topic
+/// with `segment.ms` set gets its active segment closed by the cleaner, then compacted.
+#[tokio::test]
+async fn segment_ms_closes_a_segment_so_that_it_is_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = broker_config(Some(dir.path()));
+    config.records.segment_bytes = partition_log::segment::DEFAULT_SEGMENT_BYTES;
+    let broker = TestBroker::with(config).await;
+    let mut c = broker.client().await;
+    create_with(
+        &mut c,
+        "aged",
+        &[("cleanup.policy", "compact"), ("segment.ms", "100")],
+    )
+    .await;
+    for i in 0..10 {
+        // Stamped in 1970: older than `segment.ms` at once.
+        let records = [keyed(0, "k", Some(&format!("v{i}")))];
+        let (code, _) = produce(&mut c, "aged", 0, batch(&records, Compression::None), 9).await;
+        assert_eq!(code, 0);
+    }
+    let left = bounded("compaction", async {
+        loop {
+            let all = summary(&fetch_all(&mut c, "aged").await);
+            if all.len() == 1 {
+                return all;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(left, [(9, "k".to_string(), Some("v9-x".to_string()))]);
+    broker.stop().await.unwrap();
 }

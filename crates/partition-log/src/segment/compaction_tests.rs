@@ -360,3 +360,39 @@ async fn appends_and_reads_go_on_while_a_pass_runs() {
         "the appends made during the pass are all there: {rows:?}"
     );
 }
+
+#[tokio::test]
+async fn a_segment_is_closed_by_age_so_that_compaction_reaches_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    clock.set(1_000).unwrap();
+    let log = open_log(dir.path(), &clock).await;
+    put(&log, &[("a", "1")], 1_000).await;
+    put(&log, &[("a", "2")], 1_000).await;
+    // Both in the active segment: a pass has nothing to compact.
+    let policy = CompactionPolicy::at(1_000);
+    assert_eq!(compact(&log, &policy).await.segments, 0);
+    assert!(
+        !log.roll_older_than(&tp(), 100).await.unwrap(),
+        "not old enough"
+    );
+    clock.advance(101);
+    assert!(log.roll_older_than(&tp(), 100).await.unwrap());
+    assert!(
+        !log.roll_older_than(&tp(), 100).await.unwrap(),
+        "the new active segment is empty"
+    );
+    assert_eq!(log.bounds(&tp()).await.unwrap(), (0, 2));
+    let done = compact(&log, &CompactionPolicy::at(1_101)).await;
+    assert_eq!(done.records_removed, 1, "{done:?}");
+    assert_eq!(contents(&log).await, [row(1, "a", "2")]);
+    put(&log, &[("b", "1")], 1_101).await;
+    assert_eq!(
+        log.bounds(&tp()).await.unwrap(),
+        (0, 3),
+        "appends go on after it"
+    );
+    drop(log);
+    let log = open_log(dir.path(), &clock).await;
+    assert_eq!(contents(&log).await, [row(1, "a", "2"), row(2, "b", "1")]);
+}

@@ -853,6 +853,22 @@ impl PartitionLog for SegmentLog {
         self.inner.partition(tp)?.offset_of_max_timestamp()
     }
 
+    async fn roll_older_than(
+        &self,
+        tp: &TopicPartition,
+        max_age_ms: i64,
+    ) -> Result<bool, LogError> {
+        let inner = &self.inner;
+        let p = inner.partition(tp)?;
+        let rolled = p
+            .roll_if_older(inner.now_ms(), max_age_ms, inner.on_sync.as_ref())
+            .await?;
+        if rolled {
+            info!(partition = %tp, max_age_ms, "segment rolled by age");
+        }
+        Ok(rolled)
+    }
+
     async fn compact(
         &self,
         tp: &TopicPartition,

@@ -500,6 +500,35 @@ impl Partition {
         false
     }
 
+    /// Closes the active segment if it holds a batch whose largest timestamp is more than
+    /// `max_age_ms` before `now_ms` (Kafka's `segment.ms`, measured from the segment's first
+    /// batch as Kafka's `timeWaitedForRoll`); returns whether it did. Waits for an append in
+    /// progress, as a roll at append does.
+    pub(crate) async fn roll_if_older(
+        &self,
+        now_ms: i64,
+        max_age_ms: i64,
+        on_sync: Option<&SyncObserver>,
+    ) -> Result<bool, LogError> {
+        let writer = self.writer.lock().await;
+        if writer.cut_back.is_some() {
+            return Ok(false); // a failed append is still to be cut back: the next append does
+        }
+        let (first, base) = {
+            let s = self.read();
+            match s.active().entries.first() {
+                Some(e) => (e.head.max_timestamp, s.written_end),
+                None => return Ok(false),
+            }
+        };
+        if now_ms.saturating_sub(first) <= max_age_ms {
+            return Ok(false);
+        }
+        self.roll(base, on_sync)?;
+        drop(writer);
+        Ok(true)
+    }
+
     /// Closes the active segment, synced (so every frame before `base` is durable, as Kafka
     /// flushes a segment at roll), and starts `<base>.log`.
     fn roll(&self, base: i64, on_sync: Option<&SyncObserver>) -> Result<(), LogError> {
