@@ -19,7 +19,10 @@ Workloads (each bounded in time; see interop/README.md, "Benchmark"):
                ~5 MB per partition, so 4 MB per partition stays under it).
   offsetcommit OffsetCommit round trips per second from 16 raw connections, one request in
                flight on each.
-  memory       broker RSS (/proc/PID/status VmRSS) per idle connection and per Stable member.
+  memory       broker RSS (/proc/PID/status VmRSS) per idle connection and per Stable member;
+               the member figure also split into RssAnon and RssFile (the program's code paged
+               in by the group's first requests: once per process, on both sides). Heap per
+               member: interop/lib/bench_member_mem.py --massif.
 """
 import argparse
 import asyncio
@@ -313,6 +316,7 @@ def memory(addr, broker, idle=200, members=16, timeout=90):
         c.close()
     time.sleep(1.0)
     base2 = rss_kib(broker.pid)
+    anon2, file2 = rss_split_kib(broker.pid)
     group = "bench-mem-%d" % os.getpid()
     cs = [Consumer({"bootstrap.servers": addr, "group.id": group, "session.timeout.ms": 10000,
                     "heartbeat.interval.ms": 1000, "enable.auto.commit": False}) for _ in range(members)]
@@ -331,14 +335,30 @@ def memory(addr, broker, idle=200, members=16, timeout=90):
             c.poll(0)
         time.sleep(0.01)
     after_members = rss_kib(broker.pid)
+    anon3, file3 = rss_split_kib(broker.pid)
     for c in cs:
         c.close()
     out = {"rss_base_KiB": base, "per_idle_connection_KiB": (after_conns - base) / idle,
            "per_stable_member_KiB": (after_members - base2) / members, "members": members,
+           # the same growth split: anonymous memory (heap, stacks), and pages of the program's
+           # files (its code, paged in the first time a group's requests run it: once, not per
+           # member; BENCHMARKS.md, "2026-12-07: per Stable member, profiled")
+           "per_stable_member_anon_KiB": (anon3 - anon2) / members,
+           "per_stable_member_file_KiB": (file3 - file2) / members,
            "idle_connections": idle}
     if not stable:
         out["error"] = "only %d of %d members assigned" % (len(assigned), members)
     return out
+
+
+def rss_split_kib(pid):
+    """(RssAnon, RssFile) of the process, KiB."""
+    got = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(("RssAnon:", "RssFile:")):
+                got[line.split(":")[0]] = int(line.split()[1])
+    return got.get("RssAnon"), got.get("RssFile")
 
 
 def txn(addr, broker, n=500, per=10, timeout=120):
@@ -739,7 +759,9 @@ def main():
             ("txn", "commit_p50_ms", "commit_transaction p50 (ms)", "lower"),
             ("txn", "commit_p99_ms", "commit_transaction p99 (ms)", "lower"),
             ("memory", "per_idle_connection_KiB", "RSS per idle connection (KiB)", "lower"),
-            ("memory", "per_stable_member_KiB", "RSS per Stable member (KiB)", "lower")]
+            ("memory", "per_stable_member_KiB", "RSS per Stable member (KiB)", "lower"),
+            ("memory", "per_stable_member_anon_KiB", "  of which anonymous (KiB)", "lower"),
+            ("memory", "per_stable_member_file_KiB", "  of which code paged in (KiB)", "lower")]
     print()
     kinds = ("mock", "ours", "ours-log", "ours-flush", "ours-json")
     if a.postgres:
