@@ -35,6 +35,14 @@ const READ_CHUNK: usize = 4 * 1024;
 /// and sending nothing more hold 20 small buffers, not 2 GB).
 const MAX_RESERVE: usize = 64 * 1024;
 
+/// Frames up to this size are copied out of the read buffer rather than split off it: a
+/// split-off frame shares the buffer's allocation (a 4 KiB chunk at least) and keeps all of
+/// it for as long as its request is served, and a long-poll Fetch or a JoinGroup at the
+/// barrier is served for seconds. A heap profile of 16 Stable confluent-kafka members showed
+/// one 4 KiB chunk per member with a Fetch in flight for a frame of ~100 bytes; the copy is
+/// one small allocation and at most 2 KiB of `memcpy` per request.
+const COPY_UP_TO: usize = READ_CHUNK / 2;
+
 /// A complete request frame, without its length prefix, and its share of the frames'
 /// memory pool (`--queued-max-request-bytes`): keep it until the request is handled.
 #[derive(Debug)]
@@ -256,6 +264,11 @@ impl Connection {
             return Ok(None);
         }
         self.buffer.advance(4);
+        if size <= COPY_UP_TO {
+            let frame = Bytes::copy_from_slice(&self.buffer[..size]);
+            self.buffer.advance(size);
+            return Ok(Some(frame));
+        }
         Ok(Some(self.buffer.split_to(size).freeze()))
     }
 
@@ -295,6 +308,41 @@ mod tests {
             conn.read_frame().await.unwrap().is_none(),
             "closed between frames"
         );
+    }
+
+    /// A small frame does not share the read buffer's allocation: a request served for long
+    /// (a long-poll Fetch) would keep the whole chunk it arrived in. Two frames arrive in one
+    /// chunk; the first one handed out lies outside that chunk, which the second still holds.
+    #[tokio::test]
+    async fn a_small_frame_does_not_hold_the_read_chunk() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let mut conn = Connection::new(Stream::Tcp(server), 1024, None);
+        client
+            .write_all(&[0, 0, 0, 3, 1, 2, 3, 0, 0, 0, 2, 4, 5])
+            .await
+            .unwrap();
+        // Both frames are read in one go (the first read takes what the socket holds).
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let first = conn.read_frame().await.unwrap().unwrap().bytes;
+        assert_eq!(&first[..], &[1, 2, 3]);
+        assert_eq!(
+            &conn.buffer[..],
+            &[0, 0, 0, 2, 4, 5],
+            "the second frame waits"
+        );
+        // The chunk: from the first frame's prefix to the end of the buffer's capacity.
+        let chunk_start = conn.buffer.as_ptr() as usize - 7;
+        let chunk_end = conn.buffer.as_ptr() as usize + conn.buffer.capacity();
+        let at = first.as_ptr() as usize;
+        assert!(
+            !(chunk_start..chunk_end).contains(&at),
+            "the frame lies in the read chunk ({chunk_start:#x}..{chunk_end:#x}): {at:#x}"
+        );
+        let second = conn.read_frame().await.unwrap().unwrap().bytes;
+        assert_eq!(&second[..], &[4, 5]);
     }
 
     /// A frame announcing 100 MiB of which 10 bytes arrived holds a small buffer: memory
