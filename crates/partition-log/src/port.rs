@@ -151,10 +151,11 @@ pub trait PartitionLog: TopicMetadata + fmt::Debug + Send + Sync {
         })
     }
 
-    /// Closes `tp`'s active segment if its first batch's largest timestamp is more than
-    /// `max_age_ms` old (Kafka's `segment.ms`: a segment is closed by age as well as by
-    /// size, so that retention and compaction, which never touch the active segment, reach
-    /// its records). Returns whether it did. Error: `UNKNOWN_TOPIC_OR_PARTITION`. The
+    /// Closes `tp`'s active segment if it holds records and was opened more than
+    /// `max_age_ms` ago on the log's clock (Kafka's `segment.ms`: a segment is closed by age
+    /// as well as by size, so that retention and compaction, which never touch the active
+    /// segment, reach its records; the age is the segment's, not its records' timestamps,
+    /// which clients set). Returns whether it did. Error: `UNKNOWN_TOPIC_OR_PARTITION`. The
     /// default, for a log without segments, does nothing.
     async fn roll_older_than(
         &self,

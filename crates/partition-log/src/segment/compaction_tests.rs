@@ -366,9 +366,11 @@ async fn a_segment_is_closed_by_age_so_that_compaction_reaches_it() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
     clock.set(1_000).unwrap();
-    let log = open_log(dir.path(), &clock).await;
-    put(&log, &[("a", "1")], 1_000).await;
-    put(&log, &[("a", "2")], 1_000).await;
+    let log = open_log(dir.path(), &clock).await; // the active segment opened at 1,000
+                                                  // Stamped in the past: the age is the segment's, not its records' (a client's
+                                                  // timestamps do not close segments, as in Kafka).
+    put(&log, &[("a", "1")], 1).await;
+    put(&log, &[("a", "2")], 1).await;
     // Both in the active segment: a pass has nothing to compact.
     let policy = CompactionPolicy::at(1_000);
     assert_eq!(compact(&log, &policy).await.segments, 0);
@@ -376,22 +378,34 @@ async fn a_segment_is_closed_by_age_so_that_compaction_reaches_it() {
         !log.roll_older_than(&tp(), 100).await.unwrap(),
         "not old enough"
     );
-    clock.advance(101);
+    clock.advance(100);
+    assert!(
+        !log.roll_older_than(&tp(), 100).await.unwrap(),
+        "not more than 100 ms"
+    );
+    clock.advance(1);
     assert!(log.roll_older_than(&tp(), 100).await.unwrap());
+    clock.advance(1_000);
     assert!(
         !log.roll_older_than(&tp(), 100).await.unwrap(),
         "the new active segment is empty"
     );
     assert_eq!(log.bounds(&tp()).await.unwrap(), (0, 2));
-    let done = compact(&log, &CompactionPolicy::at(1_101)).await;
+    let done = compact(&log, &CompactionPolicy::at(2_101)).await;
     assert_eq!(done.records_removed, 1, "{done:?}");
     assert_eq!(contents(&log).await, [row(1, "a", "2")]);
-    put(&log, &[("b", "1")], 1_101).await;
+    put(&log, &[("b", "1")], 1).await;
     assert_eq!(
         log.bounds(&tp()).await.unwrap(),
         (0, 3),
         "appends go on after it"
     );
+    // The segment the roll opened is aged from the roll (1,101), not from the log's opening.
+    assert!(
+        !log.roll_older_than(&tp(), 1_000).await.unwrap(),
+        "opened 1,000 ms ago"
+    );
+    assert!(log.roll_older_than(&tp(), 999).await.unwrap());
     drop(log);
     let log = open_log(dir.path(), &clock).await;
     assert_eq!(contents(&log).await, [row(1, "a", "2"), row(2, "b", "1")]);

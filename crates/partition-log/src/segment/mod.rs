@@ -271,6 +271,10 @@ impl SegmentLogBuilder {
                 let dir = self.dir.join(files::partition_dir(&tp));
                 let start = checkpoint.get(&tp).copied();
                 let partition = Partition::open(tp.clone(), dir, start, cleaned.get(&tp).copied())?;
+                let opened = i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX);
+                partition
+                    .active_since
+                    .store(opened, std::sync::atomic::Ordering::Release);
                 batches += partition
                     .read()
                     .segments
@@ -627,7 +631,10 @@ impl PartitionLog for SegmentLog {
         for p in 0..partitions {
             let tp = TopicPartition::new(name, p);
             let dir = inner.dir.join(files::partition_dir(&tp));
-            parts.push(Arc::new(Partition::create(tp, dir)?));
+            let p = Partition::create(tp, dir)?;
+            p.active_since
+                .store(inner.now_ms(), std::sync::atomic::Ordering::Release);
+            parts.push(Arc::new(p));
         }
         files::sync_dir(&inner.dir)?;
         // The commit point: the topic exists once the topics file lists it.
@@ -716,7 +723,10 @@ impl PartitionLog for SegmentLog {
         for p in current..partitions {
             let tp = TopicPartition::new(name, p);
             let dir = inner.dir.join(files::partition_dir(&tp));
-            added.push(Arc::new(Partition::create(tp, dir)?));
+            let p = Partition::create(tp, dir)?;
+            p.active_since
+                .store(inner.now_ms(), std::sync::atomic::Ordering::Release);
+            added.push(Arc::new(p));
         }
         files::sync_dir(&inner.dir)?;
         let text = {
@@ -790,6 +800,9 @@ impl PartitionLog for SegmentLog {
             .await?;
         self.inner.signal();
         if rolled {
+            partition
+                .active_since
+                .store(now, std::sync::atomic::Ordering::Release);
             // A segment was closed: the moment retention may have something to delete.
             if let Err(e) = self.inner.apply_retention(&[partition]) {
                 error!(partition = %tp, error = %e, "retention failed; retried at the next check");

@@ -137,6 +137,9 @@ pub(crate) struct Partition {
     state: RwLock<State>,
     /// Written since the last sync (flush-interval mode).
     pub(crate) dirty: AtomicBool,
+    /// When the active segment was opened (or the log, for the one recovered at open), in
+    /// ms on the log's clock: its age for `segment.ms`.
+    pub(super) active_since: std::sync::atomic::AtomicI64,
     /// Compaction passes are one at a time; the offset below which the last one left the
     /// partition compacted (0 at open: the first pass sees everything as dirty).
     pub(super) cleaner: std::sync::Mutex<i64>,
@@ -189,6 +192,7 @@ impl Partition {
             syncer: tokio::sync::Mutex::new(()),
             state: RwLock::new(state),
             dirty: AtomicBool::new(false),
+            active_since: std::sync::atomic::AtomicI64::new(0),
             cleaner: std::sync::Mutex::new(0),
             #[cfg(test)]
             fail_next_sync: AtomicBool::new(false),
@@ -500,10 +504,10 @@ impl Partition {
         false
     }
 
-    /// Closes the active segment if it holds a batch whose largest timestamp is more than
-    /// `max_age_ms` before `now_ms` (Kafka's `segment.ms`, measured from the segment's first
-    /// batch as Kafka's `timeWaitedForRoll`); returns whether it did. Waits for an append in
-    /// progress, as a roll at append does.
+    /// Closes the active segment if it holds a batch and was opened more than `max_age_ms`
+    /// before `now_ms` (Kafka's `segment.ms`, measured as Kafka does for a segment without
+    /// timestamps: from when it was opened, or the log was); returns whether it did. Waits
+    /// for an append in progress, as a roll at append does.
     pub(crate) async fn roll_if_older(
         &self,
         now_ms: i64,
@@ -514,17 +518,19 @@ impl Partition {
         if writer.cut_back.is_some() {
             return Ok(false); // a failed append is still to be cut back: the next append does
         }
-        let (first, base) = {
+        let since = self.active_since.load(Ordering::Acquire);
+        let base = {
             let s = self.read();
-            match s.active().entries.first() {
-                Some(e) => (e.head.max_timestamp, s.written_end),
-                None => return Ok(false),
+            if s.active().entries.is_empty() {
+                return Ok(false);
             }
+            s.written_end
         };
-        if now_ms.saturating_sub(first) <= max_age_ms {
+        if now_ms.saturating_sub(since) <= max_age_ms {
             return Ok(false);
         }
         self.roll(base, on_sync)?;
+        self.active_since.store(now_ms, Ordering::Release);
         drop(writer);
         Ok(true)
     }
