@@ -568,6 +568,69 @@ async fn released(context: Arc<Context>) {
     drop(context);
 }
 
+/// A connection accepted and not yet served: what its handler is built from.
+struct Accepted {
+    id: u64,
+    peer: SocketAddr,
+    socket: TcpStream,
+    tls: Option<Tls>,
+    authenticator: Option<Arc<Authenticator>>,
+    endpoint: Arc<Endpoint>,
+    metrics: Option<ListenerMetrics>,
+    context: Arc<Context>,
+    shutdown: Shutdown,
+    shutdown_complete: mpsc::Sender<()>,
+}
+
+impl Accepted {
+    /// The connection's handler, once its TLS handshake (if any) is done, and its count in
+    /// the listener's open connections; `None` if the handshake failed (logged).
+    async fn open(self: Box<Self>) -> Option<(Handler, Option<crate::metrics::OpenConnection>)> {
+        let Accepted {
+            id,
+            peer,
+            socket,
+            tls,
+            authenticator,
+            endpoint,
+            metrics,
+            context,
+            mut shutdown,
+            shutdown_complete,
+        } = *self;
+        info!(connection = id, %peer, protocol = endpoint.protocol.name(), "connection opened");
+        let open = metrics.as_ref().map(ListenerMetrics::opened);
+        let stream = match tls {
+            None => Stream::Tcp(socket),
+            Some(tls) => match handshake(&tls, socket, &context, &mut shutdown).await {
+                Ok(stream) => stream,
+                Err(reason) => {
+                    // Kafka: "Failed authentication with /IP (SSL handshake failed)"
+                    warn!(connection = id, %peer, reason = %reason, "TLS handshake failed; closing the connection");
+                    return None;
+                }
+            },
+        };
+        let principal = stream.peer_principal();
+        let handler = Handler {
+            id,
+            peer,
+            connection: Connection::new(
+                stream,
+                context.config.max_frame_bytes,
+                context.frame_memory.clone(),
+            ),
+            context,
+            shutdown,
+            told_unsupported: false,
+            session: Session::new(authenticator, peer, endpoint, principal),
+            metrics,
+            _shutdown_complete: shutdown_complete,
+        };
+        Some((handler, open))
+    }
+}
+
 /// The TLS handshake of a new connection, bounded by the request timeout (a client that
 /// opens a socket and sends nothing holds it no longer) and by the shutdown.
 async fn handshake(
@@ -770,52 +833,37 @@ impl Listener {
                 debug!(%peer, error = %e, "cannot set TCP_NODELAY");
             }
             let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-            let mut shutdown = Shutdown::new(self.shutdown.resubscribe());
-            let tls = self.bound.tls.clone();
-            let authenticator = self.bound.authenticator.clone();
-            let endpoint = self.bound.endpoint.clone();
-            let metrics = self.bound.metrics.clone();
-            let context = context.clone();
-            let shutdown_complete = self.shutdown_complete_tx.clone();
+            // Boxed, and consumed once the handler is built: the task's state keeps only
+            // what lives as long as the connection (measured in BENCHMARKS.md, 2026-12-07).
+            let accepted = Box::new(Accepted {
+                id,
+                peer,
+                socket,
+                tls: self.bound.tls.clone(),
+                authenticator: self.bound.authenticator.clone(),
+                endpoint: self.bound.endpoint.clone(),
+                metrics: self.bound.metrics.clone(),
+                context: context.clone(),
+                shutdown: Shutdown::new(self.shutdown.resubscribe()),
+                shutdown_complete: self.shutdown_complete_tx.clone(),
+            });
             tokio::spawn(async move {
-                info!(connection = id, %peer, protocol = endpoint.protocol.name(), "connection opened");
-                let open = metrics.as_ref().map(ListenerMetrics::opened);
-                let stream = match tls {
-                    None => Stream::Tcp(socket),
-                    // Boxed: the handshake's future (rustls mid-handshake) would otherwise
-                    // sit inline in every connection's task, plaintext ones included, for
-                    // the connection's whole life: 1760 bytes per task instead of 1152.
-                    Some(tls) => {
-                        match Box::pin(handshake(&tls, socket, &context, &mut shutdown)).await {
-                            Ok(stream) => stream,
-                            Err(reason) => {
-                                // Kafka: "Failed authentication with /IP (SSL handshake failed)"
-                                warn!(connection = id, %peer, reason = %reason, "TLS handshake failed; closing the connection");
-                                return;
-                            }
-                        }
-                    }
-                };
-                let principal = stream.peer_principal();
-                let mut handler = Handler {
-                    id,
-                    peer,
-                    connection: Connection::new(
-                        stream,
-                        context.config.max_frame_bytes,
-                        context.frame_memory.clone(),
-                    ),
-                    context,
-                    shutdown,
-                    told_unsupported: false,
-                    session: Session::new(authenticator, peer, endpoint, principal),
-                    metrics,
-                    _shutdown_complete: shutdown_complete,
+                // Boxed: the handshake's future (rustls mid-handshake) would otherwise sit
+                // inline in every connection's task, plaintext ones included, for the
+                // connection's whole life.
+                let Some((mut handler, open)) = Box::pin(accepted.open()).await else {
+                    return;
                 };
                 let reason = handler.run().await;
-                crate::api::close_share_sessions(&handler.context, &handler.session).await;
+                // Boxed: awaited inline, its state machine made every connection's task
+                // ~1.5 KiB larger for its whole life (BENCHMARKS.md, 2026-12-07).
+                Box::pin(crate::api::close_share_sessions(
+                    &handler.context,
+                    &handler.session,
+                ))
+                .await;
                 let principal = handler.session.principal().unwrap_or_default();
-                info!(connection = handler.id, %peer, principal, reason = %reason, "connection closed");
+                info!(connection = handler.id, peer = %handler.peer, principal, reason = %reason, "connection closed");
                 drop(open);
                 drop(slot);
                 drop(permit);
@@ -931,195 +979,211 @@ impl Handler {
                 Ok(frame) => frame,
                 Err(reason) => return reason,
             };
-            // The frame's share of the pool goes back once its request is handled (below),
-            // or when the connection ends.
-            let (frame, memory) = match frame {
-                Ok(Some(Frame { bytes, memory })) => (bytes, memory),
+            let frame = match frame {
+                Ok(Some(frame)) => frame,
                 Ok(None) => return "closed by the client".into(),
                 Err(e) => {
                     warn!(connection = self.id, peer = %self.peer, error = %e, "bad frame; closing the connection");
                     return format!("bad frame: {e}");
                 }
             };
-            // Metrics: the frame's bytes, and the time its answer takes (see `answered`).
-            let timing = self.metrics.as_ref().map(|m| m.read(frame.len()));
-            // What the metrics count the answer under: API, version, error code.
-            let answered: Option<(kafka_protocol::messages::ApiKey, i16, Option<i16>)>;
-            if self.session.expects_raw_token() {
-                // After a v0 SaslHandshake: a bare token, answered by a bare token; a failure
-                // closes the connection without an answer (Kafka's v0 behaviour).
-                match self.session.authenticate(&frame) {
-                    Ok(token) => {
-                        if let Err(e) = self.connection.write_frame(&raw_frame(&token)).await {
-                            return format!("write failed: {e}");
-                        }
-                        continue;
-                    }
-                    Err(_) => return self.close_after_failed_authentication().await,
-                }
-            }
-            let response = match codec::parse_request(frame) {
-                Incoming::Request {
-                    header,
-                    key,
-                    request,
-                } => {
-                    if let Some(reason) = self.refused_before_authentication(key) {
-                        return reason;
-                    }
-                    let span = tracing::debug_span!(
-                        "request",
-                        connection = self.id,
-                        api = ?key,
-                        version = header.request_api_version,
-                        correlation_id = header.correlation_id,
-                        client_id = header.client_id.as_deref().unwrap_or(""),
-                    );
-                    let started = Instant::now();
-                    let version = header.request_api_version;
-                    let client_id = header.client_id.as_deref().unwrap_or("");
-                    let mut seen = SeenRequest::new(
-                        self.id,
-                        key,
-                        version,
-                        client_id,
-                        crate::faults::group_of(request.request(), version),
-                        Outcome::Answered,
-                        None,
-                    );
-                    // Faults (crate::faults): here, after the request is decoded and its
-                    // connection authenticated, before its handler.
-                    let faults = self.context.faults.clone();
-                    let verdict = faults.on_request(key, client_id, seen.group_id.as_deref());
-                    if let Some(delay) = verdict.delay {
-                        tokio::select! {
-                            () = tokio::time::sleep(delay) => {}
-                            () = self.shutdown.recv() => {}
-                        }
-                    }
-                    match verdict.action {
-                        Some(Instead::Drop) => {
-                            seen.outcome = Outcome::Dropped;
-                            faults.record(seen);
-                            info!(connection = self.id, api = ?key, client_id, "a drop fault closes the connection instead of answering");
-                            return format!("{key:?} dropped by a fault");
-                        }
-                        Some(Instead::Fail(code)) => {
-                            answered = Some((key, version, Some(code)));
-                            seen.outcome = Outcome::Failed;
-                            seen.error_code = Some(code);
-                            faults.record(seen);
-                            debug!(connection = self.id, api = ?key, client_id, code, "answered with a fault's error");
-                            match request.error_answer(version, header.correlation_id, code) {
-                                Ok(frame) => Some(frame),
-                                Err(e) => {
-                                    error!(connection = self.id, api = ?key, error = %e, "cannot answer with the fault's error; closing the connection");
-                                    return format!("internal error: {e}");
-                                }
-                            }
-                        }
-                        None => {
-                            // The answer is boxed (see `registry::Answer`): an idle
-                            // connection's task does not carry the largest handler's future.
-                            let answer = request
-                                .answer(
-                                    &self.context,
-                                    &mut self.shutdown,
-                                    self.peer,
-                                    &header,
-                                    &self.session,
-                                )
-                                .instrument(span.clone())
-                                .await;
-                            span.in_scope(|| {
-                                debug!(
-                                    latency_us = started.elapsed().as_micros() as u64,
-                                    "answered"
-                                )
-                            });
-                            match answer {
-                                Ok(answer) => {
-                                    answered = Some((key, version, answer.metric_code));
-                                    seen.error_code = answer.error_code;
-                                    if answer.frame.is_none() {
-                                        seen.outcome = Outcome::NoAnswer;
-                                    }
-                                    faults.record(seen);
-                                    answer.frame
-                                }
-                                Err(e) => {
-                                    seen.outcome = Outcome::Error;
-                                    faults.record(seen);
-                                    error!(connection = self.id, api = ?key, error = %e, "cannot answer; closing the connection");
-                                    return format!("internal error: {e}");
-                                }
-                            }
-                        }
-                    }
-                }
-                Incoming::UnsupportedVersion { header, entry } => {
-                    let (key, version) = (entry.key, header.request_api_version);
-                    if let Some(reason) = self.refused_before_authentication(key) {
-                        return reason;
-                    }
-                    let answer = entry.unsupported_version(version, header.correlation_id);
-                    answered = Some((
-                        key,
-                        version,
-                        answer
-                            .is_some()
-                            .then_some(crate::api::codes::UNSUPPORTED_VERSION),
-                    ));
-                    let client_id = header.client_id.as_deref().unwrap_or("");
-                    self.context.faults.record(SeenRequest::new(
-                        self.id,
-                        key,
-                        version,
-                        client_id,
-                        None,
-                        Outcome::UnsupportedVersion,
-                        answer
-                            .is_some()
-                            .then_some(crate::api::codes::UNSUPPORTED_VERSION),
-                    ));
-                    let (min, max) = (entry.decodable_min, *entry.versions.end());
-                    if !std::mem::replace(&mut self.told_unsupported, true) {
-                        // Old clients are told, not dropped silently: one line per connection
-                        // naming the client, the API and the versions served (Kafka 4 dropped
-                        // the oldest versions, KIP-896; see the README).
-                        warn!(connection = self.id, peer = %self.peer, client_id, api = ?key, version, served = %format!("{min}..={max}"), answered = answer.is_some(), "a request of a version this broker does not serve");
-                    } else {
-                        debug!(connection = self.id, client_id, api = ?key, version, "unsupported version");
-                    }
-                    match answer {
-                        Some(frame) => Some(frame),
-                        None => return format!("{key:?} v{version} is not supported"),
-                    }
-                }
-                Incoming::Reject { reason } => {
-                    warn!(connection = self.id, peer = %self.peer, %reason, "bad request; closing the connection");
-                    return format!("bad request: {reason}");
-                }
-            };
-            // Handled: its frame's memory goes back to the pool before the answer is written
-            // (Kafka releases a request's buffer when its handler is done).
-            drop(memory);
-            let written = response.as_ref().map_or(0, |frame| frame.len());
-            if let Some(frame) = response {
-                if let Err(e) = self.connection.write_frame(&frame).await {
-                    return format!("write failed: {e}");
-                }
-            }
-            if let (Some(m), Some(timing), Some((key, version, code))) =
-                (&self.metrics, timing, answered)
-            {
-                m.answered(timing, key, version, code, written);
-            }
-            if self.session.has_failed() {
-                return self.close_after_failed_authentication().await;
+            // Boxed: serving a request holds its header, the decoded request and what is
+            // recorded of it across awaits; inline, that state would sit in every
+            // connection's task while it waits for its next frame (BENCHMARKS.md, 2026-12-07).
+            if let Some(reason) = Box::pin(self.serve(frame)).await {
+                return reason;
             }
         }
         "broker shutting down".into()
+    }
+
+    /// Serves one request frame: answers it (or not, as the request or a fault says) and
+    /// records it; returns why the connection closes, if it does.
+    async fn serve(&mut self, frame: Frame) -> Option<String> {
+        // The frame's share of the pool goes back once its request is handled (below), or
+        // when the connection ends.
+        let Frame {
+            bytes: frame,
+            memory,
+        } = frame;
+        // Metrics: the frame's bytes, and the time its answer takes (see `answered`).
+        let timing = self.metrics.as_ref().map(|m| m.read(frame.len()));
+        // What the metrics count the answer under: API, version, error code.
+        let answered: Option<(kafka_protocol::messages::ApiKey, i16, Option<i16>)>;
+        if self.session.expects_raw_token() {
+            // After a v0 SaslHandshake: a bare token, answered by a bare token; a failure
+            // closes the connection without an answer (Kafka's v0 behaviour).
+            match self.session.authenticate(&frame) {
+                Ok(token) => {
+                    if let Err(e) = self.connection.write_frame(&raw_frame(&token)).await {
+                        return Some(format!("write failed: {e}"));
+                    }
+                    return None;
+                }
+                Err(_) => return Some(self.close_after_failed_authentication().await),
+            }
+        }
+        let response = match codec::parse_request(frame) {
+            Incoming::Request {
+                header,
+                key,
+                request,
+            } => {
+                if let Some(reason) = self.refused_before_authentication(key) {
+                    return Some(reason);
+                }
+                let span = tracing::debug_span!(
+                    "request",
+                    connection = self.id,
+                    api = ?key,
+                    version = header.request_api_version,
+                    correlation_id = header.correlation_id,
+                    client_id = header.client_id.as_deref().unwrap_or(""),
+                );
+                let started = Instant::now();
+                let version = header.request_api_version;
+                let client_id = header.client_id.as_deref().unwrap_or("");
+                let mut seen = SeenRequest::new(
+                    self.id,
+                    key,
+                    version,
+                    client_id,
+                    crate::faults::group_of(request.request(), version),
+                    Outcome::Answered,
+                    None,
+                );
+                // Faults (crate::faults): here, after the request is decoded and its
+                // connection authenticated, before its handler.
+                let faults = self.context.faults.clone();
+                let verdict = faults.on_request(key, client_id, seen.group_id.as_deref());
+                if let Some(delay) = verdict.delay {
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = self.shutdown.recv() => {}
+                    }
+                }
+                match verdict.action {
+                    Some(Instead::Drop) => {
+                        seen.outcome = Outcome::Dropped;
+                        faults.record(seen);
+                        info!(connection = self.id, api = ?key, client_id, "a drop fault closes the connection instead of answering");
+                        return Some(format!("{key:?} dropped by a fault"));
+                    }
+                    Some(Instead::Fail(code)) => {
+                        answered = Some((key, version, Some(code)));
+                        seen.outcome = Outcome::Failed;
+                        seen.error_code = Some(code);
+                        faults.record(seen);
+                        debug!(connection = self.id, api = ?key, client_id, code, "answered with a fault's error");
+                        match request.error_answer(version, header.correlation_id, code) {
+                            Ok(frame) => Some(frame),
+                            Err(e) => {
+                                error!(connection = self.id, api = ?key, error = %e, "cannot answer with the fault's error; closing the connection");
+                                return Some(format!("internal error: {e}"));
+                            }
+                        }
+                    }
+                    None => {
+                        // The answer is boxed (see `registry::Answer`): an idle
+                        // connection's task does not carry the largest handler's future.
+                        let answer = request
+                            .answer(
+                                &self.context,
+                                &mut self.shutdown,
+                                self.peer,
+                                &header,
+                                &self.session,
+                            )
+                            .instrument(span.clone())
+                            .await;
+                        span.in_scope(|| {
+                            debug!(
+                                latency_us = started.elapsed().as_micros() as u64,
+                                "answered"
+                            )
+                        });
+                        match answer {
+                            Ok(answer) => {
+                                answered = Some((key, version, answer.metric_code));
+                                seen.error_code = answer.error_code;
+                                if answer.frame.is_none() {
+                                    seen.outcome = Outcome::NoAnswer;
+                                }
+                                faults.record(seen);
+                                answer.frame
+                            }
+                            Err(e) => {
+                                seen.outcome = Outcome::Error;
+                                faults.record(seen);
+                                error!(connection = self.id, api = ?key, error = %e, "cannot answer; closing the connection");
+                                return Some(format!("internal error: {e}"));
+                            }
+                        }
+                    }
+                }
+            }
+            Incoming::UnsupportedVersion { header, entry } => {
+                let (key, version) = (entry.key, header.request_api_version);
+                if let Some(reason) = self.refused_before_authentication(key) {
+                    return Some(reason);
+                }
+                let answer = entry.unsupported_version(version, header.correlation_id);
+                answered = Some((
+                    key,
+                    version,
+                    answer
+                        .is_some()
+                        .then_some(crate::api::codes::UNSUPPORTED_VERSION),
+                ));
+                let client_id = header.client_id.as_deref().unwrap_or("");
+                self.context.faults.record(SeenRequest::new(
+                    self.id,
+                    key,
+                    version,
+                    client_id,
+                    None,
+                    Outcome::UnsupportedVersion,
+                    answer
+                        .is_some()
+                        .then_some(crate::api::codes::UNSUPPORTED_VERSION),
+                ));
+                let (min, max) = (entry.decodable_min, *entry.versions.end());
+                if !std::mem::replace(&mut self.told_unsupported, true) {
+                    // Old clients are told, not dropped silently: one line per connection
+                    // naming the client, the API and the versions served (Kafka 4 dropped
+                    // the oldest versions, KIP-896; see the README).
+                    warn!(connection = self.id, peer = %self.peer, client_id, api = ?key, version, served = %format!("{min}..={max}"), answered = answer.is_some(), "a request of a version this broker does not serve");
+                } else {
+                    debug!(connection = self.id, client_id, api = ?key, version, "unsupported version");
+                }
+                match answer {
+                    Some(frame) => Some(frame),
+                    None => return Some(format!("{key:?} v{version} is not supported")),
+                }
+            }
+            Incoming::Reject { reason } => {
+                warn!(connection = self.id, peer = %self.peer, %reason, "bad request; closing the connection");
+                return Some(format!("bad request: {reason}"));
+            }
+        };
+        // Handled: its frame's memory goes back to the pool before the answer is written
+        // (Kafka releases a request's buffer when its handler is done).
+        drop(memory);
+        let written = response.as_ref().map_or(0, |frame| frame.len());
+        if let Some(frame) = response {
+            if let Err(e) = self.connection.write_frame(&frame).await {
+                return Some(format!("write failed: {e}"));
+            }
+        }
+        if let (Some(m), Some(timing), Some((key, version, code))) =
+            (&self.metrics, timing, answered)
+        {
+            m.answered(timing, key, version, code, written);
+        }
+        if self.session.has_failed() {
+            return Some(self.close_after_failed_authentication().await);
+        }
+        None
     }
 
     /// Why the connection closes if `key` is not answered yet: before authentication only
