@@ -211,7 +211,16 @@ pub(crate) async fn clean(
                 }
             };
             match log.compact(&tp, &policy, format.clone()).await {
-                Ok(c) if c.segments > 0 => done.push((tp, c)),
+                Ok(c) if c.segments > 0 => {
+                    info!(
+                        partition = %tp,
+                        rewritten = c.segments,
+                        records_removed = c.records_removed,
+                        cleaned_up_to = c.cleaned_up_to,
+                        "log compacted"
+                    );
+                    done.push((tp, c));
+                }
                 Ok(_) => {}
                 Err(e @ LogError::InvalidArgument { .. }) => return Err(e),
                 // A topic deleted meanwhile, or a failed write: the next pass retries.
