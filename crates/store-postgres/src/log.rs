@@ -850,29 +850,28 @@ impl PartitionLog for PostgresLog {
         let op = format!("apply retention to {tp}");
         let now = self.now_ms();
         let mut client = self.client(&op).await?;
+        // A first look without the partition's lock: most checks delete nothing, and appends
+        // must not wait for them (a broker paused in the middle of one would hold every
+        // append to the partition up, whichever broker leads it).
+        {
+            let (log_start, high_watermark, batches) =
+                retention_view(&client, &op, tp, topic, partition).await?;
+            let target = retention_target(
+                &batches,
+                log_start,
+                high_watermark,
+                now,
+                retention_ms,
+                retention_bytes,
+            );
+            if target <= log_start {
+                return Ok(log_start);
+            }
+        }
         let tx = client.transaction().await.map_err(db(&op))?;
-        let (log_start, high_watermark) = lock_partition(&tx, &op, tp, topic, partition).await?;
-        if retention_ms < 0 && retention_bytes < 0 {
-            return Ok(log_start);
-        }
-        let stmt = tx
-            .prepare_cached(
-                "SELECT last_offset, max_timestamp, octet_length(encoded)::bigint FROM batches \
-                 WHERE topic = $1 AND partition = $2 ORDER BY base_offset",
-            )
-            .await
-            .map_err(db(&op))?;
-        let rows = tx
-            .query(&stmt, &[&topic, &partition])
-            .await
-            .map_err(db(&op))?;
-        let mut batches = Vec::with_capacity(rows.len());
-        for row in rows {
-            let last: i64 = row.try_get(0).map_err(db(&op))?;
-            let max_timestamp: i64 = row.try_get(1).map_err(db(&op))?;
-            let size: i64 = row.try_get(2).map_err(db(&op))?;
-            batches.push((last, max_timestamp, size));
-        }
+        lock_partition(&tx, &op, tp, topic, partition).await?;
+        let (log_start, high_watermark, batches) =
+            retention_view(&tx, &op, tp, topic, partition).await?;
         let target = retention_target(
             &batches,
             log_start,
@@ -1300,6 +1299,44 @@ async fn lock_partition(
         row.try_get(0).map_err(db(op))?,
         row.try_get(1).map_err(db(op))?,
     ))
+}
+
+/// `tp`'s `(log_start, high_watermark)` and its batches as `(last_offset, max_timestamp,
+/// size)` in offset order, what [`retention_target`] reads.
+async fn retention_view(
+    client: &impl deadpool_postgres::GenericClient,
+    op: &str,
+    tp: &TopicPartition,
+    topic: &str,
+    partition: i64,
+) -> Result<(i64, i64, Vec<(i64, i64, i64)>), LogError> {
+    let row = client
+        .query_opt(
+            "SELECT log_start, high_watermark FROM partitions \
+             WHERE topic = $1 AND partition = $2",
+            &[&topic, &partition],
+        )
+        .await
+        .map_err(db(op))?
+        .ok_or_else(|| unknown(tp))?;
+    let log_start: i64 = row.try_get(0).map_err(db(op))?;
+    let high_watermark: i64 = row.try_get(1).map_err(db(op))?;
+    let rows = client
+        .query(
+            "SELECT last_offset, max_timestamp, octet_length(encoded)::bigint FROM batches \
+             WHERE topic = $1 AND partition = $2 ORDER BY base_offset",
+            &[&topic, &partition],
+        )
+        .await
+        .map_err(db(op))?;
+    let mut batches = Vec::with_capacity(rows.len());
+    for row in rows {
+        let last: i64 = row.try_get(0).map_err(db(op))?;
+        let max_timestamp: i64 = row.try_get(1).map_err(db(op))?;
+        let size: i64 = row.try_get(2).map_err(db(op))?;
+        batches.push((last, max_timestamp, size));
+    }
+    Ok((log_start, high_watermark, batches))
 }
 
 /// The log start retention leaves, from the partition's batches as `(last_offset,
