@@ -58,6 +58,7 @@
 mod batch;
 mod cleaning;
 pub mod compaction;
+pub mod fs;
 mod memory_log;
 mod port;
 pub mod segment;

@@ -184,13 +184,12 @@ impl<F: Fs> Writer<F> {
                 error: e,
             }
         };
-        let mut file = fs
+        let file = fs
             .create_temp(temp)
             .map_err(|e| before_rename("creating", e))?;
-        fs.write_all(&mut file, bytes)
+        fs.write_all(&file, bytes)
             .map_err(|e| before_rename("writing", e))?;
-        fs.fsync(&mut file)
-            .map_err(|e| before_rename("fsync of", e))?;
+        fs.fsync(&file).map_err(|e| before_rename("fsync of", e))?;
         drop(file);
         fs.rename(temp, &files.path)
             .map_err(|e| before_rename("renaming", e))?;

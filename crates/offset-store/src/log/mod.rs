@@ -432,15 +432,15 @@ impl<F: Fs> LogStore<F> {
                 e,
             )
         };
-        let mut file = fs.open_append(&path).map_err(|e| io("opening", e))?;
+        let file = fs.open_append(&path).map_err(|e| io("opening", e))?;
         if recovered.segments.is_empty() {
             fs.fsync_dir(dir)
                 .map_err(|e| io("fsync of its directory", e))?;
         }
         if let Some(at) = recovered.torn_at {
-            fs.truncate(&mut file, at)
+            fs.truncate(&file, at)
                 .map_err(|e| io("cutting off its torn tail", e))?;
-            fs.fsync(&mut file)
+            fs.fsync(&file)
                 .map_err(|e| io("fdatasync after the cut", e))?;
         }
         let log_bytes = recovered.segments.iter().map(|&(_, len)| len).sum();

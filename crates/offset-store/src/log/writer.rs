@@ -263,10 +263,10 @@ impl<F: Fs> Writer<F> {
     /// took: the flushes of the log, not the syncs of a cut or a snapshot.
     fn sync_data(&mut self) -> std::io::Result<()> {
         let Some(observer) = &self.on_sync else {
-            return self.fs.fsync(&mut self.file);
+            return self.fs.fsync(&self.file);
         };
         let start = Instant::now();
-        self.fs.fsync(&mut self.file)?;
+        self.fs.fsync(&self.file)?;
         observer(start.elapsed());
         Ok(())
     }
@@ -377,7 +377,7 @@ impl<F: Fs> Writer<F> {
         if self.sync_failed.is_some() {
             self.sync()?;
         }
-        if let Err(e) = self.fs.write_all(&mut self.file, bytes) {
+        if let Err(e) = self.fs.write_all(&self.file, bytes) {
             return Err(self.undo("write", e));
         }
         if self.policy.flush_interval.is_none() {
@@ -431,10 +431,10 @@ impl<F: Fs> Writer<F> {
     fn cut_back(&mut self) -> Result<(), Failure> {
         let path = self.segment();
         self.fs
-            .truncate(&mut self.file, self.len)
+            .truncate(&self.file, self.len)
             .map_err(|e| (format!("truncating `{}` failed: {e}", path.display()), e))?;
         self.fs
-            .fsync(&mut self.file)
+            .fsync(&self.file)
             .map_err(|e| (format!("fdatasync of `{}` failed: {e}", path.display()), e))?;
         self.unsynced = false;
         Ok(())
@@ -628,7 +628,7 @@ fn write_snapshot<F: Fs>(fs: &F, dir: &Path, base: u64, live: &Live) -> Result<u
             e,
         )
     };
-    let mut file = fs.create_temp(&temp).map_err(|e| fail("creating", e))?;
+    let file = fs.create_temp(&temp).map_err(|e| fail("creating", e))?;
     let mut total = 0u64;
     let mut buf = Vec::with_capacity(SNAPSHOT_FRAME + 4096);
     let mut frame = Frame::begin(&mut buf);
@@ -638,8 +638,7 @@ fn write_snapshot<F: Fs>(fs: &F, dir: &Path, base: u64, live: &Live) -> Result<u
             frame.commit(group, tp, o);
             if frame.len() >= SNAPSHOT_FRAME {
                 frame.finish();
-                fs.write_all(&mut file, &buf)
-                    .map_err(|e| fail("writing", e))?;
+                fs.write_all(&file, &buf).map_err(|e| fail("writing", e))?;
                 total += buf.len() as u64;
                 buf.clear();
                 frame = Frame::begin(&mut buf);
@@ -654,10 +653,9 @@ fn write_snapshot<F: Fs>(fs: &F, dir: &Path, base: u64, live: &Live) -> Result<u
     }
     frame.snapshot_end(live.count, live.groups.len() as u64);
     frame.finish();
-    fs.write_all(&mut file, &buf)
-        .map_err(|e| fail("writing", e))?;
+    fs.write_all(&file, &buf).map_err(|e| fail("writing", e))?;
     total += buf.len() as u64;
-    fs.fsync(&mut file).map_err(|e| fail("fsync", e))?;
+    fs.fsync(&file).map_err(|e| fail("fsync", e))?;
     drop(file);
     fs.rename(&temp, &target).map_err(|e| fail("renaming", e))?;
     fs.fsync_dir(dir).map_err(|e| {
