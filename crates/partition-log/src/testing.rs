@@ -469,6 +469,28 @@ mod segment_log {
     });
 }
 
+// The segment log again, on the simulated file system the crash suites use: what the
+// engine does through the seam is what it does on a disk.
+#[cfg(test)]
+mod segment_log_on_sim_fs {
+    use std::sync::Arc;
+
+    use coordinator_core::ManualClock;
+
+    use super::Fresh;
+    use crate::fs::sim::SimFs;
+    use crate::SegmentLog;
+
+    crate::partition_log_suite!(|_name: &'static str| async {
+        let log = SegmentLog::builder("/data/log")
+            .clock(Arc::new(ManualClock::new()))
+            .segment_bytes(1024)
+            .open_with_fs(SimFs::new())
+            .unwrap();
+        Fresh::new(Arc::new(log))
+    });
+}
+
 /// `run_suite` runs every test.
 #[cfg(test)]
 #[tokio::test]

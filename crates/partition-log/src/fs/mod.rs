@@ -8,6 +8,7 @@
 //! dynamic dispatch between the log and `std::fs`.
 
 use std::ffi::OsString;
+use std::fmt::Debug;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Write};
 use std::path::Path;
@@ -36,9 +37,9 @@ pub mod sim;
 ///
 /// Every method is blocking; the logs call them from `open`, their writer threads and
 /// `spawn_blocking`, never directly from an async task.
-pub trait Fs: Send + Sync + 'static {
+pub trait Fs: Send + Sync + Debug + 'static {
     /// An open file, readable and writable.
-    type File: Send + Sync + 'static;
+    type File: Send + Sync + Debug + 'static;
 
     /// A held lock; dropping it releases the lock.
     type Lock: Send + Sync + 'static;

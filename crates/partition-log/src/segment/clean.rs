@@ -15,9 +15,6 @@
 //! before the swap reads the old file through its open handle. The swap happens under the
 //! partition's lock only if the segment is still there (retention may have deleted it).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufWriter, Write};
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::{Arc, TryLockError};
 
@@ -29,33 +26,33 @@ use super::frame::{self, Head, VERSION_SPARSE};
 use super::partition::{Entry, Partition, CLEANED};
 use crate::cleaning::{self, Cleaning, Outcome, Rewrite, Stored};
 use crate::compaction::{Compaction, CompactionPolicy, RecordFormat};
+use crate::fs::Fs;
 
 /// A closed segment as a pass sees it.
-struct Closed {
+struct Closed<F: Fs> {
     base_offset: i64,
     /// The next segment's base: every offset of this one is below it.
     next_base: i64,
     path: PathBuf,
-    file: Arc<File>,
+    file: Arc<F::File>,
     size: u64,
     entries: Vec<Entry>,
 }
 
-impl Closed {
+impl<F: Fs> Closed<F> {
     fn max_timestamp(&self) -> Option<i64> {
         self.entries.iter().map(|e| e.head.max_timestamp).max()
     }
 
-    fn frame(&self, e: &Entry) -> Result<Vec<u8>, LogError> {
+    fn frame(&self, fs: &F, e: &Entry) -> Result<Vec<u8>, LogError> {
         let mut buf = vec![0; e.head.len() as usize];
-        self.file
-            .read_exact_at(&mut buf, e.position)
+        fs.read_at(&self.file, &mut buf, e.position)
             .map_err(|err| storage("read", &self.path, err))?;
         Ok(buf)
     }
 }
 
-impl Partition {
+impl<F: Fs> Partition<F> {
     /// One compaction pass under `policy` (see the module docs). Returns at once, having done
     /// nothing, if a pass is already running on this partition.
     ///
@@ -74,7 +71,7 @@ impl Partition {
         let (log_start, closed) = self.closed_segments();
         // Compactable: closed segments below the stable offset whose records are all older
         // than the minimum lag, from the one holding the log start.
-        let lag_ok = |c: &Closed| cleaning::lag_passed(policy, c.max_timestamp());
+        let lag_ok = |c: &Closed<F>| cleaning::lag_passed(policy, c.max_timestamp());
         let upto = closed
             .iter()
             .take_while(|c| c.next_base <= policy.stable_offset && lag_ok(c))
@@ -108,7 +105,7 @@ impl Partition {
         let mut pass = Cleaning::new(policy, format);
         for segment in compactable {
             for e in &segment.entries {
-                let frame = segment.frame(e)?;
+                let frame = segment.frame(&*self.fs, e)?;
                 pass.learn(e.head.base_offset, &frame[e.head.data_start() as usize..]);
             }
         }
@@ -118,7 +115,7 @@ impl Partition {
                 if e.head.last_offset() < dirty_start {
                     continue;
                 }
-                let frame = segment.frame(e)?;
+                let frame = segment.frame(&*self.fs, e)?;
                 pass.map(e.head.base_offset, &frame[e.head.data_start() as usize..]);
             }
             mapped += 1;
@@ -145,7 +142,7 @@ impl Partition {
             }
         }
         if done.segments > 0 {
-            files::sync_dir(&self.dir)?;
+            files::sync_dir(&*self.fs, &self.dir)?;
             info!(
                 partition = %self.tp,
                 segments = done.segments,
@@ -161,7 +158,7 @@ impl Partition {
     }
 
     /// The log start and the closed segments, as they are now.
-    fn closed_segments(&self) -> (i64, Vec<Closed>) {
+    fn closed_segments(&self) -> (i64, Vec<Closed<F>>) {
         let s = self.read();
         let closed = s
             .segments
@@ -183,14 +180,14 @@ impl Partition {
     #[allow(clippy::type_complexity)]
     fn rewrite(
         &self,
-        segment: &Closed,
+        segment: &Closed<F>,
         pass: &mut Cleaning<'_>,
-    ) -> Result<Option<(Vec<Entry>, u64, u64, File)>, LogError> {
+    ) -> Result<Option<(Vec<Entry>, u64, u64, F::File)>, LogError> {
         let mut frames: Vec<(Head, Vec<u8>)> = Vec::with_capacity(segment.entries.len());
         let mut changed = false;
         let mut removed = 0u64;
         for e in &segment.entries {
-            let frame = segment.frame(e)?;
+            let frame = segment.frame(&*self.fs, e)?;
             let stored = Stored {
                 base_offset: e.head.base_offset,
                 last_offset: e.head.last_offset(),
@@ -223,29 +220,32 @@ impl Partition {
             return Ok(None);
         }
         let path = cleaned_path(&segment.path);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
+        let fs = &*self.fs;
+        let file = fs
+            .create_temp(&path)
             .map_err(|e| storage("create the compacted segment", &path, e))?;
-        let mut out = BufWriter::with_capacity(1 << 20, &file);
+        // Written in chunks of about 1 MiB: one write per frame would be a system call each.
         let mut entries = Vec::with_capacity(frames.len());
         let mut position = 0u64;
+        let mut chunk: Vec<u8> = Vec::with_capacity(1 << 20);
         for (head, bytes) in &frames {
-            out.write_all(bytes)
-                .map_err(|e| storage("write the compacted segment", &path, e))?;
             entries.push(Entry {
                 head: *head,
                 position,
             });
             position += bytes.len() as u64;
+            chunk.extend_from_slice(bytes);
+            if chunk.len() >= 1 << 20 {
+                fs.write_all(&file, &chunk)
+                    .map_err(|e| storage("write the compacted segment", &path, e))?;
+                chunk.clear();
+            }
         }
-        out.flush()
-            .map_err(|e| storage("write the compacted segment", &path, e))?;
-        drop(out);
-        file.sync_data()
+        if !chunk.is_empty() {
+            fs.write_all(&file, &chunk)
+                .map_err(|e| storage("write the compacted segment", &path, e))?;
+        }
+        fs.fsync(&file)
             .map_err(|e| storage("fdatasync", &path, e))?;
         Ok(Some((entries, position, removed, file)))
     }
@@ -254,10 +254,10 @@ impl Partition {
     /// there unchanged; otherwise removes the file. Returns whether it was swapped.
     fn swap(
         &self,
-        segment: &Closed,
+        segment: &Closed<F>,
         entries: Vec<Entry>,
         size: u64,
-        file: File,
+        file: F::File,
     ) -> Result<bool, LogError> {
         let cleaned = cleaned_path(&segment.path);
         let mut s = self.write();
@@ -268,11 +268,13 @@ impl Partition {
         else {
             drop(s);
             warn!(file = %segment.path.display(), "the segment went while it was compacted: the compaction is dropped");
-            fs::remove_file(&cleaned)
+            self.fs
+                .remove_file(&cleaned)
                 .map_err(|e| storage("remove the unused compaction", &cleaned, e))?;
             return Ok(false);
         };
-        fs::rename(&cleaned, &segment.path)
+        self.fs
+            .rename(&cleaned, &segment.path)
             .map_err(|e| storage("put the compacted segment in place of", &segment.path, e))?;
         current.file = Arc::new(file);
         current.entries = entries;

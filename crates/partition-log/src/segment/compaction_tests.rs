@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Compaction of the segment log, through the port, with a small text record format.
 
+use std::fs;
 use std::path::Path;
 
 use coordinator_core::ManualClock;
@@ -203,7 +204,7 @@ async fn a_gap_above_the_compacted_part_is_still_refused_and_an_unfinished_pass_
     drop(log);
     // Remove a segment written after the compaction (not the last: nothing follows it to
     // tell): that gap is damage.
-    let cleaned = files::read_checkpoint(&dir.path().join(files::CLEANER_CHECKPOINT)).unwrap();
+    let cleaned = files::read_checkpoint(&StdFs, &dir.path().join(files::CLEANER_CHECKPOINT)).unwrap();
     let upto = cleaned[&tp()];
     let victim = names
         .iter()

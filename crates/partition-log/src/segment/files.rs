@@ -3,11 +3,12 @@
 //! the directory).
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{self, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use coordinator_core::{LogError, TopicPartition};
+
+use crate::fs::Fs;
 
 /// The owner lock's file name.
 pub(crate) const LOCK: &str = ".lock";
@@ -35,43 +36,45 @@ pub(crate) fn malformed(path: &Path, reason: impl Into<String>) -> LogError {
 }
 
 /// `fsync`s a directory, so the names created or removed in it are durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
+pub(crate) fn sync_dir<F: Fs>(fs: &F, dir: &Path) -> Result<(), LogError> {
+    fs.fsync_dir(dir)
         .map_err(|e| storage("sync the directory", dir, e))
+}
+
+/// The directory `path` is in.
+pub(crate) fn parent(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
 }
 
 /// Replaces `path` with `bytes` atomically: a reader (or a restart after a crash) finds the
 /// old content or the new, never a mix.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), LogError> {
+pub(crate) fn write_atomically<F: Fs>(fs: &F, path: &Path, bytes: &[u8]) -> Result<(), LogError> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     let write = || -> io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()
+        let f = fs.create_temp(&tmp)?;
+        fs.write_all(&f, bytes)?;
+        fs.fsync(&f)
     };
     write().map_err(|e| storage("write", &tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| storage("rename into place", path, e))?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+    fs.rename(&tmp, path)
+        .map_err(|e| storage("rename into place", path, e))?;
+    sync_dir(fs, parent(path))
 }
 
-/// Takes the owner lock of `dir`: an `flock` held as long as the returned file is open, so
+/// Takes the owner lock of `dir`: an `flock` held as long as the returned lock lives, so
 /// a second process (or a second log in this one) is refused, and removing the file does not
 /// let it in while the first one lives (the lock is on the open file, which the first owner
 /// keeps).
-pub(crate) fn lock(dir: &Path) -> Result<File, LogError> {
+pub(crate) fn lock<F: Fs>(fs: &F, dir: &Path) -> Result<F::Lock, LogError> {
     let path = dir.join(LOCK);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| storage("open the lock file", &path, e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(TryLockError::WouldBlock) => Err(LogError::Storage {
+    match fs.try_lock(&path) {
+        Ok(lock) => Ok(lock),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(LogError::Storage {
             message: format!(
                 "`{}` is in use by another log (its lock `{}` is held): one owner per directory",
                 dir.display(),
@@ -79,7 +82,38 @@ pub(crate) fn lock(dir: &Path) -> Result<File, LogError> {
             ),
             source: None,
         }),
-        Err(TryLockError::Error(e)) => Err(storage("lock", &path, e)),
+        Err(e) => Err(storage("lock", &path, e)),
+    }
+}
+
+/// The text of the small file `path`, or `None` if it does not exist.
+fn read_text<F: Fs>(fs: &F, path: &Path) -> Result<Option<String>, LogError> {
+    match fs.read(path).map_err(|e| storage("read", path, e))? {
+        None => Ok(None),
+        Some(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| malformed(path, "it is not UTF-8 text")),
+    }
+}
+
+/// An open file read from its start through the seam's positional reads (recovery's scan).
+pub(crate) struct FileReader<'a, F: Fs> {
+    pub(crate) fs: &'a F,
+    pub(crate) file: &'a F::File,
+    pub(crate) position: u64,
+    pub(crate) len: u64,
+}
+
+impl<F: Fs> Read for FileReader<'_, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.len.saturating_sub(self.position);
+        let n = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        self.fs.read_at(self.file, &mut buf[..n], self.position)?;
+        self.position += n as u64;
+        Ok(n)
     }
 }
 
@@ -101,11 +135,9 @@ pub(crate) fn encode_topics<'a>(topics: impl Iterator<Item = &'a TopicEntry>) ->
 }
 
 /// Reads the topics file; a missing file is no topics (a new directory).
-pub(crate) fn read_topics(path: &Path) -> Result<Vec<TopicEntry>, LogError> {
-    let text = match fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(storage("read", path, e)),
+pub(crate) fn read_topics<F: Fs>(fs: &F, path: &Path) -> Result<Vec<TopicEntry>, LogError> {
+    let Some(text) = read_text(fs, path)? else {
+        return Ok(Vec::new());
     };
     let mut lines = text.lines();
     if lines.next() != Some(TOPICS_HEADER) {
@@ -152,11 +184,12 @@ pub(crate) fn encode_checkpoint(starts: &BTreeMap<TopicPartition, i64>) -> Strin
 }
 
 /// Reads the log-start checkpoint; a missing file is no entries.
-pub(crate) fn read_checkpoint(path: &Path) -> Result<BTreeMap<TopicPartition, i64>, LogError> {
-    let text = match fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(e) => return Err(storage("read", path, e)),
+pub(crate) fn read_checkpoint<F: Fs>(
+    fs: &F,
+    path: &Path,
+) -> Result<BTreeMap<TopicPartition, i64>, LogError> {
+    let Some(text) = read_text(fs, path)? else {
+        return Ok(BTreeMap::new());
     };
     let mut lines = text.lines();
     if lines.next() != Some("0") {
@@ -208,7 +241,10 @@ pub(crate) fn partition_dir(tp: &TopicPartition) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
+    use crate::fs::StdFs;
 
     #[test]
     fn the_small_files_round_trip_and_refuse_damage() {
@@ -219,21 +255,27 @@ mod tests {
             partitions: 3,
         }];
         let path = dir.path().join(TOPICS);
-        assert!(read_topics(&path).unwrap().is_empty(), "missing: none");
-        write_atomically(&path, encode_topics(topics.iter()).as_bytes()).unwrap();
-        assert_eq!(read_topics(&path).unwrap(), topics);
+        assert!(
+            read_topics(&StdFs, &path).unwrap().is_empty(),
+            "missing: none"
+        );
+        write_atomically(&StdFs, &path, encode_topics(topics.iter()).as_bytes()).unwrap();
+        assert_eq!(read_topics(&StdFs, &path).unwrap(), topics);
         fs::write(&path, format!("{TOPICS_HEADER}\nxyz 3 t\n")).unwrap();
-        let err = read_topics(&path).unwrap_err().to_string();
+        let err = read_topics(&StdFs, &path).unwrap_err().to_string();
         assert!(err.contains("line 2") && err.contains("topics"), "{err}");
 
         let mut starts = BTreeMap::new();
         starts.insert(TopicPartition::new("a-1", 2), 40);
         starts.insert(TopicPartition::new("b", 0), 0);
         let path = dir.path().join(CHECKPOINT);
-        write_atomically(&path, encode_checkpoint(&starts).as_bytes()).unwrap();
-        assert_eq!(read_checkpoint(&path).unwrap(), starts);
+        write_atomically(&StdFs, &path, encode_checkpoint(&starts).as_bytes()).unwrap();
+        assert_eq!(read_checkpoint(&StdFs, &path).unwrap(), starts);
         fs::write(&path, "0\n3\nb 0 0\n").unwrap();
-        assert!(read_checkpoint(&path).is_err(), "a short checkpoint");
+        assert!(
+            read_checkpoint(&StdFs, &path).is_err(),
+            "a short checkpoint"
+        );
 
         assert_eq!(segment_name(42), "00000000000000000042.log");
         assert_eq!(parse_segment_name(&segment_name(42)), Some(42));
@@ -244,10 +286,10 @@ mod tests {
     #[test]
     fn a_second_owner_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let first = lock(dir.path()).unwrap();
-        let err = lock(dir.path()).unwrap_err().to_string();
+        let first = lock(&StdFs, dir.path()).unwrap();
+        let err = lock(&StdFs, dir.path()).unwrap_err().to_string();
         assert!(err.contains("in use by another log"), "{err}");
         drop(first);
-        lock(dir.path()).unwrap();
+        lock(&StdFs, dir.path()).unwrap();
     }
 }

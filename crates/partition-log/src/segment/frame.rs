@@ -1,7 +1,6 @@
 //! The frame around each stored batch: what recovery checks, whatever bytes the appender
 //! encoded (see the module docs of [`segment`](super) for the layout).
 
-use std::fs::File;
 use std::io::{self, BufReader, Read};
 
 use coordinator_core::LogError;
@@ -235,15 +234,16 @@ pub(crate) enum Step {
 }
 
 /// Reads a segment file frame by frame, checking each CRC.
-pub(crate) struct Scanner {
-    reader: BufReader<File>,
+pub(crate) struct Scanner<R> {
+    reader: BufReader<R>,
     file_len: u64,
     pos: u64,
     buf: Vec<u8>,
 }
 
-impl Scanner {
-    pub(crate) fn new(file: File, file_len: u64) -> Scanner {
+impl<R: Read> Scanner<R> {
+    /// Scans the `file_len` bytes `file` reads from its start.
+    pub(crate) fn new(file: R, file_len: u64) -> Scanner<R> {
         Scanner {
             reader: BufReader::with_capacity(1 << 20, file),
             file_len,

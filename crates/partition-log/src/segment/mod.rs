@@ -99,7 +99,6 @@ mod partition;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
@@ -112,6 +111,7 @@ use tokio::sync::watch;
 use tracing::{error, info};
 
 use crate::compaction::{Compaction, CompactionPolicy, RecordFormat};
+use crate::fs::{Fs, StdFs};
 use crate::memory_log::{check_new_topic, new_topic_id, BatchRead};
 use crate::port::{EncodeBatch, PartitionLog};
 use files::{storage, TopicEntry};
@@ -231,6 +231,16 @@ impl SegmentLogBuilder {
     /// `INVALID_ARGUMENT` for a setting out of range; `STORAGE_ERROR` for a directory another
     /// log owns, an I/O failure (naming file and step) or damage recovery refuses.
     pub fn open(self) -> Result<SegmentLog, LogError> {
+        self.open_with_fs(StdFs)
+    }
+
+    /// [`open`](Self::open) on the file system `fs`: a
+    /// [`SimFs`](crate::fs::sim::SimFs) in tests, to cut power after any operation or fail
+    /// one with `EIO` or `ENOSPC`.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub fn open_with_fs<F: Fs>(self, fs: F) -> Result<SegmentLog<F>, LogError> {
         let invalid = |what, reason: String| Err(LogError::InvalidArgument { what, reason });
         if self.segment_bytes < 1024 {
             return invalid(
@@ -256,12 +266,21 @@ impl SegmentLogBuilder {
                 "flush and retention check intervals must be at least 1 ms".into(),
             );
         }
-        fs::create_dir_all(&self.dir)
-            .map_err(|e| storage("create the log directory", &self.dir, e))?;
-        let lock = files::lock(&self.dir)?;
-        let entries = files::read_topics(&self.dir.join(files::TOPICS))?;
-        let checkpoint = files::read_checkpoint(&self.dir.join(files::CHECKPOINT))?;
-        let cleaned = files::read_checkpoint(&self.dir.join(files::CLEANER_CHECKPOINT))?;
+        let fs = Arc::new(fs);
+        if !fs
+            .exists(&self.dir)
+            .map_err(|e| storage("look for the log directory", &self.dir, e))?
+        {
+            // Created, and the creation made durable, as Kafka's log manager does for a new
+            // log directory: otherwise a power cut could take the whole directory back.
+            fs.create_dir_all(&self.dir)
+                .map_err(|e| storage("create the log directory", &self.dir, e))?;
+            files::sync_dir(&*fs, files::parent(&self.dir))?;
+        }
+        let lock = files::lock(&*fs, &self.dir)?;
+        let entries = files::read_topics(&*fs, &self.dir.join(files::TOPICS))?;
+        let checkpoint = files::read_checkpoint(&*fs, &self.dir.join(files::CHECKPOINT))?;
+        let cleaned = files::read_checkpoint(&*fs, &self.dir.join(files::CLEANER_CHECKPOINT))?;
         let mut topics = BTreeMap::new();
         let mut batches = 0usize;
         for entry in entries {
@@ -270,7 +289,13 @@ impl SegmentLogBuilder {
                 let tp = TopicPartition::new(entry.name.as_str(), p);
                 let dir = self.dir.join(files::partition_dir(&tp));
                 let start = checkpoint.get(&tp).copied();
-                let partition = Partition::open(tp.clone(), dir, start, cleaned.get(&tp).copied())?;
+                let partition = Partition::open(
+                    fs.clone(),
+                    tp.clone(),
+                    dir,
+                    start,
+                    cleaned.get(&tp).copied(),
+                )?;
                 let opened = i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX);
                 partition
                     .active_since
@@ -296,6 +321,7 @@ impl SegmentLogBuilder {
             retention_bytes: self.retention_bytes,
         };
         let inner = Arc::new(Inner {
+            fs,
             dir: self.dir,
             clock: self.clock,
             policy,
@@ -320,16 +346,17 @@ impl SegmentLogBuilder {
 }
 
 #[derive(Debug)]
-struct Topic {
+struct Topic<F: Fs> {
     entry: TopicEntry,
-    partitions: Vec<Arc<Partition>>,
+    partitions: Vec<Arc<Partition<F>>>,
 }
 
-struct Inner {
+struct Inner<F: Fs> {
+    fs: Arc<F>,
     dir: PathBuf,
     clock: Arc<dyn Clock>,
     policy: Policy,
-    topics: RwLock<BTreeMap<Arc<str>, Topic>>,
+    topics: RwLock<BTreeMap<Arc<str>, Topic<F>>>,
     /// Topic creations are one at a time (each rewrites the topics file).
     create: Mutex<()>,
     /// Checkpoint rewrites are one at a time, each with every partition's start.
@@ -339,16 +366,16 @@ struct Inner {
     appended: watch::Sender<u64>,
     /// Told each sync of the log's data ([`SegmentLogBuilder::on_sync`]).
     on_sync: Option<SyncObserver>,
-    _lock: File,
+    _lock: F::Lock,
 }
 
-impl Inner {
-    fn topics(&self) -> RwLockReadGuard<'_, BTreeMap<Arc<str>, Topic>> {
+impl<F: Fs> Inner<F> {
+    fn topics(&self) -> RwLockReadGuard<'_, BTreeMap<Arc<str>, Topic<F>>> {
         // Nothing panics while the guard is held, so a poisoned lock guards consistent data.
         self.topics.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn partition(&self, tp: &TopicPartition) -> Result<Arc<Partition>, LogError> {
+    fn partition(&self, tp: &TopicPartition) -> Result<Arc<Partition<F>>, LogError> {
         self.topics()
             .get(tp.topic())
             .and_then(|t| t.partitions.get(tp.partition() as usize))
@@ -358,7 +385,7 @@ impl Inner {
             })
     }
 
-    fn all_partitions(&self) -> Vec<Arc<Partition>> {
+    fn all_partitions(&self) -> Vec<Arc<Partition<F>>> {
         self.topics()
             .values()
             .flat_map(|t| t.partitions.iter().cloned())
@@ -375,7 +402,7 @@ impl Inner {
 
     /// Rewrites the checkpoint with `p`'s start at `start` (every other partition's as it is),
     /// then drops `p`'s first `n` segments. The caller holds the checkpoint lock.
-    fn move_start(&self, p: &Partition, n: usize, start: i64) -> Result<(), LogError> {
+    fn move_start(&self, p: &Partition<F>, n: usize, start: i64) -> Result<(), LogError> {
         let mut starts: BTreeMap<TopicPartition, i64> = self
             .all_partitions()
             .iter()
@@ -383,7 +410,11 @@ impl Inner {
             .collect();
         starts.insert(p.tp.clone(), start);
         let path = self.dir.join(files::CHECKPOINT);
-        files::write_atomically(&path, files::encode_checkpoint(&starts).as_bytes())?;
+        files::write_atomically(
+            &*self.fs,
+            &path,
+            files::encode_checkpoint(&starts).as_bytes(),
+        )?;
         p.remove_segments(n, start)
     }
 
@@ -407,7 +438,7 @@ impl Inner {
     }
 
     /// Applies retention to `partitions`; returns how many segments were deleted.
-    fn apply_retention(&self, partitions: &[Arc<Partition>]) -> Result<usize, LogError> {
+    fn apply_retention(&self, partitions: &[Arc<Partition<F>>]) -> Result<usize, LogError> {
         let mut deleted = 0;
         for p in partitions {
             deleted += self.retain(p, self.policy)?;
@@ -416,7 +447,7 @@ impl Inner {
     }
 
     /// Applies `policy`'s retention rules to `p`; returns how many segments were deleted.
-    fn retain(&self, p: &Partition, policy: Policy) -> Result<usize, LogError> {
+    fn retain(&self, p: &Partition<F>, policy: Policy) -> Result<usize, LogError> {
         let n = p.expired(policy, self.now_ms());
         if n == 0 {
             return Ok(0);
@@ -452,7 +483,7 @@ impl Inner {
             });
         }
         let path = self.dir.join(files::CLEANER_CHECKPOINT);
-        files::write_atomically(&path, files::encode_checkpoint(&next).as_bytes())?;
+        files::write_atomically(&*self.fs, &path, files::encode_checkpoint(&next).as_bytes())?;
         *cleaned = next;
         Ok(())
     }
@@ -480,8 +511,8 @@ struct Housekeeper {
 }
 
 impl Housekeeper {
-    fn start(
-        inner: Arc<Inner>,
+    fn start<F: Fs>(
+        inner: Arc<Inner<F>>,
         flush_ms: Option<u64>,
         retention_ms: u64,
     ) -> Result<Housekeeper, LogError> {
@@ -542,12 +573,15 @@ impl Housekeeper {
 /// # Ok::<(), coordinator_core::LogError>(())
 /// # }).unwrap();
 /// ```
-pub struct SegmentLog {
-    inner: Arc<Inner>,
+///
+/// `F` is the file system ([`StdFs`], or a [`SimFs`](crate::fs::sim::SimFs) in tests:
+/// [`SegmentLogBuilder::open_with_fs`]).
+pub struct SegmentLog<F: Fs = StdFs> {
+    inner: Arc<Inner<F>>,
     housekeeper: Option<Housekeeper>,
 }
 
-impl fmt::Debug for SegmentLog {
+impl<F: Fs> fmt::Debug for SegmentLog<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let topics = self.inner.topics();
         let mut m = f.debug_map();
@@ -559,7 +593,7 @@ impl fmt::Debug for SegmentLog {
     }
 }
 
-impl Drop for SegmentLog {
+impl<F: Fs> Drop for SegmentLog<F> {
     fn drop(&mut self) {
         if let Some(h) = self.housekeeper.take() {
             drop(h.stop);
@@ -586,7 +620,9 @@ impl SegmentLog {
             on_sync: None,
         }
     }
+}
 
+impl<F: Fs> SegmentLog<F> {
     /// The log's directory.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
@@ -613,7 +649,7 @@ impl SegmentLog {
 }
 
 #[async_trait]
-impl PartitionLog for SegmentLog {
+impl<F: Fs> PartitionLog for SegmentLog<F> {
     async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), LogError> {
         let inner = &self.inner;
         let _one = inner.create.lock().unwrap_or_else(PoisonError::into_inner);
@@ -631,18 +667,18 @@ impl PartitionLog for SegmentLog {
         for p in 0..partitions {
             let tp = TopicPartition::new(name, p);
             let dir = inner.dir.join(files::partition_dir(&tp));
-            let p = Partition::create(tp, dir)?;
+            let p = Partition::create(inner.fs.clone(), tp, dir)?;
             p.active_since
                 .store(inner.now_ms(), std::sync::atomic::Ordering::Release);
             parts.push(Arc::new(p));
         }
-        files::sync_dir(&inner.dir)?;
+        files::sync_dir(&*inner.fs, &inner.dir)?;
         // The commit point: the topic exists once the topics file lists it.
         let text = {
             let topics = inner.topics();
             files::encode_topics(topics.values().map(|t| &t.entry).chain([&entry]))
         };
-        files::write_atomically(&inner.dir.join(files::TOPICS), text.as_bytes())?;
+        files::write_atomically(&*inner.fs, &inner.dir.join(files::TOPICS), text.as_bytes())?;
         inner
             .topics
             .write()
@@ -678,7 +714,7 @@ impl PartitionLog for SegmentLog {
                     .map(|(_, t)| &t.entry),
             )
         };
-        files::write_atomically(&inner.dir.join(files::TOPICS), text.as_bytes())?;
+        files::write_atomically(&*inner.fs, &inner.dir.join(files::TOPICS), text.as_bytes())?;
         let removed = inner
             .topics
             .write()
@@ -691,7 +727,7 @@ impl PartitionLog for SegmentLog {
             .retain(|tp, _| tp.topic() != name);
         for p in removed.iter().flat_map(|t| &t.partitions) {
             let dir = &p.dir;
-            if let Err(e) = std::fs::remove_dir_all(dir) {
+            if let Err(e) = inner.fs.remove_dir_all(dir) {
                 error!(dir = %dir.display(), error = %e, "a deleted topic's directory could not be removed");
             }
         }
@@ -723,12 +759,12 @@ impl PartitionLog for SegmentLog {
         for p in current..partitions {
             let tp = TopicPartition::new(name, p);
             let dir = inner.dir.join(files::partition_dir(&tp));
-            let p = Partition::create(tp, dir)?;
+            let p = Partition::create(inner.fs.clone(), tp, dir)?;
             p.active_since
                 .store(inner.now_ms(), std::sync::atomic::Ordering::Release);
             added.push(Arc::new(p));
         }
-        files::sync_dir(&inner.dir)?;
+        files::sync_dir(&*inner.fs, &inner.dir)?;
         let text = {
             let topics = inner.topics();
             let entries: Vec<TopicEntry> = topics
@@ -743,7 +779,7 @@ impl PartitionLog for SegmentLog {
                 .collect();
             files::encode_topics(entries.iter())
         };
-        files::write_atomically(&inner.dir.join(files::TOPICS), text.as_bytes())?;
+        files::write_atomically(&*inner.fs, &inner.dir.join(files::TOPICS), text.as_bytes())?;
         if let Some(t) = inner
             .topics
             .write()
@@ -914,7 +950,7 @@ impl PartitionLog for SegmentLog {
     }
 }
 
-impl TopicMetadata for SegmentLog {
+impl<F: Fs> TopicMetadata for SegmentLog<F> {
     fn partition_count(&self, topic: &str) -> Option<u32> {
         self.inner.topics().get(topic).map(|t| t.entry.partitions)
     }

@@ -1,9 +1,7 @@
 //! One partition of the segment log: its segment files, the in-memory index, recovery,
 //! appends, reads and the deletion of whole segments.
 
-use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -12,10 +10,11 @@ use std::time::Instant;
 use coordinator_core::{Bytes, LogError, OutOfRange, TopicPartition};
 use tracing::warn;
 
-use super::files::{self, storage};
+use super::files::{self, storage, FileReader};
 use super::frame::{Head, Scanner, Step};
 use super::SyncObserver;
 use crate::batch::Batch;
+use crate::fs::Fs;
 use crate::memory_log::BatchRead;
 
 /// The index entry of one stored batch.
@@ -31,29 +30,25 @@ pub(crate) const CLEANED: &str = ".cleaned";
 
 /// One segment file and the index of its batches.
 #[derive(Debug)]
-pub(crate) struct Segment {
+pub(crate) struct Segment<F: Fs> {
     pub(crate) base_offset: i64,
     pub(crate) path: PathBuf,
-    pub(crate) file: Arc<File>,
+    pub(crate) file: Arc<F::File>,
     /// The bytes of whole frames (appends write here).
     pub(crate) size: u64,
     pub(crate) entries: Vec<Entry>,
 }
 
-impl Segment {
+impl<F: Fs> Segment<F> {
     /// The largest record timestamp in the segment, `None` when empty.
     pub(crate) fn max_timestamp(&self) -> Option<i64> {
         self.entries.iter().map(|e| e.head.max_timestamp).max()
     }
 
-    fn create(dir: &Path, base_offset: i64) -> Result<Segment, LogError> {
+    fn create(fs: &F, dir: &Path, base_offset: i64) -> Result<Segment<F>, LogError> {
         let path = dir.join(files::segment_name(base_offset));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
+        let file = fs
+            .create_temp(&path)
             .map_err(|e| storage("create the segment", &path, e))?;
         Ok(Segment {
             base_offset,
@@ -67,7 +62,7 @@ impl Segment {
 
 /// A partition's bounds and segments (never empty: the last one is the active segment).
 #[derive(Debug)]
-pub(crate) struct State {
+pub(crate) struct State<F: Fs> {
     pub(crate) log_start: i64,
     /// The high watermark: every frame below it is durable under the policy and readable.
     pub(crate) end: i64,
@@ -77,11 +72,11 @@ pub(crate) struct State {
     pub(crate) failures: u64,
     /// The last failed sync's error, told to the appenders it cut back.
     pub(crate) last_failure: String,
-    pub(crate) segments: Vec<Segment>,
+    pub(crate) segments: Vec<Segment<F>>,
 }
 
-impl State {
-    fn active(&self) -> &Segment {
+impl<F: Fs> State<F> {
+    fn active(&self) -> &Segment<F> {
         // Never empty: built with one segment, and the active one is never removed.
         &self.segments[self.segments.len() - 1]
     }
@@ -119,22 +114,24 @@ pub(crate) struct Policy {
 }
 
 /// What the single appender of a partition keeps between appends.
-#[derive(Debug, Default)]
-pub(crate) struct Writer {
+#[derive(Debug)]
+pub(crate) struct Writer<F: Fs> {
     /// A failed append whose bytes could not be cut back: retried before the next append.
-    cut_back: Option<(Arc<File>, PathBuf, u64)>,
+    cut_back: Option<(Arc<F::File>, PathBuf, u64)>,
 }
 
 /// One partition.
 #[derive(Debug)]
-pub(crate) struct Partition {
+pub(crate) struct Partition<F: Fs> {
+    /// The file system, shared with the log.
+    pub(crate) fs: Arc<F>,
     pub(crate) tp: TopicPartition,
     pub(crate) dir: PathBuf,
     /// Writes to a partition are one at a time.
-    writer: tokio::sync::Mutex<Writer>,
+    writer: tokio::sync::Mutex<Writer<F>>,
     /// Syncs too; one sync covers every frame written before it started.
     pub(crate) syncer: tokio::sync::Mutex<()>,
-    state: RwLock<State>,
+    state: RwLock<State<F>>,
     /// Written since the last sync (flush-interval mode).
     pub(crate) dirty: AtomicBool,
     /// When the active segment was opened (or the log, for the one recovered at open), in
@@ -151,26 +148,36 @@ pub(crate) struct Partition {
     pub(crate) syncs: std::sync::atomic::AtomicU64,
 }
 
-impl Partition {
-    pub(crate) fn read(&self) -> RwLockReadGuard<'_, State> {
+impl<F: Fs> Partition<F> {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, State<F>> {
         // Nothing panics while the guard is held, so a poisoned lock guards consistent data.
         self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(super) fn write(&self) -> RwLockWriteGuard<'_, State> {
+    pub(super) fn write(&self) -> RwLockWriteGuard<'_, State<F>> {
         self.state.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// A new, empty partition in `dir` (created; a leftover of a crashed creation is
     /// replaced).
-    pub(crate) fn create(tp: TopicPartition, dir: PathBuf) -> Result<Partition, LogError> {
-        if dir.exists() {
-            fs::remove_dir_all(&dir).map_err(|e| storage("remove the leftover", &dir, e))?;
+    pub(crate) fn create(
+        fs: Arc<F>,
+        tp: TopicPartition,
+        dir: PathBuf,
+    ) -> Result<Partition<F>, LogError> {
+        if fs
+            .exists(&dir)
+            .map_err(|e| storage("look for a leftover", &dir, e))?
+        {
+            fs.remove_dir_all(&dir)
+                .map_err(|e| storage("remove the leftover", &dir, e))?;
         }
-        fs::create_dir_all(&dir).map_err(|e| storage("create the partition directory", &dir, e))?;
-        let segment = Segment::create(&dir, 0)?;
-        files::sync_dir(&dir)?;
+        fs.create_dir_all(&dir)
+            .map_err(|e| storage("create the partition directory", &dir, e))?;
+        let segment = Segment::create(&*fs, &dir, 0)?;
+        files::sync_dir(&*fs, &dir)?;
         Ok(Partition::with_state(
+            fs,
             tp,
             dir,
             State {
@@ -184,11 +191,12 @@ impl Partition {
         ))
     }
 
-    fn with_state(tp: TopicPartition, dir: PathBuf, state: State) -> Partition {
+    fn with_state(fs: Arc<F>, tp: TopicPartition, dir: PathBuf, state: State<F>) -> Partition<F> {
         Partition {
+            fs,
             tp,
             dir,
-            writer: tokio::sync::Mutex::new(Writer::default()),
+            writer: tokio::sync::Mutex::new(Writer { cut_back: None }),
             syncer: tokio::sync::Mutex::new(()),
             state: RwLock::new(state),
             dirty: AtomicBool::new(false),
@@ -209,34 +217,33 @@ impl Partition {
     /// `cleaned` is where compaction left the partition compacted (the cleaner checkpoint):
     /// below it, offsets may have gaps; above it, they must run on.
     pub(crate) fn open(
+        fs: Arc<F>,
         tp: TopicPartition,
         dir: PathBuf,
         checkpoint: Option<i64>,
         cleaned: Option<i64>,
-    ) -> Result<Partition, LogError> {
+    ) -> Result<Partition<F>, LogError> {
         let cleaned = cleaned.unwrap_or(0);
-        if !dir.exists() {
+        if !fs.exists(&dir).map_err(|e| storage("look for", &dir, e))? {
             return Err(files::malformed(
                 &dir,
                 format!("the directory of {tp} is missing (the topics file lists it)"),
             ));
         }
         let mut bases = Vec::new();
-        let listing = fs::read_dir(&dir).map_err(|e| storage("list", &dir, e))?;
-        for entry in listing {
-            let entry = entry.map_err(|e| storage("list", &dir, e))?;
-            let name = entry.file_name();
+        let listing = fs.list_dir(&dir).map_err(|e| storage("list", &dir, e))?;
+        for name in listing {
+            let path = dir.join(&name);
             match name.to_str().and_then(files::parse_segment_name) {
                 Some(base) => bases.push(base),
                 None if name.to_str().is_some_and(|n| n.ends_with(CLEANED)) => {
                     // A compaction's output not yet swapped in: the segment it would have
                     // replaced is whole, and the compaction runs again.
-                    let path = entry.path();
                     warn!(file = %path.display(), "an unfinished compaction's output: removed");
-                    fs::remove_file(&path)
+                    fs.remove_file(&path)
                         .map_err(|e| storage("remove the unfinished compaction", &path, e))?;
                 }
-                None => warn!(file = %entry.path().display(), "not a segment file: ignored"),
+                None => warn!(file = %path.display(), "not a segment file: ignored"),
             }
         }
         bases.sort_unstable();
@@ -257,7 +264,7 @@ impl Partition {
                     ),
                 ));
             }
-            let segment = recover_segment(path, base, i == last, cleaned)?;
+            let segment = recover_segment(&*fs, path, base, i == last, cleaned)?;
             expected = segment
                 .entries
                 .last()
@@ -278,10 +285,11 @@ impl Partition {
             })
             .count();
         for s in segments.drain(..below) {
-            fs::remove_file(&s.path)
+            fs.remove_file(&s.path)
                 .map_err(|e| storage("remove the deleted segment", &s.path, e))?;
         }
         let partition = Partition::with_state(
+            fs,
             tp,
             dir,
             State {
@@ -344,14 +352,14 @@ impl Partition {
     /// and whether a segment was closed.
     fn write_frame(
         &self,
-        writer: &mut Writer,
+        writer: &mut Writer<F>,
         policy: Policy,
         on_sync: Option<&SyncObserver>,
         count: u32,
         build: impl FnOnce(i64) -> Result<(Vec<u8>, i64), LogError>,
     ) -> Result<(i64, i64, u64, bool), LogError> {
         if let Some((file, path, at)) = writer.cut_back.take() {
-            if let Err(e) = file.set_len(at) {
+            if let Err(e) = self.fs.truncate(&file, at) {
                 writer.cut_back = Some((file, path.clone(), at));
                 return Err(storage("cut back the failed append in", &path, e));
             }
@@ -374,8 +382,9 @@ impl Partition {
             let a = s.active();
             (a.file.clone(), a.path.clone(), a.size)
         };
-        let written = file
-            .write_all_at(&frame, at)
+        let written = self
+            .fs
+            .write_at(&file, &frame, at)
             .and_then(|()| {
                 if !policy.sync_each_append && self.injected_failure() {
                     return Err(io::Error::other("injected failure"));
@@ -384,7 +393,7 @@ impl Partition {
             })
             .map_err(|e| storage("append to", &path, e));
         if let Err(e) = written {
-            if let Err(cut) = file.set_len(at) {
+            if let Err(cut) = self.fs.truncate(&file, at) {
                 warn!(file = %path.display(), position = at, error = %cut, "cannot cut back a failed append; retried at the next one");
                 writer.cut_back = Some((file, path, at));
             }
@@ -440,6 +449,7 @@ impl Partition {
         self.syncs.fetch_add(1, Ordering::AcqRel);
         let shown = path.clone();
         let observer = on_sync.cloned();
+        let fs = self.fs.clone();
         let synced = tokio::task::spawn_blocking(move || {
             if fail {
                 return Err(storage(
@@ -448,7 +458,7 @@ impl Partition {
                     io::Error::other("injected failure"),
                 ));
             }
-            observed(observer.as_ref(), || file.sync_data())
+            observed(observer.as_ref(), || fs.fsync(&file))
                 .map_err(|e| storage("fdatasync", &path, e))
         })
         .await
@@ -488,7 +498,7 @@ impl Partition {
         };
         active.entries.truncate(keep);
         active.size = at;
-        if let Err(cut) = active.file.set_len(at) {
+        if let Err(cut) = self.fs.truncate(&active.file, at) {
             warn!(file = %active.path.display(), position = at, error = %cut, "cannot cut back a failed append; retried at the next one");
             writer.cut_back = Some((active.file.clone(), active.path.clone(), at));
         }
@@ -542,9 +552,10 @@ impl Partition {
             let s = self.read();
             (s.active().file.clone(), s.active().path.clone())
         };
-        observed(on_sync, || old.sync_data()).map_err(|e| storage("fdatasync", &old_path, e))?;
-        let segment = Segment::create(&self.dir, base)?;
-        files::sync_dir(&self.dir)?;
+        observed(on_sync, || self.fs.fsync(&old))
+            .map_err(|e| storage("fdatasync", &old_path, e))?;
+        let segment = Segment::create(&*self.fs, &self.dir, base)?;
+        files::sync_dir(&*self.fs, &self.dir)?;
         let mut s = self.write();
         s.end = s.written_end;
         s.segments.push(segment);
@@ -561,7 +572,7 @@ impl Partition {
             let s = self.read();
             (s.active().file.clone(), s.active().path.clone())
         };
-        observed(on_sync, || file.sync_data()).map_err(|e| {
+        observed(on_sync, || self.fs.fsync(&file)).map_err(|e| {
             self.dirty.store(true, Ordering::Release);
             storage("fdatasync", &path, e)
         })
@@ -581,7 +592,7 @@ impl Partition {
         // What to read, chosen under the lock; read after it is released, so appends and
         // syncs do not wait for the disk. A segment deleted meanwhile by retention is still
         // readable through its open file.
-        let mut ranges: Vec<(Arc<File>, PathBuf, Vec<Entry>)> = Vec::new();
+        let mut ranges: Vec<(Arc<F::File>, PathBuf, Vec<Entry>)> = Vec::new();
         let mut taken = 0usize;
         let mut size = 0usize;
         'segments: while let Some(segment) = s.segments.get(seg) {
@@ -608,7 +619,7 @@ impl Partition {
         drop(s);
         let mut batches = Vec::with_capacity(taken);
         for (file, path, entries) in &ranges {
-            read_range(file, path, entries, &mut batches)?;
+            read_range(&*self.fs, file, path, entries, &mut batches)?;
         }
         Ok(BatchRead {
             log_start,
@@ -633,7 +644,7 @@ impl Partition {
                 if e.head.max_timestamp < timestamp || e.head.last_offset() < s.log_start {
                     continue;
                 }
-                let found = read_index(segment, e)?
+                let found = read_index(&*self.fs, segment, e)?
                     .into_iter()
                     .find(|(o, t)| *o >= s.log_start && *t >= timestamp);
                 if let Some((o, t)) = found {
@@ -651,9 +662,9 @@ impl Partition {
     /// removed record).
     pub(crate) fn offset_of_max_timestamp(&self) -> Result<Option<(i64, i64)>, LogError> {
         let s = self.read();
-        let read = |segment: &Segment, e: &Entry| -> Result<Option<(i64, i64)>, LogError> {
+        let read = |segment: &Segment<F>, e: &Entry| -> Result<Option<(i64, i64)>, LogError> {
             let mut best: Option<(i64, i64)> = None;
-            for (o, t) in read_index(segment, e)? {
+            for (o, t) in read_index(&*self.fs, segment, e)? {
                 if o >= s.log_start && best.is_none_or(|(_, b)| t > b) {
                     best = Some((o, t));
                 }
@@ -758,17 +769,19 @@ impl Partition {
     /// Drops the first `n` segments from the index and moves the log start to `start` (the
     /// checkpoint already says so), then deletes their files.
     pub(crate) fn remove_segments(&self, n: usize, start: i64) -> Result<(), LogError> {
-        let removed: Vec<Segment> = {
+        let removed: Vec<Segment<F>> = {
             let mut s = self.write();
             let n = n.min(s.segments.len() - 1);
             s.log_start = s.log_start.max(start);
             s.segments.drain(..n).collect()
         };
         for seg in &removed {
-            fs::remove_file(&seg.path).map_err(|e| storage("delete the segment", &seg.path, e))?;
+            self.fs
+                .remove_file(&seg.path)
+                .map_err(|e| storage("delete the segment", &seg.path, e))?;
         }
         if !removed.is_empty() {
-            files::sync_dir(&self.dir)?;
+            files::sync_dir(&*self.fs, &self.dir)?;
         }
         Ok(())
     }
@@ -790,19 +803,18 @@ fn observed(
 }
 
 /// The `(offset, timestamp)` of each record of the frame at `e`.
-fn read_index(segment: &Segment, e: &Entry) -> Result<Vec<(i64, i64)>, LogError> {
+fn read_index<F: Fs>(fs: &F, segment: &Segment<F>, e: &Entry) -> Result<Vec<(i64, i64)>, LogError> {
     let mut buf = vec![0; e.head.index_len() as usize];
-    segment
-        .file
-        .read_exact_at(&mut buf, e.position + e.head.index_start())
+    fs.read_at(&segment.file, &mut buf, e.position + e.head.index_start())
         .map_err(|err| storage("read", &segment.path, err))?;
     Ok(e.head.records(&buf))
 }
 
 /// Reads the frames of `entries` (consecutive in one segment file) with one read, and hands
 /// out each one's data.
-fn read_range(
-    file: &File,
+fn read_range<F: Fs>(
+    fs: &F,
+    file: &F::File,
     path: &Path,
     entries: &[Entry],
     out: &mut Vec<Arc<Batch>>,
@@ -813,7 +825,7 @@ fn read_range(
     let start = first.position;
     let end = last.position + last.head.len();
     let mut buf = vec![0; (end - start) as usize];
-    file.read_exact_at(&mut buf, start)
+    fs.read_at(file, &mut buf, start)
         .map_err(|e| storage("read", path, e))?;
     for e in entries {
         let from = (e.position - start + e.head.data_start()) as usize;
@@ -831,24 +843,23 @@ fn read_range(
 }
 
 /// Scans one segment file (see [`Partition::open`]).
-fn recover_segment(
+fn recover_segment<F: Fs>(
+    fs: &F,
     path: PathBuf,
     base: i64,
     is_last: bool,
     cleaned: i64,
-) -> Result<Segment, LogError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
+) -> Result<Segment<F>, LogError> {
+    let file = fs
         .open(&path)
         .map_err(|e| storage("open the segment", &path, e))?;
-    let file_len = file
-        .metadata()
-        .map_err(|e| storage("stat", &path, e))?
-        .len();
-    let reader = file
-        .try_clone()
-        .map_err(|e| storage("open the segment", &path, e))?;
+    let file_len = fs.len(&file).map_err(|e| storage("stat", &path, e))?;
+    let reader = FileReader {
+        fs,
+        file: &file,
+        position: 0,
+        len: file_len,
+    };
     let mut scanner = Scanner::new(reader, file_len);
     let mut entries: Vec<Entry> = Vec::new();
     let mut expected = base;
@@ -885,8 +896,8 @@ fn recover_segment(
                 %reason,
                 "torn batch at the tail of the log: truncated (it was never acknowledged as durable)"
             );
-            file.set_len(position)
-                .and_then(|()| file.sync_all())
+            fs.truncate(&file, position)
+                .and_then(|()| fs.fsync(&file))
                 .map_err(|e| storage("truncate the torn tail of", &path, e))?;
             break position;
         }

@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::fs;
 use std::path::Path;
 
 use coordinator_core::{Bytes, ManualClock};
