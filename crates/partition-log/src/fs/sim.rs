@@ -124,14 +124,19 @@ pub enum CrashMode {
     DropUnsyncedNames,
     /// Both at once: the strictest outcome.
     DropBoth,
+    /// Directory entries survive as they are; each file keeps what its last fsync made
+    /// durable and the first half of what was appended after it: a write torn by the power
+    /// cut (a file changed otherwise since its fsync reverts to it).
+    TearUnsyncedData,
 }
 
 impl CrashMode {
     /// Every mode.
-    pub const ALL: [CrashMode; 3] = [
+    pub const ALL: [CrashMode; 4] = [
         CrashMode::DropUnsyncedData,
         CrashMode::DropUnsyncedNames,
         CrashMode::DropBoth,
+        CrashMode::TearUnsyncedData,
     ];
 }
 
@@ -287,7 +292,7 @@ impl SimFs {
     pub fn restart(&self, mode: CrashMode) -> SimFs {
         let st = self.lock();
         let (names, dirs) = match mode {
-            CrashMode::DropUnsyncedData => (&st.live, &st.dirs),
+            CrashMode::DropUnsyncedData | CrashMode::TearUnsyncedData => (&st.live, &st.dirs),
             CrashMode::DropUnsyncedNames | CrashMode::DropBoth => (&st.durable, &st.durable_dirs),
         };
         // A path survives only if every directory made on the way to it survives.
@@ -304,10 +309,18 @@ impl SimFs {
             }
             let inode = &st.inodes[inode];
             let data = match mode {
-                CrashMode::DropUnsyncedNames => &inode.data,
-                CrashMode::DropUnsyncedData | CrashMode::DropBoth => &inode.synced,
+                CrashMode::DropUnsyncedNames => inode.data.clone(),
+                CrashMode::DropUnsyncedData | CrashMode::DropBoth => inode.synced.clone(),
+                CrashMode::TearUnsyncedData => match inode.data.strip_prefix(&inode.synced[..]) {
+                    Some(appended) => {
+                        let mut torn = inode.synced.clone();
+                        torn.extend_from_slice(&appended[..appended.len() / 2]);
+                        torn
+                    }
+                    None => inode.synced.clone(),
+                },
             };
-            after.put_file(path, data.clone());
+            after.put_file(path, data);
         }
         {
             let mut next = after.lock();
@@ -750,6 +763,11 @@ mod tests {
         assert_eq!(
             content(&fs.restart(CrashMode::DropBoth), "unsynced").as_deref(),
             Some(&b""[..])
+        );
+        assert_eq!(
+            content(&fs.restart(CrashMode::TearUnsyncedData), "unsynced").as_deref(),
+            Some(&b"da"[..]),
+            "half of what was appended since the last fsync"
         );
         Ok(())
     }

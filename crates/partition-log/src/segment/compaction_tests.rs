@@ -204,7 +204,8 @@ async fn a_gap_above_the_compacted_part_is_still_refused_and_an_unfinished_pass_
     drop(log);
     // Remove a segment written after the compaction (not the last: nothing follows it to
     // tell): that gap is damage.
-    let cleaned = files::read_checkpoint(&StdFs, &dir.path().join(files::CLEANER_CHECKPOINT)).unwrap();
+    let cleaned =
+        files::read_checkpoint(&StdFs, &dir.path().join(files::CLEANER_CHECKPOINT)).unwrap();
     let upto = cleaned[&tp()];
     let victim = names
         .iter()

@@ -267,15 +267,26 @@ impl SegmentLogBuilder {
             );
         }
         let fs = Arc::new(fs);
-        if !fs
-            .exists(&self.dir)
-            .map_err(|e| storage("look for the log directory", &self.dir, e))?
-        {
-            // Created, and the creation made durable, as Kafka's log manager does for a new
-            // log directory: otherwise a power cut could take the whole directory back.
+        // The directory and any missing parent are created, and each creation made durable
+        // (its parent fsynced), as Kafka's log manager flushes a new log directory's parent:
+        // otherwise a power cut could take the whole log back.
+        let mut missing = Vec::new();
+        for dir in self.dir.ancestors() {
+            if dir.as_os_str().is_empty()
+                || fs
+                    .exists(dir)
+                    .map_err(|e| storage("look for the log directory", dir, e))?
+            {
+                break;
+            }
+            missing.push(dir);
+        }
+        if !missing.is_empty() {
             fs.create_dir_all(&self.dir)
                 .map_err(|e| storage("create the log directory", &self.dir, e))?;
-            files::sync_dir(&*fs, files::parent(&self.dir))?;
+            for dir in missing.iter().rev() {
+                files::sync_dir(&*fs, files::parent(dir))?;
+            }
         }
         let lock = files::lock(&*fs, &self.dir)?;
         let entries = files::read_topics(&*fs, &self.dir.join(files::TOPICS))?;
@@ -962,5 +973,7 @@ impl<F: Fs> TopicMetadata for SegmentLog<F> {
 
 #[cfg(test)]
 mod compaction_tests;
+#[cfg(test)]
+mod crash_tests;
 #[cfg(test)]
 mod tests;

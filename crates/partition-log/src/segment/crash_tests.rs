@@ -1,0 +1,390 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Crash points of the segment log: seeded histories of appends (rolling 1 KiB segments),
+//! `DeleteRecords`, compaction passes, retention and a topic creation, on a [`SimFs`], with
+//! the power cut after every single file operation and the log reopened under every crash
+//! mode. A reopen must succeed (a crash is never "damage"), every acknowledged append must
+//! be there with its bytes (unless a later record of the same key made compaction drop it),
+//! nothing appears that was never written, the log start is one the history made durable or
+//! was making, and the reopened log takes appends.
+//!
+//! `SEGMENT_LOG_SEED=<n>` replays one history.
+
+use std::collections::BTreeMap;
+
+use coordinator_core::{Bytes, ManualClock, NewRecord};
+use tokio::runtime::Runtime;
+
+use super::*;
+use crate::fs::sim::{CrashMode, Fault, FsOp, SimFs};
+use crate::testing::compaction::{parse, TextRecords};
+
+const DIR: &str = "/data/log";
+const HISTORIES: u64 = 40;
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("c", 0)
+}
+
+/// xorshift64*: histories are reproducible from their seed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    CreateTopic(&'static str),
+    /// A batch of `(key, value)` records.
+    Append(Vec<(String, String)>),
+    /// `DeleteRecords` up to this many offsets below the end.
+    DeleteRecords(i64),
+    Compact,
+    /// Retention keeping about this many bytes.
+    Retain(i64),
+}
+
+fn history(seed: u64) -> Vec<Op> {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut ops = vec![Op::CreateTopic("c")];
+    let mut value = 0;
+    for _ in 0..12 + rng.below(10) {
+        ops.push(match rng.below(20) {
+            0 => Op::DeleteRecords(1 + rng.below(4) as i64),
+            1..=2 => Op::Compact,
+            3 => Op::Retain(600 + 200 * rng.below(8) as i64),
+            4 => Op::CreateTopic("d"),
+            _ => Op::Append(
+                (0..1 + rng.below(3))
+                    .map(|_| {
+                        value += 1;
+                        let key = ["a", "b", "c", "d", "e"][rng.below(5) as usize];
+                        (key.to_string(), format!("v{value}"))
+                    })
+                    .collect(),
+            ),
+        });
+    }
+    ops
+}
+
+/// What a history made durable (acknowledged), and what it was doing when the power went.
+#[derive(Debug, Default)]
+struct Model {
+    /// Every record appended, acknowledged or not, by offset: `(key, value)`.
+    written: BTreeMap<i64, (String, String)>,
+    /// The acknowledged end of `c`.
+    end: i64,
+    /// The log start of `c` as of the last acknowledged change.
+    start: i64,
+    topics: Vec<&'static str>,
+    interrupted: Option<Op>,
+    /// Operations after opening.
+    ops: u64,
+}
+
+async fn append(log: &SegmentLog<SimFs>, records: &[(String, String)]) -> Result<i64, LogError> {
+    let owned = records.to_vec();
+    let new = records
+        .iter()
+        .map(|_| NewRecord::new(&b"x"[..]).timestamp(1))
+        .collect();
+    log.append_encoded(
+        &tp(),
+        new,
+        Box::new(move |base| {
+            let mut text: String = owned
+                .iter()
+                .zip(base..)
+                .map(|((k, v), o)| format!("{o} {k} {v}\n"))
+                .collect();
+            text.push_str(&format!("{}\n", "#".repeat(150)));
+            Bytes::from(text.into_bytes())
+        }),
+    )
+    .await
+}
+
+fn open(fs: SimFs) -> Result<SegmentLog<SimFs>, LogError> {
+    SegmentLog::builder(DIR)
+        .clock(Arc::new(ManualClock::new()))
+        .segment_bytes(1024)
+        .open_with_fs(fs)
+}
+
+/// Runs `ops` on a new log on `fs`, with the power cut after `cut` operations if set, until
+/// one fails.
+fn run(rt: &Runtime, fs: &SimFs, ops: &[Op], cut: Option<u64>) -> Result<Model, String> {
+    let log = open(fs.clone()).map_err(|e| format!("opening a new log: {e}"))?;
+    let opened_at = fs.ops();
+    if let Some(cut) = cut {
+        fs.cut_power_after(cut);
+    }
+    let mut m = run_on(rt, &log, ops)?;
+    if m.interrupted.is_some() && cut.is_none() {
+        return Err(format!("{:?} failed without a power cut", m.interrupted));
+    }
+    m.ops = fs.ops() - opened_at;
+    Ok(m)
+}
+
+/// What a restart finds must be one of the states the history made or was making.
+fn check(rt: &Runtime, fs: SimFs, m: &Model) -> Result<(), String> {
+    let log = open(fs).map_err(|e| format!("reopening failed: {e}"))?;
+    rt.block_on(async {
+        let topics: Vec<String> = log
+            .topics()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.0)
+            .collect();
+        for t in &m.topics {
+            if !topics.iter().any(|x| x == t) {
+                return Err(format!("acknowledged topic {t} is gone: {topics:?}"));
+            }
+        }
+        let maybe = match &m.interrupted {
+            Some(Op::CreateTopic(t)) => Some(*t),
+            _ => None,
+        };
+        for t in &topics {
+            if !m.topics.contains(&t.as_str()) && maybe != Some(t.as_str()) {
+                return Err(format!("topic {t} was never created"));
+            }
+        }
+        if !topics.iter().any(|t| t == "c") {
+            return Ok(());
+        }
+        let (start, end) = log.bounds(&tp()).await.map_err(|e| e.to_string())?;
+        let extra = match &m.interrupted {
+            Some(Op::Append(r)) => r.len() as i64,
+            _ => 0,
+        };
+        if end < m.end || end > m.end + extra {
+            return Err(format!(
+                "end {end}, acknowledged {} (+{extra} interrupted)",
+                m.end
+            ));
+        }
+        let max_start = match &m.interrupted {
+            Some(Op::DeleteRecords(_) | Op::Retain(_)) => end,
+            _ => m.start,
+        };
+        if start < m.start || start > max_start {
+            return Err(format!(
+                "log start {start}, acknowledged {} (at most {max_start})",
+                m.start
+            ));
+        }
+        // Everything readable, as written.
+        let mut found: BTreeMap<i64, (String, String)> = BTreeMap::new();
+        let mut next = start;
+        while next < end {
+            let read = log
+                .read_batches(&tp(), next, 1 << 20)
+                .await
+                .map_err(|e| format!("reading at {next}: {e}"))?;
+            let Some(last) = read.batches.last() else {
+                return Err(format!("nothing read at {next} below the end {end}"));
+            };
+            next = last.last_offset() + 1;
+            for b in &read.batches {
+                for (o, k, v) in parse(b.encoded().unwrap()) {
+                    if o >= start {
+                        found.insert(o, (k, v));
+                    }
+                }
+            }
+        }
+        for (o, r) in &found {
+            if m.written.get(o) != Some(r) || *o >= end {
+                return Err(format!("offset {o} holds {r:?}, never written there"));
+            }
+        }
+        // Every acknowledged record is there, unless a later one of its key is.
+        for (o, (k, v)) in m.written.range(start..m.end) {
+            let superseded = found.range(o + 1..).any(|(_, (k2, _))| k2 == k);
+            if !found.contains_key(o) && !superseded {
+                return Err(format!("acknowledged record {o} {k}={v} is lost"));
+            }
+        }
+        // The reopened log goes on.
+        let base = append(&log, &[("z".into(), "after".into())])
+            .await
+            .map_err(|e| format!("appending after the restart: {e}"))?;
+        if base != end {
+            return Err(format!(
+                "the first append after the restart got {base}, not {end}"
+            ));
+        }
+        Ok(())
+    })
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn seeds() -> Vec<u64> {
+    match std::env::var("SEGMENT_LOG_SEED") {
+        Ok(s) => vec![s.parse().expect("SEGMENT_LOG_SEED is a number")],
+        Err(_) => (0..HISTORIES).collect(),
+    }
+}
+
+#[test]
+fn a_power_cut_after_any_operation_recovers_what_was_acknowledged() {
+    let rt = runtime();
+    let (mut cuts, mut restarts, mut compacted) = (0u64, 0u64, 0u64);
+    for seed in seeds() {
+        let ops = history(seed);
+        let full = run(&rt, &SimFs::new(), &ops, None)
+            .unwrap_or_else(|e| panic!("seed {seed}, no cut: {e}"));
+        compacted += u64::from(ops.iter().any(|o| matches!(o, Op::Compact)));
+        for cut in 0..=full.ops {
+            let fs = SimFs::new();
+            let m = run(&rt, &fs, &ops, Some(cut))
+                .unwrap_or_else(|e| panic!("seed {seed}, cut after {cut}: {e}"));
+            cuts += 1;
+            for mode in CrashMode::ALL {
+                restarts += 1;
+                check(&rt, fs.restart(mode), &m).unwrap_or_else(|e| {
+                    panic!(
+                        "seed {seed}, cut after {cut} of {} ops, {mode:?}, interrupted {:?}: {e}",
+                        full.ops, m.interrupted
+                    )
+                });
+            }
+        }
+    }
+    println!("{cuts} crash points, {restarts} restarts checked");
+    assert!(
+        cuts >= 50 * seeds().len() as u64,
+        "histories reach the disk: {cuts}"
+    );
+    assert!(compacted > 0 || std::env::var("SEGMENT_LOG_SEED").is_ok());
+}
+
+/// `EIO` or `ENOSPC` on any single file operation of a history: the operation fails with a
+/// storage error (a failed append visibly changes nothing), the same log takes appends once
+/// the fault is gone, and a restart finds what was acknowledged.
+#[test]
+fn a_failed_operation_changes_nothing_and_the_log_goes_on() {
+    let rt = runtime();
+    let (mut tried, mut failed) = (0u64, 0u64);
+    for seed in seeds().into_iter().take(12) {
+        let ops = history(seed);
+        let kinds = op_kinds(&rt, &ops);
+        let faults = [Fault::Eio, Fault::Enospc].into_iter().cycle();
+        for ((n, kind), fault) in kinds.iter().enumerate().zip(faults) {
+            // Fail exactly the nth operation: the how-manieth of its kind it is.
+            let nth = kinds[..=n].iter().filter(|k| *k == kind).count() as u64;
+            let fs = SimFs::new();
+            let log = open(fs.clone()).unwrap();
+            fs.fail_nth(*kind, nth, fault);
+            let mut m = run_on(&rt, &log, &ops)
+                .unwrap_or_else(|e| panic!("seed {seed}, {fault:?} at op {n} ({kind:?}): {e}"));
+            tried += 1;
+            failed += u64::from(m.interrupted.is_some());
+            rt.block_on(async {
+                if log.topics().await.unwrap().iter().any(|t| t.0 == "c") {
+                    append(&log, &[("z".into(), "on".into())])
+                        .await
+                        .unwrap_or_else(|e| {
+                            panic!("seed {seed}, {fault:?} at op {n} ({kind:?}): the log does not go on: {e}")
+                        });
+                    m.written.insert(m.end, ("z".into(), "on".into()));
+                    m.end += 1;
+                }
+            });
+            if matches!(m.interrupted, Some(Op::Append(_))) {
+                m.interrupted = None; // a failed append is not kept, durable or not
+            }
+            drop(log);
+            check(&rt, fs.restart(CrashMode::DropBoth), &m).unwrap_or_else(|e| {
+                panic!("seed {seed}, {fault:?} at op {n} ({kind:?}), then a restart: {e}")
+            });
+        }
+    }
+    println!("{tried} faults injected, {failed} reported");
+    assert!(
+        failed * 2 > tried,
+        "most faults reach the caller: {failed} of {tried}"
+    );
+}
+
+/// The kind of each file operation a history makes after opening, in order.
+fn op_kinds(rt: &Runtime, ops: &[Op]) -> Vec<FsOp> {
+    let fs = SimFs::new();
+    let log = open(fs.clone()).unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    fs.set_hook(Some(Arc::new(move |op| record.lock().unwrap().push(op))));
+    let m = run_on(rt, &log, ops).unwrap();
+    assert!(m.interrupted.is_none());
+    fs.set_hook(None);
+    let kinds = seen.lock().unwrap().clone();
+    kinds
+}
+
+/// Runs `ops` on `log` until one fails (then `interrupted` names it; a failure must be a
+/// storage error, and a failed append must leave the end where it was).
+fn run_on(rt: &Runtime, log: &SegmentLog<SimFs>, ops: &[Op]) -> Result<Model, String> {
+    let mut m = Model::default();
+    for op in ops {
+        let has_c = m.topics.contains(&"c");
+        let done: Result<(), LogError> = rt.block_on(async {
+            match op {
+                Op::CreateTopic(name) if !m.topics.contains(name) => {
+                    log.create_topic(name, 1).await?;
+                    m.topics.push(name);
+                }
+                Op::Append(records) if has_c => {
+                    for (o, r) in (m.end..).zip(records) {
+                        m.written.insert(o, r.clone());
+                    }
+                    let base = append(log, records).await?;
+                    assert_eq!(base, m.end, "offsets run on");
+                    m.end += records.len() as i64;
+                }
+                Op::DeleteRecords(back) if has_c => {
+                    let to = (m.end - back).max(m.start);
+                    m.start = log.delete_records(&tp(), to).await?;
+                }
+                Op::Compact if has_c => {
+                    let mut policy = CompactionPolicy::at(1_000);
+                    policy.min_cleanable_dirty_ratio = 0.0;
+                    log.compact(&tp(), &policy, Arc::new(TextRecords)).await?;
+                }
+                Op::Retain(bytes) if has_c => {
+                    m.start = PartitionLog::apply_retention(log, &tp(), -1, *bytes).await?;
+                }
+                _ => {}
+            }
+            Ok(())
+        });
+        if let Err(e) = done {
+            if !matches!(e, LogError::Storage { .. }) {
+                return Err(format!("{op:?} failed with a non-storage error: {e:?}"));
+            }
+            if let Op::Append(_) = op {
+                let end = rt.block_on(log.bounds(&tp())).map_err(|e| e.to_string())?.1;
+                if end != m.end {
+                    return Err(format!("a failed append moved the end to {end}"));
+                }
+            }
+            m.interrupted = Some(op.clone());
+            break;
+        }
+    }
+    Ok(m)
+}
