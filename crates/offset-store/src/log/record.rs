@@ -507,6 +507,22 @@ pub(crate) fn decode_body_with(
     Ok(records)
 }
 
+/// One record's bytes (type, version, payload: what a frame's length field counts),
+/// decoded; `last_topic` as [`decode_body_with`]'s.
+pub(crate) fn decode_record_bytes(
+    bytes: &[u8],
+    last_topic: &mut Option<Arc<str>>,
+) -> Result<Record, DecodeError> {
+    let mut r = Reader {
+        bytes,
+        at: 0,
+        last_topic: last_topic.take(),
+    };
+    let record = decode_record(&mut r);
+    *last_topic = r.last_topic.take();
+    record
+}
+
 fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
     let bytes = r.bytes;
     let kind = r.u8()?;
@@ -948,12 +964,12 @@ pub fn encode_frame(records: &[Record]) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
 
-    fn sample_group() -> GroupRecord {
+    pub(crate) fn sample_group() -> GroupRecord {
         GroupRecord {
             group_id: "g".into(),
             kind: GroupKind::Classic,
@@ -977,7 +993,7 @@ mod tests {
         }
     }
 
-    fn all_records() -> Vec<Record> {
+    pub(crate) fn all_records() -> Vec<Record> {
         let tp = TopicPartition::new("orders", 3);
         vec![
             Record::Commit {
@@ -1012,7 +1028,7 @@ mod tests {
         ]
     }
 
-    fn sample_transaction() -> TransactionRecord {
+    pub(crate) fn sample_transaction() -> TransactionRecord {
         let tp = TopicPartition::new("orders", 3);
         let offset = OffsetAndMetadata {
             offset: 7,
