@@ -976,4 +976,6 @@ mod compaction_tests;
 #[cfg(test)]
 mod crash_tests;
 #[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
 mod tests;

@@ -1,0 +1,215 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Damaged files, as a disk or a hand can leave them: a log's files (segments with dense
+//! and compacted frames, the topics file, both checkpoints) mutated at random, thousands of
+//! times, on a [`SimFs`]. Opening must never panic: it either refuses with a storage error
+//! naming a file of the log, or opens a log whose every batch reads back and which takes an
+//! append. (`crates/partition-log/fuzz` has the coverage-guided version of the same check.)
+
+use coordinator_core::{Bytes, ManualClock, NewRecord};
+use tokio::runtime::Runtime;
+
+use super::*;
+use crate::fs::sim::SimFs;
+use crate::testing::compaction::TextRecords;
+
+const DIR: &str = "/data/log";
+const MUTATIONS: u64 = 3_000;
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("c", 0)
+}
+
+fn open(fs: SimFs) -> Result<SegmentLog<SimFs>, LogError> {
+    SegmentLog::builder(DIR)
+        .clock(Arc::new(ManualClock::new()))
+        .segment_bytes(1024)
+        .open_with_fs(fs)
+}
+
+async fn append(log: &SegmentLog<SimFs>, key: &str, value: &str) -> Result<i64, LogError> {
+    let text = format!("{{}} {key} {value}\n{}\n", "#".repeat(100));
+    log.append_encoded(
+        &tp(),
+        vec![NewRecord::new(&b"x"[..]).timestamp(1)],
+        Box::new(move |base| Bytes::from(text.replacen("{}", &base.to_string(), 1).into_bytes())),
+    )
+    .await
+}
+
+/// A log with several segments, some compacted (version 1 frames), both checkpoints and a
+/// moved log start: every file the log reads at open.
+fn image(rt: &Runtime) -> Vec<(PathBuf, Vec<u8>)> {
+    let fs = SimFs::new();
+    rt.block_on(async {
+        let log = open(fs.clone()).unwrap();
+        log.create_topic("c", 1).await.unwrap();
+        for i in 0..30 {
+            append(&log, ["a", "b", "c"][i % 3], &format!("v{i}"))
+                .await
+                .unwrap();
+        }
+        let mut policy = CompactionPolicy::at(1_000);
+        policy.min_cleanable_dirty_ratio = 0.0;
+        let done = log
+            .compact(&tp(), &policy, Arc::new(TextRecords))
+            .await
+            .unwrap();
+        assert!(done.segments > 0);
+        log.delete_records(&tp(), 2).await.unwrap();
+    });
+    fs.paths()
+        .into_iter()
+        .filter(|p| !p.ends_with(".lock"))
+        .map(|p| {
+            let bytes = fs.file(&p).unwrap();
+            (p, bytes)
+        })
+        .collect()
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1) as u64) as usize
+    }
+}
+
+/// The `(start, end)` of each whole frame of a segment file's bytes.
+fn frames(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 8 <= bytes.len() {
+        let len = u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+        let end = at + 4 + len as usize;
+        if len < 4 || end > bytes.len() {
+            break;
+        }
+        out.push((at, end));
+        at = end;
+    }
+    out
+}
+
+/// One random change to `bytes` (of a segment file if `segment`). A change inside a frame
+/// whose checksum is then made to match reaches the checks behind the checksum, which a
+/// random change almost never does.
+fn mutate(rng: &mut Rng, bytes: &mut Vec<u8>, segment: bool) {
+    let len = bytes.len();
+    let frames = if segment { frames(bytes) } else { Vec::new() };
+    if !frames.is_empty() && rng.below(2) == 0 {
+        let (start, end) = frames[rng.below(frames.len())];
+        let at = start + 8 + rng.below(end - start - 8);
+        match rng.below(3) {
+            0 => bytes[at] ^= 1 << rng.below(8),
+            1 => bytes[at] = rng.below(256) as u8,
+            _ if end - at >= 4 => {
+                let word = [0u32, 1, u32::MAX, i32::MAX as u32][rng.below(4)];
+                bytes[at..at + 4].copy_from_slice(&word.to_be_bytes());
+            }
+            _ => bytes[at] = 0,
+        }
+        let crc = crc32c::crc32c(&bytes[start + 8..end]);
+        bytes[start + 4..start + 8].copy_from_slice(&crc.to_be_bytes());
+        return;
+    }
+    match rng.below(6) {
+        0 if len > 0 => {
+            let at = rng.below(len);
+            bytes[at] ^= 1 << rng.below(8);
+        }
+        1 => bytes.truncate(rng.below(len + 1)),
+        2 if len > 0 => {
+            let at = rng.below(len);
+            for b in bytes.iter_mut().skip(at).take(1 + rng.below(16)) {
+                *b = rng.below(256) as u8;
+            }
+        }
+        3 => {
+            let at = rng.below(len + 1);
+            let junk: Vec<u8> = (0..1 + rng.below(32))
+                .map(|_| rng.below(256) as u8)
+                .collect();
+            bytes.splice(at..at, junk);
+        }
+        4 if len > 0 => {
+            let at = rng.below(len);
+            for b in bytes.iter_mut().skip(at).take(1 + rng.below(64)) {
+                *b = 0;
+            }
+        }
+        _ if len > 8 => {
+            // A length field (or any word) made huge.
+            let at = rng.below(len - 4);
+            bytes[at..at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+        }
+        _ => bytes.extend_from_slice(&[0xff; 7]),
+    }
+}
+
+#[test]
+fn damaged_files_are_refused_by_name_or_open_to_a_readable_log() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let files = image(&rt);
+    assert!(files.len() >= 5, "segments, topics, checkpoints: {files:?}");
+    let (mut opened, mut refused) = (0u64, 0u64);
+    for seed in 0..MUTATIONS {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let fs = SimFs::new();
+        let victim = rng.below(files.len());
+        for (i, (path, bytes)) in files.iter().enumerate() {
+            let mut bytes = bytes.clone();
+            if i == victim {
+                let segment = path.extension().is_some_and(|e| e == "log");
+                for _ in 0..1 + rng.below(3) {
+                    mutate(&mut rng, &mut bytes, segment);
+                }
+            }
+            fs.put_file(path, bytes);
+        }
+        let name = files[victim].0.display().to_string();
+        match open(fs) {
+            Err(LogError::Storage { message, .. }) => {
+                assert!(
+                    message.contains(DIR),
+                    "seed {seed} ({name}): the error names no file of the log: {message}"
+                );
+                refused += 1;
+            }
+            Err(e) => panic!("seed {seed} ({name}): not a storage error: {e:?}"),
+            Ok(log) => {
+                rt.block_on(async {
+                    for (topic, _) in log.topics().await.unwrap() {
+                        let tp = TopicPartition::new(topic.as_str(), 0);
+                        let (start, end) = log.bounds(&tp).await.unwrap();
+                        let mut next = start;
+                        while next < end {
+                            let read = log
+                                .read_batches(&tp, next, 1 << 20)
+                                .await
+                                .unwrap_or_else(|e| panic!("seed {seed} ({name}): {e}"));
+                            next = read.batches.last().unwrap().last_offset() + 1;
+                        }
+                    }
+                    if log.topics().await.unwrap().iter().any(|t| t.0 == "c") {
+                        let end = log.bounds(&tp()).await.unwrap().1;
+                        let base = append(&log, "z", "after").await.unwrap();
+                        assert_eq!(base, end, "seed {seed} ({name})");
+                    }
+                });
+                opened += 1;
+            }
+        }
+    }
+    println!("{opened} damaged logs opened, {refused} refused");
+    assert!(
+        opened > 0 && refused > MUTATIONS / 4,
+        "{opened} opened, {refused} refused"
+    );
+}
