@@ -34,7 +34,7 @@ async fn create_compacted(c: &mut Client, name: &str) {
     create_with(c, name, &[("cleanup.policy", "compact")]).await;
 }
 
-async fn create_with(c: &mut Client, name: &str, configs: &[(&str, &str)]) {
+pub(crate) async fn create_with(c: &mut Client, name: &str, configs: &[(&str, &str)]) {
     let topic = create_topics_request::CreatableTopic::default()
         .with_name(topic_name(name))
         .with_num_partitions(1)
@@ -61,7 +61,7 @@ async fn create_with(c: &mut Client, name: &str, configs: &[(&str, &str)]) {
 }
 
 /// A record with `key` and `value` (`None`: a tombstone) at `offset` within its batch.
-fn keyed(offset: i64, key: &str, value: Option<&str>) -> Record {
+pub(crate) fn keyed(offset: i64, key: &str, value: Option<&str>) -> Record {
     let mut r = record(offset as usize, 1_000);
     r.key = Some(bytes::Bytes::from(key.to_string()));
     r.value = value.map(|v| bytes::Bytes::from(format!("{v}-{}", "x".repeat(100))));

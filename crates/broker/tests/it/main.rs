@@ -29,5 +29,6 @@ mod share_groups;
 mod tls;
 mod transactions;
 mod transactions_v2;
+mod upgrade;
 mod versions_42;
 mod wire;

@@ -158,7 +158,7 @@ pub(crate) async fn read_committed(c: &mut Client) -> (usize, Vec<i64>) {
 }
 
 /// Init, partition 0, three transactional records, the group "g" with offset 3 pending.
-async fn open_transaction(c: &mut Client, id: &str) -> (i64, i16) {
+pub(crate) async fn open_transaction(c: &mut Client, id: &str) -> (i64, i16) {
     let p = init(c, id).await;
     assert_eq!(add_partitions(c, id, p, &[0]).await, vec![0]);
     let produced = produce_as(c, Some("tx"), 0, producer_batch(p.0, p.1, 0, 3, true)).await;
