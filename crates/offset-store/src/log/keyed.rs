@@ -30,7 +30,7 @@
 //!
 //! A deletion of all of a group's offsets has no key (it deletes several): it is always kept,
 //! and so is every commit it deletes whose key has no later record. The store writes one
-//! offset deletion per partition instead; only a log imported whole could hold one.
+//! offset deletion per partition instead; only a log written before it did could hold one.
 
 use coordinator_core::{Bytes, TopicPartition};
 use partition_log::compaction::{BatchKind, KeyedRecord, RecordFormat, RetainedBatch};

@@ -22,7 +22,7 @@
 //! | --- | --- | --- |
 //! | 1 | offset commit | group, topic, partition:u32, offset:i64, leader epoch (optional i32), metadata, commit time ms:u64 |
 //! | 2 | offset deletion | group, topic, partition:u32 |
-//! | 3 | deletion of a group's offsets | group |
+//! | 3 | deletion of a group's offsets | group (read, no longer written: a group's offsets are deleted one partition at a time, each deletion keyed as its commit) |
 //! | 4 | group record | see [`put_group`] |
 //! | 5 | group tombstone | group |
 //! | 6 | snapshot start | base segment:u64 |

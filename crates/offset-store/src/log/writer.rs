@@ -304,8 +304,26 @@ impl<F: Fs> Writer<F> {
                     records += offsets.len();
                 }
                 Change::Delete(None) => {
-                    frame.delete_group_offsets(&group);
-                    records += 1;
+                    // One deletion per partition (as Kafka writes a tombstone per offset when a
+                    // group is deleted): each has the key of the commit it deletes, which a
+                    // log compacted by key needs; a deletion of the whole group has none.
+                    // The partitions: the group's now, and those committed earlier in this
+                    // batch (deleting one the group does not have changes nothing).
+                    let mut partitions: std::collections::BTreeSet<TopicPartition> = shared
+                        .read_view()
+                        .offsets
+                        .get(&group)
+                        .map(|o| o.keys().cloned().collect())
+                        .unwrap_or_default();
+                    for (g, c) in &changes {
+                        if let (true, Change::Commit(offsets)) = (*g == group, c) {
+                            partitions.extend(offsets.keys().cloned());
+                        }
+                    }
+                    for tp in &partitions {
+                        frame.delete_offset(&group, tp);
+                    }
+                    records += partitions.len();
                 }
                 Change::Delete(Some(partitions)) => {
                     for tp in partitions {

@@ -1026,3 +1026,59 @@ async fn under_a_flush_interval_the_sync_observer_is_told_the_syncs_made() {
     drop(store);
     assert_eq!(told.load(Ordering::Relaxed), 1, "the sync at close");
 }
+
+/// Deleting all of a group's offsets writes one deletion per partition (each with the key of
+/// the commit it deletes, as Kafka's tombstones), including a partition committed earlier in
+/// the same batch; the log holds no deletion of a whole group, and replays to no offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_groups_offsets_writes_a_deletion_per_partition() {
+    use offset_store::testing::{decode_log, LogRecord};
+    let fs = SimFs::new();
+    let store = Arc::new(sim_store(&fs));
+    commit(&*store, "g", &offsets(&[(0, 1), (1, 2)])).await;
+    commit(&*store, "other", &offsets(&[(0, 9)])).await;
+    {
+        let hold = store.hold_writes();
+        let (a, b) = (Arc::clone(&store), Arc::clone(&store));
+        let first = tokio::spawn(async move {
+            a.commit("g", &offsets(&[(2, 3)]), CommitFence::none())
+                .await
+        });
+        while store.queued_writes() < 1 {
+            tokio::task::yield_now().await;
+        }
+        let second = tokio::spawn(async move { b.delete("g", None, CommitFence::none()).await });
+        while store.queued_writes() < 2 {
+            tokio::task::yield_now().await;
+        }
+        drop(hold);
+        first.await.unwrap().unwrap();
+        second.await.unwrap().unwrap();
+    }
+    assert!(!store.snapshot().contains_key("g"));
+    drop(store);
+    let segment = fs
+        .file(Path::new(DIR).join("segment-00000000000000000000.log"))
+        .unwrap();
+    let (records, torn) = decode_log(&segment).unwrap();
+    assert_eq!(torn, None);
+    assert!(
+        !records
+            .iter()
+            .any(|r| matches!(r, LogRecord::DeleteGroupOffsets { .. })),
+        "{records:?}"
+    );
+    let mut deleted: Vec<u32> = records
+        .iter()
+        .filter_map(|r| match r {
+            LogRecord::DeleteOffset { group, tp } if group == "g" => Some(tp.partition()),
+            _ => None,
+        })
+        .collect();
+    deleted.sort_unstable();
+    assert_eq!(deleted, [0, 1, 2]);
+    let reopened = sim_store(&fs.restart(CrashMode::DropBoth));
+    let after = reopened.snapshot();
+    assert!(!after.contains_key("g"), "{after:?}");
+    assert_eq!(after["other"].len(), 1);
+}
