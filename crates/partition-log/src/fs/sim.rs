@@ -412,6 +412,18 @@ impl State {
             || self.dirs.iter().any(below)
     }
 
+    /// The inode at `path`, created empty if there is none.
+    fn inode_at(&mut self, path: &Path) -> usize {
+        match self.live.get(path) {
+            Some(&inode) => inode,
+            None => {
+                let inode = self.new_inode();
+                self.live.insert(path.to_path_buf(), inode);
+                inode
+            }
+        }
+    }
+
     fn new_inode(&mut self) -> usize {
         self.inodes.push(Inode::default());
         self.inodes.len() - 1
@@ -457,14 +469,7 @@ impl Fs for SimFs {
     fn create_temp(&self, path: &Path) -> io::Result<SimFile> {
         let mut st = self.begin(FsOp::CreateTemp).map_err(Refusal::into_error)?;
         // O_TRUNC keeps the inode: what an earlier fsync made durable stays durable.
-        let inode = match st.live.get(path) {
-            Some(&inode) => inode,
-            None => {
-                let inode = st.new_inode();
-                st.live.insert(path.to_path_buf(), inode);
-                inode
-            }
-        };
+        let inode = st.inode_at(path);
         st.inodes[inode].data.clear();
         Ok(SimFile { inode })
     }
@@ -579,14 +584,7 @@ impl Fs for SimFs {
 
     fn open_append(&self, path: &Path) -> io::Result<SimFile> {
         let mut st = self.begin(FsOp::OpenAppend).map_err(Refusal::into_error)?;
-        let inode = match st.live.get(path) {
-            Some(&inode) => inode,
-            None => {
-                let inode = st.new_inode();
-                st.live.insert(path.to_path_buf(), inode);
-                inode
-            }
-        };
+        let inode = st.inode_at(path);
         Ok(SimFile { inode })
     }
 

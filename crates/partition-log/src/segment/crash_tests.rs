@@ -11,12 +11,12 @@
 
 use std::collections::BTreeMap;
 
-use coordinator_core::{Bytes, ManualClock, NewRecord};
+use coordinator_core::ManualClock;
 use tokio::runtime::Runtime;
 
 use super::*;
 use crate::fs::sim::{CrashMode, Fault, FsOp, SimFs};
-use crate::testing::compaction::{parse, TextRecords};
+use crate::testing::compaction::{parse, try_put_as, TextRecords};
 
 const DIR: &str = "/data/log";
 const HISTORIES: u64 = 40;
@@ -89,25 +89,11 @@ struct Model {
 }
 
 async fn append(log: &SegmentLog<SimFs>, records: &[(String, String)]) -> Result<i64, LogError> {
-    let owned = records.to_vec();
-    let new = records
+    let pairs: Vec<(&str, &str)> = records
         .iter()
-        .map(|_| NewRecord::new(&b"x"[..]).timestamp(1))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    log.append_encoded(
-        &tp(),
-        new,
-        Box::new(move |base| {
-            let mut text: String = owned
-                .iter()
-                .zip(base..)
-                .map(|((k, v), o)| format!("{o} {k} {v}\n"))
-                .collect();
-            text.push_str(&format!("{}\n", "#".repeat(150)));
-            Bytes::from(text.into_bytes())
-        }),
-    )
-    .await
+    try_put_as(log, "", &pairs, 1).await
 }
 
 fn open(fs: SimFs) -> Result<SegmentLog<SimFs>, LogError> {

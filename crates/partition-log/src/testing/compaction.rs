@@ -116,6 +116,16 @@ pub async fn put_as(
     records: &[(&str, &str)],
     ts: i64,
 ) -> i64 {
+    try_put_as(log, header, records, ts).await.unwrap()
+}
+
+/// [`put_as`], returning the append's error rather than panicking (crash and fault tests).
+pub async fn try_put_as(
+    log: &dyn PartitionLog,
+    header: &str,
+    records: &[(&str, &str)],
+    ts: i64,
+) -> Result<i64, coordinator_core::LogError> {
     let owned: Vec<(String, String)> = records
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -144,7 +154,6 @@ pub async fn put_as(
         }),
     )
     .await
-    .unwrap()
 }
 
 /// Every record readable from the log start, as `(offset, key, value)`.
