@@ -37,7 +37,7 @@ use coordinator_core::{StorageError, StorageErrorKind};
 use deadpool_postgres::Pool;
 
 use crate::error::{db_error, pool_error};
-use crate::{build_pool, migrate_pool, parse_url};
+use crate::{bound_idle_transactions, build_pool, migrate_pool, parse_url};
 
 /// Coordinator slots for groups (Kafka's default `offsets.topic.num.partitions`).
 pub const GROUP_SLOTS: i32 = 50;
@@ -300,6 +300,8 @@ impl fmt::Debug for Cluster {
 impl Cluster {
     /// Connects (two pooled connections) to the database of `url`, applying the migrations it
     /// lacks, for node `node_id` with leases of `session_timeout`. Registers nothing yet.
+    /// Its sessions are ended by the server once idle in a transaction for
+    /// `session_timeout` ([`bound_idle_transactions`](crate::bound_idle_transactions)).
     pub async fn connect(
         url: &str,
         node_id: i32,
@@ -311,7 +313,10 @@ impl Cluster {
                 format!("a broker's node id is 0 or more (got {node_id})"),
             ));
         }
-        let pool = build_pool(parse_url(url)?, 2, "cluster registration")?;
+        // A broker stopped inside a registration or a balance holds the cluster's advisory
+        // lock and slot rows every other broker waits for: bounded by its lease.
+        let config = bound_idle_transactions(parse_url(url)?, session_timeout);
+        let pool = build_pool(config, 2, "cluster registration")?;
         migrate_pool(&pool).await?;
         Ok(Cluster {
             pool,

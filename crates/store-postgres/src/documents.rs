@@ -60,7 +60,17 @@ impl PostgresDocuments {
     /// server that cannot be reached ([`Io`](StorageErrorKind::Io)), a failed migration, a
     /// schema newer than this build.
     pub async fn connect(url: &str, pool_size: usize) -> Result<Self, StorageError> {
-        let pool = build_pool(parse_url(url)?, pool_size, "documents")?;
+        Self::connect_with(parse_url(url)?, pool_size).await
+    }
+
+    /// [`connect`](Self::connect) with a parsed configuration (for example one whose idle
+    /// transactions are bounded, [`bound_idle_transactions`](crate::bound_idle_transactions):
+    /// an update holds the lock every other process's update waits for).
+    pub async fn connect_with(
+        config: tokio_postgres::Config,
+        pool_size: usize,
+    ) -> Result<Self, StorageError> {
+        let pool = build_pool(config, pool_size, "documents")?;
         migrate_pool(&pool).await?;
         Ok(PostgresDocuments { pool })
     }

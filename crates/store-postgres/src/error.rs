@@ -13,10 +13,13 @@ use deadpool_postgres::PoolError;
 fn is_transient(sqlstate: &str) -> bool {
     // 08: connection exception; 53: insufficient resources (53300 too many connections);
     // 57P01-57P05: admin/crash shutdown, cannot connect now, database dropped, idle session
-    // timeout; 40001 serialization failure; 40P01 deadlock detected.
+    // timeout; 25P03 idle-in-transaction session timeout (the session stalled inside a
+    // transaction, which was rolled back); 40001 serialization failure; 40P01 deadlock
+    // detected.
     sqlstate.starts_with("08")
         || sqlstate.starts_with("53")
         || sqlstate.starts_with("57P")
+        || sqlstate == "25P03"
         || sqlstate == "40001"
         || sqlstate == "40P01"
 }
@@ -102,11 +105,11 @@ mod tests {
     #[test]
     fn connection_states_are_transient_and_others_are_not() {
         for code in [
-            "08006", "08001", "57P01", "57P03", "53300", "40001", "40P01",
+            "08006", "08001", "57P01", "57P03", "53300", "40001", "40P01", "25P03",
         ] {
             assert!(is_transient(code), "{code}");
         }
-        for code in ["23505", "22021", "42P01", "23514"] {
+        for code in ["23505", "22021", "42P01", "23514", "25P02"] {
             assert!(!is_transient(code), "{code}");
         }
     }

@@ -69,6 +69,9 @@ use crate::error::{db_error, pool_error};
 pub use crate::log::PostgresLog;
 pub use crate::migrations::SCHEMA_VERSION;
 pub use crate::target::describe_target;
+/// The parsed connection settings that [`PostgresStore::connect_with`],
+/// [`PostgresLog::connect_config`] and [`bound_idle_transactions`] take.
+pub use tokio_postgres::Config as ConnectConfig;
 
 /// The largest encoded group or transaction record the store writes (16 MiB): a larger one
 /// is refused before anything is written. PostgreSQL's own limit for a `jsonb` value is 255 MiB.
@@ -251,6 +254,40 @@ impl PostgresStore {
     }
 }
 
+/// `config` with PostgreSQL's `idle_in_transaction_session_timeout` set to `limit` (at least
+/// 1 ms, at most `i32::MAX` ms) for every session it opens, after the `options` the
+/// configuration already carries, so that this bound wins over one the connection string
+/// sets.
+///
+/// With several brokers over one database, a broker's transactions hold locks the other
+/// brokers wait for: a partition's row while it appends, deletes records or applies
+/// retention; a coordinator slot's row (`FOR SHARE`) while a fenced write is in flight,
+/// which a claim of the slot waits for; the cluster's advisory lock while it registers or
+/// balances. A broker process stopped between two statements of such a transaction
+/// (SIGSTOP, a paused VM, a stalled host) leaves its session idle in the transaction with
+/// those locks held for as long as it stays stopped: every other broker's append to that
+/// partition waited until it resumed. Under this bound the server ends a session idle in a
+/// transaction for `limit` (SQLSTATE 25P03) and rolls the transaction back, which releases
+/// its locks. Brokers pass their lease (`broker.session.timeout.ms`): a stopped broker
+/// then holds the others up for at most its lease, after which they take its slots over
+/// anyway, and its write in flight never lands, as the slot fence demands. A live broker
+/// sends a transaction's statements back to back; should it stall that long between two of
+/// them, the write fails with a retriable [`Io`](StorageErrorKind::Io) error and nothing of
+/// it is written.
+pub fn bound_idle_transactions(
+    mut config: tokio_postgres::Config,
+    limit: Duration,
+) -> tokio_postgres::Config {
+    let ms = limit.as_millis().clamp(1, i32::MAX as u128);
+    let ours = format!("-c idle_in_transaction_session_timeout={ms}");
+    let options = match config.get_options() {
+        Some(theirs) if !theirs.trim().is_empty() => format!("{theirs} {ours}"),
+        _ => ours,
+    };
+    config.options(options);
+    config
+}
+
 /// `config` with the crate's defaults filled in: [`DEFAULT_CONNECT_TIMEOUT`] and the
 /// application name, unless the configuration sets them.
 pub(crate) fn with_defaults(mut config: tokio_postgres::Config) -> tokio_postgres::Config {
@@ -267,7 +304,7 @@ pub(crate) fn with_defaults(mut config: tokio_postgres::Config) -> tokio_postgre
 /// defaults, see [`with_defaults`]), for a PostgreSQL `what` (`store`, `log`).
 /// A connection string (a `postgres://` URL or libpq's `key=value` form) parsed; the error
 /// does not repeat the string (it may hold a password).
-pub(crate) fn parse_url(url: &str) -> Result<tokio_postgres::Config, StorageError> {
+pub fn parse_url(url: &str) -> Result<tokio_postgres::Config, StorageError> {
     url.parse().map_err(|e| {
         StorageError::new(
             StorageErrorKind::Other,
@@ -858,6 +895,28 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
 
     use super::*;
+
+    #[test]
+    fn idle_transactions_are_bounded_after_the_options_given() {
+        let limit = Duration::from_millis(1500);
+        let config = bound_idle_transactions(parse_url("host=/tmp dbname=d").unwrap(), limit);
+        assert_eq!(
+            config.get_options(),
+            Some("-c idle_in_transaction_session_timeout=1500")
+        );
+        let given = parse_url("host=/tmp options='-c search_path=s'").unwrap();
+        let config = bound_idle_transactions(given, limit);
+        assert_eq!(
+            config.get_options(),
+            Some("-c search_path=s -c idle_in_transaction_session_timeout=1500")
+        );
+        // 0 would switch the bound off: the least bound is 1 ms.
+        let config = bound_idle_transactions(parse_url("host=/tmp").unwrap(), Duration::ZERO);
+        assert_eq!(
+            config.get_options(),
+            Some("-c idle_in_transaction_session_timeout=1")
+        );
+    }
 
     fn committed(entries: &[(&str, u32, i64, &str, u64)]) -> CommittedOffsets {
         entries

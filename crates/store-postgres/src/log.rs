@@ -306,6 +306,16 @@ impl PostgresLog {
     /// than [`SCHEMA_VERSION`](crate::SCHEMA_VERSION).
     pub async fn connect(url: &str, pool_size: usize) -> Result<Self, LogError> {
         let config = crate::parse_url(url).map_err(storage)?;
+        Self::connect_config(config, pool_size).await
+    }
+
+    /// [`connect`](Self::connect) with a parsed configuration (for example one whose idle
+    /// transactions are bounded, [`bound_idle_transactions`](crate::bound_idle_transactions)),
+    /// on the system's wall clock.
+    pub async fn connect_config(
+        config: tokio_postgres::Config,
+        pool_size: usize,
+    ) -> Result<Self, LogError> {
         Self::connect_with(config, pool_size, Arc::new(SystemClock)).await
     }
 

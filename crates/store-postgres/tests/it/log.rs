@@ -476,3 +476,75 @@ async fn a_stopped_server_is_a_retriable_storage_error() {
         "served again, and the failed append left nothing"
     );
 }
+
+/// A log whose process stops in the middle of an append, the partition's row locked (here
+/// its encoding closure blocks its single-threaded runtime, as a SIGSTOPped broker leaves its
+/// session idle in the transaction), holds another log's appends to the partition up only
+/// for its sessions' bound on idle transactions (`bound_idle_transactions`), not until it
+/// resumes: the server ends its session and rolls its append back, which then fails,
+/// retriable, having written nothing. Without the bound the other append waits for as long
+/// as the first process is stopped.
+#[tokio::test]
+async fn a_stopped_appender_holds_the_partition_up_only_for_its_bound() {
+    const LIMIT: std::time::Duration = std::time::Duration::from_millis(500);
+    let Some(pg) = server().await else { return };
+    let url = bounded("create database", pg.create_database("stopped"))
+        .await
+        .unwrap();
+    let other = bounded("connect", PostgresLog::connect(&url, 2))
+        .await
+        .unwrap();
+    bounded("create", other.create_topic("t", 1)).await.unwrap();
+    let (locked, is_locked) = tokio::sync::oneshot::channel::<i64>();
+    let (resume, stopped) = std::sync::mpsc::channel::<()>();
+    let config =
+        store_postgres::bound_idle_transactions(store_postgres::parse_url(&url).unwrap(), LIMIT);
+    let first = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let log = PostgresLog::connect_config(config, 2).await?;
+            log.append_encoded(
+                &tp(0),
+                vec![NewRecord::from("late")],
+                Box::new(move |base| {
+                    let _ = locked.send(base);
+                    // The whole process stops here, the partition's row locked.
+                    let _ = stopped.recv_timeout(std::time::Duration::from_secs(60));
+                    Bytes::from(&b"late"[..])
+                }),
+            )
+            .await
+        })
+    });
+    let base = bounded("the first append locks the partition", is_locked)
+        .await
+        .unwrap();
+    assert_eq!(base, 0);
+    let started = std::time::Instant::now();
+    let appended = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        other.append_encoded(
+            &tp(0),
+            vec![NewRecord::from("v")],
+            Box::new(|_| Bytes::from(&b"v"[..])),
+        ),
+    )
+    .await
+    .expect("the other append waited for as long as the first process was stopped")
+    .unwrap();
+    assert_eq!(appended, 0, "the stopped append never landed");
+    assert!(started.elapsed() >= LIMIT / 2, "{:?}", started.elapsed());
+    resume.send(()).unwrap();
+    let late = first.join().unwrap().unwrap_err();
+    let source = std::error::Error::source(&late)
+        .and_then(|s| s.downcast_ref::<StorageError>())
+        .expect("the crate's StorageError is the source");
+    assert_eq!(source.kind(), StorageErrorKind::Io, "retriable: {late}");
+    assert_eq!(
+        bounded("bounds", other.bounds(&tp(0))).await.unwrap(),
+        (0, 1)
+    );
+}
