@@ -39,6 +39,8 @@ pub(crate) struct Lease {
     cluster: Cluster,
     fence: SlotFence,
     interval: Duration,
+    /// `broker.session.timeout.ms`.
+    session_timeout: Duration,
     /// Which broker serves what, from the first balance on.
     ownership: Arc<Ownership>,
 }
@@ -105,8 +107,24 @@ impl Lease {
             cluster,
             fence,
             interval,
+            session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
             ownership,
         })
+    }
+
+    /// `url` parsed, its sessions bounded by this broker's lease: the server ends one that
+    /// sits idle inside a transaction for longer (`store_postgres::bound_idle_transactions`),
+    /// so that this broker, stopped in the middle of a write, never holds the other brokers'
+    /// writes up beyond its lease (they wait on the rows its transaction locked).
+    pub(crate) fn bounded(
+        &self,
+        url: &PostgresUrl,
+    ) -> Result<store_postgres::ConnectConfig, coordinator_core::StorageError> {
+        let config = store_postgres::parse_url(url.as_str())?;
+        Ok(store_postgres::bound_idle_transactions(
+            config,
+            self.session_timeout,
+        ))
     }
 
     /// The slots every write of the offset store and the log must still own.

@@ -48,12 +48,22 @@ async fn open_log(
     metrics: Option<&Metrics>,
 ) -> Result<Arc<dyn PartitionLog>, BrokerError> {
     if let Some(url) = &config.postgres {
-        let mut log = store_postgres::PostgresLog::connect(url.as_str(), config.postgres_pool_size)
-            .await
-            .map_err(|e| postgres_unavailable(url, &e))?;
-        if let Some(lease) = lease {
-            log = log.with_fence(lease.fence());
-        }
+        let unavailable = |e: &dyn std::fmt::Display| postgres_unavailable(url, e);
+        let pool_size = config.postgres_pool_size;
+        let log = match lease {
+            // Appends lock the partition's row, which the other brokers' appends wait for:
+            // this broker's sessions are bounded by its lease (see `Lease::bounded`).
+            Some(lease) => {
+                let bounded = lease.bounded(url).map_err(|e| unavailable(&e))?;
+                store_postgres::PostgresLog::connect_config(bounded, pool_size)
+                    .await
+                    .map_err(|e| unavailable(&e))?
+                    .with_fence(lease.fence())
+            }
+            None => store_postgres::PostgresLog::connect(url.as_str(), pool_size)
+                .await
+                .map_err(|e| unavailable(&e))?,
+        };
         info!(database = %store_postgres::describe_target(url.as_str()), "topics and records are kept in PostgreSQL");
         return Ok(Arc::new(log));
     }
@@ -138,7 +148,7 @@ impl Server {
             Some(url) => Some(Lease::acquire(&config, url).await?),
             None => None,
         };
-        let documents = documents(&config).await?;
+        let documents = documents(&config, lease.as_ref()).await?;
         let (authenticator, scram_users) = authenticator(&config, documents.clone()).await?;
         // One TLS configuration per client-authentication setting the listeners use.
         let mut tls_by_auth: Vec<Tls> = Vec::new();
@@ -166,7 +176,7 @@ impl Server {
             _ => None,
         };
         let store = store_config
-            .open_fenced(lease.as_ref().map(Lease::fence), groups_flushes)
+            .open_fenced(lease.as_ref(), groups_flushes)
             .await?;
         match &store_config {
             StoreConfig::Postgres { url, .. } => info!(
@@ -675,11 +685,22 @@ pub(crate) fn postgres_unavailable(
 
 /// Where the ACLs, the topic configs and the SCRAM credentials changed at run time are kept:
 /// PostgreSQL with `--postgres`, the data directory with `--data-dir`, else nowhere (memory).
-async fn documents(config: &BrokerConfig) -> Result<Option<Documents>, BrokerError> {
+/// With `lease`, the database's sessions are bounded by it (`Lease::bounded`): an update
+/// holds the lock the other brokers' updates wait for.
+async fn documents(
+    config: &BrokerConfig,
+    lease: Option<&Lease>,
+) -> Result<Option<Documents>, BrokerError> {
     if let Some(url) = &config.postgres {
-        let db = store_postgres::PostgresDocuments::connect(url.as_str(), 2)
-            .await
-            .map_err(|e| postgres_unavailable(url, &e))?;
+        let unavailable = |e: coordinator_core::StorageError| postgres_unavailable(url, &e);
+        let db = match lease {
+            Some(lease) => {
+                let bounded = lease.bounded(url).map_err(unavailable)?;
+                store_postgres::PostgresDocuments::connect_with(bounded, 2).await
+            }
+            None => store_postgres::PostgresDocuments::connect(url.as_str(), 2).await,
+        }
+        .map_err(unavailable)?;
         return Ok(Some(Documents::Postgres(Arc::new(db))));
     }
     Ok(config.data_dir.clone().map(Documents::Dir))

@@ -182,12 +182,13 @@ impl StoreConfig {
         self.open_fenced(None, None).await
     }
 
-    /// [`open`](Self::open), with a PostgreSQL store's writes fenced by `fence` (the slots
-    /// this broker owns; see `store_postgres::cluster`), and the group log's syncs told to
-    /// `on_sync` (see `LogStoreBuilder::on_sync`). Other stores ignore them.
+    /// [`open`](Self::open), with a PostgreSQL store's writes fenced by `lease`'s fence (the
+    /// slots this broker owns; see `store_postgres::cluster`) and its sessions bounded by the
+    /// lease (`Lease::bounded`), and the group log's syncs told to `on_sync` (see
+    /// `LogStoreBuilder::on_sync`). Other stores ignore them.
     pub(crate) async fn open_fenced(
         &self,
-        fence: Option<store_postgres::SlotFence>,
+        lease: Option<&crate::lease::Lease>,
         on_sync: Option<crate::metrics::FlushObserver>,
     ) -> Result<Arc<dyn OffsetStore>, StorageError> {
         match self {
@@ -216,18 +217,29 @@ impl StoreConfig {
                 flush_interval_ms,
             } => Ok(Arc::new(open_log(dir, *flush_interval_ms, on_sync).await?)),
             StoreConfig::Postgres { url, pool_size } => {
-                let store = store_postgres::PostgresStore::connect(url.as_str(), *pool_size)
-                    .await
-                    .map_err(|e| {
-                        let target = store_postgres::describe_target(url.as_str());
-                        StorageError::new(
-                            e.kind(),
-                            format!("cannot open the offset store in PostgreSQL ({target}): {e}"),
-                        )
-                    })?;
-                Ok(match fence {
-                    Some(fence) => Arc::new(store.with_fence(fence)),
-                    None => Arc::new(store),
+                let cannot = |e: StorageError| {
+                    let target = store_postgres::describe_target(url.as_str());
+                    StorageError::new(
+                        e.kind(),
+                        format!("cannot open the offset store in PostgreSQL ({target}): {e}"),
+                    )
+                };
+                Ok(match lease {
+                    // A fenced write holds its slot's row, which another broker's claim of
+                    // the slot waits for: bounded by the lease.
+                    Some(lease) => {
+                        let bounded = lease.bounded(url).map_err(cannot)?;
+                        let store =
+                            store_postgres::PostgresStore::connect_with(bounded, *pool_size)
+                                .await
+                                .map_err(cannot)?;
+                        Arc::new(store.with_fence(lease.fence()))
+                    }
+                    None => Arc::new(
+                        store_postgres::PostgresStore::connect(url.as_str(), *pool_size)
+                            .await
+                            .map_err(cannot)?,
+                    ),
                 })
             }
         }
