@@ -474,16 +474,7 @@ impl Server {
         let interval = self.context.config.records.retention_check_interval_ms;
         let retention = Retention::spawn(self.context.clone(), Duration::from_millis(interval));
         let backoff = self.context.config.records.cleaner_backoff_ms;
-        // Not over PostgreSQL yet: with it running, a test of a broker paused past its lease
-        // (`postgres::a_paused_broker_loses_its_slots_and_none_of_its_commits_land`) saw the
-        // other broker's produce hang in about one run in four, cause not found (the log's
-        // own compaction is tested in consumer-groups-store-postgres).
-        let cleaner = self
-            .context
-            .config
-            .postgres
-            .is_none()
-            .then(|| Cleaner::spawn(self.context.clone(), Duration::from_millis(backoff)));
+        let cleaner = Cleaner::spawn(self.context.clone(), Duration::from_millis(backoff));
         let (notify_shutdown, _) = broadcast::channel(1);
         let (shutdown_complete_tx, mut shutdown_complete_rx) = mpsc::channel::<()>(1);
         if let Some(control) = self.control {

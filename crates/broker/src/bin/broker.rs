@@ -320,8 +320,7 @@ struct Args {
     #[arg(long, default_value_t = 300_000)]
     log_retention_check_interval_ms: u64,
     /// Kafka's log.cleaner.backoff.ms: how often the partitions of topics whose
-    /// cleanup.policy includes compact get a compaction pass (Kafka's log cleaner; not with
-    /// --postgres yet).
+    /// cleanup.policy includes compact get a compaction pass (Kafka's log cleaner).
     #[arg(long, default_value_t = 15_000)]
     log_cleaner_backoff_ms: u64,
     /// Kafka's log.cleaner.dedupe.buffer.size: the most key bytes one compaction pass holds

@@ -1455,3 +1455,20 @@ async fn a_share_partition_moves_with_its_leader() {
         .expect("wait");
     assert!(status.success(), "{status}");
 }
+
+/// Compaction over PostgreSQL: the broker's cleaner leaves each key's latest record (the
+/// scenario of `compaction.rs`).
+#[tokio::test]
+async fn a_compacted_topic_over_postgres_keeps_the_latest_value_of_each_key() {
+    let Some(pg) = server().await else {
+        return;
+    };
+    let url = bounded("create database", pg.create_database("compacted"))
+        .await
+        .unwrap();
+    let config = BrokerConfig {
+        records: crate::compaction::broker_config(None).records,
+        ..on(&url)
+    };
+    crate::compaction::latest_values(config).await;
+}
