@@ -860,12 +860,8 @@ impl PartitionLog for PostgresLog {
         let op = format!("apply retention to {tp}");
         let now = self.now_ms();
         let mut client = self.client(&op).await?;
-        // A first look without the partition's lock: most checks delete nothing, and appends
-        // must not wait for them (a broker paused in the middle of one would hold every
-        // append to the partition up, whichever broker leads it).
-        {
-            let (log_start, high_watermark, batches) =
-                retention_view(&client, &op, tp, topic, partition).await?;
+        // (log start, where retention would move it) as `view` reads the partition.
+        let target = |(log_start, high_watermark, batches): (i64, i64, Vec<(i64, i64, i64)>)| {
             let target = retention_target(
                 &batches,
                 log_start,
@@ -874,22 +870,18 @@ impl PartitionLog for PostgresLog {
                 retention_ms,
                 retention_bytes,
             );
-            if target <= log_start {
-                return Ok(log_start);
-            }
+            (log_start, target)
+        };
+        // A first look without the partition's lock: most checks delete nothing, and appends
+        // must not wait for them (a broker paused in the middle of one would hold every
+        // append to the partition up, whichever broker leads it).
+        let (log_start, to) = target(retention_view(&client, &op, tp, topic, partition).await?);
+        if to <= log_start {
+            return Ok(log_start);
         }
         let tx = client.transaction().await.map_err(db(&op))?;
         lock_partition(&tx, &op, tp, topic, partition).await?;
-        let (log_start, high_watermark, batches) =
-            retention_view(&tx, &op, tp, topic, partition).await?;
-        let target = retention_target(
-            &batches,
-            log_start,
-            high_watermark,
-            now,
-            retention_ms,
-            retention_bytes,
-        );
+        let (log_start, target) = target(retention_view(&tx, &op, tp, topic, partition).await?);
         if target <= log_start {
             return Ok(log_start);
         }
