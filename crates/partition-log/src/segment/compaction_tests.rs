@@ -412,3 +412,36 @@ async fn a_segment_is_closed_by_age_so_that_compaction_reaches_it() {
     let log = open_log(dir.path(), &clock).await;
     assert_eq!(contents(&log).await, [row(1, "a", "2"), row(2, "b", "1")]);
 }
+
+/// A first segment that compaction leaves empty stays, as an empty file, however often the
+/// log is reopened: the log start does not move over offsets that are compacted away (an
+/// open used to take an empty leading segment for one below the log start and remove it,
+/// and the next open then started the log at the following segment).
+#[tokio::test]
+async fn an_emptied_first_segment_keeps_the_log_start_across_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    {
+        let log = open_log(dir.path(), &clock).await;
+        for i in 0..12 {
+            put(&log, &[("a", &format!("v{i}"))], 1).await;
+        }
+        let done = compact(&log, &CompactionPolicy::at(10)).await;
+        assert!(done.segments > 0, "{done:?}");
+        assert_eq!(batches(&log).await.first().map(|b| b.0 > 0), Some(true));
+    }
+    let part = dir.path().join(files::partition_dir(&tp()));
+    for reopen in 0..3 {
+        let log = open_log(dir.path(), &clock).await;
+        assert_eq!(log.bounds(&tp()).await.unwrap().0, 0, "reopen {reopen}");
+        let first = log.read_batches(&tp(), 0, 1 << 20).await.unwrap();
+        assert!(
+            !first.batches.is_empty(),
+            "reopen {reopen}: offset 0 reads on"
+        );
+        assert!(
+            part.join(files::segment_name(0)).exists(),
+            "reopen {reopen}"
+        );
+    }
+}

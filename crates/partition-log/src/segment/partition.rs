@@ -274,15 +274,13 @@ impl<F: Fs> Partition<F> {
         let end = expected;
         let first = segments[0].base_offset;
         let log_start = checkpoint.unwrap_or(first).max(first).min(end);
-        // Segments wholly below the log start: retention had decided to delete them.
+        // Segments wholly below the log start (the next one starts at or below it): retention
+        // had decided to delete them. A segment compaction left empty is not below the log
+        // start for being empty: removing it would move the next open's log start over
+        // offsets that are compacted away, not deleted.
         let below = segments
-            .iter()
-            .take(segments.len() - 1)
-            .take_while(|s| {
-                s.entries
-                    .last()
-                    .is_none_or(|e| e.head.last_offset() < log_start)
-            })
+            .windows(2)
+            .take_while(|pair| pair[1].base_offset <= log_start)
             .count();
         for s in segments.drain(..below) {
             fs.remove_file(&s.path)
