@@ -35,8 +35,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::Fs;
 
-/// One operation of the [`Fs`] seam.
+/// One operation of the [`Fs`] seam. Non-exhaustive: the seam grows with what the logs
+/// need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum FsOp {
     /// [`Fs::read`], and the reads of an open file: [`Fs::read_at`], [`Fs::len`]; also
     /// [`Fs::exists`].
@@ -113,8 +115,10 @@ impl Fault {
     }
 }
 
-/// What survives a power cut, for [`SimFs::restart`].
+/// What survives a power cut, for [`SimFs::restart`]. Non-exhaustive: more outcomes may be
+/// modelled; [`CrashMode::ALL`] lists every one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CrashMode {
     /// Directory entries survive as they are; each file's data reverts to what its last
     /// fsync made durable (a file never fsynced is empty).
