@@ -1,6 +1,7 @@
 //! Upgrades: a data directory written by an earlier main opens unchanged. The fixture
-//! `tests/fixtures/data-dir-2026-12-07` was written on 2026-12-07 by main (c206320, whose on-disk formats are those of 1a35c68 and before: the segment log's
-//! frames, dense and compacted, its checkpoints, and the group log's segment) through
+//! `tests/fixtures/data-dir-2026-12-07` was written on 2026-12-07 by main (whose on-disk
+//! formats are those of 1a35c68 and before: the segment log's frames, dense and compacted,
+//! its checkpoints, and the group log's snapshot and segment) through
 //! `write_the_upgrade_fixture` below; `expected.txt` beside it is what that main read back.
 //! Whatever the logs' engines become, this directory must read back the same.
 
@@ -235,6 +236,22 @@ async fn write_the_upgrade_fixture() {
     }
     drop(c);
     broker.stop().await.unwrap();
+    // The group log compacted into a snapshot, so that the directory holds both of its file
+    // kinds (a snapshot, and the segment after it).
+    // A commit after it (the same offset and metadata again: what a reader sees is
+    // unchanged) puts a record in that segment.
+    {
+        use coordinator_core::{CommitFence, OffsetAndMetadata, OffsetStore, TopicPartition};
+        let store = offset_store::LogStore::open(data.join("groups")).unwrap();
+        store.compact().await.unwrap();
+        let mut again = OffsetAndMetadata::new(1);
+        again.metadata = "m1".into();
+        let offsets = [(TopicPartition::new("t", 1), again)].into_iter().collect();
+        store
+            .commit_with_metadata("g", &offsets, CommitFence::none())
+            .await
+            .unwrap();
+    }
     // What a restart reads is what is written down.
     let broker = TestBroker::with(broker_config(Some(&data))).await;
     let mut c = broker.client().await;
