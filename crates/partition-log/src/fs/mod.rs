@@ -15,6 +15,15 @@ use std::path::Path;
 
 pub mod sim;
 
+/// The directory `path` is in (`.` for a bare name): the directory whose fsync makes an
+/// entry for `path` durable.
+pub(crate) fn parent(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// The file operations the durable logs need, and nothing more.
 ///
 /// Files are written in two ways: at their end ([`write_all`](Fs::write_all), the group

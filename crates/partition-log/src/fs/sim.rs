@@ -33,7 +33,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::Fs;
+use super::{parent, Fs};
 
 /// One operation of the [`Fs`] seam. Non-exhaustive: the seam grows with what the logs
 /// need.
@@ -397,13 +397,6 @@ fn not_found(path: &Path) -> io::Error {
         io::ErrorKind::NotFound,
         format!("no such file: {}", path.display()),
     )
-}
-
-fn parent(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
 }
 
 impl State {

@@ -25,18 +25,6 @@ fn tp() -> TopicPartition {
     TopicPartition::new("c", 0)
 }
 
-/// xorshift64*: histories are reproducible from their seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
 #[derive(Clone, Debug)]
 enum Op {
     CreateTopic(&'static str),
@@ -52,7 +40,7 @@ enum Op {
 }
 
 fn history(seed: u64) -> Vec<Op> {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::seeded(seed);
     let mut ops = vec![Op::CreateTopic("c")];
     let mut value = 0;
     for _ in 0..12 + rng.below(10) {
@@ -66,7 +54,7 @@ fn history(seed: u64) -> Vec<Op> {
                 (0..1 + rng.below(3))
                     .map(|_| {
                         value += 1;
-                        let key = ["a", "b", "c", "d", "e"][rng.below(5) as usize];
+                        let key = ["a", "b", "c", "d", "e"][rng.below(5)];
                         (key.to_string(), format!("v{value}"))
                     })
                     .collect(),

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use coordinator_core::{LogError, TopicPartition};
 
+pub(crate) use crate::fs::parent;
 use crate::fs::Fs;
 
 /// The owner lock's file name.
@@ -39,14 +40,6 @@ pub(crate) fn malformed(path: &Path, reason: impl Into<String>) -> LogError {
 pub(crate) fn sync_dir<F: Fs>(fs: &F, dir: &Path) -> Result<(), LogError> {
     fs.fsync_dir(dir)
         .map_err(|e| storage("sync the directory", dir, e))
-}
-
-/// The directory `path` is in.
-pub(crate) fn parent(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
 }
 
 /// Replaces `path` with `bytes` atomically: a reader (or a restart after a crash) finds the

@@ -67,17 +67,6 @@ fn image(rt: &Runtime) -> Vec<(PathBuf, Vec<u8>)> {
         .collect()
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1) as u64) as usize
-    }
-}
-
 /// The `(start, end)` of each whole frame of a segment file's bytes.
 fn frames(bytes: &[u8]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
@@ -160,7 +149,7 @@ fn damaged_files_are_refused_by_name_or_open_to_a_readable_log() {
     assert!(files.len() >= 5, "segments, topics, checkpoints: {files:?}");
     let (mut opened, mut refused) = (0u64, 0u64);
     for seed in 0..MUTATIONS {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut rng = Rng::seeded(seed);
         let fs = SimFs::new();
         let victim = rng.below(files.len());
         for (i, (path, bytes)) in files.iter().enumerate() {

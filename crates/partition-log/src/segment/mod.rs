@@ -971,6 +971,25 @@ impl<F: Fs> TopicMetadata for SegmentLog<F> {
     }
 }
 
+/// xorshift64*: the test suites' histories and damages are reproducible from their seed.
+#[cfg(test)]
+struct Rng(u64);
+
+#[cfg(test)]
+impl Rng {
+    fn seeded(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// A number below `n` (0 for `n` = 0).
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1) as u64) as usize
+    }
+}
+
 #[cfg(test)]
 mod compaction_tests;
 #[cfg(test)]
