@@ -657,11 +657,12 @@ impl<F: Fs> SegmentLog<F> {
     pub fn sync(&self) -> Result<(), LogError> {
         self.inner.sync_all()
     }
-}
 
-#[async_trait]
-impl<F: Fs> PartitionLog for SegmentLog<F> {
-    async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), LogError> {
+    /// [`PartitionLog::create_topic`] on the calling thread (it does no async work).
+    ///
+    /// # Errors
+    /// As `create_topic`.
+    pub fn create_topic_blocking(&self, name: &str, partitions: u32) -> Result<(), LogError> {
         let inner = &self.inner;
         let _one = inner.create.lock().unwrap_or_else(PoisonError::into_inner);
         {
@@ -702,6 +703,122 @@ impl<F: Fs> PartitionLog for SegmentLog<F> {
                 },
             );
         Ok(())
+    }
+
+    /// Appends one batch to `tp` on the calling thread, for a partition whose only writer
+    /// is a thread of its own that batches its writes (the group store: one call, one
+    /// `write(2)`, and if `durable` one `fdatasync` before this returns, whatever the log's
+    /// flush policy). The batch holds `count` records stamped `timestamp`; `data` is stored
+    /// as the appender's bytes, as [`PartitionLog::append_encoded`] stores them. Without
+    /// `durable` the batch is readable at once and synced by [`sync`](Self::sync) (or when
+    /// its segment is closed). Returns the batch's base offset. Must not run on an async
+    /// worker when `durable` (it blocks for the sync).
+    ///
+    /// # Errors
+    /// `UNKNOWN_TOPIC_OR_PARTITION`; `INVALID_REQUEST` for no records or a batch above the
+    /// largest frame; `STORAGE_ERROR` naming the file and step when the write or the sync
+    /// fails (the batch is then cut back: nothing visible changes).
+    pub fn append_blocking(
+        &self,
+        tp: &TopicPartition,
+        count: u32,
+        timestamp: i64,
+        data: &[u8],
+        durable: bool,
+    ) -> Result<i64, LogError> {
+        if count == 0 {
+            return Err(LogError::InvalidArgument {
+                what: "batch",
+                reason: format!("an append to {tp} must carry at least one record"),
+            });
+        }
+        let partition = self.inner.partition(tp)?;
+        let timestamps = vec![timestamp; count as usize];
+        let (base, rolled) = partition.append_blocking(
+            self.inner.policy,
+            self.inner.on_sync.as_ref(),
+            count,
+            |base| Ok((frame::encode(base, &timestamps, data)?, timestamp)),
+            durable,
+        )?;
+        self.inner.signal();
+        if rolled {
+            partition
+                .active_since
+                .store(self.inner.now_ms(), std::sync::atomic::Ordering::Release);
+            if let Err(e) = self.inner.apply_retention(&[partition]) {
+                error!(partition = %tp, error = %e, "retention failed; retried at the next check");
+            }
+        }
+        Ok(base)
+    }
+
+    /// Closes `tp`'s active segment now if it holds a batch (so that a compaction can take
+    /// it); returns whether it did. [`PartitionLog::roll_older_than`] with no age.
+    ///
+    /// # Errors
+    /// `UNKNOWN_TOPIC_OR_PARTITION`; `STORAGE_ERROR` naming the file if the closed segment
+    /// cannot be synced or the next one created (the active segment stays as it was).
+    pub fn roll_blocking(&self, tp: &TopicPartition) -> Result<bool, LogError> {
+        let inner = &self.inner;
+        inner
+            .partition(tp)?
+            .roll_if_older(inner.now_ms(), -1, inner.on_sync.as_ref())
+    }
+
+    /// [`PartitionLog::compact`] on the calling thread: reads and rewrites whole segments,
+    /// so run it on a thread that may block.
+    ///
+    /// # Errors
+    /// As `compact`.
+    pub fn compact_blocking(
+        &self,
+        tp: &TopicPartition,
+        policy: &CompactionPolicy,
+        format: &dyn RecordFormat,
+    ) -> Result<Compaction, LogError> {
+        let p = self.inner.partition(tp)?;
+        p.compact(policy, format, |upto| self.inner.mark_cleaned(&p.tp, upto))
+    }
+
+    /// [`PartitionLog::read_batches`] on the calling thread (reads are positional file
+    /// reads and do no async work).
+    ///
+    /// # Errors
+    /// As `read_batches`.
+    pub fn read_batches_blocking(
+        &self,
+        tp: &TopicPartition,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<BatchRead, LogError> {
+        self.inner
+            .partition(tp)?
+            .read_batches(from_offset, max_bytes)
+    }
+
+    /// `tp`'s log start and high watermark: [`PartitionLog::bounds`] without a runtime.
+    ///
+    /// # Errors
+    /// `UNKNOWN_TOPIC_OR_PARTITION`.
+    pub fn bounds_blocking(&self, tp: &TopicPartition) -> Result<(i64, i64), LogError> {
+        Ok(self.inner.partition(tp)?.bounds())
+    }
+
+    /// The bytes of `tp`'s segment files: [`PartitionLog::partition_size`] without a
+    /// runtime.
+    ///
+    /// # Errors
+    /// `UNKNOWN_TOPIC_OR_PARTITION`.
+    pub fn partition_size_blocking(&self, tp: &TopicPartition) -> Result<u64, LogError> {
+        Ok(self.inner.partition(tp)?.size())
+    }
+}
+
+#[async_trait]
+impl<F: Fs> PartitionLog for SegmentLog<F> {
+    async fn create_topic(&self, name: &str, partitions: u32) -> Result<(), LogError> {
+        self.create_topic_blocking(name, partitions)
     }
 
     /// Deletes `name`: the topics file without it is the commit point (a crash before it
@@ -920,9 +1037,7 @@ impl<F: Fs> PartitionLog for SegmentLog<F> {
     ) -> Result<bool, LogError> {
         let inner = &self.inner;
         let p = inner.partition(tp)?;
-        let rolled = p
-            .roll_if_older(inner.now_ms(), max_age_ms, inner.on_sync.as_ref())
-            .await?;
+        let rolled = p.roll_if_older(inner.now_ms(), max_age_ms, inner.on_sync.as_ref())?;
         if rolled {
             info!(partition = %tp, max_age_ms, "segment rolled by age");
         }

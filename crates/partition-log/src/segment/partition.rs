@@ -127,8 +127,10 @@ pub(crate) struct Partition<F: Fs> {
     pub(crate) fs: Arc<F>,
     pub(crate) tp: TopicPartition,
     pub(crate) dir: PathBuf,
-    /// Writes to a partition are one at a time.
-    writer: tokio::sync::Mutex<Writer<F>>,
+    /// Writes to a partition are one at a time. Held only by code that does not await (a
+    /// frame's write, a cut, a roll), so a plain mutex: the blocking appends of
+    /// [`append_blocking`](Self::append_blocking) take it too.
+    writer: std::sync::Mutex<Writer<F>>,
     /// Syncs too; one sync covers every frame written before it started.
     pub(crate) syncer: tokio::sync::Mutex<()>,
     state: RwLock<State<F>>,
@@ -196,7 +198,7 @@ impl<F: Fs> Partition<F> {
             fs,
             tp,
             dir,
-            writer: tokio::sync::Mutex::new(Writer { cut_back: None }),
+            writer: std::sync::Mutex::new(Writer { cut_back: None }),
             syncer: tokio::sync::Mutex::new(()),
             state: RwLock::new(state),
             dirty: AtomicBool::new(false),
@@ -336,7 +338,7 @@ impl<F: Fs> Partition<F> {
         build: impl FnOnce(i64) -> Result<(Vec<u8>, i64), LogError>,
     ) -> Result<(i64, bool), LogError> {
         let (base, my_end, epoch, rolled) = {
-            let mut writer = self.writer.lock().await;
+            let mut writer = self.lock_writer();
             self.write_frame(&mut writer, policy, on_sync, count, build)?
         };
         if policy.sync_each_append {
@@ -473,7 +475,57 @@ impl<F: Fs> Partition<F> {
                 Ok(())
             }
             Err(e) => {
-                self.cut_back_unsynced(&e).await;
+                self.cut_back_unsynced(&mut self.lock_writer(), &e);
+                Err(e)
+            }
+        }
+    }
+
+    fn lock_writer(&self) -> std::sync::MutexGuard<'_, Writer<F>> {
+        // Nothing panics while the writer is held but a bug; the state it guards (a cut to
+        // retry) is whole either way.
+        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// [`append`](Self::append) for a partition's own writer thread: the frame is written
+    /// and, if `durable`, `fdatasync`ed on the calling thread before this returns (the
+    /// caller batches its writes itself: one call, one write, one sync); else it is
+    /// readable at once and synced later ([`sync_if_dirty`](Self::sync_if_dirty)). A failed
+    /// write or sync is cut back, as for `append`, and nothing visible changes.
+    pub(crate) fn append_blocking(
+        &self,
+        policy: Policy,
+        on_sync: Option<&SyncObserver>,
+        count: u32,
+        build: impl FnOnce(i64) -> Result<(Vec<u8>, i64), LogError>,
+        durable: bool,
+    ) -> Result<(i64, bool), LogError> {
+        let policy = Policy {
+            sync_each_append: durable,
+            ..policy
+        };
+        let mut writer = self.lock_writer();
+        let (base, _, _, rolled) = self.write_frame(&mut writer, policy, on_sync, count, build)?;
+        if !durable {
+            return Ok((base, rolled));
+        }
+        let (file, path, target) = {
+            let s = self.read();
+            (
+                s.active().file.clone(),
+                s.active().path.clone(),
+                s.written_end,
+            )
+        };
+        match observed(on_sync, || self.fs.fsync(&file)).map_err(|e| storage("fdatasync", &path, e))
+        {
+            Ok(()) => {
+                let mut s = self.write();
+                s.end = s.end.max(target);
+                Ok((base, rolled))
+            }
+            Err(e) => {
+                self.cut_back_unsynced(&mut writer, &e);
                 Err(e)
             }
         }
@@ -481,8 +533,8 @@ impl<F: Fs> Partition<F> {
 
     /// After a failed sync: removes every frame past the durable end (they are all in the
     /// active segment: a roll syncs the segment it closes) from the index and the file.
-    async fn cut_back_unsynced(&self, cause: &LogError) {
-        let mut writer = self.writer.lock().await;
+    /// The caller holds the writer.
+    fn cut_back_unsynced(&self, writer: &mut Writer<F>, cause: &LogError) {
         let mut s = self.write();
         s.failures += 1;
         s.last_failure = cause.to_string();
@@ -516,13 +568,13 @@ impl<F: Fs> Partition<F> {
     /// before `now_ms` (Kafka's `segment.ms`, measured as Kafka does for a segment without
     /// timestamps: from when it was opened, or the log was); returns whether it did. Waits
     /// for an append in progress, as a roll at append does.
-    pub(crate) async fn roll_if_older(
+    pub(crate) fn roll_if_older(
         &self,
         now_ms: i64,
         max_age_ms: i64,
         on_sync: Option<&SyncObserver>,
     ) -> Result<bool, LogError> {
-        let writer = self.writer.lock().await;
+        let writer = self.lock_writer();
         if writer.cut_back.is_some() {
             return Ok(false); // a failed append is still to be cut back: the next append does
         }

@@ -816,3 +816,103 @@ async fn under_a_flush_interval_the_observer_is_told_the_periodic_syncs_only() {
     }
     assert_eq!(told(), 2, "the last sync, at drop");
 }
+
+/// The blocking appends of a partition's own writer thread (the group store's): a durable
+/// one is synced before it returns, an undurable one is readable at once and durable only
+/// after `sync`; a power cut keeps exactly that.
+#[test]
+fn a_blocking_append_is_durable_when_asked_and_readable_at_once_either_way() {
+    use crate::fs::sim::{CrashMode, SimFs};
+    let t = tp(0);
+    for mode in CrashMode::ALL {
+        let fs = SimFs::new();
+        let log = SegmentLog::builder("/d").open_with_fs(fs.clone()).unwrap();
+        log.create_topic_blocking("t", 1).unwrap();
+        assert_eq!(log.append_blocking(&t, 2, 7, b"ab", true).unwrap(), 0);
+        assert_eq!(log.append_blocking(&t, 1, 8, b"c", false).unwrap(), 2);
+        assert_eq!(log.bounds_blocking(&t).unwrap(), (0, 3), "{mode:?}");
+        let read = log.read_batches_blocking(&t, 0, usize::MAX).unwrap();
+        let data: Vec<&[u8]> = read
+            .batches
+            .iter()
+            .map(|b| &b.encoded().unwrap()[..])
+            .collect();
+        assert_eq!(data, [&b"ab"[..], &b"c"[..]], "{mode:?}");
+
+        // The power is cut: the undurable batch may go (never half of it), the durable one
+        // stays.
+        let after = fs.restart(mode);
+        drop(log);
+        let log = SegmentLog::builder("/d")
+            .open_with_fs(after.clone())
+            .unwrap();
+        let (start, end) = log.bounds_blocking(&t).unwrap();
+        assert_eq!(start, 0, "{mode:?}");
+        assert!(end == 2 || end == 3, "{mode:?}: end {end}");
+        assert_eq!(log.append_blocking(&t, 1, 9, b"d", false).unwrap(), end);
+        log.sync().unwrap();
+        let again = after.restart(mode);
+        drop(log);
+        let log = SegmentLog::builder("/d").open_with_fs(again).unwrap();
+        assert_eq!(log.bounds_blocking(&t).unwrap(), (0, end + 1), "{mode:?}");
+    }
+}
+
+/// A durable blocking append whose sync fails is cut back: the error names the file, the
+/// partition's end does not move, the next append takes the same offset, and a power cut
+/// then keeps only what was acknowledged.
+#[test]
+fn a_blocking_append_whose_sync_fails_changes_nothing() {
+    use crate::fs::sim::{CrashMode, Fault, FsOp, SimFs};
+    let t = tp(0);
+    let fs = SimFs::new();
+    let log = SegmentLog::builder("/d").open_with_fs(fs.clone()).unwrap();
+    log.create_topic_blocking("t", 1).unwrap();
+    log.append_blocking(&t, 1, 1, b"kept", true).unwrap();
+    fs.fail_nth(FsOp::Fsync, 1, Fault::Eio);
+    let err = log.append_blocking(&t, 1, 1, b"lost", true).unwrap_err();
+    assert!(
+        matches!(err, LogError::Storage { .. }) && err.to_string().contains("fdatasync"),
+        "{err}"
+    );
+    assert_eq!(log.bounds_blocking(&t).unwrap(), (0, 1));
+    assert_eq!(
+        log.read_batches_blocking(&t, 0, usize::MAX)
+            .unwrap()
+            .batches
+            .len(),
+        1
+    );
+    assert_eq!(log.append_blocking(&t, 1, 1, b"next", true).unwrap(), 1);
+    let after = fs.restart(CrashMode::DropBoth);
+    drop(log);
+    let log = SegmentLog::builder("/d").open_with_fs(after).unwrap();
+    let read = log.read_batches_blocking(&t, 0, usize::MAX).unwrap();
+    let data: Vec<&[u8]> = read
+        .batches
+        .iter()
+        .map(|b| &b.encoded().unwrap()[..])
+        .collect();
+    assert_eq!(data, [&b"kept"[..], &b"next"[..]]);
+}
+
+/// `roll_blocking` closes an active segment that holds a batch (what a compaction of it
+/// needs), and does nothing to an empty one.
+#[test]
+fn a_blocking_roll_closes_only_a_segment_with_batches() {
+    use crate::fs::sim::SimFs;
+    let t = tp(0);
+    let log = SegmentLog::builder("/d")
+        .open_with_fs(SimFs::new())
+        .unwrap();
+    log.create_topic_blocking("t", 1).unwrap();
+    assert!(!log.roll_blocking(&t).unwrap());
+    log.append_blocking(&t, 3, 1, b"abc", true).unwrap();
+    let before = log.partition_size_blocking(&t).unwrap();
+    assert!(log.roll_blocking(&t).unwrap());
+    assert!(!log.roll_blocking(&t).unwrap());
+    let p = log.inner.partition(&t).unwrap();
+    let bases: Vec<i64> = p.read().segments.iter().map(|s| s.base_offset).collect();
+    assert_eq!(bases, [0, 3]);
+    assert_eq!(log.partition_size_blocking(&t).unwrap(), before);
+}
