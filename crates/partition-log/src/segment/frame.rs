@@ -233,6 +233,28 @@ pub(crate) enum Step {
     Bad { reason: String, at_tail: bool },
 }
 
+/// The longest rest of a file searched for whole frames after a length that runs past its
+/// end (see `Scanner::whole_frames_in_rest`).
+const MAX_TAIL_SCAN: usize = 256 << 20;
+
+/// Whether `bytes` start with a whole frame whose checksum matches.
+fn whole_frame_at(bytes: &[u8]) -> bool {
+    let Some(len) = bytes
+        .get(..4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    else {
+        return false;
+    };
+    if !(FIXED..=MAX_FRAME).contains(&len) {
+        return false;
+    }
+    let Some(frame) = bytes.get(4..4 + len as usize) else {
+        return false;
+    };
+    let stored = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+    crc32c::crc32c(&frame[4..]) == stored
+}
+
 /// Reads a segment file frame by frame, checking each CRC.
 pub(crate) struct Scanner<R> {
     reader: BufReader<R>,
@@ -280,12 +302,23 @@ impl<R: Read> Scanner<R> {
             });
         }
         if u64::from(len) > left - 4 {
-            return Ok(Step::Bad {
-                reason: format!(
+            // A torn write, unless the length itself is damaged: then the frame's checksum
+            // matches at its true length and a whole frame follows it.
+            let hidden = self.whole_frames_in_rest(left - 4)?;
+            let reason = if hidden {
+                format!(
+                    "a damaged length ({} bytes claimed, {left} left) before whole frames",
+                    u64::from(len) + 4
+                )
+            } else {
+                format!(
                     "a frame of {} bytes cut short by the end of the file ({left} bytes left)",
                     u64::from(len) + 4
-                ),
-                at_tail: true,
+                )
+            };
+            return Ok(Step::Bad {
+                reason,
+                at_tail: !hidden,
             });
         }
         self.buf.resize(len as usize, 0);
@@ -341,6 +374,41 @@ impl<R: Read> Scanner<R> {
 
     /// Whether every byte after the length field just read is zero (a file extended but not
     /// written, as a power loss can leave it). Reads the rest of the file.
+    /// After a length that runs past the end of the file: whether the `rest` bytes after it
+    /// hold a frame whose checksum matches at some shorter length, followed by a whole
+    /// frame. A write torn by a power cut leaves a prefix of one frame and nothing after it;
+    /// a damaged length (a bit flipped in it) leaves the frame's checksum matching at its
+    /// true length and the next frame whole, which is damage before the tail, not a torn
+    /// tail. The checksum is computed once over the rest, byte by byte, so the search is
+    /// linear; a rest longer than [`MAX_TAIL_SCAN`] is taken as torn (no frame is that
+    /// large in practice, and reading it whole would cost as much memory).
+    fn whole_frames_in_rest(&mut self, rest: u64) -> io::Result<bool> {
+        let Ok(rest) = usize::try_from(rest) else {
+            return Ok(false);
+        };
+        if rest > MAX_TAIL_SCAN {
+            return Ok(false);
+        }
+        let mut bytes = vec![0; rest];
+        self.reader.read_exact(&mut bytes)?;
+        let Some(stored) = bytes
+            .get(..4)
+            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        else {
+            return Ok(false);
+        };
+        let mut crc = 0;
+        for end in 4..rest {
+            crc = crc32c::crc32c_append(crc, &bytes[end..=end]);
+            // The frame would be `end + 1` bytes after its length field.
+            let len = end + 1;
+            if len >= FIXED as usize && crc == stored && whole_frame_at(&bytes[len..]) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     fn rest_is_zero(&mut self, len: u32) -> io::Result<bool> {
         if len != 0 {
             return Ok(false);
@@ -404,15 +472,28 @@ mod tests {
             [(7, 10), (8, 30), (9, 20)]
         );
         // A flipped bit anywhere in the first frame is caught, and not taken for a torn tail
-        // (the second frame follows it), except a flip in the length field that makes the
-        // frame reach past the end of the file.
+        // (the second frame follows it), a flip in the length field that makes the frame
+        // reach past the end of the file included.
         for i in 0..one.len() {
             let mut bad = both.clone();
             bad[i] ^= 0x01;
-            let got = scan(&bad);
-            assert!(
-                got.last().unwrap().starts_with("bad at 0"),
-                "flip at {i}: {got:?}"
+            assert_eq!(scan(&bad), ["bad at 0 tail=false"], "flip at {i}");
+        }
+        for bit in 0..8 {
+            let mut bad = both.clone();
+            bad[2] ^= 1 << bit;
+            assert_eq!(scan(&bad), ["bad at 0 tail=false"], "length bit {bit}");
+        }
+        // The second frame cut short at any byte is a torn tail.
+        for cut in one.len() + 1..both.len() {
+            let got = scan(&both[..cut]);
+            assert_eq!(
+                got,
+                [
+                    "frame 7 3".to_string(),
+                    format!("bad at {} tail=true", one.len())
+                ],
+                "cut at {cut}"
             );
         }
     }

@@ -639,6 +639,12 @@ impl<F: Fs> SegmentLog<F> {
         &self.inner.dir
     }
 
+    /// The file system the log works through (a store built on the log does its own few
+    /// file operations through it too).
+    pub fn fs(&self) -> &F {
+        &self.inner.fs
+    }
+
     /// Applies `retention.ms` and `retention.bytes` to every partition now (the background
     /// thread does it every check interval) and returns how many segments were deleted.
     ///

@@ -120,6 +120,32 @@ pub(crate) struct Writer<F: Fs> {
     cut_back: Option<(Arc<F::File>, PathBuf, u64)>,
 }
 
+/// What a failed append's error adds when its bytes were cut off again.
+const CUT_OFF: &str = "the append was cut off again: nothing changed";
+
+/// What a failed append's error adds when cutting its bytes off failed too.
+fn refused(cut: &io::Error) -> String {
+    format!(
+        "cutting the append off failed too ({cut}): the partition refuses appends until a retry \
+         of the cut, made before each, succeeds"
+    )
+}
+
+/// `e` with its cause and `note` added to its message (a storage error; any other is
+/// returned as it is).
+fn amend(e: LogError, note: &str) -> LogError {
+    match e {
+        LogError::Storage { message, source } => LogError::Storage {
+            message: match &source {
+                Some(cause) => format!("{message}: {cause}; {note}"),
+                None => format!("{message}; {note}"),
+            },
+            source,
+        },
+        other => other,
+    }
+}
+
 /// One partition.
 #[derive(Debug)]
 pub(crate) struct Partition<F: Fs> {
@@ -396,8 +422,9 @@ impl<F: Fs> Partition<F> {
             if let Err(cut) = self.fs.truncate(&file, at) {
                 warn!(file = %path.display(), position = at, error = %cut, "cannot cut back a failed append; retried at the next one");
                 writer.cut_back = Some((file, path, at));
+                return Err(amend(e, &refused(&cut)));
             }
-            return Err(e);
+            return Err(amend(e, CUT_OFF));
         }
         let mut s = self.write();
         let last = s.segments.len() - 1;
@@ -475,7 +502,9 @@ impl<F: Fs> Partition<F> {
                 Ok(())
             }
             Err(e) => {
-                self.cut_back_unsynced(&mut self.lock_writer(), &e);
+                // The appenders of the group learn that their frames were cut back; a cut
+                // that fails is retried before the next append.
+                let _ = self.cut_back_unsynced(&mut self.lock_writer(), &e);
                 Err(e)
             }
         }
@@ -524,17 +553,17 @@ impl<F: Fs> Partition<F> {
                 s.end = s.end.max(target);
                 Ok((base, rolled))
             }
-            Err(e) => {
-                self.cut_back_unsynced(&mut writer, &e);
-                Err(e)
-            }
+            Err(e) => match self.cut_back_unsynced(&mut writer, &e) {
+                Ok(()) => Err(amend(e, CUT_OFF)),
+                Err(cut) => Err(amend(e, &refused(&cut))),
+            },
         }
     }
 
     /// After a failed sync: removes every frame past the durable end (they are all in the
     /// active segment: a roll syncs the segment it closes) from the index and the file.
     /// The caller holds the writer.
-    fn cut_back_unsynced(&self, writer: &mut Writer<F>, cause: &LogError) {
+    fn cut_back_unsynced(&self, writer: &mut Writer<F>, cause: &LogError) -> io::Result<()> {
         let mut s = self.write();
         s.failures += 1;
         s.last_failure = cause.to_string();
@@ -544,14 +573,16 @@ impl<F: Fs> Partition<F> {
         let active = &mut s.segments[last];
         let keep = active.entries.partition_point(|e| e.head.base_offset < end);
         let Some(at) = active.entries.get(keep).map(|e| e.position) else {
-            return;
+            return Ok(());
         };
         active.entries.truncate(keep);
         active.size = at;
         if let Err(cut) = self.fs.truncate(&active.file, at) {
             warn!(file = %active.path.display(), position = at, error = %cut, "cannot cut back a failed append; retried at the next one");
             writer.cut_back = Some((active.file.clone(), active.path.clone(), at));
+            return Err(cut);
         }
+        Ok(())
     }
 
     #[cfg(test)]
