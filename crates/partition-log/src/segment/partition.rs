@@ -120,6 +120,15 @@ pub(crate) struct Writer<F: Fs> {
     cut_back: Option<(Arc<F::File>, PathBuf, u64)>,
 }
 
+/// Whether the file at `path` is empty.
+fn is_empty_file<F: Fs>(fs: &F, path: &Path) -> Result<bool, LogError> {
+    let file = fs.open(path).map_err(|e| storage("open", path, e))?;
+    let len = fs
+        .len(&file)
+        .map_err(|e| storage("read the length of", path, e))?;
+    Ok(len == 0)
+}
+
 /// What a failed append's error adds when its bytes were cut off again.
 const CUT_OFF: &str = "the append was cut off again: nothing changed";
 
@@ -280,9 +289,26 @@ impl<F: Fs> Partition<F> {
         }
         let mut segments = Vec::with_capacity(bases.len());
         let mut expected = bases[0];
-        let last = bases.len() - 1;
+        // The tail, where a write may have been torn: the last segment holding bytes. The
+        // empty ones after it are a roll's new segment (the one before it was synced at the
+        // roll, so it has no torn tail to cut) or a failed roll's leftover (appends went on
+        // into the one before it).
+        let empty = bases
+            .iter()
+            .map(|&base| is_empty_file(&*fs, &dir.join(files::segment_name(base))))
+            .collect::<Result<Vec<bool>, LogError>>()?;
+        let last = empty.iter().rposition(|e| !e).unwrap_or(bases.len() - 1);
         for (i, base) in bases.into_iter().enumerate() {
             let path = dir.join(files::segment_name(base));
+            if i > 0 && base < expected && empty[i] {
+                // A roll that failed after creating its segment (or whose removal of it a
+                // power cut undid): the file never took a batch, and offsets run on in the
+                // segment before it.
+                warn!(file = %path.display(), "an empty segment left by a failed roll: removed");
+                fs.remove_file(&path)
+                    .map_err(|e| storage("remove the failed roll's segment", &path, e))?;
+                continue;
+            }
             // Equal, or above where compaction removed the previous segment's last batches.
             if base != expected && !(base > expected && expected < cleaned) {
                 return Err(files::malformed(
@@ -636,7 +662,13 @@ impl<F: Fs> Partition<F> {
         observed(on_sync, || self.fs.fsync(&old))
             .map_err(|e| storage("fdatasync", &old_path, e))?;
         let segment = Segment::create(&*self.fs, &self.dir, base)?;
-        files::sync_dir(&*self.fs, &self.dir)?;
+        if let Err(e) = files::sync_dir(&*self.fs, &self.dir) {
+            // Appends go on into the active segment. The new file is removed (best effort:
+            // if it stays, or comes back after a power cut, the next open removes it as an
+            // empty segment below its predecessor's end).
+            let _ = self.fs.remove_file(&segment.path);
+            return Err(e);
+        }
         let mut s = self.write();
         s.end = s.written_end;
         s.segments.push(segment);

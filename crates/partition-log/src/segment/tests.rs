@@ -916,3 +916,40 @@ fn a_blocking_roll_closes_only_a_segment_with_batches() {
     assert_eq!(bases, [0, 3]);
     assert_eq!(log.partition_size_blocking(&t).unwrap(), before);
 }
+
+/// A roll whose directory sync fails leaves appends going into the segment before it; the
+/// new segment's file, if it stays (its removal failed, or a power cut undid it), is an
+/// empty file below its predecessor's end, which the next open removes, under every crash
+/// mode and with the tail of the segment before it torn.
+#[test]
+fn a_failed_roll_leaves_no_segment_that_breaks_the_next_open() {
+    use crate::fs::sim::{CrashMode, Fault, FsOp, SimFs};
+    let t = tp(0);
+    for remove_fails in [false, true] {
+        let fs = SimFs::new();
+        let log = SegmentLog::builder("/d").open_with_fs(fs.clone()).unwrap();
+        log.create_topic_blocking("t", 1).unwrap();
+        log.append_blocking(&t, 2, 1, b"ab", true).unwrap();
+        fs.fail_nth(FsOp::FsyncDir, 1, Fault::Eio);
+        if remove_fails {
+            fs.fail_nth(FsOp::RemoveFile, 1, Fault::Eio);
+        }
+        assert!(log.roll_blocking(&t).is_err());
+        fs.clear_faults();
+        assert_eq!(log.append_blocking(&t, 1, 1, b"c", true).unwrap(), 2);
+        assert_eq!(log.append_blocking(&t, 1, 1, b"d", false).unwrap(), 3);
+        let orphan = Path::new("/d/t-0").join(files::segment_name(2));
+        assert_eq!(fs.file(&orphan).is_some(), remove_fails);
+        for mode in CrashMode::ALL {
+            let after = fs.restart(mode);
+            let reopened = SegmentLog::builder("/d")
+                .open_with_fs(after.clone())
+                .unwrap_or_else(|e| panic!("{mode:?}, removal failed {remove_fails}: {e}"));
+            let (start, end) = reopened.bounds_blocking(&t).unwrap();
+            assert_eq!(start, 0);
+            assert!(end == 3 || end == 4, "{mode:?}: {end}");
+            assert_eq!(reopened.append_blocking(&t, 1, 1, b"e", true).unwrap(), end);
+            assert!(after.file(&orphan).is_none(), "{mode:?}: removed at open");
+        }
+    }
+}
