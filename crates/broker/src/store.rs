@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! DIR/groups/                 the group log (LogStore): offsets with their metadata and
-//!                             groups' durable records, in segments and snapshots
+//!                             groups' durable records, in a compacted partition of a
+//!                             segment log (groups/log/__consumer_offsets-0/)
 //! DIR/records/                the partitions' records (written by the partition log)
 //! DIR/offsets.json            the JSON store's file (`--offsets-store json`), or an older
 //!                             broker's, imported into groups/ at the first start

@@ -391,7 +391,7 @@ async fn refusals_against_a_log_data_directory_change_nothing() {
     }
 
     // Damage before the log's tail is reported, naming the segment, and never read as empty.
-    let segment = std::fs::read_dir(d.join("groups"))
+    let segment = std::fs::read_dir(d.join("groups/log/__consumer_offsets-0"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|x| x == "log"))

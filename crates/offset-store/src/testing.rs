@@ -25,9 +25,13 @@
 
 pub use partition_log::fs::sim::{CrashMode, Fault, FsOp, Hook, SimFile, SimFs, SimLock};
 
-/// The log store's record codec, for the fuzz target and tests: [`decode_log`] reads a
-/// sequence of frames (a segment's bytes) as recovery does, [`encode_log_frame`] writes
-/// records as one frame.
+/// The record codec of the log store's old files (before its log was a partition of the
+/// segment log), for the fuzz target and tests: [`decode_log`] reads a sequence of frames (a
+/// segment's bytes) as the import does, [`encode_log_frame`] writes records as one frame.
+/// The records of a closed [`LogStore`](crate::LogStore)'s group partition, with their
+/// offsets.
+pub use crate::log::group_log_records;
+
 pub use crate::log::record::{
     decode_frames as decode_log, encode_frame as encode_log_frame, Record as LogRecord,
 };

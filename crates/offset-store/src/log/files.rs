@@ -1,16 +1,17 @@
-//! The files of a log directory and reading them back at open (recovery).
+//! The files the store wrote before its log was a partition of the segment log, read (never
+//! written) to import them at open.
 //!
 //! ```text
 //! segment-<n>.log         the log, in segments numbered from 0 (20 digits, zero-padded)
 //! snapshot-<n>.snap       the live state before segment n (the newest one counts)
-//! snapshot-<n>.snap.tmp   a snapshot being written (removed at open)
+//! snapshot-<n>.snap.tmp   a snapshot being written (ignored, removed after the import)
 //! ```
 //!
-//! Recovery takes the newest snapshot (or none), then replays every segment from its base
+//! The reader takes the newest snapshot (or none), then replays every segment from its base
 //! on, in order. Segments must follow one another without a gap, from the snapshot's base
-//! (or 0). Only the tail of the last segment may be an interrupted write: it is cut off, with
-//! a warning that names the file and the byte position. Any other damage is a
-//! [`Corrupt`](StorageErrorKind::Corrupt) error naming the file and the byte position.
+//! (or 0). Only the tail of the last segment may be an interrupted write: it is left out.
+//! Any other damage is a [`Corrupt`](StorageErrorKind::Corrupt) error naming the file and
+//! the byte position, and nothing is changed.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -56,6 +57,21 @@ pub(crate) struct Listing {
     pub(crate) temps: Vec<u64>,
 }
 
+impl Listing {
+    /// Whether the directory holds none of the old engine's files.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.segments.is_empty() && self.snapshots.is_empty() && self.temps.is_empty()
+    }
+
+    /// The paths of every file listed.
+    pub(crate) fn paths(&self, dir: &Path) -> Vec<PathBuf> {
+        let segments = self.segments.iter().map(|&n| segment_path(dir, n));
+        let snapshots = self.snapshots.iter().map(|&n| snapshot_path(dir, n));
+        let temps = self.temps.iter().map(|&n| temp_path(dir, n));
+        segments.chain(snapshots).chain(temps).collect()
+    }
+}
+
 pub(crate) fn list<F: Fs>(fs: &F, dir: &Path) -> Result<Listing, StorageError> {
     let names = fs
         .list_dir(dir)
@@ -75,22 +91,6 @@ pub(crate) fn list<F: Fs>(fs: &F, dir: &Path) -> Result<Listing, StorageError> {
     listing.snapshots.sort_unstable();
     listing.temps.sort_unstable();
     Ok(listing)
-}
-
-/// What recovery found.
-#[derive(Debug)]
-pub(crate) struct Recovered {
-    pub(crate) live: Live,
-    /// The base of the snapshot loaded (0 without one).
-    pub(crate) base: u64,
-    /// The snapshot's size in bytes (0 without one).
-    pub(crate) snapshot_bytes: u64,
-    /// The segments replayed, from `base` on, with their intact length.
-    pub(crate) segments: Vec<(u64, u64)>,
-    /// Where the last segment's torn tail starts, if it has one.
-    pub(crate) torn_at: Option<u64>,
-    /// Files recovery does not need: older snapshots and segments, temp files.
-    pub(crate) stale: Vec<PathBuf>,
 }
 
 fn corrupt(path: &Path, at: usize, why: &str) -> StorageError {
@@ -122,30 +122,20 @@ fn read<F: Fs>(fs: &F, path: &Path) -> Result<Vec<u8>, StorageError> {
     }
 }
 
-/// Reads the log in `dir` (whose lock the caller holds).
-pub(crate) fn recover<F: Fs>(fs: &F, dir: &Path) -> Result<Recovered, StorageError> {
+/// Reads the old engine's log in `dir` (whose lock the caller holds), changing nothing: the
+/// state it holds. A torn tail is left out (as the old engine cut it off at open).
+pub(crate) fn recover<F: Fs>(fs: &F, dir: &Path) -> Result<Live, StorageError> {
     let listing = list(fs, dir)?;
     let mut live = Live::default();
-    let mut stale: Vec<PathBuf> = listing.temps.iter().map(|&n| temp_path(dir, n)).collect();
-    let (base, snapshot_bytes) = match listing.snapshots.last() {
+    let base = match listing.snapshots.last() {
         Some(&n) => {
             let path = snapshot_path(dir, n);
             let bytes = read(fs, &path)?;
             load_snapshot(&path, &bytes, n, &mut live)?;
-            (n, bytes.len() as u64)
+            n
         }
-        None => (0, 0),
+        None => 0,
     };
-    for &n in &listing.snapshots {
-        if n < base {
-            stale.push(snapshot_path(dir, n));
-        }
-    }
-    for &n in &listing.segments {
-        if n < base {
-            stale.push(segment_path(dir, n));
-        }
-    }
     let replayed: Vec<u64> = listing
         .segments
         .iter()
@@ -178,26 +168,13 @@ pub(crate) fn recover<F: Fs>(fs: &F, dir: &Path) -> Result<Recovered, StorageErr
             ),
         ));
     }
-    let mut segments = Vec::with_capacity(replayed.len());
-    let mut torn_at = None;
     for (i, &n) in replayed.iter().enumerate() {
         let path = segment_path(dir, n);
         let bytes = read(fs, &path)?;
         let last = i + 1 == replayed.len();
-        let len = replay_segment(&path, &bytes, last, &mut live)?;
-        if len < bytes.len() {
-            torn_at = Some(len as u64);
-        }
-        segments.push((n, len as u64));
+        replay_segment(&path, &bytes, last, &mut live)?;
     }
-    Ok(Recovered {
-        live,
-        base,
-        snapshot_bytes,
-        segments,
-        torn_at,
-        stale,
-    })
+    Ok(live)
 }
 
 /// Replays one segment into `live`; the length of its intact frames.

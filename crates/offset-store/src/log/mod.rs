@@ -1,10 +1,7 @@
-//! [`LogStore`]: offsets with their metadata and groups' durable records in an append-only,
-//! compacted log of segment files (Kafka's `__consumer_offsets` on one node).
+//! [`LogStore`]: offsets with their metadata and groups' durable records in a compacted
+//! partition of the segment log (Kafka's `__consumer_offsets` on one node).
 
 mod files;
-// The store's records as batches of a compacted segment-log partition: tested here, used
-// once the store writes into that partition (issue 45's next step).
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod keyed;
 pub(crate) mod record;
 mod state;
@@ -26,8 +23,11 @@ use coordinator_core::{
 };
 use tokio::sync::oneshot;
 
-use self::files::{recover, segment_path};
-use self::record::{commit_size, group_size, transaction_size, MAX_BODY};
+use coordinator_core::{LogError, TopicMetadata};
+use partition_log::SegmentLog;
+
+use self::record::{commit_size, group_size, transaction_size, Frame, Record, MAX_BODY};
+use self::state::Live;
 use self::writer::{write_inline, Change, Policy, Request, Shared, SyncObserver, Writer};
 use crate::fs::{Fs, StdFs};
 use crate::group_commit::{io_error, run_blocking, WriteHold};
@@ -38,44 +38,41 @@ const MAX_WRITE: usize = MAX_BODY / 4;
 
 /// An [`OffsetStore`] that keeps everything — offsets with Kafka's metadata
 /// ([`keeps_metadata`](OffsetStore::keeps_metadata)) and groups' durable records
-/// ([`keeps_groups`](OffsetStore::keeps_groups)) — in append-only segment files in one data
-/// directory.
+/// ([`keeps_groups`](OffsetStore::keeps_groups)) — in a compacted partition of a
+/// [`SegmentLog`], as Kafka keeps them in `__consumer_offsets`.
 ///
 /// # Files and records
 ///
-/// `segment-<n>.log` files hold frames of records, one frame per batch; `snapshot-<n>.snap`
-/// holds the live state before segment `n`. A frame is length-prefixed, versioned and
-/// checksummed with CRC-32C (header and body separately); each record in it is
-/// length-prefixed and versioned: one per committed partition (group, partition, offset,
-/// leader epoch, metadata, commit time), one per deleted partition (or one for all of a
-/// group's offsets), one per group record (encoded by hand, see the format's docs in the
-/// source), one per group tombstone. CRC-32C (the `crc32c` crate) rather than zlib's CRC-32:
-/// it is what Kafka's record batches use, it detects more error patterns in short
-/// records, and the crate computes it with the SSE 4.2 / ARMv8 CRC instructions (several
-/// GB/s), so checksumming is never what a commit waits for.
+/// The store's directory holds the segment log in `log/`, whose one topic,
+/// `__consumer_offsets`, has one partition (`log/__consumer_offsets-0/`): the segment log's
+/// files, frames, CRC-32C checksums, recovery, group commit and cleaner are the ones every
+/// topic of the broker uses (see [`SegmentLog`] for the format and what survives a crash).
+/// Each batch of the store is one batch of the partition, holding one record per committed
+/// partition (group, partition, offset, leader epoch, metadata, commit time), per deleted
+/// partition, per group record or tombstone and per transactional id's record or tombstone,
+/// each with its offset delta in the batch, and keyed for the cleaner: a commit and the
+/// deletion of the same offset share the key (group, topic, partition), a group's record and
+/// its tombstone the group's, a transactional id's the id's.
 ///
 /// # Memory and cost
 ///
 /// The live state (every group's offsets with their metadata and every group record) is in
 /// memory: reads never touch the disk, and a commit costs its own records (encoding, one
-/// append) plus `O(log n)` map updates, whatever the number of offsets stored. A snapshot of
-/// the state for compaction copies one `Arc` per group; the writer copies a group's offsets
-/// the first time it changes them afterwards.
+/// append) plus `O(log n)` map updates, whatever the number of offsets stored.
 ///
 /// # Group commit
 ///
 /// As in the JSON store (and with the same queue): callers validate their write, queue it
 /// with its [`CommitFence`], and wait; the store's writer thread takes every write queued
 /// since its last batch (up to [`max_batch`](LogStoreBuilder::max_batch)), encodes them as
-/// **one frame**, appends it with **one write** and, by default, **one `fdatasync`**, then
+/// **one batch**, appends it with **one write** and, by default, **one `fdatasync`**, then
 /// updates memory, drops the fences and answers every caller with the batch's one outcome.
-/// A batch lands or fails as a whole: if the write or the sync fails, the segment is cut back
-/// to where it was (`ftruncate` and `fdatasync`), memory is untouched, and every caller of
-/// the batch gets an [`Io`](StorageErrorKind::Io) error naming the file and the step. If even
-/// the cut fails, the store refuses every later write (each first retries the cut) until it
-/// succeeds, and a reopen cuts the tail off as torn. (A batch larger than 256 MiB is
-/// written as several frames in its one write; a power cut in the middle of it can keep a
-/// prefix of its writes, each whole, none acknowledged.)
+/// A batch lands or fails as a whole: if the write or the sync fails, the segment log cuts it
+/// back, memory is untouched, and every caller of the batch gets an
+/// [`Io`](StorageErrorKind::Io) error naming the file and the step. If even the cut fails,
+/// the partition refuses every later append (each first retries the cut) until it succeeds,
+/// and a reopen cuts the tail off as torn. (A batch larger than 256 MiB is appended as
+/// several, each holding whole writes and answering its own.)
 ///
 /// Under a flush interval there is no sync to wait for, so a write that finds the writer
 /// idle (nothing queued, no batch or sync under way, no [`hold_writes`](Self::hold_writes))
@@ -94,37 +91,37 @@ const MAX_WRITE: usize = MAX_BODY / 4;
 ///   (the page cache); the writer syncs at most `N` ms after the first unsynced write. It
 ///   survives a crash of the process (the kernel has the bytes); a power loss or kernel
 ///   crash may lose the writes of the last `N` ms (and the log is then cut back to its last
-///   intact frame, consistently: never half a batch). If a periodic sync fails, the store
+///   intact batch, consistently: never half a batch). If a periodic sync fails, the store
 ///   logs an error and refuses every write until a sync succeeds: writes acknowledged since
 ///   the last good sync are then only as safe as the page cache.
 ///
 /// An observer set with [`on_sync`](LogStoreBuilder::on_sync) is told the duration of each
-/// `fdatasync` of the log's segments that succeeds (each batch's by default, the periodic
-/// ones under a flush interval), as Kafka's `LogFlushStats` times its flushes.
+/// `fdatasync` of the partition's data that succeeds (each batch's by default, the periodic
+/// ones under a flush interval, a segment's when it is closed), as Kafka's `LogFlushStats`
+/// times its flushes.
 ///
 /// # Compaction
 ///
-/// When the segments since the last snapshot exceed
-/// [`compaction_ratio`](LogStoreBuilder::compaction_ratio) times the live data (and
-/// [`compaction_min_bytes`](LogStoreBuilder::compaction_min_bytes)), the writer starts a new
-/// segment (its name made durable first), takes a snapshot of the state (cheap, see above)
-/// and hands it to a compaction thread, which writes `snapshot-<n>.snap.tmp`, fsyncs it,
-/// renames it to `snapshot-<n>.snap`, fsyncs the directory, then removes the older
-/// snapshot and segments. Commits go on into the new segment meanwhile: compaction holds the
-/// writer for one segment creation and one directory fsync. A crash at any step leaves
-/// either the old snapshot with every segment after it, or the new one with every segment
-/// after it; both replay to the same state. The files stay within about
-/// `1 + compaction_ratio` times the live data (plus the minimum).
+/// When the partition's files exceed [`compaction_ratio`](LogStoreBuilder::compaction_ratio)
+/// times the live data (and [`compaction_min_bytes`](LogStoreBuilder::compaction_min_bytes)),
+/// the writer closes the active segment and runs a pass of the segment log's cleaner (Kafka's
+/// log cleaner: the latest record of each key kept, at its offset) on a thread of its own,
+/// with a zero dirty ratio and lag and a zero `delete.retention.ms`: a deleted key's
+/// tombstone goes at the next pass. Commits go on into the new active segment meanwhile, and
+/// the partition is not compacted again before it has grown by the minimum since. What
+/// survives a crash in the middle of a pass is the cleaner's to guarantee (see
+/// [`SegmentLog`]).
 ///
 /// # Recovery
 ///
-/// [`open`](LogStore::open) loads the newest snapshot and replays every later segment in
-/// order. A torn or damaged frame at the very end of the last segment (a write that was never
-/// acknowledged, or trailing zeros) is cut off, with a `tracing` warning naming the file and
-/// the byte position. Any other damage — a bad checksum with data after it, a damaged
-/// header, a record that does not decode, a missing segment, a damaged snapshot — fails the
-/// open with a [`Corrupt`](StorageErrorKind::Corrupt) error naming the file and the byte
-/// position: acknowledged data is never dropped silently.
+/// [`open`](LogStore::open) opens the segment log (which checks every frame, cuts a torn
+/// tail off with a `tracing` warning naming the file and byte, and refuses any other damage
+/// naming the file and byte, as a [`Corrupt`](StorageErrorKind::Corrupt) error here) and
+/// replays the partition into memory. A directory written by the store before its log was a
+/// partition (`segment-<n>.log`, `snapshot-<n>.snap`) is read as it is (the old reader is
+/// kept for this), its state written into the partition and synced, a marker
+/// (`log.imported`) made durable, and only then are the old files removed; a crash before
+/// the marker redoes the import from the old files, one after it finishes the removal.
 ///
 /// # Ownership
 ///
@@ -132,35 +129,32 @@ const MAX_WRITE: usize = MAX_BODY / 4;
 /// (no lock file, so removing any file in it cannot let a second owner in) and holds it for
 /// the store's life; a second opener, in this process or another, is refused at once with
 /// an [`Io`](StorageErrorKind::Io) error naming the directory. The kernel drops the lock
-/// when the process ends, however it ends.
+/// when the process ends, however it ends. (The segment log in `log/` holds its own lock
+/// too.)
 ///
 /// # Differences from Kafka's `__consumer_offsets`
 ///
-/// - **One node, one log.** Kafka's is a replicated topic of 50 partitions, a group's
-///   records in the partition its id hashes to; here one log holds every group.
-/// - **Compaction by snapshot.** Kafka's log cleaner rewrites old segments keeping the
-///   latest record per key (group, or group + partition) and drops tombstones after
-///   `delete.retention.ms`; here a snapshot of the live state replaces every segment before
-///   it. The result is the same (the latest value per key; a deleted key is simply absent).
-/// - **Record format.** Kafka's v2 record batches use varints and one CRC-32C over the
-///   batch; here fixed-width little-endian fields, and a second CRC-32C over the frame
-///   header so that a damaged length is recognised as damage.
+/// - **One node, one partition.** Kafka's is a replicated topic of 50 partitions, a group's
+///   records in the partition its id hashes to; here one partition holds every group.
+/// - **Record format.** Kafka's records are versioned key/value pairs in v2 record
+///   batches; here the store's own records (fixed-width little-endian fields) in the segment
+///   log's frames, keyed as Kafka keys them (group, or group + topic + partition).
 /// - **Sync policy.** Kafka by default never forces a sync (`log.flush.interval.messages` is
 ///   unbounded) and relies on replication; a single node has no replica, so the default here
 ///   syncs every batch, and Kafka's time-based policy is the option.
-/// - **Recovery.** Kafka truncates the unflushed segments at the first invalid batch,
-///   wherever it is; here only the tail of the last segment is cut, and damage before it
-///   fails the open, because everything here was synced before it was acknowledged.
+/// - **Compaction trigger.** Kafka's cleaner runs when the dirty ratio passes
+///   `min.cleanable.dirty.ratio` (0.5); the store runs it when the files pass a multiple of
+///   the live data, which bounds the disk used by the same multiple.
 /// - Transactional offset commits and offset expiry are not the store's: the coordinator
 ///   expires offsets (`offsets.retention.minutes`) through ordinary deletes.
 ///
 /// # Threads
 ///
-/// One writer thread per store (`offset-log-writer`, started by `open`), and a compaction
-/// thread while a compaction runs; under a flush interval, also a caller writing into an
-/// idle store (see *Group commit*). Dropping the store lets the writer finish what is
-/// queued, sync, wait for a running compaction, and then releases the lock; that wait
-/// blocks the dropping thread.
+/// One writer thread per store (`offset-log-writer`, started by `open`), a compaction
+/// thread while a pass runs, and the segment log's background thread; under a flush
+/// interval, also a caller writing into an idle store (see *Group commit*). Dropping the
+/// store lets the writer finish what is queued, sync, wait for a running pass, and then
+/// releases the locks; that wait blocks the dropping thread.
 pub struct LogStore<F: Fs = StdFs> {
     shared: Arc<Shared>,
     /// The writer's state: the thread's, and under a flush interval also an idle store's
@@ -180,15 +174,25 @@ pub struct LogStats {
     pub offsets: u64,
     /// Group records stored.
     pub groups: u64,
-    /// About the bytes a snapshot of the live state takes.
+    /// About the bytes the live state takes encoded (the sum of its records' sizes).
     pub live_bytes: u64,
-    /// Bytes of the segments replayed after the snapshot (as of the writer's last batch).
+    /// Bytes of the group partition's segment files (as of the writer's last batch).
     pub log_bytes: u64,
-    /// Bytes of the snapshot written by the last compaction of this store (0 before one).
+    /// The bytes the last compaction pass of this store left in the segments it rewrote (0
+    /// before one).
+    #[deprecated(
+        since = "0.1.1",
+        note = "the store compacts its partition with the segment log's cleaner, not into \
+                snapshots: `log_bytes` is what the files hold"
+    )]
     pub snapshot_bytes: u64,
-    /// Compactions this store completed.
+    /// Compaction passes this store completed.
     pub compactions: u64,
-    /// The number of the segment written to.
+    /// Always 0: the group partition's segments are named by offset, not numbered.
+    #[deprecated(
+        since = "0.1.1",
+        note = "the group partition's segments are named by offset; nothing numbers them"
+    )]
     pub segment: u64,
     /// Batches this store appended (one write each).
     pub batches: u64,
@@ -287,8 +291,8 @@ impl<F: Fs> LogStoreBuilder<F> {
         self
     }
 
-    /// Compact once the log since the last snapshot exceeds `ratio` times the live data
-    /// (default 2; `0` is taken as `1`).
+    /// Compact once the partition's files exceed `ratio` times the live data (default 2;
+    /// `0` is taken as `1`).
     #[must_use]
     pub fn compaction_ratio(mut self, ratio: u64) -> Self {
         self.ratio = ratio.max(1);
@@ -315,10 +319,10 @@ impl<F: Fs> LogStoreBuilder<F> {
     /// Calls `observer` with the duration of each `fdatasync` of a log segment once it has
     /// succeeded (a failed one is not told): one per batch by default (so as many as
     /// [`LogStats::batches`]), or under [`flush_interval_ms`](Self::flush_interval_ms) each
-    /// periodic sync, the sync before a segment is left and the last one when the store is
-    /// closed. The time is the [`Fs::fsync`] call's alone, read with
-    /// [`Instant`](std::time::Instant). Not told: the syncs that cut a failed batch or a
-    /// torn tail off, a snapshot's, and directory syncs. It is what Kafka's
+    /// periodic sync and the last one when the store is closed; and the sync of a segment
+    /// closed for a compaction. The time is the [`Fs::fsync`] call's alone, read with
+    /// [`Instant`](std::time::Instant). Not told: a compaction's own syncs and directory
+    /// syncs. It is what Kafka's
     /// `kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs` counts and times.
     ///
     /// The observer runs on the thread that synced (the writer thread, or a caller writing
@@ -413,66 +417,77 @@ impl<F: Fs> LogStore<F> {
             };
             io_error(message, e)
         })?;
-        let recovered = recover(&fs, dir)?;
-        for stale in &recovered.stale {
-            match fs.remove_file(stale) {
-                Ok(()) => tracing::info!(file = %stale.display(), "removed a stale log file"),
-                Err(e) => tracing::warn!(
-                    file = %stale.display(), error = %e, "cannot remove a stale log file"
-                ),
+        let old = files::list(&fs, dir)?;
+        let marker = dir.join(IMPORTED);
+        let imported = fs
+            .exists(&marker)
+            .map_err(|e| io_error(format!("cannot look for `{}`", marker.display()), e))?;
+        let log_dir = dir.join(LOG_DIR);
+        // A directory of the old engine's files is imported (read as they are, never
+        // changed) into the group partition, from scratch if a crash interrupted an import.
+        let import = if old.is_empty() || imported {
+            None
+        } else {
+            let recovered = files::recover(&fs, dir)?;
+            let exists = fs
+                .exists(&log_dir)
+                .map_err(|e| io_error(format!("cannot look for `{}`", log_dir.display()), e))?;
+            if exists {
+                tracing::warn!(dir = %log_dir.display(), "an interrupted import: done again");
+                fs.remove_dir_all(&log_dir).map_err(|e| {
+                    io_error(
+                        format!(
+                            "cannot remove the interrupted import `{}`",
+                            log_dir.display()
+                        ),
+                        e,
+                    )
+                })?;
+                fs.fsync_dir(dir).map_err(|e| {
+                    io_error(format!("cannot fsync directory `{}`", dir.display()), e)
+                })?;
             }
-        }
-        let (seg, len) = match recovered.segments.last() {
-            Some(&(n, len)) => (n, len),
-            None => (recovered.base, 0),
+            Some(recovered)
         };
-        let path = segment_path(dir, seg);
-        let io = |what: &str, e: io::Error| {
-            io_error(
-                format!(
-                    "cannot open log segment `{}`: {what} failed",
-                    path.display()
-                ),
-                e,
-            )
-        };
-        let file = fs.open_append(&path).map_err(|e| io("opening", e))?;
-        if recovered.segments.is_empty() {
-            fs.fsync_dir(dir)
-                .map_err(|e| io("fsync of its directory", e))?;
+        let mut builder = SegmentLog::builder(&log_dir)
+            .segment_bytes(SEGMENT_BYTES)
+            .retention_ms(-1)
+            .retention_bytes(-1);
+        if let Some(observer) = on_sync {
+            builder = builder.on_sync(observer);
         }
-        if let Some(at) = recovered.torn_at {
-            fs.truncate(&file, at)
-                .map_err(|e| io("cutting off its torn tail", e))?;
-            fs.fsync(&file)
-                .map_err(|e| io("fdatasync after the cut", e))?;
+        let log = builder.open_with_fs(fs).map_err(opened)?;
+        let tp = TopicPartition::new(GROUP_TOPIC, 0);
+        if log.partition_count(GROUP_TOPIC).is_none() {
+            log.create_topic_blocking(GROUP_TOPIC, 1).map_err(opened)?;
         }
-        let log_bytes = recovered.segments.iter().map(|&(_, len)| len).sum();
-        let live = recovered.live;
+        if let Some(live) = &import {
+            import_live(&log, &tp, live)?;
+            write_marker(log.fs(), dir, &marker)?;
+            tracing::info!(
+                dir = %dir.display(), offsets = live.count, groups = live.groups.len(),
+                "imported the group log of the old format"
+            );
+        }
+        if !old.is_empty() {
+            remove_old(log.fs(), dir, &old)?;
+        }
+        if !old.is_empty() || imported {
+            remove_marker(log.fs(), dir, &marker)?;
+        }
+        let live = replay(&log, &tp)?;
         tracing::debug!(
             dir = %dir.display(), groups = live.offsets.len(), offsets = live.count,
-            records = live.groups.len(), segments = recovered.segments.len(),
-            "opened offset log"
+            records = live.groups.len(), "opened offset log"
         );
         let shared = Arc::new(Shared::new(dir.to_path_buf(), live, max_batch));
-        shared
-            .stats
-            .snapshot_bytes
-            .store(recovered.snapshot_bytes, Ordering::Relaxed);
         let policy = Policy {
             ratio,
             min_bytes,
             auto,
             flush_interval,
         };
-        let writer = Arc::new(Mutex::new(Writer::new(
-            Arc::new(fs),
-            dir.to_path_buf(),
-            (seg, file, len),
-            log_bytes,
-            policy,
-            on_sync,
-        )));
+        let writer = Arc::new(Mutex::new(Writer::new(Arc::new(log), tp, policy)));
         let (for_thread, writer_for_thread) = (Arc::clone(&shared), Arc::clone(&writer));
         let thread = std::thread::Builder::new()
             .name("offset-log-writer".into())
@@ -510,14 +525,15 @@ impl<F: Fs> LogStore<F> {
     pub fn stats(&self) -> LogStats {
         let view = self.shared.read_view();
         let stats = &self.shared.stats;
+        #[allow(deprecated)]
         LogStats {
             offsets: view.count,
             groups: view.groups.len() as u64,
             live_bytes: view.bytes,
             log_bytes: stats.log_bytes.load(Ordering::Relaxed),
-            snapshot_bytes: stats.snapshot_bytes.load(Ordering::Relaxed),
+            snapshot_bytes: stats.compacted_bytes.load(Ordering::Relaxed),
             compactions: stats.compactions.load(Ordering::Relaxed),
-            segment: stats.segment.load(Ordering::Relaxed),
+            segment: 0,
             batches: stats.batches.load(Ordering::Relaxed),
             writes: stats.writes.load(Ordering::Relaxed),
         }
@@ -545,8 +561,9 @@ impl<F: Fs> LogStore<F> {
         WriteHold::new(&self.shared.queue, &self.shared.dir)
     }
 
-    /// Compacts now: a new segment, then a snapshot of the state before it, written on the
-    /// writer thread (writes queue meanwhile). Returns once the snapshot is in place.
+    /// Compacts now: the active segment is closed, then a pass of the cleaner runs over the
+    /// closed segments on the writer thread (writes queue meanwhile). Returns once the pass
+    /// is done.
     ///
     /// # Errors
     /// [`Io`](StorageErrorKind::Io) naming the step that failed; the log is left as it was
@@ -619,6 +636,181 @@ impl<F: Fs> LogStore<F> {
         self.too_large(group, bytes)?;
         self.write(group, Change::Commit(offsets), fence).await
     }
+}
+
+/// The segment log's subdirectory of a store's directory.
+const LOG_DIR: &str = "log";
+/// Made (atomically) once an import of the old engine's files is in the group partition and
+/// durable: from then on the old files are leftovers, removed at open.
+const IMPORTED: &str = "log.imported";
+/// The group partition's topic, Kafka's name (one partition here holds every group).
+const GROUP_TOPIC: &str = "__consumer_offsets";
+/// The group partition's segment size: Kafka's `offsets.topic.segment.bytes` (100 MiB).
+const SEGMENT_BYTES: u64 = 100 << 20;
+/// The group state is written at import, and read at open, in pieces of about this size.
+const CHUNK: usize = 1 << 20;
+
+/// The segment log's error at open as the store's: damage the log found (an error without
+/// an I/O cause) is [`Corrupt`](StorageErrorKind::Corrupt), the rest
+/// [`Io`](StorageErrorKind::Io).
+fn opened(e: LogError) -> StorageError {
+    let kind = match &e {
+        LogError::Storage { source: None, .. } => StorageErrorKind::Corrupt,
+        _ => StorageErrorKind::Io,
+    };
+    StorageError::new(kind, format!("cannot open the group log: {e}")).with_source(e)
+}
+
+/// Replays the group partition into the state it holds.
+fn replay<F: Fs>(log: &SegmentLog<F>, tp: &TopicPartition) -> Result<Live, StorageError> {
+    let mut live = Live::default();
+    let (mut next, end) = log.bounds_blocking(tp).map_err(opened)?;
+    while next < end {
+        let read = log.read_batches_blocking(tp, next, CHUNK).map_err(opened)?;
+        let Some(last) = read.batches.last() else {
+            break;
+        };
+        next = last.last_offset() + 1;
+        for batch in &read.batches {
+            let base = batch.base_offset();
+            let data = batch.encoded().map_or(&[][..], |b| &b[..]);
+            let records = keyed::decode_batch(data, base).map_err(|why| {
+                StorageError::new(
+                    StorageErrorKind::Corrupt,
+                    format!(
+                        "the group log in `{}` holds a batch at offset {base} that does not \
+                         decode: {why}; nothing was changed",
+                        log.dir().display()
+                    ),
+                )
+            })?;
+            for (_, record) in records {
+                live.apply(record);
+            }
+        }
+    }
+    Ok(live)
+}
+
+/// Every record in the group partition of the store in `dir` (closed: the partition's log
+/// is locked by its store), with its offset, in order; for tests and tools.
+///
+/// # Errors
+/// The error's message: the log cannot be opened, or a batch does not decode.
+pub fn group_log_records<F: Fs>(fs: F, dir: &Path) -> Result<Vec<(i64, Record)>, String> {
+    let log = SegmentLog::builder(dir.join(LOG_DIR))
+        .retention_ms(-1)
+        .retention_bytes(-1)
+        .open_with_fs(fs)
+        .map_err(|e| e.to_string())?;
+    let tp = TopicPartition::new(GROUP_TOPIC, 0);
+    let (mut next, end) = log.bounds_blocking(&tp).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    while next < end {
+        let read = log
+            .read_batches_blocking(&tp, next, CHUNK)
+            .map_err(|e| e.to_string())?;
+        let Some(last) = read.batches.last() else {
+            break;
+        };
+        next = last.last_offset() + 1;
+        for batch in &read.batches {
+            let data = batch.encoded().map_or(&[][..], |b| &b[..]);
+            out.extend(keyed::decode_batch(data, batch.base_offset())?);
+        }
+    }
+    Ok(out)
+}
+
+/// Writes the state `live` (imported from the old engine's files) into the empty group
+/// partition, then syncs it.
+fn import_live<F: Fs>(
+    log: &SegmentLog<F>,
+    tp: &TopicPartition,
+    live: &Live,
+) -> Result<(), StorageError> {
+    let mut buf = Vec::with_capacity(CHUNK + 4096);
+    let mut frame = Frame::begin(&mut buf);
+    let mut empty = true;
+    let append = |buf: &[u8]| {
+        let (batch, count) = keyed::batch_of_frame(buf);
+        log.append_blocking(tp, count, writer::now_ms(), &batch, false)
+            .map(|_| ())
+            .map_err(opened)
+    };
+    for (group, offsets) in &live.offsets {
+        for (tp, o) in offsets.iter() {
+            frame.commit(group, tp, o);
+            empty = false;
+            if frame.len() >= CHUNK {
+                frame.finish();
+                append(&buf)?;
+                buf.clear();
+                frame = Frame::begin(&mut buf);
+                empty = true;
+            }
+        }
+    }
+    for record in live.groups.values() {
+        frame.group(record);
+        empty = false;
+    }
+    for record in live.transactions.values() {
+        frame.transaction(record);
+        empty = false;
+    }
+    frame.finish();
+    if !empty {
+        append(&buf)?;
+    }
+    log.sync().map_err(opened)
+}
+
+fn dir_io<'a>(dir: &'a Path, step: &'a str) -> impl FnOnce(io::Error) -> StorageError + 'a {
+    move |e| {
+        io_error(
+            format!("cannot {step} in log directory `{}`", dir.display()),
+            e,
+        )
+    }
+}
+
+/// Makes `marker` exist, durably and atomically (a temp file, synced, renamed).
+fn write_marker<F: Fs>(fs: &F, dir: &Path, marker: &Path) -> Result<(), StorageError> {
+    let temp = dir.join(format!("{IMPORTED}.tmp"));
+    let file = fs
+        .create_temp(&temp)
+        .map_err(dir_io(dir, "create the import marker"))?;
+    fs.write_all(&file, b"imported\n")
+        .and_then(|()| fs.fsync(&file))
+        .map_err(dir_io(dir, "write the import marker"))?;
+    drop(file);
+    fs.rename(&temp, marker)
+        .and_then(|()| fs.fsync_dir(dir))
+        .map_err(dir_io(dir, "rename the import marker"))
+}
+
+fn remove_marker<F: Fs>(fs: &F, dir: &Path, marker: &Path) -> Result<(), StorageError> {
+    for path in [marker.to_path_buf(), dir.join(format!("{IMPORTED}.tmp"))] {
+        if fs
+            .exists(&path)
+            .map_err(dir_io(dir, "look for the import marker"))?
+        {
+            fs.remove_file(&path)
+                .map_err(dir_io(dir, "remove the import marker"))?;
+        }
+    }
+    fs.fsync_dir(dir).map_err(dir_io(dir, "fsync"))
+}
+
+/// Removes the old engine's files, once their content is in the group partition.
+fn remove_old<F: Fs>(fs: &F, dir: &Path, old: &files::Listing) -> Result<(), StorageError> {
+    for path in old.paths(dir) {
+        fs.remove_file(&path)
+            .map_err(dir_io(dir, "remove an imported file"))?;
+        tracing::info!(file = %path.display(), "removed a file of the old group log");
+    }
+    fs.fsync_dir(dir).map_err(dir_io(dir, "fsync"))
 }
 
 impl<F: Fs> Drop for LogStore<F> {

@@ -20,7 +20,7 @@ pub(crate) struct Live {
     pub(crate) groups: BTreeMap<String, Arc<GroupRecord>>,
     /// Every transactional id's record.
     pub(crate) transactions: BTreeMap<String, Arc<TransactionRecord>>,
-    /// About the bytes a snapshot of this state takes (the sum of its records' sizes).
+    /// About the bytes this state takes encoded (the sum of its records' sizes).
     pub(crate) bytes: u64,
     /// How many offsets are stored.
     pub(crate) count: u64,

@@ -1,28 +1,31 @@
 //! The writer thread of a [`LogStore`](super::LogStore): it takes every write queued since
-//! its last batch, encodes them as one frame, appends it with one write and (by default) one
-//! `fdatasync`, publishes the batch to readers, and only then releases the writes' fences and
-//! answers their callers. It also rolls segments and starts compactions. Under a flush
-//! interval a caller may write into an idle store itself ([`write_inline`]).
+//! its last batch, encodes them as one batch of the group partition, appends it with one
+//! write and (by default) one `fdatasync`, publishes the batch to readers, and only then
+//! releases the writes' fences and answers their callers. It also starts compactions (a
+//! roll of the partition's active segment, then a pass of the segment log's cleaner on a
+//! thread of its own). Under a flush interval a caller may write into an idle store itself
+//! ([`write_inline`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use coordinator_core::txn::TransactionRecord;
-use coordinator_core::{CommitFence, CommittedOffsets, GroupRecord, TopicPartition};
+use coordinator_core::{CommitFence, CommittedOffsets, GroupRecord, LogError, TopicPartition};
+use partition_log::compaction::{Compaction, CompactionPolicy};
+use partition_log::SegmentLog;
 
-use super::files::{list, segment_path, snapshot_path, temp_path};
+use super::keyed::{batch_of_frame, GroupRecords};
 use super::record::{Frame, MAX_BODY};
 use super::state::Live;
 use crate::fs::Fs;
-use crate::group_commit::{answer, AbandonOnExit, Ack, Queue, Taken};
+use crate::group_commit::{answer, copy_io_error, AbandonOnExit, Ack, Queue, Taken};
 
-/// A frame is closed and another begun (between two writes) once it is this large.
-const FRAME_SPLIT: usize = MAX_BODY / 4;
-/// A snapshot is written in frames of about this size.
-const SNAPSHOT_FRAME: usize = 1 << 20;
+/// A batch is closed and another begun (between two writes) once it is this large, so that
+/// each is well within the segment log's largest frame.
+const BATCH_SPLIT: usize = MAX_BODY / 4;
 
 /// One write to one group.
 pub(crate) enum Change {
@@ -68,9 +71,9 @@ pub(crate) struct Shared {
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     pub(crate) log_bytes: AtomicU64,
-    pub(crate) snapshot_bytes: AtomicU64,
+    /// The bytes the last compaction pass left in the segments it rewrote.
+    pub(crate) compacted_bytes: AtomicU64,
     pub(crate) compactions: AtomicU64,
-    pub(crate) segment: AtomicU64,
     pub(crate) batches: AtomicU64,
     pub(crate) writes: AtomicU64,
 }
@@ -105,60 +108,78 @@ pub(crate) struct Policy {
     pub(crate) flush_interval: Option<Duration>,
 }
 
-/// A compaction running on its own thread, and the log bytes it will make redundant.
-struct Running {
-    thread: JoinHandle<Result<u64, Failure>>,
-    base: u64,
-    covered: u64,
+/// The milliseconds since the Unix epoch: the timestamp of the group partition's batches.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The group partition's failure as a batch's: the message every caller of the batch gets
+/// (the segment log's, with its I/O cause), and the cause.
+pub(crate) fn failure(e: &LogError) -> Failure {
+    match e {
+        LogError::Storage { message, source } => {
+            let io = source
+                .as_deref()
+                .and_then(|s| s.downcast_ref::<std::io::Error>());
+            // The message names the cause once (the segment log may have put it in).
+            let shown = match source {
+                Some(cause) if !message.contains(&cause.to_string()) => {
+                    format!("{message}: {cause}")
+                }
+                _ => message.clone(),
+            };
+            let cause = match io {
+                Some(io) => copy_io_error(io),
+                None => std::io::Error::other(shown.clone()),
+            };
+            (shown, cause)
+        }
+        other => (other.to_string(), std::io::Error::other(other.to_string())),
+    }
+}
+
+/// The cleaner's settings for the group partition: every closed segment is compactable (a
+/// zero dirty ratio and lag: the store decides when), and a deleted key's tombstone goes at
+/// the next pass (no reader of the partition needs to see it: the store's state is
+/// replayed whole at open, and a key without a record is simply absent, as with Kafka's
+/// `offsets.retention` of a group whose tombstone was cleaned).
+fn cleaner_policy() -> CompactionPolicy {
+    let mut policy = CompactionPolicy::at(now_ms());
+    policy.min_cleanable_dirty_ratio = 0.0;
+    policy.min_compaction_lag_ms = 0;
+    policy.delete_retention_ms = 0;
+    policy
 }
 
 /// What the writer thread owns.
 pub(crate) struct Writer<F: Fs> {
-    fs: Arc<F>,
-    dir: PathBuf,
-    /// The segment appended to, its file and its intact length.
-    seg: u64,
-    file: F::File,
-    len: u64,
-    /// Bytes of every segment since the snapshot's base.
-    log_bytes: u64,
-    /// A failed batch left bytes that could not be cut off: cut them before the next write.
-    broken: Option<String>,
-    /// (flush interval) Written bytes not yet synced, since when, and a sync that failed.
+    /// The segment log holding the group partition, and the partition.
+    log: Arc<SegmentLog<F>>,
+    tp: TopicPartition,
+    /// (flush interval) Written batches not yet synced, since when, and a sync that failed.
     unsynced: bool,
     last_sync: Instant,
     sync_failed: Option<String>,
     policy: Policy,
-    /// Told each sync of the segment's data.
-    on_sync: Option<SyncObserver>,
-    running: Option<Running>,
-    /// No automatic compaction before the log reaches this many bytes (after a failure).
+    /// A compaction pass running on its own thread.
+    running: Option<JoinHandle<Result<Compaction, LogError>>>,
+    /// No automatic compaction before the partition reaches this many bytes (after a pass
+    /// that left it above the threshold, or a failure).
     retry_at: u64,
     buf: Vec<u8>,
 }
 
 impl<F: Fs> Writer<F> {
-    pub(crate) fn new(
-        fs: Arc<F>,
-        dir: PathBuf,
-        (seg, file, len): (u64, F::File, u64),
-        log_bytes: u64,
-        policy: Policy,
-        on_sync: Option<SyncObserver>,
-    ) -> Self {
+    pub(crate) fn new(log: Arc<SegmentLog<F>>, tp: TopicPartition, policy: Policy) -> Self {
         Writer {
-            fs,
-            dir,
-            seg,
-            file,
-            len,
-            log_bytes,
-            broken: None,
+            log,
+            tp,
             unsynced: false,
             last_sync: Instant::now(),
             sync_failed: None,
             policy,
-            on_sync,
             running: None,
             retry_at: 0,
             buf: Vec::new(),
@@ -217,7 +238,7 @@ impl<F: Fs> Writer<F> {
         self.finish_compaction(shared, false);
         if self.should_compact(shared) {
             if let Err((message, _)) = self.compact(shared, true) {
-                tracing::warn!(dir = %self.dir.display(), error = %message, "compaction failed");
+                tracing::warn!(dir = %shared.dir.display(), error = %message, "compaction failed");
             }
         }
         self.publish_stats(shared);
@@ -225,21 +246,18 @@ impl<F: Fs> Writer<F> {
 
     /// Whether [`maintain`](Self::maintain) has something to do.
     fn wants_maintenance(&self, shared: &Shared) -> bool {
-        self.running
-            .as_ref()
-            .is_some_and(|running| running.thread.is_finished())
-            || self.should_compact(shared)
+        self.running.as_ref().is_some_and(JoinHandle::is_finished) || self.should_compact(shared)
     }
 
-    fn segment(&self) -> PathBuf {
-        segment_path(&self.dir, self.seg)
+    fn log_bytes(&self) -> u64 {
+        self.log.partition_size_blocking(&self.tp).unwrap_or(0)
     }
 
     /// (flush interval) Syncs what was written; a failure is kept, and fails every write
     /// until a later sync succeeds.
     fn sync(&mut self) -> Result<(), Failure> {
         self.last_sync = Instant::now();
-        match self.sync_data() {
+        match self.log.sync() {
             Ok(()) => {
                 self.unsynced = false;
                 self.sync_failed = None;
@@ -247,135 +265,75 @@ impl<F: Fs> Writer<F> {
             }
             Err(e) => {
                 let message = format!(
-                    "the periodic fdatasync of log segment `{}` failed: {e}; writes \
+                    "the periodic fdatasync of the group log in `{}` failed: {e}; writes \
                      acknowledged since the last good sync may be lost on power loss, and \
                      the store refuses writes until a sync succeeds",
-                    self.segment().display()
+                    self.log.dir().display()
                 );
-                tracing::error!(file = %self.segment().display(), error = %e, "{message}");
+                tracing::error!(dir = %self.log.dir().display(), error = %e, "{message}");
                 self.sync_failed = Some(message.clone());
-                Err((message, e))
+                Err((message, std::io::Error::other(e.to_string())))
             }
         }
-    }
-
-    /// Syncs the segment's data, telling the observer (if any) how long a successful sync
-    /// took: the flushes of the log, not the syncs of a cut or a snapshot.
-    fn sync_data(&mut self) -> std::io::Result<()> {
-        let Some(observer) = &self.on_sync else {
-            return self.fs.fsync(&self.file);
-        };
-        let start = Instant::now();
-        self.fs.fsync(&self.file)?;
-        observer(start.elapsed());
-        Ok(())
     }
 
     /// Encodes, appends and publishes one batch, then answers it; then, if `maintain`, does
-    /// what follows a batch (a caller writing inline leaves that to the thread).
+    /// what follows a batch (a caller writing inline leaves that to the thread). A batch
+    /// larger than [`BATCH_SPLIT`] is appended as several, each answering its own writes.
     fn write_batch(&mut self, shared: &Shared, batch: &mut Vec<Request>, maintain: bool) {
-        let mut waiting = Vec::with_capacity(batch.len());
         let mut compacts = Vec::new();
-        let mut changes = Vec::with_capacity(batch.len());
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
-        let mut frame = Frame::begin(&mut buf);
-        let mut records = 0usize;
-        for Request {
-            group,
-            change,
-            fence,
-            ack,
-        } in batch.drain(..)
-        {
-            if matches!(change, Change::Compact) {
-                compacts.push((fence, ack));
-                continue;
+        let mut requests = batch.drain(..).peekable();
+        while requests.peek().is_some() {
+            let mut waiting = Vec::new();
+            let mut changes = Vec::new();
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.clear();
+            let mut frame = Frame::begin(&mut buf);
+            let mut records = 0usize;
+            while frame.len() <= BATCH_SPLIT {
+                let Some(Request {
+                    group,
+                    change,
+                    fence,
+                    ack,
+                }) = requests.next()
+                else {
+                    break;
+                };
+                if matches!(change, Change::Compact) {
+                    compacts.push((fence, ack));
+                    continue;
+                }
+                records += encode(&mut frame, shared, &group, &change, &changes);
+                waiting.push((fence, ack));
+                changes.push((group, change));
             }
-            if frame.len() > FRAME_SPLIT {
-                frame.finish();
-                frame = Frame::begin(&mut buf);
+            frame.finish();
+            let outcome = if records == 0 {
+                Ok(())
+            } else {
+                self.append(&buf)
+            };
+            self.buf = buf;
+            if outcome.is_ok() && records > 0 {
+                shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+                let n = waiting.len() as u64;
+                shared.stats.writes.fetch_add(n, Ordering::Relaxed);
+                let mut view = shared.view.write().unwrap_or_else(PoisonError::into_inner);
+                for (group, change) in changes {
+                    apply(&mut view, &group, change);
+                }
             }
-            match &change {
-                Change::Commit(offsets) => {
-                    for (tp, o) in offsets {
-                        frame.commit(&group, tp, o);
-                    }
-                    records += offsets.len();
-                }
-                Change::Delete(None) => {
-                    // One deletion per partition (as Kafka writes a tombstone per offset when a
-                    // group is deleted): each has the key of the commit it deletes, which a
-                    // log compacted by key needs; a deletion of the whole group has none.
-                    // The partitions: the group's now, and those committed earlier in this
-                    // batch (deleting one the group does not have changes nothing).
-                    let mut partitions: std::collections::BTreeSet<TopicPartition> = shared
-                        .read_view()
-                        .offsets
-                        .get(&group)
-                        .map(|o| o.keys().cloned().collect())
-                        .unwrap_or_default();
-                    for (g, c) in &changes {
-                        if let (true, Change::Commit(offsets)) = (*g == group, c) {
-                            partitions.extend(offsets.keys().cloned());
-                        }
-                    }
-                    for tp in &partitions {
-                        frame.delete_offset(&group, tp);
-                    }
-                    records += partitions.len();
-                }
-                Change::Delete(Some(partitions)) => {
-                    for tp in partitions {
-                        frame.delete_offset(&group, tp);
-                    }
-                    records += partitions.len();
-                }
-                Change::Group(Some(record)) => {
-                    frame.group(record);
-                    records += 1;
-                }
-                Change::Group(None) => {
-                    frame.group_tombstone(&group);
-                    records += 1;
-                }
-                Change::Transaction(Some(record)) => {
-                    frame.transaction(record);
-                    records += 1;
-                }
-                Change::Transaction(None) => {
-                    frame.transaction_tombstone(&group);
-                    records += 1;
-                }
-                Change::Compact => {}
+            if let Err((message, _)) = &outcome {
+                tracing::warn!(
+                    dir = %shared.dir.display(), writes = waiting.len(), error = %message,
+                    "log write failed"
+                );
             }
-            waiting.push((fence, ack));
-            changes.push((group, change));
+            // The batch is visible (or failed and changed nothing): only now may the fences
+            // go.
+            answer(&shared.queue, waiting, &outcome);
         }
-        frame.finish();
-        let outcome = if records == 0 {
-            Ok(())
-        } else {
-            self.append(&buf)
-        };
-        self.buf = buf;
-        if outcome.is_ok() && records > 0 {
-            shared.stats.batches.fetch_add(1, Ordering::Relaxed);
-            let n = waiting.len() as u64;
-            shared.stats.writes.fetch_add(n, Ordering::Relaxed);
-            let mut view = shared.view.write().unwrap_or_else(PoisonError::into_inner);
-            for (group, change) in changes {
-                apply(&mut view, &group, change);
-            }
-        }
-        if let Err((message, _)) = &outcome {
-            tracing::warn!(
-                file = %self.segment().display(), writes = waiting.len(), error = %message,
-                "log write failed"
-            );
-        }
-        // The batch is visible (or failed and changed nothing): only now may the fences go.
-        answer(&shared.queue, waiting, &outcome);
         if !compacts.is_empty() {
             self.finish_compaction(shared, true);
             let result = self.compact(shared, false);
@@ -388,189 +346,189 @@ impl<F: Fs> Writer<F> {
         }
     }
 
-    /// Appends `bytes` (one or more whole frames) with one write and, by default, one
-    /// `fdatasync`. On failure the segment is cut back to where it was.
-    fn append(&mut self, bytes: &[u8]) -> Result<(), Failure> {
-        self.repair()?;
+    /// Appends the records of `frame` as one batch of the group partition: one write and,
+    /// by default, one `fdatasync`. On failure the segment log has cut it back: nothing
+    /// changed.
+    fn append(&mut self, frame: &[u8]) -> Result<(), Failure> {
         if self.sync_failed.is_some() {
             self.sync()?;
         }
-        if let Err(e) = self.fs.write_all(&self.file, bytes) {
-            return Err(self.undo("write", e));
-        }
-        if self.policy.flush_interval.is_none() {
-            if let Err(e) = self.sync_data() {
-                return Err(self.undo("fdatasync", e));
-            }
-        } else {
+        let (batch, count) = batch_of_frame(frame);
+        let durable = self.policy.flush_interval.is_none();
+        self.log
+            .append_blocking(&self.tp, count, now_ms(), &batch, durable)
+            .map_err(|e| {
+                let (message, source) = failure(&e);
+                (format!("cannot append to the group log: {message}"), source)
+            })?;
+        if !durable {
             self.unsynced = true;
         }
-        self.len += bytes.len() as u64;
-        self.log_bytes += bytes.len() as u64;
-        Ok(())
-    }
-
-    /// Cuts off what a failed batch left at the end of the segment, if a cut failed before.
-    fn repair(&mut self) -> Result<(), Failure> {
-        if let Some(why) = self.broken.clone() {
-            self.cut_back().map_err(|(cut, e)| {
-                (
-                    format!(
-                        "the log cannot take writes: {why}; cutting it off again failed: {cut}"
-                    ),
-                    e,
-                )
-            })?;
-            self.broken = None;
-        }
-        Ok(())
-    }
-
-    /// The failure of `step`, after cutting the segment back to its intact length.
-    fn undo(&mut self, step: &str, e: std::io::Error) -> Failure {
-        let mut message = format!(
-            "cannot append to log segment `{}`: {step} failed: {e}",
-            self.segment().display()
-        );
-        match self.cut_back() {
-            Ok(()) => message.push_str("; the batch was cut off again, nothing changed"),
-            Err((cut, _)) => {
-                message.push_str(&format!(
-                    "; cutting the batch off failed too ({cut}), so the store refuses writes \
-                     until it can (a reopen also cuts it off)"
-                ));
-                self.broken = Some(message.clone());
-            }
-        }
-        (message, e)
-    }
-
-    /// Truncates the segment to its intact length and syncs that.
-    fn cut_back(&mut self) -> Result<(), Failure> {
-        let path = self.segment();
-        self.fs
-            .truncate(&self.file, self.len)
-            .map_err(|e| (format!("truncating `{}` failed: {e}", path.display()), e))?;
-        self.fs
-            .fsync(&self.file)
-            .map_err(|e| (format!("fdatasync of `{}` failed: {e}", path.display()), e))?;
-        self.unsynced = false;
         Ok(())
     }
 
     fn should_compact(&self, shared: &Shared) -> bool {
-        if !self.policy.auto || self.running.is_some() || self.log_bytes < self.retry_at {
+        if !self.policy.auto || self.running.is_some() {
+            return false;
+        }
+        let log_bytes = self.log_bytes();
+        if log_bytes < self.retry_at {
             return false;
         }
         let live = shared.read_view().bytes;
-        self.log_bytes
+        log_bytes
             > self
                 .policy
                 .min_bytes
                 .max(self.policy.ratio.saturating_mul(live))
     }
 
-    /// Rolls to a new segment and writes a snapshot of the state before it: on its own
-    /// thread if `background`, else here.
+    /// Closes the partition's active segment and runs a pass of the cleaner over the closed
+    /// ones: on its own thread if `background` (appends go on meanwhile), else here.
     fn compact(&mut self, shared: &Shared, background: bool) -> Result<(), Failure> {
-        let result = self.roll().and_then(|()| {
-            let snapshot = shared.read_view().clone();
-            let (fs, dir, base) = (Arc::clone(&self.fs), self.dir.clone(), self.seg);
-            let covered = self.log_bytes - self.len;
+        let rolled = self.roll();
+        let result = rolled.and_then(|()| {
             if background {
+                let (log, tp) = (Arc::clone(&self.log), self.tp.clone());
                 let thread = std::thread::Builder::new()
                     .name("offset-log-compactor".into())
-                    .spawn(move || write_snapshot(&*fs, &dir, base, &snapshot))
+                    .spawn(move || log.compact_blocking(&tp, &cleaner_policy(), &GroupRecords))
                     .map_err(|e| (format!("cannot start the compaction thread: {e}"), e))?;
-                self.running = Some(Running {
-                    thread,
-                    base,
-                    covered,
-                });
+                self.running = Some(thread);
                 Ok(())
             } else {
-                let bytes = write_snapshot(&*fs, &dir, base, &snapshot)?;
-                self.compacted(shared, base, covered, bytes);
+                let done = self
+                    .log
+                    .compact_blocking(&self.tp, &cleaner_policy(), &GroupRecords)
+                    .map_err(|e| failure(&e))?;
+                self.compacted(shared, &done);
                 Ok(())
             }
         });
         if result.is_err() {
-            self.retry_at = self.log_bytes + self.policy.min_bytes.max(1);
+            self.retry_at = self.log_bytes() + self.policy.min_bytes.max(1);
         }
         result
     }
 
-    /// Starts segment `seg + 1`: the current one is made durable first (under a flush
-    /// interval), and the new one's name before anything is written to it.
+    /// Closes the active segment (synced: under a flush interval that is also a sync of
+    /// every write so far), so that the cleaner may take it.
     fn roll(&mut self) -> Result<(), Failure> {
-        // A segment is left only once it ends with a whole frame: a failed batch's bytes
-        // must not end up in the middle of the log.
-        self.repair()?;
-        if self.unsynced {
+        if self.sync_failed.is_some() {
             self.sync()?;
         }
-        let next = self.seg + 1;
-        let path = segment_path(&self.dir, next);
-        let file = self
-            .fs
-            .open_append(&path)
-            .map_err(|e| (format!("cannot create `{}`: {e}", path.display()), e))?;
-        if let Err(e) = self.fs.fsync_dir(&self.dir) {
-            // Best effort: writes go on into the current segment, and an empty segment after
-            // it would only make its tail look like the middle of the log.
-            drop(file);
-            let _ = self.fs.remove_file(&path);
-            return Err((
-                format!("fsync of directory `{}` failed: {e}", self.dir.display()),
-                e,
-            ));
-        }
-        self.file = file;
-        self.seg = next;
-        self.len = 0;
+        self.log.roll_blocking(&self.tp).map_err(|e| failure(&e))?;
         Ok(())
     }
 
     /// Takes in the end of a background compaction, if it has ended (or waits for it).
     fn finish_compaction(&mut self, shared: &Shared, wait: bool) {
         let done = match &self.running {
-            Some(running) => wait || running.thread.is_finished(),
+            Some(thread) => wait || thread.is_finished(),
             None => false,
         };
         if !done {
             return;
         }
-        let Some(Running {
-            thread,
-            base,
-            covered,
-        }) = self.running.take()
-        else {
+        let Some(thread) = self.running.take() else {
             return;
         };
         match thread.join() {
-            Ok(Ok(bytes)) => self.compacted(shared, base, covered, bytes),
-            Ok(Err((message, _))) => {
-                self.retry_at = self.log_bytes + self.policy.min_bytes.max(1);
-                tracing::warn!(dir = %self.dir.display(), error = %message, "compaction failed");
+            Ok(Ok(done)) => self.compacted(shared, &done),
+            Ok(Err(e)) => {
+                self.retry_at = self.log_bytes() + self.policy.min_bytes.max(1);
+                tracing::warn!(dir = %shared.dir.display(), error = %e, "compaction failed");
             }
-            Err(_) => tracing::warn!(dir = %self.dir.display(), "the compaction thread panicked"),
+            Err(_) => tracing::warn!(dir = %shared.dir.display(), "the compaction thread panicked"),
         }
     }
 
-    fn compacted(&mut self, shared: &Shared, base: u64, covered: u64, bytes: u64) {
-        self.log_bytes = self.log_bytes.saturating_sub(covered);
-        shared.stats.snapshot_bytes.store(bytes, Ordering::Relaxed);
+    fn compacted(&mut self, shared: &Shared, done: &Compaction) {
+        shared
+            .stats
+            .compacted_bytes
+            .store(done.bytes_after, Ordering::Relaxed);
         shared.stats.compactions.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(dir = %self.dir.display(), base, bytes, "log compacted");
+        // Until the partition has grown by as much again, no pass is due: what the pass left
+        // (the active segment, tombstones kept until the next pass) may still exceed the
+        // threshold, and passing over it again at once would gain nothing.
+        self.retry_at = self.log_bytes() + self.policy.min_bytes.max(1);
+        tracing::debug!(
+            dir = %shared.dir.display(), segments = done.segments,
+            bytes_before = done.bytes_before, bytes_after = done.bytes_after,
+            records_removed = done.records_removed, "group log compacted"
+        );
     }
 
     fn publish_stats(&self, shared: &Shared) {
         shared
             .stats
             .log_bytes
-            .store(self.log_bytes, Ordering::Relaxed);
-        shared.stats.segment.store(self.seg, Ordering::Relaxed);
+            .store(self.log_bytes(), Ordering::Relaxed);
+    }
+}
+
+/// Encodes one write's records into `frame`; returns how many. `earlier` are the changes
+/// already in this batch.
+fn encode(
+    frame: &mut Frame<'_>,
+    shared: &Shared,
+    group: &str,
+    change: &Change,
+    earlier: &[(String, Change)],
+) -> usize {
+    match change {
+        Change::Commit(offsets) => {
+            for (tp, o) in offsets {
+                frame.commit(group, tp, o);
+            }
+            offsets.len()
+        }
+        Change::Delete(None) => {
+            // One deletion per partition (as Kafka writes a tombstone per offset when a group
+            // is deleted): each has the key of the commit it deletes, which the compacted
+            // partition needs; a deletion of the whole group has none. The partitions: the
+            // group's now, and those committed earlier in this batch (deleting one the group
+            // does not have changes nothing).
+            let mut partitions: std::collections::BTreeSet<TopicPartition> = shared
+                .read_view()
+                .offsets
+                .get(group)
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default();
+            for (g, c) in earlier {
+                if let (true, Change::Commit(offsets)) = (g == group, c) {
+                    partitions.extend(offsets.keys().cloned());
+                }
+            }
+            for tp in &partitions {
+                frame.delete_offset(group, tp);
+            }
+            partitions.len()
+        }
+        Change::Delete(Some(partitions)) => {
+            for tp in partitions {
+                frame.delete_offset(group, tp);
+            }
+            partitions.len()
+        }
+        Change::Group(Some(record)) => {
+            frame.group(record);
+            1
+        }
+        Change::Group(None) => {
+            frame.group_tombstone(group);
+            1
+        }
+        Change::Transaction(Some(record)) => {
+            frame.transaction(record);
+            1
+        }
+        Change::Transaction(None) => {
+            frame.transaction_tombstone(group);
+            1
+        }
+        Change::Compact => 0,
     }
 }
 
@@ -629,77 +587,4 @@ fn apply(live: &mut Live, group: &str, change: Change) {
         Change::Transaction(record) => live.set_transaction(group, record),
         Change::Compact => {}
     }
-}
-
-/// Writes `live` as the snapshot of base `base` (temp file, fsync, rename, directory fsync),
-/// then removes the snapshots and segments it makes redundant. Its size in bytes.
-fn write_snapshot<F: Fs>(fs: &F, dir: &Path, base: u64, live: &Live) -> Result<u64, Failure> {
-    let temp = temp_path(dir, base);
-    let target = snapshot_path(dir, base);
-    let fail = |step: &str, e: std::io::Error| {
-        let _ = fs.remove_file(&temp);
-        (
-            format!(
-                "cannot write snapshot `{}`: {step} failed: {e}",
-                target.display()
-            ),
-            e,
-        )
-    };
-    let file = fs.create_temp(&temp).map_err(|e| fail("creating", e))?;
-    let mut total = 0u64;
-    let mut buf = Vec::with_capacity(SNAPSHOT_FRAME + 4096);
-    let mut frame = Frame::begin(&mut buf);
-    frame.snapshot_start(base);
-    for (group, offsets) in &live.offsets {
-        for (tp, o) in offsets.iter() {
-            frame.commit(group, tp, o);
-            if frame.len() >= SNAPSHOT_FRAME {
-                frame.finish();
-                fs.write_all(&file, &buf).map_err(|e| fail("writing", e))?;
-                total += buf.len() as u64;
-                buf.clear();
-                frame = Frame::begin(&mut buf);
-            }
-        }
-    }
-    for record in live.groups.values() {
-        frame.group(record);
-    }
-    for record in live.transactions.values() {
-        frame.transaction(record);
-    }
-    frame.snapshot_end(live.count, live.groups.len() as u64);
-    frame.finish();
-    fs.write_all(&file, &buf).map_err(|e| fail("writing", e))?;
-    total += buf.len() as u64;
-    fs.fsync(&file).map_err(|e| fail("fsync", e))?;
-    drop(file);
-    fs.rename(&temp, &target).map_err(|e| fail("renaming", e))?;
-    fs.fsync_dir(dir).map_err(|e| {
-        (
-            format!(
-                "cannot make snapshot `{}` durable: fsync of directory `{}` failed: {e}",
-                target.display(),
-                dir.display()
-            ),
-            e,
-        )
-    })?;
-    // The snapshot is in place: what it covers can go. Best effort: a leftover costs disk
-    // space, and the next open removes it.
-    if let Ok(listing) = list(fs, dir) {
-        let old_snapshots = listing.snapshots.iter().filter(|&&n| n < base);
-        let old_segments = listing.segments.iter().filter(|&&n| n < base);
-        let paths = old_snapshots
-            .map(|&n| snapshot_path(dir, n))
-            .chain(old_segments.map(|&n| segment_path(dir, n)));
-        for path in paths {
-            if let Err(e) = fs.remove_file(&path) {
-                tracing::warn!(file = %path.display(), error = %e, "cannot remove a compacted file");
-            }
-        }
-        let _ = fs.fsync_dir(dir);
-    }
-    Ok(total)
 }

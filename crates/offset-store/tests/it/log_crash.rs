@@ -19,7 +19,8 @@ use offset_store::testing::{CrashMode, SimFs};
 use offset_store::LogStore;
 
 const DIR: &str = "/data";
-const SEGMENT_0: &str = "/data/segment-00000000000000000000.log";
+/// The group partition's first segment file.
+const SEGMENT_0: &str = "/data/log/__consumer_offsets-0/00000000000000000000.log";
 
 type State = (BTreeMap<String, CommittedOffsets>, Vec<GroupRecord>);
 
@@ -169,6 +170,19 @@ async fn a_power_cut_after_any_operation_keeps_every_acknowledged_write_and_no_h
     }
 }
 
+/// A file system holding `fs`'s files, durable, with `SEGMENT_0` replaced by `segment`.
+fn with_segment(fs: &SimFs, segment: &[u8]) -> SimFs {
+    let copy = SimFs::new();
+    for path in fs.paths() {
+        if path == Path::new(SEGMENT_0) {
+            copy.put_file(&path, segment);
+        } else {
+            copy.put_file(&path, fs.file(&path).unwrap());
+        }
+    }
+    copy
+}
+
 #[tokio::test]
 async fn a_power_cut_at_any_byte_of_any_frame_loses_that_frame_whole() {
     let fs = SimFs::new();
@@ -186,8 +200,7 @@ async fn a_power_cut_at_any_byte_of_any_frame_loses_that_frame_whole() {
     let mut cuts = 0;
     for k in 1..ends.len() {
         for cut in ends[k - 1]..ends[k] {
-            let torn = SimFs::new();
-            torn.put_file(SEGMENT_0, &bytes[..cut]);
+            let torn = with_segment(&fs, &bytes[..cut]);
             let store = open(&torn).unwrap_or_else(|e| panic!("cut at byte {cut}: {e}"));
             assert_eq!(state(&store).await, states[k - 1], "cut at byte {cut}");
             assert_eq!(
@@ -211,8 +224,7 @@ async fn a_power_cut_at_any_byte_of_any_frame_loses_that_frame_whole() {
     }
     assert_eq!(cuts, bytes.len());
     // Whole frames are whole: the full segment replays to the last state.
-    let whole = SimFs::new();
-    whole.put_file(SEGMENT_0, bytes.clone());
+    let whole = with_segment(&fs, &bytes);
     let store = open(&whole).unwrap();
     assert_eq!(state(&store).await, *states.last().unwrap());
     assert!(Path::new(SEGMENT_0).starts_with(DIR));

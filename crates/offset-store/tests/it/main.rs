@@ -18,5 +18,6 @@ mod hostile_input;
 mod json_store;
 mod lock;
 mod log_crash;
+mod log_import;
 mod log_store;
 mod round_trip;
