@@ -1,6 +1,6 @@
 //! The group log's records as batches of a compacted partition, Kafka's
-//! `__consumer_offsets`: what the store writes once its log is a partition of the segment
-//! log, and how that log's cleaner reads it ([`GroupRecords`]).
+//! `__consumer_offsets`: what the store writes into its partition of the segment log, and
+//! how that log's cleaner reads it ([`GroupRecords`]).
 //!
 //! # Batch
 //!
@@ -30,7 +30,8 @@
 //!
 //! A deletion of all of a group's offsets has no key (it deletes several): it is always kept,
 //! and so is every commit it deletes whose key has no later record. The store writes one
-//! offset deletion per partition instead; only a log written before it did could hold one.
+//! offset deletion per partition instead, and never writes one (an old directory's are
+//! applied at its import, which writes the state, not the history).
 
 use coordinator_core::{Bytes, TopicPartition};
 use partition_log::compaction::{BatchKind, KeyedRecord, RecordFormat, RetainedBatch};

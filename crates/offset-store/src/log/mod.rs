@@ -664,6 +664,18 @@ fn opened(e: LogError) -> StorageError {
 /// Replays the group partition into the state it holds.
 fn replay<F: Fs>(log: &SegmentLog<F>, tp: &TopicPartition) -> Result<Live, StorageError> {
     let mut live = Live::default();
+    each_record(log, tp, |_, record| {
+        live.apply(record);
+    })?;
+    Ok(live)
+}
+
+/// Calls `f` with each record of the group partition and its offset, in order.
+fn each_record<F: Fs>(
+    log: &SegmentLog<F>,
+    tp: &TopicPartition,
+    mut f: impl FnMut(i64, Record),
+) -> Result<(), StorageError> {
     let (mut next, end) = log.bounds_blocking(tp).map_err(opened)?;
     while next < end {
         let read = log.read_batches_blocking(tp, next, CHUNK).map_err(opened)?;
@@ -684,41 +696,33 @@ fn replay<F: Fs>(log: &SegmentLog<F>, tp: &TopicPartition) -> Result<Live, Stora
                     ),
                 )
             })?;
-            for (_, record) in records {
-                live.apply(record);
+            for (offset, record) in records {
+                f(offset, record);
             }
         }
     }
-    Ok(live)
+    Ok(())
 }
 
 /// Every record in the group partition of the store in `dir` (closed: the partition's log
 /// is locked by its store), with its offset, in order; for tests and tools.
 ///
 /// # Errors
-/// The error's message: the log cannot be opened, or a batch does not decode.
-pub fn group_log_records<F: Fs>(fs: F, dir: &Path) -> Result<Vec<(i64, Record)>, String> {
+/// The log cannot be opened, or a batch does not decode.
+pub fn group_log_records<F: Fs>(fs: F, dir: &Path) -> Result<Vec<(i64, Record)>, StorageError> {
     let log = SegmentLog::builder(dir.join(LOG_DIR))
         .retention_ms(-1)
         .retention_bytes(-1)
         .open_with_fs(fs)
-        .map_err(|e| e.to_string())?;
-    let tp = TopicPartition::new(GROUP_TOPIC, 0);
-    let (mut next, end) = log.bounds_blocking(&tp).map_err(|e| e.to_string())?;
+        .map_err(opened)?;
     let mut out = Vec::new();
-    while next < end {
-        let read = log
-            .read_batches_blocking(&tp, next, CHUNK)
-            .map_err(|e| e.to_string())?;
-        let Some(last) = read.batches.last() else {
-            break;
-        };
-        next = last.last_offset() + 1;
-        for batch in &read.batches {
-            let data = batch.encoded().map_or(&[][..], |b| &b[..]);
-            out.extend(keyed::decode_batch(data, batch.base_offset())?);
-        }
-    }
+    each_record(
+        &log,
+        &TopicPartition::new(GROUP_TOPIC, 0),
+        |offset, record| {
+            out.push((offset, record));
+        },
+    )?;
     Ok(out)
 }
 

@@ -69,6 +69,12 @@
 //! write or sync is cut back from the segment, and each append it covered reports a
 //! [`LogError::Storage`] naming the file and step: nothing visible changes.
 //!
+//! A partition whose only writer is a thread of its own that batches its writes itself (the
+//! group store's `__consumer_offsets`) appends with [`SegmentLog::append_blocking`]: one
+//! frame, one write and, when it asks, one `fdatasync` on the calling thread before it
+//! returns, whatever the log's flush policy; [`SegmentLog::sync`] syncs what it wrote
+//! without one.
+//!
 //! An observer set with [`on_sync`](SegmentLogBuilder::on_sync) is told the duration of
 //! every `fdatasync` of appended data that succeeds (a group's, a closed segment's, the
 //! flush interval's), as Kafka's `LogFlushStats` times its flushes; a compaction's syncs
