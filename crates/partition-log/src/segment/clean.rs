@@ -15,7 +15,9 @@
 //! before the swap reads the old file through its open handle. The swap happens under the
 //! partition's lock only if the segment is still there (retention may have deleted it).
 
-use std::path::PathBuf;
+use std::io;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, TryLockError};
 
 use coordinator_core::LogError;
@@ -23,7 +25,7 @@ use tracing::{info, warn};
 
 use super::files::{self, storage};
 use super::frame::{self, Head, VERSION_SPARSE};
-use super::partition::{Entry, Partition, CLEANED};
+use super::partition::{recover_segment, Entry, Partition, Segment, CLEANED};
 use crate::cleaning::{self, Cleaning, Outcome, Rewrite, Stored};
 use crate::compaction::{Compaction, CompactionPolicy, RecordFormat};
 use crate::fs::Fs;
@@ -57,10 +59,14 @@ impl<F: Fs> Partition<F> {
     /// nothing, if a pass is already running on this partition.
     ///
     /// `mark` records durably how far the pass compacts, before any segment is swapped in.
+    ///
+    /// `segment_bytes` is the partition's segment size: a group of segments cleaned into one
+    /// file holds at most that many bytes before the pass.
     pub(crate) fn compact(
         &self,
         policy: &CompactionPolicy,
         format: &dyn RecordFormat,
+        segment_bytes: u64,
         mark: impl FnOnce(i64) -> Result<(), LogError>,
     ) -> Result<Compaction, LogError> {
         let mut first_dirty = match self.cleaner.try_lock() {
@@ -68,6 +74,9 @@ impl<F: Fs> Partition<F> {
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return Ok(Compaction::default()),
         };
+        // A swap an earlier pass committed but could not finish (a failed removal, rename or
+        // directory sync) is finished before anything else is written.
+        self.finish_swaps()?;
         let (log_start, closed) = self.closed_segments();
         // Compactable: closed segments below the stable offset whose records are all older
         // than the minimum lag, from the one holding the log start.
@@ -130,13 +139,15 @@ impl<F: Fs> Partition<F> {
             cleaned_up_to,
             ..Compaction::default()
         };
-        for segment in &compactable[..mapped] {
-            let Some((entries, size, removed, file)) = self.rewrite(segment, &mut pass)? else {
+        let cleaned = &compactable[..mapped];
+        for range in groups(cleaned, segment_bytes) {
+            let group = &cleaned[range];
+            let Some((entries, size, removed, file)) = self.rewrite(group, &mut pass)? else {
                 continue;
             };
-            if self.swap(segment, entries, size, file)? {
-                done.segments += 1;
-                done.bytes_before += segment.size;
+            if self.swap(group, entries, size, file)? {
+                done.segments += group.len();
+                done.bytes_before += group.iter().map(|c| c.size).sum::<u64>();
                 done.bytes_after += size;
                 done.records_removed += removed;
             }
@@ -175,18 +186,27 @@ impl<F: Fs> Partition<F> {
         (s.log_start, closed)
     }
 
-    /// Writes `segment` compacted into its `.cleaned` file, synced. Returns its entries, its
-    /// size, the records left out and the file, or `None` if nothing changes.
+    /// Writes the segments of `group` compacted into one `.cleaned` file named after the
+    /// first, synced. Returns its entries, its size, the records left out and the file, or
+    /// `None` if nothing changes (a group of one segment whose batches all stay as they are).
     #[allow(clippy::type_complexity)]
     fn rewrite(
         &self,
-        segment: &Closed<F>,
+        group: &[Closed<F>],
         pass: &mut Cleaning<'_>,
     ) -> Result<Option<(Vec<Entry>, u64, u64, F::File)>, LogError> {
-        let mut frames: Vec<(Head, Vec<u8>)> = Vec::with_capacity(segment.entries.len());
-        let mut changed = false;
+        let Some(first) = group.first() else {
+            return Ok(None);
+        };
+        let batches = group.iter().map(|c| c.entries.len()).sum();
+        let mut frames: Vec<(Head, Vec<u8>)> = Vec::with_capacity(batches);
+        // Merged segments are written even if each batch stays: the files become one.
+        let mut changed = group.len() > 1;
         let mut removed = 0u64;
-        for e in &segment.entries {
+        for (segment, e) in group
+            .iter()
+            .flat_map(|c| c.entries.iter().map(move |e| (c, e)))
+        {
             let frame = segment.frame(&*self.fs, e)?;
             let stored = Stored {
                 base_offset: e.head.base_offset,
@@ -219,7 +239,7 @@ impl<F: Fs> Partition<F> {
         if !changed {
             return Ok(None);
         }
-        let path = cleaned_path(&segment.path);
+        let path = cleaned_path(&first.path);
         let fs = &*self.fs;
         let file = fs
             .create_temp(&path)
@@ -250,36 +270,181 @@ impl<F: Fs> Partition<F> {
         Ok(Some((entries, position, removed, file)))
     }
 
-    /// Puts the compacted `.cleaned` file in `segment`'s place, if the segment is still
-    /// there unchanged; otherwise removes the file. Returns whether it was swapped.
+    /// Puts the compacted `.cleaned` file in the place of the segments of `group`, if they
+    /// are all still there unchanged; otherwise removes the file. Returns whether it was
+    /// swapped.
+    ///
+    /// One segment: the `.cleaned` file is renamed over it (the commit point). Several: it is
+    /// renamed to its swap name (the commit point), and the swap finished: the directory
+    /// synced, the other segments' files removed, the directory synced, the swap file renamed
+    /// over the first segment. The index takes the new segment at the commit point, so a
+    /// step that fails after it leaves the index right and the swap to finish (by the next
+    /// pass, or at open). All of it under the partition's state lock: retention and
+    /// `DeleteRecords` remove segments under it, so they never see half a swap.
     fn swap(
         &self,
-        segment: &Closed<F>,
+        group: &[Closed<F>],
         entries: Vec<Entry>,
         size: u64,
         file: F::File,
     ) -> Result<bool, LogError> {
-        let cleaned = cleaned_path(&segment.path);
+        let (Some(first), Some(last)) = (group.first(), group.last()) else {
+            return Ok(false);
+        };
+        let cleaned = cleaned_path(&first.path);
         let mut s = self.write();
-        let Some(current) = s
+        let at = s
             .segments
-            .iter_mut()
-            .find(|c| c.base_offset == segment.base_offset && Arc::ptr_eq(&c.file, &segment.file))
-        else {
+            .iter()
+            .position(|c| c.base_offset == first.base_offset && Arc::ptr_eq(&c.file, &first.file));
+        let whole = at.filter(|&at| {
+            s.segments.get(at..at + group.len()).is_some_and(|now| {
+                now.iter()
+                    .zip(group)
+                    .all(|(c, g)| c.base_offset == g.base_offset && Arc::ptr_eq(&c.file, &g.file))
+            })
+        });
+        let Some(at) = whole else {
             drop(s);
-            warn!(file = %segment.path.display(), "the segment went while it was compacted: the compaction is dropped");
+            warn!(file = %first.path.display(), segments = group.len(), "a segment went while it was compacted: the compaction is dropped");
             self.fs
                 .remove_file(&cleaned)
                 .map_err(|e| storage("remove the unused compaction", &cleaned, e))?;
             return Ok(false);
         };
+        let merged = Segment {
+            base_offset: first.base_offset,
+            path: first.path.clone(),
+            file: Arc::new(file),
+            size,
+            entries,
+        };
+        if group.len() == 1 {
+            self.fs
+                .rename(&cleaned, &first.path)
+                .map_err(|e| storage("put the compacted segment in place of", &first.path, e))?;
+            s.segments[at] = merged;
+            return Ok(true);
+        }
+        let swap = self
+            .dir
+            .join(files::swap_name(first.base_offset, last.next_base));
         self.fs
-            .rename(&cleaned, &segment.path)
-            .map_err(|e| storage("put the compacted segment in place of", &segment.path, e))?;
-        current.file = Arc::new(file);
-        current.entries = entries;
-        current.size = size;
+            .rename(&cleaned, &swap)
+            .map_err(|e| storage("commit the merged segment as", &swap, e))?;
+        s.segments.splice(at..at + group.len(), [merged]);
+        let others: Vec<PathBuf> = group[1..].iter().map(|c| c.path.clone()).collect();
+        finish_swap(&*self.fs, &self.dir, &swap, &first.path, &others)?;
+        drop(s);
         Ok(true)
+    }
+
+    /// Finishes the swaps left in the partition's directory by an earlier pass whose swap
+    /// failed after its commit point: the index already holds the merged segment, unless
+    /// retention or `DeleteRecords` has removed it since (then the swap's segments are all
+    /// below the log start, and the swap and any file of its segments are removed).
+    fn finish_swaps(&self) -> Result<(), LogError> {
+        let listing = self
+            .fs
+            .list_dir(&self.dir)
+            .map_err(|e| storage("list", &self.dir, e))?;
+        let names: Vec<&str> = listing.iter().filter_map(|n| n.to_str()).collect();
+        let swaps: Vec<(i64, i64, &str)> = names
+            .iter()
+            .filter_map(|n| files::parse_swap_name(n).map(|(first, end)| (first, end, *n)))
+            .collect();
+        if swaps.is_empty() {
+            return Ok(());
+        }
+        let s = self.write();
+        for (first, end, name) in swaps {
+            let swap = self.dir.join(name);
+            let covered = |from: i64| -> Vec<PathBuf> {
+                names
+                    .iter()
+                    .filter_map(|n| files::parse_segment_name(n))
+                    .filter(|b| (from..end).contains(b))
+                    .map(|b| self.dir.join(files::segment_name(b)))
+                    .collect()
+            };
+            let first_path = self.dir.join(files::segment_name(first));
+            if s.segments.iter().any(|c| c.base_offset == first) {
+                warn!(file = %swap.display(), "an unfinished swap of merged segments: finished");
+                finish_swap(
+                    &*self.fs,
+                    &self.dir,
+                    &swap,
+                    &first_path,
+                    &covered(first + 1),
+                )?;
+            } else {
+                warn!(file = %swap.display(), "an unfinished swap of segments deleted since: removed");
+                for path in covered(first).iter().chain([&swap]) {
+                    remove_if_there(&*self.fs, path)?;
+                }
+            }
+        }
+        drop(s);
+        files::sync_dir(&*self.fs, &self.dir)
+    }
+}
+
+/// Consecutive segments cleaned into one file each, as Kafka's `groupSegmentsBySize`: a
+/// group takes segments while their sizes add up to at most `max_bytes` (a segment larger
+/// than that is a group of its own) and its offsets span at most `u32::MAX` past its base.
+fn groups<F: Fs>(segments: &[Closed<F>], max_bytes: u64) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(first) = segments.get(from) {
+        let mut size = first.size;
+        let mut to = from + 1;
+        while let Some(next) = segments.get(to) {
+            let fits = size.saturating_add(next.size) <= max_bytes;
+            let span = next
+                .next_base
+                .saturating_sub(1)
+                .saturating_sub(first.base_offset);
+            if !fits || span > i64::from(u32::MAX) {
+                break;
+            }
+            size += next.size;
+            to += 1;
+        }
+        out.push(from..to);
+        from = to;
+    }
+    out
+}
+
+/// Finishes a committed swap: syncs the directory (the swap's name is durable before any
+/// segment goes), removes the files of `others` and syncs again (they are gone before the
+/// swap takes the first segment's name: a restart finds the swap, or the merged segment
+/// alone), then renames `swap` over `first`. The caller syncs the directory after.
+pub(super) fn finish_swap<F: Fs>(
+    fs: &F,
+    dir: &Path,
+    swap: &Path,
+    first: &Path,
+    others: &[PathBuf],
+) -> Result<(), LogError> {
+    files::sync_dir(fs, dir)?;
+    for path in others {
+        remove_if_there(fs, path)?;
+    }
+    if !others.is_empty() {
+        files::sync_dir(fs, dir)?;
+    }
+    fs.rename(swap, first)
+        .map_err(|e| storage("put the merged segment in place of", first, e))
+}
+
+/// Removes the segment file `path`; one already gone is not an error.
+fn remove_if_there<F: Fs>(fs: &F, path: &Path) -> Result<(), LogError> {
+    match fs.remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            Err(storage("remove the merged segment", path, e))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -315,4 +480,82 @@ fn cleaned_path(segment: &std::path::Path) -> PathBuf {
     let mut name = segment.as_os_str().to_owned();
     name.push(CLEANED);
     PathBuf::from(name)
+}
+
+/// Recovery at open of the swaps in a partition's directory (`dir`, whose segment files
+/// have the base offsets `bases`; see the module docs): each replaces the segments whose
+/// bases are in its range, and `bases` is left as the directory then is. A swap wholly
+/// below the checkpointed log start is removed with its segments (retention deleted the
+/// merged segment before the swap was finished). Overlapping swaps, a swap whose batches
+/// run past its range and a damaged swap are refused, naming the file, before any segment
+/// is removed.
+pub(super) fn recover_swaps<F: Fs>(
+    fs: &F,
+    dir: &Path,
+    mut swaps: Vec<(i64, i64, PathBuf)>,
+    bases: &mut Vec<i64>,
+    checkpoint: Option<i64>,
+    cleaned: i64,
+) -> Result<(), LogError> {
+    if swaps.is_empty() {
+        return Ok(());
+    }
+    swaps.sort_by_key(|s| s.0);
+    for pair in swaps.windows(2) {
+        if pair[1].0 < pair[0].1 {
+            return Err(files::malformed(
+                &pair[1].2,
+                format!("it overlaps the swap `{}`", pair[0].2.display()),
+            ));
+        }
+    }
+    let path_of = |base: i64| dir.join(files::segment_name(base));
+    for (first, end, swap) in &swaps {
+        let (first, end) = (*first, *end);
+        let covered: Vec<i64> = bases
+            .iter()
+            .copied()
+            .filter(|b| (first..end).contains(b))
+            .collect();
+        if checkpoint.is_some_and(|start| start >= end) {
+            warn!(file = %swap.display(), "a swap of merged segments below the log start: removed with them");
+            for path in covered.iter().map(|b| path_of(*b)).chain([swap.clone()]) {
+                remove_if_there(fs, &path)?;
+            }
+        } else {
+            // The segment after the merged ones is there until the merged segment is
+            // deleted (retention deletes from the oldest); a swap is written and synced
+            // before its commit, so it is whole: both checked before a segment goes.
+            if !bases.contains(&end) {
+                return Err(files::malformed(
+                    swap,
+                    format!("the segment at offset {end}, which follows the segments it replaces, is missing"),
+                ));
+            }
+            let merged = recover_segment(fs, swap.clone(), first, false, cleaned)?;
+            if let Some(last) = merged.entries.last().map(|e| e.head.last_offset()) {
+                if last >= end {
+                    return Err(files::malformed(
+                        swap,
+                        format!(
+                            "it holds offset {last}, past the segments it replaces (below {end})"
+                        ),
+                    ));
+                }
+            }
+            drop(merged);
+            warn!(file = %swap.display(), segments = covered.len(), "a committed merge of segments: finished");
+            let others: Vec<PathBuf> = covered
+                .iter()
+                .filter(|b| **b != first)
+                .map(|b| path_of(*b))
+                .collect();
+            finish_swap(fs, dir, swap, &path_of(first), &others)?;
+        }
+        bases.retain(|b| !covered.contains(b));
+        if checkpoint.is_none_or(|start| start < end) {
+            bases.push(first);
+        }
+    }
+    files::sync_dir(fs, dir)
 }

@@ -227,6 +227,23 @@ pub(crate) fn parse_segment_name(name: &str) -> Option<i64> {
         .flatten()
 }
 
+/// The name of a compaction's committed output that replaces the segments whose base
+/// offsets are in `first..end` (see the `clean` module): `<first>.log.<end>.swap`, both
+/// offsets in 20 digits.
+pub(crate) fn swap_name(first: i64, end: i64) -> String {
+    format!("{}.{end:020}.swap", segment_name(first))
+}
+
+/// The `(first, end)` a swap file's name gives (`first < end`), or `None` if it is not one.
+pub(crate) fn parse_swap_name(name: &str) -> Option<(i64, i64)> {
+    let (segment, end) = name.strip_suffix(".swap")?.rsplit_once('.')?;
+    let first = parse_segment_name(segment)?;
+    let end: i64 = (end.len() == 20 && end.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| end.parse().ok())
+        .flatten()?;
+    (first < end).then_some((first, end))
+}
+
 /// A partition's directory name: `<topic>-<partition>` (Kafka's naming).
 pub(crate) fn partition_dir(tp: &TopicPartition) -> String {
     format!("{}-{}", tp.topic(), tp.partition())
@@ -274,6 +291,16 @@ mod tests {
         assert_eq!(parse_segment_name(&segment_name(42)), Some(42));
         assert_eq!(parse_segment_name("42.log"), None);
         assert_eq!(parse_segment_name("00000000000000000042.log.tmp"), None);
+        assert_eq!(
+            swap_name(42, 4096),
+            "00000000000000000042.log.00000000000000004096.swap"
+        );
+        assert_eq!(parse_swap_name(&swap_name(42, 4096)), Some((42, 4096)));
+        assert_eq!(parse_swap_name(&swap_name(42, 42)), None, "an empty range");
+        assert_eq!(parse_swap_name(&swap_name(43, 42)), None);
+        assert_eq!(parse_swap_name("00000000000000000042.log.swap"), None);
+        assert_eq!(parse_swap_name("00000000000000000042.log.4096.swap"), None);
+        assert_eq!(parse_swap_name(&segment_name(42)), None);
     }
 
     #[test]

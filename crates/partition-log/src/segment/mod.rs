@@ -790,7 +790,10 @@ impl<F: Fs> SegmentLog<F> {
         format: &dyn RecordFormat,
     ) -> Result<Compaction, LogError> {
         let p = self.inner.partition(tp)?;
-        p.compact(policy, format, |upto| self.inner.mark_cleaned(&p.tp, upto))
+        let segment_bytes = self.inner.policy.segment_bytes;
+        p.compact(policy, format, segment_bytes, |upto| {
+            self.inner.mark_cleaned(&p.tp, upto)
+        })
     }
 
     /// [`PartitionLog::read_batches`] on the calling thread (reads are positional file
@@ -1068,7 +1071,10 @@ impl<F: Fs> PartitionLog for SegmentLog<F> {
         // Reads and rewrites whole segments: off the async threads.
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
-            p.compact(&policy, &*format, |upto| inner.mark_cleaned(&p.tp, upto))
+            let segment_bytes = inner.policy.segment_bytes;
+            p.compact(&policy, &*format, segment_bytes, |upto| {
+                inner.mark_cleaned(&p.tp, upto)
+            })
         })
         .await
         .unwrap_or_else(|e| {

@@ -10,6 +10,7 @@ use std::time::Instant;
 use coordinator_core::{Bytes, LogError, OutOfRange, TopicPartition};
 use tracing::warn;
 
+use super::clean;
 use super::files::{self, storage, FileReader};
 use super::frame::{Head, Scanner, Step};
 use super::SyncObserver;
@@ -27,6 +28,9 @@ pub(crate) struct Entry {
 
 /// The suffix of a compaction's output before it replaces its segment.
 pub(crate) const CLEANED: &str = ".cleaned";
+/// The suffix of a compaction's committed output that replaces several segments (see the
+/// `clean` module): `<first>.log.<end>.swap`.
+pub(crate) const SWAP: &str = ".swap";
 
 /// One segment file and the index of its batches.
 #[derive(Debug)]
@@ -268,21 +272,31 @@ impl<F: Fs> Partition<F> {
             ));
         }
         let mut bases = Vec::new();
+        let mut swaps = Vec::new();
         let listing = fs.list_dir(&dir).map_err(|e| storage("list", &dir, e))?;
         for name in listing {
             let path = dir.join(&name);
-            match name.to_str().and_then(files::parse_segment_name) {
+            let text = name.to_str();
+            match text.and_then(files::parse_segment_name) {
                 Some(base) => bases.push(base),
-                None if name.to_str().is_some_and(|n| n.ends_with(CLEANED)) => {
+                None if text.is_some_and(|n| n.ends_with(CLEANED)) => {
                     // A compaction's output not yet swapped in: the segment it would have
                     // replaced is whole, and the compaction runs again.
                     warn!(file = %path.display(), "an unfinished compaction's output: removed");
                     fs.remove_file(&path)
                         .map_err(|e| storage("remove the unfinished compaction", &path, e))?;
                 }
+                None if text.is_some_and(|n| n.ends_with(SWAP)) => {
+                    let (first, end) = text.and_then(files::parse_swap_name).ok_or_else(|| {
+                        files::malformed(&path, "a swap file whose name gives no offset range")
+                    })?;
+                    swaps.push((first, end, path));
+                }
                 None => warn!(file = %path.display(), "not a segment file: ignored"),
             }
         }
+        // A committed merge of segments replaces the segments it covers.
+        clean::recover_swaps(&*fs, &dir, swaps, &mut bases, checkpoint, cleaned)?;
         bases.sort_unstable();
         if bases.is_empty() {
             return Err(files::malformed(&dir, "no segment file"));
@@ -956,7 +970,7 @@ fn read_range<F: Fs>(
 }
 
 /// Scans one segment file (see [`Partition::open`]).
-fn recover_segment<F: Fs>(
+pub(super) fn recover_segment<F: Fs>(
     fs: &F,
     path: PathBuf,
     base: i64,
