@@ -559,3 +559,51 @@ pub(super) fn recover_swaps<F: Fs>(
     }
     files::sync_dir(fs, dir)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::fs::sim::SimFs;
+
+    /// Closed segments of these `(base, size)`, the last one's next base 10 past its base.
+    fn closed(fs: &SimFs, segments: &[(i64, u64)]) -> Vec<Closed<SimFs>> {
+        let file = Arc::new(fs.create_temp(Path::new("/s")).unwrap());
+        segments
+            .iter()
+            .enumerate()
+            .map(|(i, &(base_offset, size))| Closed {
+                base_offset,
+                next_base: segments.get(i + 1).map_or(base_offset + 10, |n| n.0),
+                path: PathBuf::from(files::segment_name(base_offset)),
+                file: file.clone(),
+                size,
+                entries: Vec::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn groups_hold_at_most_the_segment_size_and_a_u32_offset_span() {
+        let fs = SimFs::new();
+        let sizes = [
+            (0, 2000),
+            (10, 100),
+            (20, 200),
+            (30, 700),
+            (40, 100),
+            (50, 0),
+            (60, 0),
+        ];
+        assert_eq!(
+            groups(&closed(&fs, &sizes), 1024),
+            [0..1, 1..4, 4..7],
+            "a segment larger than the size alone, then as many as fit"
+        );
+        assert!(groups(&closed(&fs, &[]), 1024).is_empty());
+        let max = i64::from(u32::MAX);
+        // The second segment ends at max: the span from 0 fits; the third one's does not.
+        let far = [(0, 1), (5, 1), (max + 1, 1), (max + 2, 1)];
+        assert_eq!(groups(&closed(&fs, &far), 1024), [0..2, 2..4]);
+    }
+}

@@ -482,7 +482,20 @@ async fn small_segments_compacted_again_and_again_are_merged_into_few_files() {
         compact(&log, &policy).await;
     }
     let check = |log: &SegmentLog, rows: Vec<(i64, String, String)>| {
-        let segments = log.inner.partition(&tp()).unwrap().read().segments.len();
+        let sizes: Vec<u64> = log
+            .inner
+            .partition(&tp())
+            .unwrap()
+            .read()
+            .segments
+            .iter()
+            .map(|s| s.size)
+            .collect();
+        let segments = sizes.len();
+        assert!(
+            sizes.iter().all(|s| *s <= 1024),
+            "a merge holds at most a segment's size: {sizes:?}"
+        );
         let names = segment_files(dir.path());
         assert!(segments <= 6, "{segments} segments in the index: {names:?}");
         assert_eq!(names.len(), segments, "one file per segment: {names:?}");
