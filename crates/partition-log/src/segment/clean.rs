@@ -532,7 +532,7 @@ pub(super) fn recover_swaps<F: Fs>(
                     format!("the segment at offset {end}, which follows the segments it replaces, is missing"),
                 ));
             }
-            let merged = recover_segment(fs, swap.clone(), first, false, cleaned)?;
+            let merged = recover_segment(fs, swap.clone(), first, None, cleaned)?;
             if let Some(last) = merged.entries.last().map(|e| e.head.last_offset()) {
                 if last >= end {
                     return Err(files::malformed(

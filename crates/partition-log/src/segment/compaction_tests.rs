@@ -520,3 +520,42 @@ async fn small_segments_compacted_again_and_again_are_merged_into_few_files() {
     check(&log, contents(&log).await);
     assert_eq!(log.bounds(&tp()).await.unwrap(), (0, 150));
 }
+
+/// A closed segment was synced when it was closed: a batch cut short at its end is damage,
+/// not a torn write, even when it is the last segment holding bytes (the active one, after
+/// a roll, is empty) and compaction accepts gaps up to the active segment. Truncating it
+/// would drop an acknowledged batch, and leave offsets below the end that read nothing.
+#[tokio::test]
+async fn a_cut_batch_at_the_end_of_a_closed_compacted_segment_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    {
+        let log = open_log(dir.path(), &clock).await;
+        for key in ["a", "b", "c"] {
+            put(&log, &[(key, "1")], 1).await;
+        }
+        put(&log, &[("a", "2")], 1).await;
+        assert!(log.roll_older_than(&tp(), -1).await.unwrap());
+        let policy = CompactionPolicy {
+            min_cleanable_dirty_ratio: 0.0,
+            ..CompactionPolicy::at(10)
+        };
+        assert_eq!(compact(&log, &policy).await.cleaned_up_to, 4);
+    }
+    let names = segment_files(dir.path());
+    assert_eq!(names, [files::segment_name(0), files::segment_name(4)]);
+    let path = dir.path().join(files::partition_dir(&tp())).join(&names[0]);
+    let len = fs::metadata(&path).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len - 3)
+        .unwrap();
+    let err = SegmentLog::builder(dir.path())
+        .segment_bytes(1024)
+        .open()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&names[0]) && err.contains("corrupt"), "{err}");
+}

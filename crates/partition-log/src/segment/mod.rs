@@ -48,11 +48,14 @@
 //!
 //! Every frame's CRC is checked, and the offsets must run on from the segment's name (below
 //! the partition's cleaner checkpoint they only have to increase: compaction leaves gaps). A
-//! frame cut short by the end of the last segment (or followed by zeros only) is a torn
-//! write, never acknowledged under the default policy: the file is truncated to the previous
-//! frame and a warning names the file and byte. Any other damage (a bad CRC with data after
-//! it, a gap in the offsets, damage in a segment that is not the last) is an error naming
-//! the file and byte: acknowledged data is never dropped silently.
+//! frame cut short by the end of the last segment holding bytes (or followed by zeros only)
+//! is a torn write, never acknowledged under the default policy: the file is truncated to
+//! the previous frame and a warning names the file and byte. When empty segments follow
+//! that one (a roll, which synced it, or a failed roll's leftover, after which appends went
+//! on into it), only a frame at or past the next segment's base can be torn. Any other
+//! damage (a bad CRC with data after it, a gap in the offsets, damage in a segment before
+//! the tail) is an error naming the file and byte: acknowledged data is never dropped
+//! silently.
 //!
 //! ## Durability
 //!

@@ -306,12 +306,15 @@ impl<F: Fs> Partition<F> {
         // The tail, where a write may have been torn: the last segment holding bytes. The
         // empty ones after it are a roll's new segment (the one before it was synced at the
         // roll, so it has no torn tail to cut) or a failed roll's leftover (appends went on
-        // into the one before it).
+        // into the one before it, at offsets from the leftover's base). So when empty
+        // segments follow it, a batch cut short at its end is a torn write only at or past
+        // the next one's base; below, it was synced: damage.
         let empty = bases
             .iter()
             .map(|&base| is_empty_file(&*fs, &dir.join(files::segment_name(base))))
             .collect::<Result<Vec<bool>, LogError>>()?;
         let last = empty.iter().rposition(|e| !e).unwrap_or(bases.len() - 1);
+        let torn_from = bases.get(last + 1).copied().unwrap_or(i64::MIN);
         for (i, base) in bases.into_iter().enumerate() {
             let path = dir.join(files::segment_name(base));
             if i > 0 && base < expected && empty[i] {
@@ -332,7 +335,8 @@ impl<F: Fs> Partition<F> {
                     ),
                 ));
             }
-            let segment = recover_segment(&*fs, path, base, i == last, cleaned)?;
+            let tail = (i == last).then_some(torn_from);
+            let segment = recover_segment(&*fs, path, base, tail, cleaned)?;
             expected = segment
                 .entries
                 .last()
@@ -969,12 +973,14 @@ fn read_range<F: Fs>(
     Ok(())
 }
 
-/// Scans one segment file (see [`Partition::open`]).
+/// Scans one segment file (see [`Partition::open`]). With `torn_from`, the file is the
+/// log's tail: a batch cut short at its end, at an offset at least `torn_from`, is a torn
+/// write and cut off; anywhere else it is damage.
 pub(super) fn recover_segment<F: Fs>(
     fs: &F,
     path: PathBuf,
     base: i64,
-    is_last: bool,
+    torn_from: Option<i64>,
     cleaned: i64,
 ) -> Result<Segment<F>, LogError> {
     let file = fs
@@ -1016,7 +1022,7 @@ pub(super) fn recover_segment<F: Fs>(
             ),
             Step::Bad { reason, at_tail } => (reason, at_tail),
         };
-        if is_last && at_tail {
+        if at_tail && torn_from.is_some_and(|from| expected >= from) {
             warn!(
                 file = %path.display(),
                 position,
