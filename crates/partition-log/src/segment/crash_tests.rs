@@ -10,6 +10,7 @@
 //! `SEGMENT_LOG_SEED=<n>` replays one history.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use coordinator_core::ManualClock;
 use tokio::runtime::Runtime;
@@ -37,6 +38,9 @@ enum Op {
     Retain(i64),
     /// `SegmentLog::sync`: under a flush interval, what was written becomes durable.
     Sync,
+    /// The active segment closed (if it holds a batch): small segments, which a pass
+    /// merges.
+    Roll,
 }
 
 fn history(seed: u64) -> Vec<Op> {
@@ -50,6 +54,7 @@ fn history(seed: u64) -> Vec<Op> {
             3 => Op::Retain(600 + 200 * rng.below(8) as i64),
             4 => Op::CreateTopic("d"),
             5..=6 => Op::Sync,
+            7..=9 => Op::Roll,
             _ => Op::Append(
                 (0..1 + rng.below(3))
                     .map(|_| {
@@ -225,6 +230,31 @@ fn check(rt: &Runtime, fs: SimFs, m: &Model) -> Result<(), String> {
     })
 }
 
+/// What a restart finds of an unfinished merge: each swap file with the number of the
+/// segment files it replaces (besides its first) still there.
+fn swaps(fs: &SimFs) -> Vec<(PathBuf, usize)> {
+    let paths = fs.paths();
+    let name = |p: &PathBuf| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    paths
+        .iter()
+        .filter_map(|p| files::parse_swap_name(&name(p)).map(|r| (p, r)))
+        .map(|(p, (first, end))| {
+            let others = paths
+                .iter()
+                .filter(|q| q.parent() == p.parent())
+                .filter_map(|q| files::parse_segment_name(&name(q)))
+                .filter(|b| *b > first && *b < end)
+                .count();
+            (p.clone(), others)
+        })
+        .collect()
+}
+
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -243,6 +273,9 @@ fn seeds() -> Vec<u64> {
 fn a_power_cut_after_any_operation_recovers_what_was_acknowledged() {
     let rt = runtime();
     let (mut cuts, mut restarts, mut compacted) = (0u64, 0u64, 0u64);
+    // Restarts that found a committed merge with the segments it replaces still there,
+    // and with them removed (the swap not yet renamed).
+    let (mut before_removal, mut after_removal) = (0u64, 0u64);
     for seed in seeds() {
         let ops = history(seed);
         let full = run(&rt, &SimFs::new(), &ops, None)
@@ -255,7 +288,12 @@ fn a_power_cut_after_any_operation_recovers_what_was_acknowledged() {
             cuts += 1;
             for mode in CrashMode::ALL {
                 restarts += 1;
-                check(&rt, fs.restart(mode), &m).unwrap_or_else(|e| {
+                let after = fs.restart(mode);
+                for (_, others) in swaps(&after) {
+                    before_removal += u64::from(others > 0);
+                    after_removal += u64::from(others == 0);
+                }
+                check(&rt, after, &m).unwrap_or_else(|e| {
                     panic!(
                         "seed {seed}, cut after {cut} of {} ops, {mode:?}, interrupted {:?}: {e}",
                         full.ops, m.interrupted
@@ -264,12 +302,136 @@ fn a_power_cut_after_any_operation_recovers_what_was_acknowledged() {
             }
         }
     }
-    println!("{cuts} crash points, {restarts} restarts checked");
+    println!(
+        "{cuts} crash points, {restarts} restarts checked; {before_removal} found a merge's \
+         swap with its segments, {after_removal} with them removed"
+    );
     assert!(
         cuts >= 50 * seeds().len() as u64,
         "histories reach the disk: {cuts}"
     );
-    assert!(compacted > 0 || std::env::var("SEGMENT_LOG_SEED").is_ok());
+    if std::env::var("SEGMENT_LOG_SEED").is_err() {
+        assert!(compacted > 0);
+        assert!(
+            before_removal > 0 && after_removal > 0,
+            "the histories merge segments and cut power inside the swap: \
+             {before_removal} and {after_removal}"
+        );
+    }
+}
+
+/// A pass merging small segments (two groups of several), with the power cut after each of
+/// its file operations, in particular right after the rename of a group's output to its
+/// `.swap` name (the commit point: the segments it replaces all still there) and after
+/// their removal (the swap not yet renamed). Every restart reads each key's latest value
+/// at its offset (and nothing never written); one that found a swap finishes it: the swap
+/// and the segments it replaces are gone, the merged segment in their place.
+const MERGED_KEYS: [&str; 7] = ["a", "b", "a", "c", "b", "a", "d"];
+
+/// A log on `fs` whose partition `c-0` holds one batch of [`MERGED_KEYS`] per segment (each
+/// rolled), and the model of what it holds.
+fn small_segments(rt: &Runtime, fs: &SimFs) -> (SegmentLog<SimFs>, Model) {
+    let log = open(fs.clone()).unwrap();
+    let mut m = Model {
+        topics: vec!["c"],
+        ..Model::default()
+    };
+    rt.block_on(async {
+        log.create_topic("c", 1).await.unwrap();
+        for (i, key) in MERGED_KEYS.iter().enumerate() {
+            let record = (key.to_string(), format!("v{i}"));
+            append(&log, std::slice::from_ref(&record)).await.unwrap();
+            assert!(log.roll_older_than(&tp(), -1).await.unwrap());
+            m.written.insert(i as i64, record);
+        }
+    });
+    m.end = MERGED_KEYS.len() as i64;
+    m.durable = m.end;
+    (log, m)
+}
+
+/// A pass over `c-0` that is always due.
+fn merge_pass(rt: &Runtime, log: &SegmentLog<SimFs>) -> Result<Compaction, LogError> {
+    let mut policy = CompactionPolicy::at(1_000);
+    policy.min_cleanable_dirty_ratio = 0.0;
+    rt.block_on(log.compact(&tp(), &policy, Arc::new(TextRecords)))
+}
+
+/// The segment files of `c-0` on `fs` and in `log`'s index: the same bases.
+fn files_match_the_index(fs: &SimFs, log: &SegmentLog<SimFs>) -> Result<(), String> {
+    let mut on_disk: Vec<i64> = fs
+        .paths()
+        .iter()
+        .filter(|p| p.parent().is_some_and(|d| d.ends_with("c-0")))
+        .filter_map(|p| p.file_name()?.to_str().and_then(files::parse_segment_name))
+        .collect();
+    on_disk.sort_unstable();
+    let indexed: Vec<i64> = log
+        .inner
+        .partition(&tp())
+        .map_err(|e| e.to_string())?
+        .read()
+        .segments
+        .iter()
+        .map(|s| s.base_offset)
+        .collect();
+    if on_disk != indexed {
+        return Err(format!(
+            "segment files {on_disk:?}, index {indexed:?}: {:?}",
+            fs.paths()
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_power_cut_inside_a_merge_keeps_every_record() {
+    let rt = runtime();
+    let setup = |fs: &SimFs| small_segments(&rt, fs);
+    let pass = |log: &SegmentLog<SimFs>| merge_pass(&rt, log);
+    let fs = SimFs::new();
+    let (log, _) = setup(&fs);
+    let from = fs.ops();
+    let done = pass(&log).unwrap();
+    let ops = fs.ops() - from;
+    assert_eq!(done.segments, MERGED_KEYS.len(), "{done:?}");
+    files_match_the_index(&fs, &log).unwrap();
+    drop(log);
+    assert_eq!(
+        swaps(&fs).len(),
+        0,
+        "a finished pass leaves no swap: {:?}",
+        fs.paths()
+    );
+    let (mut before_removal, mut after_removal) = (0, 0);
+    for cut in 0..=ops {
+        let fs = SimFs::new();
+        let (log, mut m) = setup(&fs);
+        fs.cut_power_after(cut);
+        if pass(&log).is_err() {
+            m.interrupted = Some(Op::Compact);
+        }
+        drop(log);
+        for mode in CrashMode::ALL {
+            let after = fs.restart(mode);
+            let found = swaps(&after);
+            for (_, others) in &found {
+                before_removal += u64::from(*others > 0);
+                after_removal += u64::from(*others == 0);
+            }
+            check(&rt, after.clone(), &m)
+                .unwrap_or_else(|e| panic!("cut after {cut} of {ops}, {mode:?}: {e}"));
+            let left = swaps(&after);
+            assert!(
+                left.is_empty(),
+                "cut after {cut}, {mode:?}: the reopen finished {found:?}, left {left:?}"
+            );
+        }
+    }
+    assert!(
+        before_removal > 0 && after_removal > 0,
+        "cuts right after the commit ({before_removal}) and after the removals ({after_removal})"
+    );
 }
 
 /// The same under a flush interval (Kafka's `log.flush.interval.ms`): appends are
@@ -408,6 +570,9 @@ fn run_on(rt: &Runtime, log: &SegmentLog<SimFs>, ops: &[Op], flush: bool) -> Res
                     policy.min_cleanable_dirty_ratio = 0.0;
                     log.compact(&tp(), &policy, Arc::new(TextRecords)).await?;
                 }
+                Op::Roll if has_c => {
+                    log.roll_older_than(&tp(), -1).await?;
+                }
                 Op::Retain(bytes) if has_c => {
                     m.start = PartitionLog::apply_retention(log, &tp(), -1, *bytes).await?;
                 }
@@ -430,4 +595,54 @@ fn run_on(rt: &Runtime, log: &SegmentLog<SimFs>, ops: &[Op], flush: bool) -> Res
         }
     }
     Ok(m)
+}
+
+/// A merge whose swap fails after its commit point (`EIO` on the removal of a segment it
+/// replaces): the pass reports a storage error, reads go on from the merged segment, and
+/// the next pass finishes the swap first; or, if `DeleteRecords` took the merged segment
+/// meanwhile, removes the swap and what is left of its segments. The files then match the
+/// index, and a restart finds every record.
+#[test]
+fn a_merge_failing_after_its_commit_is_finished_by_the_next_pass() {
+    let rt = runtime();
+    for delete_between in [false, true] {
+        let fs = SimFs::new();
+        let (log, mut m) = small_segments(&rt, &fs);
+        fs.fail_nth(FsOp::RemoveFile, 1, Fault::Eio);
+        let err = merge_pass(&rt, &log).unwrap_err();
+        assert!(matches!(err, LogError::Storage { .. }), "{err:?}");
+        let left = swaps(&fs);
+        assert!(
+            left.len() == 1 && left[0].1 > 0,
+            "a swap and its segments: {:?}",
+            fs.paths()
+        );
+        rt.block_on(async {
+            let read = log.read_batches(&tp(), 0, 1 << 20).await.unwrap();
+            assert!(!read.batches.is_empty());
+            if delete_between {
+                m.start = log.delete_records(&tp(), m.end - 1).await.unwrap();
+            }
+            let more = [("e".to_string(), "after".to_string())];
+            append(&log, &more).await.unwrap();
+            m.written.insert(m.end, more[0].clone());
+            m.end += 1;
+            m.durable = m.end;
+            log.roll_older_than(&tp(), -1).await.unwrap();
+        });
+        // A restart now finishes the swap, or removes it below the log start.
+        for mode in CrashMode::ALL {
+            check(&rt, fs.restart(mode), &m).unwrap_or_else(|e| {
+                panic!("delete between: {delete_between}, {mode:?}, before the next pass: {e}")
+            });
+        }
+        merge_pass(&rt, &log).unwrap();
+        assert!(swaps(&fs).is_empty(), "finished: {:?}", fs.paths());
+        files_match_the_index(&fs, &log).unwrap_or_else(|e| panic!("{delete_between}: {e}"));
+        drop(log);
+        for mode in CrashMode::ALL {
+            check(&rt, fs.restart(mode), &m)
+                .unwrap_or_else(|e| panic!("delete between: {delete_between}, {mode:?}: {e}"));
+        }
+    }
 }
