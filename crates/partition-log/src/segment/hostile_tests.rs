@@ -9,7 +9,7 @@ use coordinator_core::{Bytes, ManualClock, NewRecord};
 use tokio::runtime::Runtime;
 
 use super::*;
-use crate::fs::sim::SimFs;
+use crate::fs::sim::{CrashMode, SimFs};
 use crate::testing::compaction::TextRecords;
 
 const DIR: &str = "/data/log";
@@ -56,7 +56,28 @@ fn image(rt: &Runtime) -> Vec<(PathBuf, Vec<u8>)> {
             .unwrap();
         assert!(done.segments > 0);
         log.delete_records(&tp(), 2).await.unwrap();
+        // Small segments of other keys, then a pass merging them, with the power cut right
+        // after a merge that keeps batches is committed: a `.swap` file and the segments it
+        // replaces.
+        for i in 0..6 {
+            append(&log, ["d", "e", "f"][i % 3], &format!("w{i}"))
+                .await
+                .unwrap();
+            assert!(log.roll_older_than(&tp(), -1).await.unwrap());
+        }
+        let watch = fs.clone();
+        fs.set_hook(Some(Arc::new(move |_| {
+            let swap = |p: &PathBuf| p.extension().is_some_and(|e| e == "swap");
+            let full = |p: &PathBuf| watch.file(p).is_some_and(|b| !b.is_empty());
+            if watch.paths().iter().any(|p| swap(p) && full(p)) {
+                watch.cut_power_after(0);
+            }
+        })));
+        let cut = log.compact(&tp(), &policy, Arc::new(TextRecords)).await;
+        assert!(cut.is_err(), "the power went inside the pass: {cut:?}");
+        fs.set_hook(None);
     });
+    let fs = fs.restart(CrashMode::DropUnsyncedData);
     fs.paths()
         .into_iter()
         .filter(|p| !p.ends_with(".lock"))
@@ -147,6 +168,12 @@ fn damaged_files_are_refused_by_name_or_open_to_a_readable_log() {
         .unwrap();
     let files = image(&rt);
     assert!(files.len() >= 5, "segments, topics, checkpoints: {files:?}");
+    assert!(
+        files
+            .iter()
+            .any(|f| f.0.extension().is_some_and(|e| e == "swap")),
+        "an unfinished merge: {files:?}"
+    );
     let (mut opened, mut refused) = (0u64, 0u64);
     for seed in 0..MUTATIONS {
         let mut rng = Rng::seeded(seed);
@@ -155,7 +182,7 @@ fn damaged_files_are_refused_by_name_or_open_to_a_readable_log() {
         for (i, (path, bytes)) in files.iter().enumerate() {
             let mut bytes = bytes.clone();
             if i == victim {
-                let segment = path.extension().is_some_and(|e| e == "log");
+                let segment = path.extension().is_some_and(|e| e == "log" || e == "swap");
                 for _ in 0..1 + rng.below(3) {
                     mutate(&mut rng, &mut bytes, segment);
                 }
@@ -201,4 +228,78 @@ fn damaged_files_are_refused_by_name_or_open_to_a_readable_log() {
         opened > 0 && refused > MUTATIONS / 4,
         "{opened} opened, {refused} refused"
     );
+}
+
+/// Swap files a crash never leaves (a name without its range, an empty or reversed range,
+/// two that overlap, one whose batches run past its range, one of junk, one reaching past
+/// the log) are refused with an error naming the file, or opened to a readable log; never
+/// a panic.
+#[test]
+fn extra_or_damaged_swap_files_are_refused_by_name_or_handled() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let files = image(&rt);
+    let part = PathBuf::from(DIR).join("c-0");
+    let (swap, merged) = files
+        .iter()
+        .find(|f| f.0.extension().is_some_and(|e| e == "swap"))
+        .cloned()
+        .unwrap();
+    let name = swap.file_name().unwrap().to_str().unwrap().to_string();
+    let (first, end) = files::parse_swap_name(&name).unwrap();
+    assert!(!merged.is_empty(), "{name} holds batches");
+    let at = |name: String| part.join(name);
+    let named = |first: i64, end: i64| at(files::swap_name(first, end));
+    let kafka_name = at(format!("{}.swap", files::segment_name(first)));
+    let (whole, junk, torn): (&[u8], &[u8], &[u8]) =
+        (&merged, b"junk, not frames", &merged[..merged.len() - 3]);
+    // (the file added, its bytes, whether the real swap stays, whether the open must be
+    // refused naming the file added)
+    let cases: Vec<(PathBuf, &[u8], bool, bool)> = vec![
+        (at("x.swap".into()), whole, true, true),
+        (kafka_name, whole, false, true),
+        (named(end, first), whole, false, true),
+        (named(first, first + 1), whole, false, true),
+        (named(first + 1, end + 1), whole, true, true),
+        (swap.clone(), junk, false, true),
+        (swap.clone(), torn, false, true),
+        (named(1 << 40, (1 << 40) + 5), whole, true, true),
+        (named(0, i64::MAX), whole, false, true),
+        // Handled: an empty merge (every record of its segments compacted away), and a
+        // swap replacing fewer segments than it might (the one after stays as it is).
+        (swap.clone(), &[], false, false),
+        (named(first, end - 1), whole, false, false),
+    ];
+    for (i, (added, bytes, keep_swap, refused)) in cases.into_iter().enumerate() {
+        let fs = SimFs::new();
+        for (path, bytes) in &files {
+            if keep_swap || *path != swap {
+                fs.put_file(path, bytes.clone());
+            }
+        }
+        fs.put_file(&added, bytes.to_vec());
+        let shown = added.display().to_string();
+        match open(fs) {
+            Err(LogError::Storage { message, .. }) => assert!(
+                message.contains(&shown) || (!refused && message.contains(DIR)),
+                "case {i} ({shown}): {message}"
+            ),
+            Err(e) => panic!("case {i} ({shown}): not a storage error: {e:?}"),
+            Ok(log) => {
+                assert!(!refused, "case {i} ({shown}) opened");
+                rt.block_on(async {
+                    let (start, end) = log.bounds(&tp()).await.unwrap();
+                    let mut next = start;
+                    while next < end {
+                        let read = log.read_batches(&tp(), next, 1 << 20).await.unwrap();
+                        next = read.batches.last().unwrap().last_offset() + 1;
+                    }
+                    let base = append(&log, "z", "after").await.unwrap();
+                    assert_eq!(base, end, "case {i} ({shown})");
+                });
+            }
+        }
+    }
 }
