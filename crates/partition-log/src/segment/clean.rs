@@ -1,19 +1,69 @@
 //! Compaction of one partition's closed segments (see [`crate::compaction`]): Kafka's log
-//! cleaner, one segment file rewritten at a time.
+//! cleaner, consecutive small segments cleaned into one file.
 //!
 //! The compactable segments are the closed ones below the stable offset whose records have
 //! all passed the minimum lag; the dirty ones, those written since the last pass (the
 //! cleaner checkpoint). The decisions are `crate::cleaning`'s, shared with the memory log.
 //! Offsets never change: a batch that loses records is stored as a version 1 frame listing
-//! the offsets it still holds, one that loses all is dropped, and a segment that loses all
-//! its batches stays as an empty file (so every segment keeps its name and the log start
-//! never moves for compaction).
+//! the offsets it still holds, one that loses all is dropped. The log start never moves for
+//! compaction, and the active segment is never touched.
 //!
-//! A segment is rewritten into `<name>.cleaned`, synced, and renamed over the segment (the
-//! rename is the commit point; a leftover `.cleaned` file is removed at open). Appends and
-//! reads go on meanwhile: only the active segment takes appends, and a read that began
-//! before the swap reads the old file through its open handle. The swap happens under the
-//! partition's lock only if the segment is still there (retention may have deleted it).
+//! ## Groups
+//!
+//! The segments a pass rewrites (from the one holding the log start to the last one whose
+//! keys it mapped) are cleaned in groups, as Kafka's `groupSegmentsBySize`: consecutive
+//! segments whose sizes before the pass add up to at most the partition's segment size (a
+//! larger segment is a group of its own), and whose offsets span at most `u32::MAX` from the
+//! group's base (Kafka's bound for its relative offset index; our frames store offset deltas
+//! from each batch's own base, so they would not need it, but it costs nothing and keeps a
+//! per-segment relative index possible). A group's batches are written into one file named
+//! after its first segment; a segment compaction emptied is merged into its group's output,
+//! so a partition compacted often (a segment rolled before each pass) keeps about as many
+//! files as its live data fills. A group of one segment whose batches all stay is left as
+//! it is. What a group keeps is held in memory while it is written (at most a segment's
+//! size, as before grouping, when a segment was).
+//!
+//! ## Crash safety
+//!
+//! A group's output is written into `<first>.log.cleaned` and synced; a leftover `.cleaned`
+//! file is removed at open (the segments it was made from are whole, and a later pass does
+//! it again). Then, under the partition's state lock and only if the group's segments are
+//! all still in the index unchanged (retention or `DeleteRecords` may have removed some;
+//! otherwise the output is removed):
+//!
+//! - one segment: the `.cleaned` file is renamed over it (the commit point);
+//! - several: it is renamed to `<first>.log.<end>.swap` (the commit point), where `end` is
+//!   the base of the segment after the group, so the swap's name says which segments it
+//!   replaces: those whose base is in `first..end`. The index takes the merged segment;
+//!   then the directory is synced (the swap's name durable before any segment goes), the
+//!   other segments' files are removed, the directory is synced (they are gone before the
+//!   swap takes the first one's name), and the swap is renamed over `<first>.log`. The
+//!   directory is synced once more at the end of the pass.
+//!
+//! Recovery at open (`recover_swaps`, before the segments are scanned): a swap whose range
+//! is wholly below the checkpointed log start is removed with the segments left in its
+//! range (retention deleted the merged segment before the swap was finished); any other swap
+//! is checked (its name's range not overlapping another swap's, the segment at `end`
+//! present, every frame whole and below `end`), then finished as above: the segments in its
+//! range removed and the swap renamed over the first. A swap that fails a check is refused
+//! with an error naming it, before any segment is removed. If a step after the commit point
+//! fails while the log runs, the pass reports the error with the index already holding the
+//! merged segment, and the next pass finishes the swap before anything else (or removes
+//! it, if its merged segment has been deleted since).
+//!
+//! Deliberate differences from Kafka: the swap's name carries the end of the range it
+//! replaces, where Kafka's `LogLoader` replaces the segments overlapping the swap's own
+//! offsets (from its base to the offset after its last batch): a group whose last segments
+//! a pass emptied would then leave them behind (empty, or with their old batches if the
+//! crash came before their removal); with the range in the name every segment of the group
+//! goes. The replaced segments are removed at once with the directory synced between the
+//! steps, where Kafka renames them to `.deleted` and deletes them later; a swap is finished
+//! under the state lock, so appends and reads wait for its two directory syncs (Kafka holds
+//! its log lock for the replacement too).
+//!
+//! Appends and reads go on during the rest of a pass: only the active segment takes
+//! appends, and a read that began before a swap reads the old files through their open
+//! handles.
 
 use std::io;
 use std::ops::Range;

@@ -10,7 +10,13 @@
 //!   DIR/cleaner-offset-checkpoint      where each compacted partition is compacted up to
 //!   DIR/<topic>-<partition>/00000000000000000000.log   segment files, named by base offset
 //!   DIR/<topic>-<partition>/00000000000000004096.log   (20 digits, Kafka's naming)
+//!   DIR/<topic>-<partition>/<base>.log.cleaned          a compaction's output being written
+//!   DIR/<topic>-<partition>/<first>.log.<end>.swap      a merge of the segments based in
+//!                                                       first..end, committed, not finished
 //! ```
+//!
+//! The last two exist only while a compaction pass runs, or after a crash in one; recovery
+//! removes a `.cleaned` file and finishes a `.swap` (see the `clean` module).
 //!
 //! A segment file is a sequence of frames, one per appended batch (big-endian):
 //!
@@ -57,6 +63,10 @@
 //! the tail) is an error naming the file and byte: acknowledged data is never dropped
 //! silently.
 //!
+//! Before the scan, a compaction a crash interrupted is settled: a `.cleaned` file (not
+//! committed) is removed; a `.swap` file (committed) replaces the segments its name's range
+//! covers, after it is checked whole.
+//!
 //! ## Durability
 //!
 //! By default an append is acknowledged once written and `fdatasync`ed (it survives power
@@ -92,14 +102,17 @@
 //! base; it is written to the checkpoint before the files go. Retention runs when a segment
 //! is closed and every `retention_check_interval_ms` (Kafka's
 //! `log.retention.check.interval.ms`, 5 minutes) on the background thread, and on demand
-//! with [`SegmentLog::apply_retention`]. A segment compaction left empty is deleted only
-//! with the segment after it, so compaction never moves the log start.
+//! with [`SegmentLog::apply_retention`]. A segment compaction left empty (a group of one,
+//! or the first of a merge) is deleted only with the segment after it, so compaction never
+//! moves the log start.
 //!
 //! ## Compaction
 //!
 //! Kafka's log cleaner, driven by the caller (the broker, for topics whose
 //! `cleanup.policy` includes `compact`) one partition at a time with
-//! [`PartitionLog::compact`]; the `clean` module documents the pass and its crash safety.
+//! [`PartitionLog::compact`]: consecutive closed segments are cleaned into one file while
+//! their sizes add up to at most the segment size, so small and emptied segments merge
+//! instead of piling up. The `clean` module documents the pass and its crash safety.
 
 mod clean;
 mod files;
