@@ -324,13 +324,24 @@ async fn main() {
         o.committers
     );
     kill(b).await;
-    let size: u64 = std::fs::read_dir(big.join("groups"))
+    let size = bytes_under(&big.join("groups"));
+    println!("group log on disk: {:.1} MB", size as f64 / 1e6);
+}
+
+/// The bytes of the files under `dir`, in every subdirectory.
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
         .map(|d| {
             d.flatten()
-                .filter_map(|e| e.metadata().ok())
-                .map(|m| m.len())
+                .filter_map(|e| {
+                    let m = e.metadata().ok()?;
+                    Some(if m.is_dir() {
+                        bytes_under(&e.path())
+                    } else {
+                        m.len()
+                    })
+                })
                 .sum()
         })
-        .unwrap_or(0);
-    println!("group log on disk: {:.1} MB", size as f64 / 1e6);
+        .unwrap_or(0)
 }
