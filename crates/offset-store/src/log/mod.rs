@@ -107,7 +107,8 @@ const MAX_WRITE: usize = MAX_BODY / 4;
 /// the writer closes the active segment and runs a pass of the segment log's cleaner (Kafka's
 /// log cleaner: the latest record of each key kept, at its offset) on a thread of its own,
 /// with a zero dirty ratio and lag and a zero `delete.retention.ms`: a deleted key's
-/// tombstone goes at the next pass. Commits go on into the new active segment meanwhile, and
+/// tombstone goes at the next pass. Commits go on into the new active segment meanwhile
+/// (held only while a merge of small segments swaps its output in: two directory syncs), and
 /// the partition is not compacted again before it has grown by the minimum since. What
 /// survives a crash in the middle of a pass is the cleaner's to guarantee (see
 /// [`SegmentLog`]).
@@ -419,20 +420,23 @@ impl<F: Fs> LogStore<F> {
         })?;
         let old = files::list(&fs, dir)?;
         let marker = dir.join(IMPORTED);
-        let imported = fs
-            .exists(&marker)
-            .map_err(|e| io_error(format!("cannot look for `{}`", marker.display()), e))?;
         let log_dir = dir.join(LOG_DIR);
+        let exists = |path: &Path| {
+            fs.exists(path)
+                .map_err(|e| io_error(format!("cannot look for `{}`", path.display()), e))
+        };
+        let log_exists = exists(&log_dir)?;
+        // The marker counts only beside the log it marks (a log removed by hand since is
+        // imported again, while the old files are there).
+        let marker_exists = exists(&marker)?;
+        let imported = marker_exists && log_exists;
         // A directory of the old engine's files is imported (read as they are, never
         // changed) into the group partition, from scratch if a crash interrupted an import.
         let import = if old.is_empty() || imported {
             None
         } else {
             let recovered = files::recover(&fs, dir)?;
-            let exists = fs
-                .exists(&log_dir)
-                .map_err(|e| io_error(format!("cannot look for `{}`", log_dir.display()), e))?;
-            if exists {
+            if log_exists {
                 tracing::warn!(dir = %log_dir.display(), "an interrupted import: done again");
                 fs.remove_dir_all(&log_dir).map_err(|e| {
                     io_error(
@@ -472,7 +476,7 @@ impl<F: Fs> LogStore<F> {
         if !old.is_empty() {
             remove_old(log.fs(), dir, &old)?;
         }
-        if !old.is_empty() || imported {
+        if !old.is_empty() || marker_exists {
             remove_marker(log.fs(), dir, &marker)?;
         }
         let live = replay(&log, &tp)?;

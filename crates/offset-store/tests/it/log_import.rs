@@ -175,3 +175,20 @@ async fn a_damaged_old_directory_is_refused_and_left_as_it_is() {
         .file("/data/snapshot-00000000000000000001.snap")
         .is_some());
 }
+
+/// The marker of a finished import counts only beside the log it marks: with the log gone
+/// (removed by hand) and the old files still there, they are imported again rather than
+/// removed unread.
+#[tokio::test]
+async fn a_marker_without_its_log_does_not_skip_the_import() {
+    let reference = {
+        let store = open(&old_directory()).unwrap();
+        state(&store).await
+    };
+    let fs = old_directory();
+    fs.put_file("/data/log.imported", &b"imported\n"[..]);
+    let store = open(&fs).unwrap();
+    assert_eq!(state(&store).await, reference);
+    drop(store);
+    assert!(old_files(&fs).is_empty(), "{:?}", old_files(&fs));
+}
