@@ -10,11 +10,15 @@ use coordinator_core::{Bytes, Record};
 /// The log never looks inside [`encoded`](Batch::encoded): it is whatever wire form the
 /// appender chose (the broker stores Kafka's v2 `RecordBatch` as the producer sent it, with
 /// only the base offset rewritten), handed back as is to readers that serve the same wire.
-/// [`records`](Batch::records) is the decoded view, which the [`RecordSource`] port and
-/// `ListOffsets` by timestamp read. A batch read back from a
-/// [`SegmentLog`](crate::SegmentLog) carries its encoding only (the log keeps the bytes, not a
-/// second decoded copy): its `records()` is empty, while its offsets and
-/// [`max_timestamp`](Batch::max_timestamp) are those of the appended records.
+/// [`records`](Batch::records) is the decoded view, which the [`RecordSource`] port reads. A
+/// batch read back from a [`SegmentLog`](crate::SegmentLog) carries its encoding only (the log
+/// keeps the bytes, not a second decoded copy): its `records()` is empty, while its offsets
+/// and [`max_timestamp`](Batch::max_timestamp) are those of the appended records. So is a
+/// batch the [`MemoryLog`](crate::MemoryLog) took with its records' timestamps only
+/// ([`PartitionLog::append_encoded_timestamps`](crate::PartitionLog::append_encoded_timestamps),
+/// what the broker's produce path uses): the memory log then keeps each record's offset and
+/// timestamp, for `ListOffsets` by timestamp and compaction, and no copy of its keys and
+/// values.
 ///
 /// [`RecordSource`]: coordinator_core::RecordSource
 #[derive(Clone, PartialEq, Eq)]
@@ -23,6 +27,10 @@ pub struct Batch {
     pub(crate) last_offset: i64,
     pub(crate) max_timestamp: i64,
     pub(crate) records: Vec<Record>,
+    /// Each record's `(offset, timestamp)`, for a batch appended without its records (the
+    /// memory log's [`append_encoded_timestamps`](crate::MemoryLog::append_encoded_timestamps));
+    /// empty when `records` holds them, and for a segment log's batch (its frame holds them).
+    pub(crate) stamps: Vec<(i64, i64)>,
     pub(crate) encoded: Option<Bytes>,
     /// When a compaction may drop the batch's tombstones (the memory log keeps it here; the
     /// segment log in its frame).
@@ -47,9 +55,21 @@ impl Batch {
             last_offset,
             max_timestamp,
             records: Vec::new(),
+            stamps: Vec::new(),
             encoded: Some(encoded),
             delete_horizon: None,
         }
+    }
+
+    /// Each record's `(offset, timestamp)`, in offset order, from the records or, for a batch
+    /// kept without them, from its stamps (empty for a batch built by
+    /// [`from_encoded`](Batch::from_encoded)).
+    pub(crate) fn stamps(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        // One of the two is empty (see the fields).
+        self.records
+            .iter()
+            .map(|r| (r.offset, r.timestamp))
+            .chain(self.stamps.iter().copied())
     }
 
     /// The offset of the first record.
@@ -63,7 +83,8 @@ impl Batch {
     }
 
     /// The records, in offset order (empty for a batch read from a
-    /// [`SegmentLog`](crate::SegmentLog), see the type's docs).
+    /// [`SegmentLog`](crate::SegmentLog), or appended with its timestamps only: see the
+    /// type's docs).
     pub fn records(&self) -> &[Record] {
         &self.records
     }

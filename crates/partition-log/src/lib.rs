@@ -16,7 +16,9 @@
 //! ```
 //!
 //! Besides the port, it offers what a Kafka wire front needs: batches kept with the bytes the
-//! producer sent ([`MemoryLog::append_encoded`], [`MemoryLog::read_batches`]), the bounds
+//! producer sent ([`MemoryLog::append_encoded`], or
+//! [`MemoryLog::append_encoded_timestamps`] for a front that serves only the bytes and needs
+//! no decoded copy of the records; [`MemoryLog::read_batches`]), the bounds
 //! ([`MemoryLog::bounds`]), a lookup by timestamp ([`MemoryLog::offset_for_timestamp`]) and a
 //! change signal to wait for appends without polling ([`MemoryLog::appends`]).
 //!

@@ -162,7 +162,10 @@ pub struct BatchRead {
 /// Records are appended in [`Batch`]es. A wire front appends each producer batch with
 /// [`append_encoded`](Self::append_encoded), keeping the producer's bytes for fetchers
 /// ([`read_batches`](Self::read_batches)) next to the decoded records for [`RecordSource`]
-/// readers, and waits for appends without polling through [`appends`](Self::appends).
+/// readers, or, when it reads nothing but the bytes (the broker), with
+/// [`append_encoded_timestamps`](Self::append_encoded_timestamps), keeping the bytes and
+/// each record's offset and timestamp only; it waits for appends without polling through
+/// [`appends`](Self::appends).
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -368,22 +371,41 @@ impl MemoryLog {
         self.append_batch(tp, records, |base| Some(encode(base)))
     }
 
+    /// Appends a batch known by its records' `timestamps` (one per record, in order) and its
+    /// wire encoding, keeping no record view: as [`append_encoded`](Self::append_encoded),
+    /// but the batch's [`records`](Batch::records) are empty and the log keeps each record's
+    /// offset and timestamp only (which `ListOffsets` by timestamp and compaction read), as
+    /// a [`SegmentLog`](crate::SegmentLog) does. For a wire front that serves the batch from
+    /// its encoding: its keys and values are not copied. [`RecordSource::fetch`] refuses to
+    /// read such a batch (it has no records to return).
+    ///
+    /// Errors: `UNKNOWN_TOPIC_OR_PARTITION`; `INVALID_ARGUMENT` for an empty batch.
+    pub fn append_encoded_timestamps(
+        &self,
+        tp: &TopicPartition,
+        timestamps: &[i64],
+        encode: impl FnOnce(i64) -> Bytes,
+    ) -> Result<i64, LogError> {
+        self.push_batch(
+            tp,
+            timestamps.len(),
+            |base, _now| {
+                let stamps = (base..).zip(timestamps.iter().copied()).collect();
+                (Vec::new(), stamps)
+            },
+            |base| Some(encode(base)),
+        )
+    }
+
     fn append_batch(
         &self,
         tp: &TopicPartition,
         records: Vec<NewRecord>,
         encode: impl FnOnce(i64) -> Option<Bytes>,
     ) -> Result<i64, LogError> {
-        if records.is_empty() {
-            return Err(LogError::InvalidArgument {
-                what: "batch",
-                reason: format!("an append to {tp} must carry at least one record"),
-            });
-        }
-        let now = i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX);
-        self.with_partition_mut(tp, |log| {
-            let base = log.log_end;
-            let records: Vec<Record> = records
+        let count = records.len();
+        let view = |base, now| {
+            let records = records
                 .into_iter()
                 .zip(base..)
                 .map(|(record, offset)| Record {
@@ -396,16 +418,44 @@ impl MemoryLog {
                     headers: record.headers,
                 })
                 .collect();
-            log.log_end = base.saturating_add(len_i64(records.len()));
+            (records, Vec::new())
+        };
+        self.push_batch(tp, count, view, encode)
+    }
+
+    /// Appends a batch of `count` records: `view` builds its records or its stamps (see
+    /// [`Batch`]'s fields) from the base offset and the clock's time, under the partition's
+    /// lock, and `encode` its encoding from the base offset.
+    fn push_batch(
+        &self,
+        tp: &TopicPartition,
+        count: usize,
+        view: impl FnOnce(i64, i64) -> (Vec<Record>, Vec<(i64, i64)>),
+        encode: impl FnOnce(i64) -> Option<Bytes>,
+    ) -> Result<i64, LogError> {
+        if count == 0 {
+            return Err(LogError::InvalidArgument {
+                what: "batch",
+                reason: format!("an append to {tp} must carry at least one record"),
+            });
+        }
+        let now = i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX);
+        self.with_partition_mut(tp, |log| {
+            let base = log.log_end;
+            let (records, stamps) = view(base, now);
+            log.log_end = base.saturating_add(len_i64(count));
             let encoded = encode(base);
-            log.batches.push_back(Arc::new(Batch {
+            let mut batch = Batch {
                 base_offset: base,
                 last_offset: log.log_end.saturating_sub(1),
-                max_timestamp: records.iter().map(|r| r.timestamp).max().unwrap_or(-1),
+                max_timestamp: -1,
                 records,
+                stamps,
                 encoded,
                 delete_horizon: None,
-            }));
+            };
+            batch.max_timestamp = batch.stamps().map(|(_, t)| t).max().unwrap_or(-1);
+            log.batches.push_back(Arc::new(batch));
             Ok(base)
         })
     }
@@ -467,9 +517,8 @@ impl MemoryLog {
                 .batches
                 .iter()
                 .filter(|b| b.max_timestamp() >= timestamp)
-                .flat_map(|b| b.records.iter())
-                .find(|r| r.offset >= log.log_start && r.offset < end && r.timestamp >= timestamp)
-                .map(|r| (r.offset, r.timestamp)))
+                .flat_map(|b| b.stamps())
+                .find(|&(o, t)| o >= log.log_start && o < end && t >= timestamp))
         })
     }
 
@@ -497,12 +546,12 @@ impl MemoryLog {
         self.with_partition(tp, |log| {
             let end = log.visible_end();
             let mut best: Option<(i64, i64)> = None;
-            for r in log.batches.iter().flat_map(|b| b.records.iter()) {
-                if r.offset < log.log_start || r.offset >= end {
+            for (offset, timestamp) in log.batches.iter().flat_map(|b| b.stamps()) {
+                if offset < log.log_start || offset >= end {
                     continue;
                 }
-                if best.is_none_or(|(_, t)| r.timestamp > t) {
-                    best = Some((r.offset, r.timestamp));
+                if best.is_none_or(|(_, t)| timestamp > t) {
+                    best = Some((offset, timestamp));
                 }
             }
             Ok(best)
@@ -652,25 +701,33 @@ impl MemoryLog {
                 base_offset: b.base_offset,
                 last_offset: b.last_offset,
                 data,
-                index: b.records.iter().map(|r| (r.offset, r.timestamp)).collect(),
+                index: b.stamps().collect(),
                 delete_horizon: b.delete_horizon,
             };
             let change = match pass.decide(&stored) {
                 Outcome::Same => continue,
                 Outcome::Dropped => None,
                 Outcome::Rewritten(r) => {
-                    let keep: HashSet<i64> = r.index.iter().map(|x| x.0).collect();
-                    let records: Vec<Record> = b
-                        .records
-                        .iter()
-                        .filter(|rec| keep.contains(&rec.offset))
-                        .cloned()
-                        .collect();
+                    // The kept records' view: their records if the batch has them, else
+                    // their stamps (the rewrite's index).
+                    let (records, stamps) = if b.records.is_empty() {
+                        (Vec::new(), r.index.clone())
+                    } else {
+                        let keep: HashSet<i64> = r.index.iter().map(|x| x.0).collect();
+                        let records = b
+                            .records
+                            .iter()
+                            .filter(|rec| keep.contains(&rec.offset))
+                            .cloned()
+                            .collect();
+                        (records, Vec::new())
+                    };
                     Some(Arc::new(Batch {
                         base_offset: r.base_offset,
                         last_offset: r.last_offset,
                         max_timestamp: r.index.iter().map(|x| x.1).max().unwrap_or(-1),
                         records,
+                        stamps,
                         encoded: Some(r.data),
                         delete_horizon: r.delete_horizon,
                     }))
@@ -678,9 +735,9 @@ impl MemoryLog {
             };
             done.bytes_before += b.size() as u64;
             done.bytes_after += change.as_ref().map_or(0, |n| n.size() as u64);
+            let kept = change.as_ref().map_or(0, |n| n.stamps().count());
             done.records_removed +=
-                u64::try_from(b.records.len() - change.as_ref().map_or(0, |n| n.records.len()))
-                    .unwrap_or(0);
+                u64::try_from(b.stamps().count().saturating_sub(kept)).unwrap_or(0);
             done.segments += 1;
             changes.insert(Arc::as_ptr(b), change);
         }
@@ -775,15 +832,37 @@ impl RecordSource for MemoryLog {
         self.with_partition(tp, |log| {
             log.check_readable(tp, from_offset)?;
             let end = log.visible_end();
-            Ok(log
-                .batches
-                .range(log.first_batch_from(from_offset)..)
-                .flat_map(|b| b.records.iter())
-                .skip_while(|r| r.offset < from_offset)
-                .take_while(|r| r.offset < end)
-                .take(max)
-                .cloned()
-                .collect())
+            let mut out = Vec::new();
+            for b in log.batches.range(log.first_batch_from(from_offset)..) {
+                if out.len() >= max || b.base_offset >= end {
+                    break;
+                }
+                if b.records.is_empty() {
+                    // A batch kept without its records (`append_encoded_timestamps`): what
+                    // was read before it is returned; a read starting in it is refused, not
+                    // answered empty (which would read as the end of the partition).
+                    if out.is_empty() {
+                        return Err(LogError::InvalidArgument {
+                            what: "record view",
+                            reason: format!(
+                                "offsets {}..={} of {tp} were appended with their encoding \
+                                 only: read them as batches",
+                                b.base_offset, b.last_offset
+                            ),
+                        });
+                    }
+                    break;
+                }
+                out.extend(
+                    b.records
+                        .iter()
+                        .skip_while(|r| r.offset < from_offset)
+                        .take_while(|r| r.offset < end)
+                        .take(max - out.len())
+                        .cloned(),
+                );
+            }
+            Ok(out)
         })
     }
 }
@@ -1027,6 +1106,47 @@ mod tests {
             log.append_records(&tp(0), Vec::new()).unwrap_err().code(),
             "INVALID_ARGUMENT"
         );
+    }
+
+    /// A batch appended with its timestamps only keeps its bytes and its records' offsets
+    /// and timestamps, no record view; the record port reads up to it and refuses to read
+    /// from inside it rather than answer as if the partition ended.
+    #[tokio::test]
+    async fn batches_appended_with_timestamps_keep_no_record_view() {
+        let log = log_with(2);
+        let base = log
+            .append_encoded_timestamps(&tp(0), &[10, 30, 20], |base| {
+                Bytes::from(base.to_be_bytes().to_vec())
+            })
+            .unwrap();
+        assert_eq!(base, 2);
+        log.append(&tp(0), "after").unwrap();
+        assert_eq!(log.log_end_offset(&tp(0)).unwrap(), 6);
+        let read = log.read_batches(&tp(0), 3, 1 << 20).unwrap();
+        let batch = &read.batches[0];
+        assert_eq!((batch.base_offset(), batch.last_offset()), (2, 4));
+        assert_eq!(batch.max_timestamp(), 30);
+        assert!(batch.records().is_empty(), "no record view");
+        assert_eq!(batch.stamps, [(2, 10), (3, 30), (4, 20)]);
+        assert_eq!(
+            batch.encoded().map(|b| b.to_vec()),
+            Some(2i64.to_be_bytes().to_vec())
+        );
+        assert_eq!(offsets(&log.fetch(&tp(0), 0, 10).await.unwrap()), [0, 1]);
+        assert_eq!(offsets(&log.fetch(&tp(0), 5, 10).await.unwrap()), [5]);
+        for inside in [2, 4] {
+            let err = log.fetch(&tp(0), inside, 10).await.unwrap_err();
+            assert_eq!(err.code(), "INVALID_ARGUMENT", "{inside}");
+            assert!(err.to_string().contains("offsets 2..=4"), "{err}");
+        }
+        assert!(log.fetch(&tp(0), 2, 0).await.unwrap().is_empty(), "max 0");
+        assert_eq!(
+            log.append_encoded_timestamps(&tp(0), &[], |_| Bytes::from(Vec::new()))
+                .unwrap_err()
+                .code(),
+            "INVALID_ARGUMENT"
+        );
+        assert_eq!(log.log_end_offset(&tp(0)).unwrap(), 6, "nothing appended");
     }
 
     #[test]

@@ -71,6 +71,36 @@ pub trait PartitionLog: TopicMetadata + fmt::Debug + Send + Sync {
         encode: EncodeBatch<'_>,
     ) -> Result<i64, LogError>;
 
+    /// [`append_encoded`](Self::append_encoded) for an appender that reads its batches back
+    /// from their encoding only (a wire front): the batch's records are known by their
+    /// `timestamps` (one per record, in order), and the log keeps no record view of them
+    /// (their [`records`](crate::Batch::records) read back empty, as every batch of a log
+    /// that keeps only the bytes). Offsets, bounds, lookups by timestamp and compaction are
+    /// those of an [`append_encoded`](Self::append_encoded) of records with these
+    /// timestamps. Errors: as `append_encoded`'s.
+    ///
+    /// The default calls `append_encoded` with records that carry the timestamps and empty
+    /// values (one shared allocation), which is right for a log that keeps only the bytes and
+    /// the timestamps; [`MemoryLog`] and [`SegmentLog`](crate::SegmentLog) take the
+    /// timestamps directly.
+    async fn append_encoded_timestamps(
+        &self,
+        tp: &TopicPartition,
+        timestamps: &[i64],
+        encode: EncodeBatch<'_>,
+    ) -> Result<i64, LogError> {
+        let empty = Bytes::from(&[][..]);
+        let records = timestamps
+            .iter()
+            .map(|&t| NewRecord {
+                value: empty.clone(),
+                timestamp: Some(t),
+                ..NewRecord::default()
+            })
+            .collect();
+        self.append_encoded(tp, records, encode).await
+    }
+
     /// `tp`'s log start offset and high watermark, read together.
     /// Error: `UNKNOWN_TOPIC_OR_PARTITION`.
     async fn bounds(&self, tp: &TopicPartition) -> Result<(i64, i64), LogError>;
@@ -225,6 +255,15 @@ impl PartitionLog for MemoryLog {
         encode: EncodeBatch<'_>,
     ) -> Result<i64, LogError> {
         MemoryLog::append_encoded(self, tp, records, encode)
+    }
+
+    async fn append_encoded_timestamps(
+        &self,
+        tp: &TopicPartition,
+        timestamps: &[i64],
+        encode: EncodeBatch<'_>,
+    ) -> Result<i64, LogError> {
+        MemoryLog::append_encoded_timestamps(self, tp, timestamps, encode)
     }
 
     async fn bounds(&self, tp: &TopicPartition) -> Result<(i64, i64), LogError> {
@@ -407,6 +446,32 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code(), "INVALID_ARGUMENT");
         assert!(err.to_string().contains("cannot compact (t-0)"), "{err}");
+    }
+
+    /// The default `append_encoded_timestamps` (a log implementing only the required
+    /// methods) appends records carrying the timestamps, with the encoding given.
+    #[tokio::test]
+    async fn the_default_append_of_timestamps_appends_records_that_carry_them() {
+        let log = Minimal(MemoryLog::new());
+        log.create_topic("t", 1).await.unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let base = log
+            .append_encoded_timestamps(&tp, &[10, 30], Box::new(|b| Bytes::from(vec![b as u8])))
+            .await
+            .unwrap();
+        assert_eq!(base, 0);
+        assert_eq!(log.bounds(&tp).await.unwrap(), (0, 2));
+        let read = log.read_batches(&tp, 0, 1).await.unwrap();
+        assert_eq!(read.batches[0].encoded().map(|b| b.to_vec()), Some(vec![0]));
+        assert_eq!(read.batches[0].max_timestamp(), 30);
+        assert_eq!(
+            log.offset_for_timestamp(&tp, 11).await.unwrap(),
+            Some((1, 30))
+        );
+        let empty = log
+            .append_encoded_timestamps(&tp, &[], Box::new(|_| Bytes::from(Vec::new())))
+            .await;
+        assert_eq!(empty.unwrap_err().code(), "INVALID_ARGUMENT");
     }
 
     /// The memory log behind the port answers as its own methods do.

@@ -42,6 +42,7 @@ pub use compaction::{
     compaction_keeps_the_latest_record_of_each_key,
     compaction_keeps_the_offsets_and_timestamps_of_kept_records,
     compaction_keeps_tombstones_until_their_horizon,
+    compaction_of_batches_appended_with_timestamps_only,
 };
 
 /// A fresh, empty log for one test, and whatever must live as long as it (a directory, a
@@ -100,10 +101,12 @@ tests!(
     partition_size_grows_with_appends,
     delete_records_moves_the_log_start_inside_a_batch,
     a_failed_append_wakes_nobody,
+    appends_of_timestamps_only_read_back_as_appends_of_records,
     compaction_keeps_the_latest_record_of_each_key,
     compaction_keeps_tombstones_until_their_horizon,
     compaction_drops_aborted_records_and_lone_markers,
     compaction_keeps_the_offsets_and_timestamps_of_kept_records,
+    compaction_of_batches_appended_with_timestamps_only,
 );
 
 /// Runs every test of [`TESTS`] in turn, each on the log `fresh` makes for it (it gets the
@@ -140,10 +143,12 @@ macro_rules! partition_log_suite {
             partition_size_grows_with_appends,
             delete_records_moves_the_log_start_inside_a_batch,
             a_failed_append_wakes_nobody,
+            appends_of_timestamps_only_read_back_as_appends_of_records,
             compaction_keeps_the_latest_record_of_each_key,
             compaction_keeps_tombstones_until_their_horizon,
             compaction_drops_aborted_records_and_lone_markers,
             compaction_keeps_the_offsets_and_timestamps_of_kept_records,
+            compaction_of_batches_appended_with_timestamps_only,
         );
     };
     (@tests $fresh:expr; $($test:ident),* $(,)?) => {
@@ -179,6 +184,27 @@ async fn put(log: &dyn PartitionLog, tp: &TopicPartition, ts: &[i64], marker: u8
     log.append_encoded(
         tp,
         records,
+        Box::new(move |base| {
+            let mut b = base.to_be_bytes().to_vec();
+            b.push(marker);
+            Bytes::from(b)
+        }),
+    )
+    .await
+    .unwrap()
+}
+
+/// [`put`] through [`PartitionLog::append_encoded_timestamps`]: the same batch, known by
+/// its timestamps only.
+async fn put_timestamps(
+    log: &dyn PartitionLog,
+    tp: &TopicPartition,
+    ts: &[i64],
+    marker: u8,
+) -> i64 {
+    log.append_encoded_timestamps(
+        tp,
+        ts,
         Box::new(move |base| {
             let mut b = base.to_be_bytes().to_vec();
             b.push(marker);
@@ -430,6 +456,83 @@ pub async fn a_failed_append_wakes_nobody(log: &dyn PartitionLog) {
     );
     put(log, &tp(0), &[1], 0).await;
     appends.changed().await.unwrap();
+}
+
+/// `append_encoded_timestamps`: the same batches appended with their timestamps only read
+/// back as appended with records (offsets, bytes, lookups by timestamp, sizes, deletion),
+/// with no record view; an empty batch and an unknown partition are refused.
+pub async fn appends_of_timestamps_only_read_back_as_appends_of_records(log: &dyn PartitionLog) {
+    log.create_topic("t", 2).await.unwrap();
+    let batches: [&[i64]; 3] = [&[5, 40], &[10, 40, 30], &[20]];
+    for (i, ts) in (0u8..).zip(batches) {
+        let base = put(log, &tp(0), ts, i).await;
+        assert_eq!(put_timestamps(log, &tp(1), ts, i).await, base);
+    }
+    assert_eq!(log.bounds(&tp(1)).await.unwrap(), (0, 6));
+    let with = log.read_batches(&tp(0), 0, 1 << 20).await.unwrap();
+    let without = log.read_batches(&tp(1), 0, 1 << 20).await.unwrap();
+    let shape = |b: &crate::Batch| {
+        (
+            b.base_offset(),
+            b.last_offset(),
+            b.max_timestamp(),
+            b.encoded().map(|e| e.to_vec()),
+        )
+    };
+    assert_eq!(
+        without.batches.iter().map(|b| shape(b)).collect::<Vec<_>>(),
+        with.batches.iter().map(|b| shape(b)).collect::<Vec<_>>()
+    );
+    assert_eq!(without.batches.len(), 3);
+    assert!(
+        without.batches.iter().all(|b| b.records().is_empty()),
+        "no record view"
+    );
+    for ts in [0, 5, 6, 15, 25, 30, 31, 40, 41] {
+        assert_eq!(
+            log.offset_for_timestamp(&tp(1), ts).await.unwrap(),
+            log.offset_for_timestamp(&tp(0), ts).await.unwrap(),
+            "{ts}"
+        );
+    }
+    assert_eq!(
+        log.offset_for_timestamp(&tp(1), 25).await.unwrap(),
+        Some((1, 40))
+    );
+    assert_eq!(
+        log.offset_for_timestamp(&tp(1), 35).await.unwrap(),
+        Some((1, 40))
+    );
+    assert_eq!(
+        log.offset_of_max_timestamp(&tp(1)).await.unwrap(),
+        Some((1, 40))
+    );
+    assert_eq!(
+        log.partition_size(&tp(1)).await.unwrap(),
+        log.partition_size(&tp(0)).await.unwrap()
+    );
+    log.delete_records(&tp(1), 2).await.unwrap();
+    assert_eq!(
+        log.offset_for_timestamp(&tp(1), 0).await.unwrap(),
+        Some((2, 10))
+    );
+    assert_eq!(
+        log.offset_of_max_timestamp(&tp(1)).await.unwrap(),
+        Some((3, 40))
+    );
+    let empty = log
+        .append_encoded_timestamps(&tp(1), &[], Box::new(|_| Bytes::from(Vec::new())))
+        .await;
+    assert_eq!(empty.unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(log.bounds(&tp(1)).await.unwrap(), (2, 6), "nothing changed");
+    let missing = log
+        .append_encoded_timestamps(
+            &TopicPartition::new("nope", 0),
+            &[1],
+            Box::new(|_| Bytes::from(Vec::new())),
+        )
+        .await;
+    assert_eq!(missing.unwrap_err().kafka_code(), Some(3));
 }
 
 // The suite on this crate's logs: `testing::memory_log::*` and `testing::segment_log::*`.

@@ -967,20 +967,31 @@ impl<F: Fs> PartitionLog for SegmentLog<F> {
         records: Vec<NewRecord>,
         encode: EncodeBatch<'_>,
     ) -> Result<i64, LogError> {
-        if records.is_empty() {
+        let now = self.inner.now_ms();
+        let timestamps: Vec<i64> = records.iter().map(|r| r.timestamp.unwrap_or(now)).collect();
+        drop(records);
+        self.append_encoded_timestamps(tp, &timestamps, encode)
+            .await
+    }
+
+    async fn append_encoded_timestamps(
+        &self,
+        tp: &TopicPartition,
+        timestamps: &[i64],
+        encode: EncodeBatch<'_>,
+    ) -> Result<i64, LogError> {
+        if timestamps.is_empty() {
             return Err(LogError::InvalidArgument {
                 what: "batch",
                 reason: format!("an append to {tp} must carry at least one record"),
             });
         }
-        let count = u32::try_from(records.len()).map_err(|_| LogError::InvalidArgument {
+        let count = u32::try_from(timestamps.len()).map_err(|_| LogError::InvalidArgument {
             what: "batch",
-            reason: format!("{} records in one batch", records.len()),
+            reason: format!("{} records in one batch", timestamps.len()),
         })?;
         let partition = self.inner.partition(tp)?;
         let now = self.inner.now_ms();
-        let timestamps: Vec<i64> = records.iter().map(|r| r.timestamp.unwrap_or(now)).collect();
-        drop(records);
         let (base, rolled) = partition
             .append(
                 self.inner.policy,
@@ -989,7 +1000,7 @@ impl<F: Fs> PartitionLog for SegmentLog<F> {
                 |base| {
                     let data = encode(base);
                     let max = timestamps.iter().copied().max().unwrap_or(-1);
-                    Ok((frame::encode(base, &timestamps, &data)?, max))
+                    Ok((frame::encode(base, timestamps, &data)?, max))
                 },
             )
             .await?;

@@ -966,6 +966,7 @@ fn read_range<F: Fs>(
             last_offset: e.head.last_offset(),
             max_timestamp: e.head.max_timestamp,
             records: Vec::new(),
+            stamps: Vec::new(),
             encoded: Some(Bytes::from(&buf[from..to])),
             delete_horizon: None,
         }));

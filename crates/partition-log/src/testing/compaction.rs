@@ -126,6 +126,24 @@ pub async fn try_put_as(
     records: &[(&str, &str)],
     ts: i64,
 ) -> Result<i64, coordinator_core::LogError> {
+    append_text(log, header, records, ts, false).await
+}
+
+/// [`put`] through [`PartitionLog::append_encoded_timestamps`]: the batch is known to the
+/// log by its timestamps only, as the broker appends.
+pub async fn put_timestamps(log: &dyn PartitionLog, records: &[(&str, &str)], ts: i64) -> i64 {
+    append_text(log, "", records, ts, true).await.unwrap()
+}
+
+/// Appends the text batch of `records` after `header`, with its records' timestamps only if
+/// `timestamps_only`.
+async fn append_text(
+    log: &dyn PartitionLog,
+    header: &str,
+    records: &[(&str, &str)],
+    ts: i64,
+    timestamps_only: bool,
+) -> Result<i64, coordinator_core::LogError> {
     let owned: Vec<(String, String)> = records
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -135,25 +153,26 @@ pub async fn try_put_as(
     } else {
         format!("{header}\n")
     };
+    let encode: crate::EncodeBatch<'_> = Box::new(move |base| {
+        let mut text: String = owned
+            .iter()
+            .zip(base..)
+            .map(|((k, v), o)| format!("{o} {k} {v}\n"))
+            .collect();
+        text.insert_str(0, &header);
+        text.push_str(&format!("{}\n", "#".repeat(150)));
+        Bytes::from(text.into_bytes())
+    });
+    if timestamps_only {
+        return log
+            .append_encoded_timestamps(&tp(), &vec![ts; records.len()], encode)
+            .await;
+    }
     let new = records
         .iter()
         .map(|_| NewRecord::new(&b"x"[..]).timestamp(ts))
         .collect();
-    log.append_encoded(
-        &tp(),
-        new,
-        Box::new(move |base| {
-            let mut text: String = owned
-                .iter()
-                .zip(base..)
-                .map(|((k, v), o)| format!("{o} {k} {v}\n"))
-                .collect();
-            text.insert_str(0, &header);
-            text.push_str(&format!("{}\n", "#".repeat(150)));
-            Bytes::from(text.into_bytes())
-        }),
-    )
-    .await
+    log.append_encoded(&tp(), new, encode).await
 }
 
 /// Every record readable from the log start, as `(offset, key, value)`.
@@ -401,4 +420,44 @@ pub async fn compaction_keeps_the_offsets_and_timestamps_of_kept_records(log: &d
     );
     let read = log.read_batches(&tp(), 0, 1).await.unwrap();
     assert!(read.batches[0].last_offset() >= 2 && read.batches[0].base_offset() <= 2);
+}
+
+/// Batches appended with their timestamps only (the broker's appends) compact as batches
+/// appended with records: each key's latest kept at its offset with its timestamp, the
+/// removed records counted, lookups by timestamp over what is left.
+pub async fn compaction_of_batches_appended_with_timestamps_only(log: &dyn PartitionLog) {
+    topic(log).await;
+    put_timestamps(log, &[("a", "1"), ("b", "1"), ("c", "1")], 10).await; // 0..=2
+    put_timestamps(log, &[("a", "2"), ("b", "2")], 30).await; // 3, 4
+    for i in 0..8 {
+        put_timestamps(log, &[(&format!("g{i}"), "g")], 1).await;
+    }
+    let policy = CompactionPolicy {
+        min_cleanable_dirty_ratio: 0.0,
+        ..CompactionPolicy::at(100)
+    };
+    let done = compact(log, &policy).await;
+    assert_eq!(done.records_removed, 2, "a and b at 0 and 1: {done:?}");
+    let rows = contents(log).await;
+    assert_eq!(
+        rows[..3],
+        [row(2, "c", "1"), row(3, "a", "2"), row(4, "b", "2")],
+        "{rows:?}"
+    );
+    assert_eq!(
+        log.offset_for_timestamp(&tp(), 0).await.unwrap(),
+        Some((2, 10)),
+        "offsets 0 and 1 are gone: the first kept record answers"
+    );
+    assert_eq!(
+        log.offset_for_timestamp(&tp(), 11).await.unwrap(),
+        Some((3, 30))
+    );
+    assert_eq!(
+        log.offset_of_max_timestamp(&tp()).await.unwrap(),
+        Some((3, 30))
+    );
+    let read = log.read_batches(&tp(), 0, 1).await.unwrap();
+    assert_eq!(read.batches[0].max_timestamp(), 10);
+    assert!(read.batches[0].records().is_empty(), "still no record view");
 }
