@@ -277,7 +277,10 @@ async fn append(
     for batch in batches {
         let bytes = batch.bytes;
         let encode = Box::new(move |base| stamp_base_offset(&bytes, base));
-        match log.append_encoded(&tp, batch.records, encode).await {
+        match log
+            .append_encoded_timestamps(&tp, &batch.timestamps, encode)
+            .await
+        {
             Ok(base) => {
                 first.get_or_insert(base);
             }
@@ -332,7 +335,7 @@ async fn append_idempotent(
     let encode = Box::new(move |base| stamp_base_offset(&bytes, base));
     let base = context
         .log
-        .append_encoded(tp, batch.records, encode)
+        .append_encoded_timestamps(tp, &batch.timestamps, encode)
         .await?;
     state.apply_data(&header, base);
     Ok(base)

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::inflate::{inflate, TOO_LARGE};
 use crate::producers::BatchHeader;
 use bytes::{Bytes, BytesMut};
-use coordinator_core::{Header, NewRecord, Record};
+use coordinator_core::Record;
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
@@ -54,12 +54,13 @@ impl From<String> for Refused {
 }
 
 /// One producer batch that passed the checks: its bytes, its header's producer fields, and
-/// its records decoded.
+/// its records' timestamps (what the log keeps of its records besides the bytes: fetches
+/// serve the bytes, so the keys and values are not copied out of them).
 #[derive(Debug)]
 pub(super) struct CheckedBatch {
     pub(super) bytes: Bytes,
     pub(super) header: BatchHeader,
-    pub(super) records: Vec<NewRecord>,
+    pub(super) timestamps: Vec<i64>,
 }
 
 fn i32_at(b: &[u8], at: usize) -> i32 {
@@ -150,28 +151,11 @@ pub(super) fn check_batches(
                 set.records.len()
             )));
         }
-        let records = set
-            .records
-            .into_iter()
-            .map(|r| NewRecord {
-                key: r.key.map(|k| Arc::from(&k[..])),
-                // The record view has no null value: a tombstone reads as empty there. The
-                // wire view (the stored batch) keeps the null.
-                value: r
-                    .value
-                    .map_or_else(|| Arc::from(&[][..]), |v| Arc::from(&v[..])),
-                timestamp: Some(r.timestamp),
-                headers: r
-                    .headers
-                    .into_iter()
-                    .map(|(k, v)| Header::new(k.as_str(), v.map_or_else(Vec::new, |v| v.to_vec())))
-                    .collect(),
-            })
-            .collect();
+        let timestamps = set.records.iter().map(|r| r.timestamp).collect();
         batches.push(CheckedBatch {
             bytes,
             header,
-            records,
+            timestamps,
         });
         pos += 12 + length;
     }
@@ -288,6 +272,7 @@ fn encode(records: &[Record], compression: Compression) -> Result<Bytes, String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use coordinator_core::Header;
 
     fn record(offset: i64, value: &str) -> Record {
         Record {
@@ -306,11 +291,8 @@ mod tests {
         let bytes = encode_records(&[record(5, "a"), record(6, "b")]).unwrap();
         let batches = check_batches(&bytes, &mut unbounded()).unwrap();
         assert_eq!(batches.len(), 1, "one batch");
-        let r = &batches[0].records;
-        assert_eq!(r.len(), 2);
-        assert_eq!(&*r[1].value, b"b");
-        assert_eq!(r[1].timestamp, Some(1006));
-        assert_eq!(r[0].headers, vec![Header::new("h", &b"v"[..])]);
+        assert_eq!(batches[0].timestamps, [1005, 1006], "each record's");
+        assert_eq!(batches[0].bytes, bytes, "the batch's bytes, whole");
         let stamped = stamp_base_offset(&batches[0].bytes, 42);
         let set = RecordBatchDecoder::decode(&mut Bytes::from(stamped.to_vec())).unwrap();
         assert_eq!(set.records[0].offset, 42, "CRC still valid, offsets moved");
