@@ -15,6 +15,16 @@ Violations (each a string):
   double-owner a record consumed by two members (labels) that both tagged it with the same
                generation, i.e. both held its partition in that generation
   order        one process consumed records of one partition out of order within one generation
+               and one holding of that partition. A recs event may carry h, each record's
+               holding as the worker's Listener numbered it (a number that changes at every
+               assign, revoke or lost callback naming the partition): a member may be revoked
+               and assigned a partition again without a new generation, and then reads again
+               from the committed offset. Kafka's classic member of a consumer group keeps its
+               member epoch, the generation its JoinGroup answer gives, when partitions it
+               waited for are released (CurrentAssignmentBuilder, UNRELEASED_PARTITIONS), yet
+               its heartbeat asks it to rejoin (classicGroupHeartbeatToConsumerGroup), and an
+               EAGER librdkafka member revokes all its partitions before it rejoins
+               (rd_kafka_cgrp_revoke_all_rejoin). Records without h are judged by generation.
   held-twice   a partition held by two members (labels) of one group at once, from each member's
                assign and revoke callbacks in order: a holding runs from the "assigned" event that
                added the partition to the "revoked" event that removed it, or else to the
@@ -71,12 +81,14 @@ def holdings(m):
 
 
 def consumed_records(members):
-    """Yield (member, gen, gen0, topic, partition, offset, key) in each member's order."""
+    """Yield (member, gen, gen0, topic, partition, offset, key, holding) in each member's
+    order; holding is None when the event carries none (h)."""
     for m in members:
         for ev in m.events:
             if ev.get("ev") == "recs":
-                for t, p, o, k in ev["r"]:
-                    yield m, ev.get("gen"), ev.get("gen0", ev.get("gen")), t, p, o, k
+                hs = ev.get("h") or [None] * len(ev["r"])
+                for (t, p, o, k), h in zip(ev["r"], hs):
+                    yield m, ev.get("gen"), ev.get("gen0", ev.get("gen")), t, p, o, k, h
 
 
 def check(produced, members, limit=20, fenced=None):
@@ -92,19 +104,19 @@ def check(produced, members, limit=20, fenced=None):
     # where each record was consumed, by whom, in which generation
     seen_at = defaultdict(set)         # (topic, key) -> {(partition, offset)}
     owners = defaultdict(set)          # (group, topic, key) -> {(label, gen)}
-    last_offset = {}                   # (pid, topic, partition, gen) -> last offset
-    for m, gen, gen0, t, p, o, k in consumed_records(members):
+    last_offset = {}                   # (pid, topic, partition, gen, holding) -> last offset
+    for m, gen, gen0, t, p, o, k, h in consumed_records(members):
         stats["consumed"] += 1
         seen_at[(t, k)].add((p, o))
         if gen is None or gen < 0 or gen0 != gen:
             stats["ambiguous_generation"] += 1
         else:
             owners[(m.group, t, k)].add((m.label, gen))
-        key = (m.pid, t, p, gen)
+        key = (m.pid, t, p, gen, h)
         prev = last_offset.get(key)
         if prev is not None and o <= prev:
-            add("order", "%s (pid %d) read %s[%d] offset %d after offset %d in generation %s"
-                % (m.label, m.pid, t, p, o, prev, gen))
+            add("order", "%s (pid %d) read %s[%d] offset %d after offset %d in generation %s%s"
+                % (m.label, m.pid, t, p, o, prev, gen, "" if h is None else " (holding %s)" % h))
         last_offset[key] = o
 
     produced = list(produced)

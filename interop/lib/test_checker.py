@@ -7,8 +7,11 @@ import checker
 from checker import Member
 
 
-def recs(gen, rows, t=0.0, gen0=None):
-    return {"ev": "recs", "gen": gen, "gen0": gen if gen0 is None else gen0, "t": t, "r": rows}
+def recs(gen, rows, t=0.0, gen0=None, h=None):
+    ev = {"ev": "recs", "gen": gen, "gen0": gen if gen0 is None else gen0, "t": t, "r": rows}
+    if h is not None:
+        ev["h"] = h
+    return ev
 
 
 def commit(t0, t1, offs, ok=True):
@@ -81,6 +84,22 @@ class CheckerTest(unittest.TestCase):
         a = Member("a", 1, "x", "g", [recs(1, [["t", 0, 0, "k-0"], ["t", 0, 1, "k-1"]]),
                                       recs(2, [["t", 0, 1, "k-1"]]), recs(2, [["t", 1, 0, "k-2"]])])
         self.assertEqual(checker.check(PRODUCED, [a])[0], [])
+
+    def test_rewind_after_a_reassignment_within_a_generation_is_allowed(self):
+        # a classic member of a consumer group asked to rejoin for partitions released to it
+        # keeps its generation (its member epoch); EAGER, it revoked and was assigned t[0]
+        # again, and reads again from the committed offset
+        a = Member("a", 1, "x", "g", [recs(1, [["t", 0, 0, "k-0"], ["t", 0, 1, "k-1"]], h=[1, 1]),
+                                      revoked(1.0, [["t", 0]]), assigned(1.1, [["t", 0], ["t", 1]]),
+                                      recs(1, [["t", 0, 1, "k-1"], ["t", 1, 0, "k-2"]], h=[3, 1])])
+        self.assertEqual(checker.check(PRODUCED, [a])[0], [])
+
+    def test_out_of_order_within_a_holding(self):
+        a = Member("a", 1, "x", "g", [recs(1, [["t", 0, 1, "k-1"]], h=[1]), recs(1, [["t", 0, 0, "k-0"]], h=[1]),
+                                      recs(1, [["t", 1, 0, "k-2"]], h=[1])])
+        v = checker.check(PRODUCED, [a])[0]
+        self.assertEqual(kinds(v), ["order"])
+        self.assertIn("(holding 1)", v[0])
 
     def test_decreasing_commit(self):
         a = Member("a", 1, "x", "g", [recs(1, [["t", 0, 0, "k-0"], ["t", 0, 1, "k-1"], ["t", 1, 0, "k-2"]]),

@@ -393,8 +393,12 @@ def run_consumer(client, spec):
             continue
         for gen0, gen, recs in batches:
             mid = c.ident()[1]
+            # h: each record's holding (Listener), so that the checker's "order" rule can tell
+            # a rewind within one holding from a re-read after its partition was revoked and
+            # assigned again within one generation
             ev = {"gen": gen, "gen0": gen0, "mid": mid,
-                  "r": [[r[0], r[1], r[2], (r[3] or b"").decode("utf-8", "replace")] for r in recs]}
+                  "r": [[r[0], r[1], r[2], (r[3] or b"").decode("utf-8", "replace")] for r in recs],
+                  "h": [r[8] for r in recs]}
             if full:
                 ev["f"] = [[r[0], r[1], r[2], None if r[3] is None else r[3].hex(),
                             None if r[4] is None else r[4].hex(),
