@@ -1018,7 +1018,7 @@ impl<F: Fs> PartitionLog for SegmentLog<F> {
     }
 
     async fn bounds(&self, tp: &TopicPartition) -> Result<(i64, i64), LogError> {
-        Ok(self.inner.partition(tp)?.bounds())
+        self.bounds_blocking(tp)
     }
 
     async fn read_batches(
@@ -1027,9 +1027,7 @@ impl<F: Fs> PartitionLog for SegmentLog<F> {
         from_offset: i64,
         max_bytes: usize,
     ) -> Result<BatchRead, LogError> {
-        self.inner
-            .partition(tp)?
-            .read_batches(from_offset, max_bytes)
+        self.read_batches_blocking(tp, from_offset, max_bytes)
     }
 
     async fn offset_for_timestamp(
@@ -1041,7 +1039,7 @@ impl<F: Fs> PartitionLog for SegmentLog<F> {
     }
 
     async fn partition_size(&self, tp: &TopicPartition) -> Result<u64, LogError> {
-        Ok(self.inner.partition(tp)?.size())
+        self.partition_size_blocking(tp)
     }
 
     async fn delete_records(&self, tp: &TopicPartition, offset: i64) -> Result<i64, LogError> {
