@@ -181,17 +181,18 @@ async fn put(log: &dyn PartitionLog, tp: &TopicPartition, ts: &[i64], marker: u8
         .iter()
         .map(|t| NewRecord::new(&b"v"[..]).timestamp(*t))
         .collect();
-    log.append_encoded(
-        tp,
-        records,
-        Box::new(move |base| {
-            let mut b = base.to_be_bytes().to_vec();
-            b.push(marker);
-            Bytes::from(b)
-        }),
-    )
-    .await
-    .unwrap()
+    log.append_encoded(tp, records, marked(marker))
+        .await
+        .unwrap()
+}
+
+/// The encoding of [`put`]'s batches: the base offset then `marker`.
+fn marked(marker: u8) -> crate::port::EncodeBatch<'static> {
+    Box::new(move |base| {
+        let mut b = base.to_be_bytes().to_vec();
+        b.push(marker);
+        Bytes::from(b)
+    })
 }
 
 /// [`put`] through [`PartitionLog::append_encoded_timestamps`]: the same batch, known by
@@ -202,17 +203,9 @@ async fn put_timestamps(
     ts: &[i64],
     marker: u8,
 ) -> i64 {
-    log.append_encoded_timestamps(
-        tp,
-        ts,
-        Box::new(move |base| {
-            let mut b = base.to_be_bytes().to_vec();
-            b.push(marker);
-            Bytes::from(b)
-        }),
-    )
-    .await
-    .unwrap()
+    log.append_encoded_timestamps(tp, ts, marked(marker))
+        .await
+        .unwrap()
 }
 
 /// Topics: created once, bad names and counts refused with Kafka's codes, listed sorted, each with its own id.

@@ -521,6 +521,19 @@ impl<F: Fs> Inner<F> {
         Ok(())
     }
 
+    /// After an append to `p`: readers woken; if a segment was closed for it (at `now`),
+    /// the new one's age starts and retention runs, since it may have something to delete.
+    fn appended(&self, tp: &TopicPartition, p: Arc<Partition<F>>, rolled: bool, now: i64) {
+        self.signal();
+        if rolled {
+            p.active_since
+                .store(now, std::sync::atomic::Ordering::Release);
+            if let Err(e) = self.apply_retention(&[p]) {
+                error!(partition = %tp, error = %e, "retention failed; retried at the next check");
+            }
+        }
+    }
+
     fn sync_all(&self) -> Result<(), LogError> {
         let mut first = Ok(());
         for p in self.all_partitions() {
@@ -533,6 +546,20 @@ impl<F: Fs> Inner<F> {
         }
         first
     }
+}
+
+/// The record count of a batch of `timestamps` for `tp`: at least one, at most `u32::MAX`.
+fn batch_count(tp: &TopicPartition, timestamps: &[i64]) -> Result<u32, LogError> {
+    if timestamps.is_empty() {
+        return Err(LogError::InvalidArgument {
+            what: "batch",
+            reason: format!("an append to {tp} must carry at least one record"),
+        });
+    }
+    u32::try_from(timestamps.len()).map_err(|_| LogError::InvalidArgument {
+        what: "batch",
+        reason: format!("{} records in one batch", timestamps.len()),
+    })
 }
 
 /// The background thread: syncs written partitions every flush interval (if set) and
@@ -754,14 +781,9 @@ impl<F: Fs> SegmentLog<F> {
         data: &[u8],
         durable: bool,
     ) -> Result<i64, LogError> {
-        if count == 0 {
-            return Err(LogError::InvalidArgument {
-                what: "batch",
-                reason: format!("an append to {tp} must carry at least one record"),
-            });
-        }
-        let partition = self.inner.partition(tp)?;
         let timestamps = vec![timestamp; count as usize];
+        let count = batch_count(tp, &timestamps)?;
+        let partition = self.inner.partition(tp)?;
         let (base, rolled) = partition.append_blocking(
             self.inner.policy,
             self.inner.on_sync.as_ref(),
@@ -769,15 +791,8 @@ impl<F: Fs> SegmentLog<F> {
             |base| Ok((frame::encode(base, &timestamps, data)?, timestamp)),
             durable,
         )?;
-        self.inner.signal();
-        if rolled {
-            partition
-                .active_since
-                .store(self.inner.now_ms(), std::sync::atomic::Ordering::Release);
-            if let Err(e) = self.inner.apply_retention(&[partition]) {
-                error!(partition = %tp, error = %e, "retention failed; retried at the next check");
-            }
-        }
+        self.inner
+            .appended(tp, partition, rolled, self.inner.now_ms());
         Ok(base)
     }
 
@@ -980,16 +995,7 @@ impl<F: Fs> PartitionLog for SegmentLog<F> {
         timestamps: &[i64],
         encode: EncodeBatch<'_>,
     ) -> Result<i64, LogError> {
-        if timestamps.is_empty() {
-            return Err(LogError::InvalidArgument {
-                what: "batch",
-                reason: format!("an append to {tp} must carry at least one record"),
-            });
-        }
-        let count = u32::try_from(timestamps.len()).map_err(|_| LogError::InvalidArgument {
-            what: "batch",
-            reason: format!("{} records in one batch", timestamps.len()),
-        })?;
+        let count = batch_count(tp, timestamps)?;
         let partition = self.inner.partition(tp)?;
         let now = self.inner.now_ms();
         let (base, rolled) = partition
@@ -1004,16 +1010,7 @@ impl<F: Fs> PartitionLog for SegmentLog<F> {
                 },
             )
             .await?;
-        self.inner.signal();
-        if rolled {
-            partition
-                .active_since
-                .store(now, std::sync::atomic::Ordering::Release);
-            // A segment was closed: the moment retention may have something to delete.
-            if let Err(e) = self.inner.apply_retention(&[partition]) {
-                error!(partition = %tp, error = %e, "retention failed; retried at the next check");
-            }
-        }
+        self.inner.appended(tp, partition, rolled, now);
         Ok(base)
     }
 
