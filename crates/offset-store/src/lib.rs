@@ -10,12 +10,13 @@
 //!   flight shares the next one, so N concurrent commits cost about one file write, not N
 //!   (configured with [`JsonFileStoreBuilder`]);
 //! - [`LogStore`]: everything a coordinator keeps — offsets with Kafka's metadata and
-//!   groups' durable records — in append-only, CRC-32C-checksummed segment files in one data
-//!   directory (Kafka's `__consumer_offsets` on one node). A batch of writes is one frame,
-//!   one write and one `fdatasync` (or, with [`flush_interval_ms`](LogStoreBuilder::flush_interval_ms),
-//!   acknowledged once written and synced every N ms); the live state is in memory, so a
-//!   commit costs its own records whatever the store holds; snapshots compact the log; a
-//!   torn tail is cut at open and any other damage refused; one owner per directory (an OS
+//!   groups' durable records — as keyed records of a compacted partition of
+//!   `partition_log`'s segment log (Kafka's `__consumer_offsets` on one node): the segment
+//!   log's files, checksums, recovery, flush policy and cleaner are the ones every topic of
+//!   the broker uses. A batch of writes is one append, one write and one `fdatasync` (or,
+//!   with [`flush_interval_ms`](LogStoreBuilder::flush_interval_ms), acknowledged once
+//!   written and synced by the segment log every N ms); the live state is in memory, so a
+//!   commit costs its own records whatever the store holds; one owner per directory (an OS
 //!   lock on the directory itself). Options in [`LogStoreBuilder`];
 //! - [`MemoryStore`]: offsets in memory, sharded per group, with failure switches for tests.
 //!

@@ -36,37 +36,19 @@
 use coordinator_core::{Bytes, TopicPartition};
 use partition_log::compaction::{BatchKind, KeyedRecord, RecordFormat, RetainedBatch};
 
-#[cfg(test)]
-use super::record::encode_frame;
-use super::record::{decode_record_bytes, DecodeError, Record, FRAME_HEADER};
+use super::record::{decode_record_bytes, DecodeError, Record};
 
-/// The version of a batch.
-const BATCH_VERSION: u8 = 2;
+/// The version of a batch ([`Frame::batch`](super::record::Frame::batch) writes it).
+pub(crate) const BATCH_VERSION: u8 = 2;
 
 /// `records` as one batch, at consecutive offsets from the batch's base.
 #[cfg(test)]
 pub(crate) fn encode_batch(records: &[Record]) -> Vec<u8> {
-    batch_of_frame(&encode_frame(records)).0
-}
-
-/// The batch holding the records of `frame` (one whole frame of the old log's format, as
-/// [`Frame`](super::record::Frame) builds it), with its record count.
-pub(crate) fn batch_of_frame(frame: &[u8]) -> (Vec<u8>, u32) {
-    // The frame body: version, count, then each record with its length.
-    let body = &frame[FRAME_HEADER..];
-    let count = u32::from_le_bytes([body[1], body[2], body[3], body[4]]);
-    let mut out = Vec::with_capacity(body.len() + 4 * count as usize);
-    out.push(BATCH_VERSION);
-    out.extend_from_slice(&body[1..5]);
-    let mut at = 5;
-    for delta in 0..count {
-        let len = u32::from_le_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]);
-        let end = at + 4 + len as usize;
-        out.extend_from_slice(&delta.to_le_bytes());
-        out.extend_from_slice(&body[at..end]);
-        at = end;
-    }
-    (out, count)
+    let mut buf = Vec::new();
+    let mut batch = super::record::Frame::batch(&mut buf);
+    batch.records(records);
+    batch.finish();
+    buf
 }
 
 /// Each record's raw bytes (what its length counts) with its offset.

@@ -88,12 +88,13 @@ const MAX_WRITE: usize = MAX_BODY / 4;
 ///   It survives a crash of the process and a power loss or kernel crash.
 /// - **[`flush_interval_ms(N)`](LogStoreBuilder::flush_interval_ms)** (Kafka's
 ///   `log.flush.interval.ms`): a write is acknowledged once its batch is written to the OS
-///   (the page cache); the writer syncs at most `N` ms after the first unsynced write. It
+///   (the page cache); the segment log syncs it every `N` ms (a thread of its own). It
 ///   survives a crash of the process (the kernel has the bytes); a power loss or kernel
 ///   crash may lose the writes of the last `N` ms (and the log is then cut back to its last
-///   intact batch, consistently: never half a batch). If a periodic sync fails, the store
-///   logs an error and refuses every write until a sync succeeds: writes acknowledged since
-///   the last good sync are then only as safe as the page cache.
+///   intact batch, consistently: never half a batch). If a periodic sync fails, the segment
+///   log logs an error and the store refuses every write (each retries the sync) until a
+///   sync succeeds: writes acknowledged since the last good sync are then only as safe as
+///   the page cache.
 ///
 /// An observer set with [`on_sync`](LogStoreBuilder::on_sync) is told the duration of each
 /// `fdatasync` of the partition's data that succeeds (each batch's by default, the periodic
@@ -453,10 +454,14 @@ impl<F: Fs> LogStore<F> {
             }
             Some(recovered)
         };
+        // Under a flush interval the segment log syncs the partition (its background
+        // thread), and refuses appends after a failed sync until one succeeds.
+        let flush_ms = flush_interval.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let mut builder = SegmentLog::builder(&log_dir)
             .segment_bytes(SEGMENT_BYTES)
             .retention_ms(-1)
-            .retention_bytes(-1);
+            .retention_bytes(-1)
+            .flush_interval_ms(flush_ms.map(|ms| ms.max(1)));
         if let Some(observer) = on_sync {
             builder = builder.on_sync(observer);
         }
@@ -738,38 +743,32 @@ fn import_live<F: Fs>(
     live: &Live,
 ) -> Result<(), StorageError> {
     let mut buf = Vec::with_capacity(CHUNK + 4096);
-    let mut frame = Frame::begin(&mut buf);
-    let mut empty = true;
-    let append = |buf: &[u8]| {
-        let (batch, count) = keyed::batch_of_frame(buf);
-        log.append_blocking(tp, count, writer::now_ms(), &batch, false)
+    let mut batch = Frame::batch(&mut buf);
+    let append = |buf: &[u8], count: u32| {
+        log.append_blocking(tp, count, writer::now_ms(), buf, false)
             .map(|_| ())
             .map_err(opened)
     };
     for (group, offsets) in &live.offsets {
         for (tp, o) in offsets.iter() {
-            frame.commit(group, tp, o);
-            empty = false;
-            if frame.len() >= CHUNK {
-                frame.finish();
-                append(&buf)?;
+            batch.commit(group, tp, o);
+            if batch.len() >= CHUNK {
+                let count = batch.finish();
+                append(&buf, count)?;
                 buf.clear();
-                frame = Frame::begin(&mut buf);
-                empty = true;
+                batch = Frame::batch(&mut buf);
             }
         }
     }
     for record in live.groups.values() {
-        frame.group(record);
-        empty = false;
+        batch.group(record);
     }
     for record in live.transactions.values() {
-        frame.transaction(record);
-        empty = false;
+        batch.transaction(record);
     }
-    frame.finish();
-    if !empty {
-        append(&buf)?;
+    let count = batch.finish();
+    if count > 0 {
+        append(&buf, count)?;
     }
     log.sync().map_err(opened)
 }

@@ -44,6 +44,8 @@
 
 use std::sync::Arc;
 
+use super::keyed::BATCH_VERSION;
+
 use coordinator_core::txn::{TransactionRecord, TxnState};
 use coordinator_core::{
     ClassicProtocol, CommittedOffsets, ConsumerMemberRecord, Generation, GroupKind, GroupRecord,
@@ -125,24 +127,40 @@ pub enum Record {
     },
 }
 
-/// Builds one frame at the end of a buffer.
+/// Builds one frame (the old log's format), or one batch of the group partition (the
+/// format of [`keyed`](super::keyed)), at the end of a buffer.
 pub(crate) struct Frame<'a> {
     buf: &'a mut Vec<u8>,
     start: usize,
     count: u32,
+    /// A batch of the group partition: no frame header, and each record's offset delta
+    /// (its index) before it.
+    keyed: bool,
 }
 
 impl<'a> Frame<'a> {
-    /// Starts a frame at the end of `buf`.
+    /// Starts a frame of the old log's format at the end of `buf`.
     pub(crate) fn begin(buf: &'a mut Vec<u8>) -> Self {
+        Self::start(buf, false)
+    }
+
+    /// Starts a batch of the group partition at the end of `buf`.
+    pub(crate) fn batch(buf: &'a mut Vec<u8>) -> Self {
+        Self::start(buf, true)
+    }
+
+    fn start(buf: &'a mut Vec<u8>, keyed: bool) -> Self {
         let start = buf.len();
-        buf.extend_from_slice(&[0; FRAME_HEADER]);
-        buf.push(FRAME_VERSION);
+        if !keyed {
+            buf.extend_from_slice(&[0; FRAME_HEADER]);
+        }
+        buf.push(if keyed { BATCH_VERSION } else { FRAME_VERSION });
         buf.extend_from_slice(&[0; 4]);
         Frame {
             buf,
             start,
             count: 0,
+            keyed,
         }
     }
 
@@ -156,6 +174,9 @@ impl<'a> Frame<'a> {
     }
 
     fn record_at(&mut self, kind: u8, version: u8, payload: impl FnOnce(&mut Vec<u8>)) {
+        if self.keyed {
+            self.buf.extend_from_slice(&self.count.to_le_bytes());
+        }
         let at = self.buf.len();
         self.buf.extend_from_slice(&[0; 4]);
         self.buf.push(kind);
@@ -214,10 +235,14 @@ impl<'a> Frame<'a> {
         });
     }
 
-    /// Fills in the header: count, length and both checksums.
-    pub(crate) fn finish(self) {
-        let body = self.start + FRAME_HEADER;
+    /// Fills in the count and (a frame's) header: length and both checksums. Returns the
+    /// count.
+    pub(crate) fn finish(self) -> u32 {
+        let body = self.start + if self.keyed { 0 } else { FRAME_HEADER };
         self.buf[body + 1..body + 5].copy_from_slice(&self.count.to_le_bytes());
+        if self.keyed {
+            return self.count;
+        }
         let body_len = u32_len(self.buf.len() - body);
         let body_crc = crc32c::crc32c(&self.buf[body..]);
         let header = &mut self.buf[self.start..body];
@@ -225,6 +250,7 @@ impl<'a> Frame<'a> {
         header[4..8].copy_from_slice(&body_crc.to_le_bytes());
         let header_crc = crc32c::crc32c(&header[..8]);
         header[8..12].copy_from_slice(&header_crc.to_le_bytes());
+        self.count
     }
 }
 
@@ -946,21 +972,29 @@ pub fn decode_frames(bytes: &[u8]) -> Result<(Vec<Record>, Option<usize>), (usiz
 pub fn encode_frame(records: &[Record]) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut frame = Frame::begin(&mut buf);
-    for record in records {
-        match record {
-            Record::Commit { group, tp, offset } => frame.commit(group, tp, offset),
-            Record::DeleteOffset { group, tp } => frame.delete_offset(group, tp),
-            Record::DeleteGroupOffsets { group } => frame.delete_group_offsets(group),
-            Record::Group(r) => frame.group(r),
-            Record::GroupTombstone { group } => frame.group_tombstone(group),
-            Record::SnapshotStart { base } => frame.snapshot_start(*base),
-            Record::SnapshotEnd { offsets, groups } => frame.snapshot_end(*offsets, *groups),
-            Record::Transaction(r) => frame.transaction(r),
-            Record::TransactionTombstone { id } => frame.transaction_tombstone(id),
-        }
-    }
+    frame.records(records);
     frame.finish();
     buf
+}
+
+impl Frame<'_> {
+    /// Adds `records`, each as its own kind.
+    pub(crate) fn records(&mut self, records: &[Record]) {
+        let frame = self;
+        for record in records {
+            match record {
+                Record::Commit { group, tp, offset } => frame.commit(group, tp, offset),
+                Record::DeleteOffset { group, tp } => frame.delete_offset(group, tp),
+                Record::DeleteGroupOffsets { group } => frame.delete_group_offsets(group),
+                Record::Group(r) => frame.group(r),
+                Record::GroupTombstone { group } => frame.group_tombstone(group),
+                Record::SnapshotStart { base } => frame.snapshot_start(*base),
+                Record::SnapshotEnd { offsets, groups } => frame.snapshot_end(*offsets, *groups),
+                Record::Transaction(r) => frame.transaction(r),
+                Record::TransactionTombstone { id } => frame.transaction_tombstone(id),
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,14 +10,14 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use coordinator_core::txn::TransactionRecord;
 use coordinator_core::{CommitFence, CommittedOffsets, GroupRecord, LogError, TopicPartition};
 use partition_log::compaction::{Compaction, CompactionPolicy};
 use partition_log::SegmentLog;
 
-use super::keyed::{batch_of_frame, GroupRecords};
+use super::keyed::GroupRecords;
 use super::record::{Frame, MAX_BODY};
 use super::state::Live;
 use crate::fs::Fs;
@@ -104,7 +104,8 @@ pub(crate) struct Policy {
     pub(crate) min_bytes: u64,
     /// Whether the writer compacts by itself (else only on request).
     pub(crate) auto: bool,
-    /// Acknowledge once written and sync every this often (else sync every batch).
+    /// Acknowledge once written, synced by the segment log every this often (else sync
+    /// every batch).
     pub(crate) flush_interval: Option<Duration>,
 }
 
@@ -158,10 +159,6 @@ pub(crate) struct Writer<F: Fs> {
     /// The segment log holding the group partition, and the partition.
     log: Arc<SegmentLog<F>>,
     tp: TopicPartition,
-    /// (flush interval) Written batches not yet synced, since when, and a sync that failed.
-    unsynced: bool,
-    last_sync: Instant,
-    sync_failed: Option<String>,
     policy: Policy,
     /// A compaction pass running on its own thread.
     running: Option<JoinHandle<Result<Compaction, LogError>>>,
@@ -176,9 +173,6 @@ impl<F: Fs> Writer<F> {
         Writer {
             log,
             tp,
-            unsynced: false,
-            last_sync: Instant::now(),
-            sync_failed: None,
             policy,
             running: None,
             retry_at: 0,
@@ -186,8 +180,8 @@ impl<F: Fs> Writer<F> {
         }
     }
 
-    /// The writer thread's loop: one batch after another until the queue closes, then a last
-    /// sync and the end of any compaction. The thread holds the writer's state only while it
+    /// The writer thread's loop: one batch after another until the queue closes, then the
+    /// end of any compaction (the segment log syncs what is unsynced when it is dropped). The thread holds the writer's state only while it
     /// works, never while it waits, so that a caller may write a batch itself meanwhile
     /// ([`write_inline`]).
     pub(crate) fn run(writer: &Mutex<Self>, shared: &Shared) {
@@ -198,8 +192,7 @@ impl<F: Fs> Writer<F> {
         lock().publish_stats(shared);
         let mut batch = Vec::new();
         loop {
-            let deadline = lock().sync_deadline();
-            let taken = shared.queue.take(shared.max_batch, &mut batch, deadline);
+            let taken = shared.queue.take(shared.max_batch, &mut batch, None);
             let mut this = lock();
             match taken {
                 Taken::Batch => this.write_batch(shared, &mut batch, true),
@@ -207,30 +200,8 @@ impl<F: Fs> Writer<F> {
                 Taken::Woken => this.maintain(shared),
                 Taken::Closed => break,
             }
-            if let Some(every) = this.policy.flush_interval {
-                if (this.unsynced || this.sync_failed.is_some())
-                    && this.last_sync.elapsed() >= every
-                {
-                    let _ = this.sync();
-                }
-            }
         }
-        let mut this = lock();
-        if this.unsynced {
-            let _ = this.sync();
-        }
-        this.finish_compaction(shared, true);
-    }
-
-    /// (flush interval) When the next periodic sync is due, if one is.
-    fn sync_deadline(&self) -> Option<Instant> {
-        match self.policy.flush_interval {
-            // An interval too long for the clock is no deadline at all.
-            Some(every) if self.unsynced || self.sync_failed.is_some() => {
-                self.last_sync.checked_add(every)
-            }
-            _ => None,
-        }
+        lock().finish_compaction(shared, true);
     }
 
     /// What follows a batch: taking in a finished compaction, starting one that is due.
@@ -253,30 +224,6 @@ impl<F: Fs> Writer<F> {
         self.log.partition_size_blocking(&self.tp).unwrap_or(0)
     }
 
-    /// (flush interval) Syncs what was written; a failure is kept, and fails every write
-    /// until a later sync succeeds.
-    fn sync(&mut self) -> Result<(), Failure> {
-        self.last_sync = Instant::now();
-        match self.log.sync() {
-            Ok(()) => {
-                self.unsynced = false;
-                self.sync_failed = None;
-                Ok(())
-            }
-            Err(e) => {
-                let message = format!(
-                    "the periodic fdatasync of the group log in `{}` failed: {e}; writes \
-                     acknowledged since the last good sync may be lost on power loss, and \
-                     the store refuses writes until a sync succeeds",
-                    self.log.dir().display()
-                );
-                tracing::error!(dir = %self.log.dir().display(), error = %e, "{message}");
-                self.sync_failed = Some(message.clone());
-                Err((message, std::io::Error::other(e.to_string())))
-            }
-        }
-    }
-
     /// Encodes, appends and publishes one batch, then answers it; then, if `maintain`, does
     /// what follows a batch (a caller writing inline leaves that to the thread). A batch
     /// larger than [`BATCH_SPLIT`] is appended as several, each answering its own writes.
@@ -288,7 +235,7 @@ impl<F: Fs> Writer<F> {
             let mut changes = Vec::new();
             let mut buf = std::mem::take(&mut self.buf);
             buf.clear();
-            let mut frame = Frame::begin(&mut buf);
+            let mut frame = Frame::batch(&mut buf);
             let mut records = 0usize;
             while frame.len() <= BATCH_SPLIT {
                 let Some(Request {
@@ -308,11 +255,11 @@ impl<F: Fs> Writer<F> {
                 waiting.push((fence, ack));
                 changes.push((group, change));
             }
-            frame.finish();
+            let count = frame.finish();
             let outcome = if records == 0 {
                 Ok(())
             } else {
-                self.append(&buf)
+                self.append(&buf, count)
             };
             self.buf = buf;
             if outcome.is_ok() && records > 0 {
@@ -346,24 +293,18 @@ impl<F: Fs> Writer<F> {
         }
     }
 
-    /// Appends the records of `frame` as one batch of the group partition: one write and,
-    /// by default, one `fdatasync`. On failure the segment log has cut it back: nothing
-    /// changed.
-    fn append(&mut self, frame: &[u8]) -> Result<(), Failure> {
-        if self.sync_failed.is_some() {
-            self.sync()?;
-        }
-        let (batch, count) = batch_of_frame(frame);
+    /// Appends `batch`, of `count` records, as one batch of the group partition: one write and,
+    /// by default, one `fdatasync` (under a flush interval, the segment log's periodic sync;
+    /// after a failed one it refuses appends until a sync succeeds). On failure the segment
+    /// log has cut it back: nothing changed.
+    fn append(&mut self, batch: &[u8], count: u32) -> Result<(), Failure> {
         let durable = self.policy.flush_interval.is_none();
         self.log
-            .append_blocking(&self.tp, count, now_ms(), &batch, durable)
+            .append_blocking(&self.tp, count, now_ms(), batch, durable)
             .map_err(|e| {
                 let (message, source) = failure(&e);
                 (format!("cannot append to the group log: {message}"), source)
             })?;
-        if !durable {
-            self.unsynced = true;
-        }
         Ok(())
     }
 
@@ -414,9 +355,6 @@ impl<F: Fs> Writer<F> {
     /// Closes the active segment (synced: under a flush interval that is also a sync of
     /// every write so far), so that the cleaner may take it.
     fn roll(&mut self) -> Result<(), Failure> {
-        if self.sync_failed.is_some() {
-            self.sync()?;
-        }
         self.log.roll_blocking(&self.tp).map_err(|e| failure(&e))?;
         Ok(())
     }
@@ -536,8 +474,8 @@ fn encode(
 /// writer is idle: nothing queued, no batch or sync under way. That saves the round trip to
 /// the writer thread and back (two wake-ups across threads) that a lone committer would
 /// otherwise wait for; a write costs one `write(2)` into the page cache, with no sync, so it
-/// may run on an async worker. Compactions and periodic syncs stay on the thread, which is
-/// woken when one is due. Hands `request` back, untouched, when the writer is busy (the
+/// may run on an async worker. Compactions stay on the thread, which is woken when one is
+/// due; periodic syncs are the segment log's. Hands `request` back, untouched, when the writer is busy (the
 /// caller queues it: under load, writes are batched as before).
 ///
 /// Order is kept: a write goes inline only when none is queued, and a batch is appended and
@@ -559,11 +497,9 @@ pub(crate) fn write_inline<F: Fs>(
     if this.policy.flush_interval.is_none() || !shared.queue.start_inline() {
         return Err(request);
     }
-    let was_unsynced = this.unsynced || this.sync_failed.is_some();
     this.write_batch(shared, &mut vec![request], false);
-    let now_unsynced = this.unsynced || this.sync_failed.is_some();
-    if (now_unsynced && !was_unsynced) || this.wants_maintenance(shared) {
-        // The thread may be waiting with no deadline, or without knowing of the compaction.
+    if this.wants_maintenance(shared) {
+        // The thread may be waiting without knowing of the compaction.
         shared.queue.poke();
     }
     Ok(())

@@ -73,8 +73,11 @@
 //! loss). With [`flush_interval_ms`](SegmentLogBuilder::flush_interval_ms) (Kafka's
 //! `log.flush.interval.ms`) it is acknowledged once written to the OS and synced by a
 //! background thread every N ms (and when a segment is closed, and when the log is dropped):
-//! it survives a crash of the process, and power loss may lose the last N ms. The high
-//! watermark (what readers see) moves only over durable batches.
+//! it survives a crash of the process, and power loss may lose the last N ms. If a periodic
+//! sync fails, the partition refuses appends (each first retries the sync) until a sync
+//! succeeds: what was acknowledged since the last good sync is then only as safe as the page
+//! cache. (Kafka takes the log directory whose flush failed offline.) The high watermark
+//! (what readers see) moves only over durable batches.
 //!
 //! Writes to one partition are one at a time; partitions proceed in parallel. With a sync
 //! per append, the appends written while a sync runs are synced together by the next one
@@ -579,19 +582,26 @@ impl Housekeeper {
         let (stop, stopped) = mpsc::channel::<()>();
         let tick = Duration::from_millis(flush_ms.unwrap_or(retention_ms).min(retention_ms));
         let retention_every = Duration::from_millis(retention_ms);
+        let flush_every = flush_ms.map(Duration::from_millis);
         let dir = inner.dir.clone();
         let thread = std::thread::Builder::new()
             .name("segment-log".into())
             .spawn(move || {
                 let mut next_retention = Instant::now() + retention_every;
+                let mut next_flush =
+                    flush_every.and_then(|every| Instant::now().checked_add(every));
                 loop {
                     match stopped.recv_timeout(tick) {
                         Err(RecvTimeoutError::Timeout) => {}
                         Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
                     }
-                    if flush_ms.is_some() {
-                        // Errors are logged; the partition stays dirty and is retried.
-                        let _ = inner.sync_all();
+                    if let (Some(at), Some(every)) = (next_flush, flush_every) {
+                        if Instant::now() >= at {
+                            next_flush = Instant::now().checked_add(every);
+                            // Errors are logged; the partition stays dirty and refuses
+                            // appends until a sync (this one's retry, or an append's) succeeds.
+                            let _ = inner.sync_all();
+                        }
                     }
                     if Instant::now() >= next_retention {
                         next_retention = Instant::now() + retention_every;

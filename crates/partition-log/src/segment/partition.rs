@@ -175,6 +175,9 @@ pub(crate) struct Partition<F: Fs> {
     state: RwLock<State<F>>,
     /// Written since the last sync (flush-interval mode).
     pub(crate) dirty: AtomicBool,
+    /// (flush-interval mode) The last periodic sync failed: appends are refused until a sync
+    /// succeeds (each append retries it first).
+    sync_failed: AtomicBool,
     /// When the active segment was opened (or the log, for the one recovered at open), in
     /// ms on the log's clock: its age for `segment.ms`.
     pub(super) active_since: std::sync::atomic::AtomicI64,
@@ -241,6 +244,7 @@ impl<F: Fs> Partition<F> {
             syncer: tokio::sync::Mutex::new(()),
             state: RwLock::new(state),
             dirty: AtomicBool::new(false),
+            sync_failed: AtomicBool::new(false),
             active_since: std::sync::atomic::AtomicI64::new(0),
             cleaner: std::sync::Mutex::new(0),
             #[cfg(test)]
@@ -433,6 +437,20 @@ impl<F: Fs> Partition<F> {
                 writer.cut_back = Some((file, path.clone(), at));
                 return Err(storage("cut back the failed append in", &path, e));
             }
+        }
+        if !policy.sync_each_append && self.sync_failed.load(Ordering::Acquire) {
+            self.sync_if_dirty(on_sync).map_err(|e| match e {
+                LogError::Storage { message, source } => LogError::Storage {
+                    message: format!(
+                        "the periodic fdatasync of {} failed ({message}): appends acknowledged \
+                         since the last good sync may be lost on power loss, and the partition \
+                         refuses appends until a sync succeeds",
+                        self.tp
+                    ),
+                    source,
+                },
+                other => other,
+            })?;
         }
         let base = self.read().written_end;
         let (frame, max_timestamp) = build(base)?;
@@ -694,7 +712,9 @@ impl<F: Fs> Partition<F> {
     }
 
     /// `fdatasync`s the active segment if anything was written since the last sync, telling
-    /// `on_sync` the sync's duration if it succeeds.
+    /// `on_sync` the sync's duration if it succeeds. A failure keeps the partition dirty and
+    /// makes it refuse appends until a sync succeeds (Kafka takes a log directory whose
+    /// flush failed offline).
     pub(crate) fn sync_if_dirty(&self, on_sync: Option<&SyncObserver>) -> Result<(), LogError> {
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return Ok(());
@@ -703,7 +723,9 @@ impl<F: Fs> Partition<F> {
             let s = self.read();
             (s.active().file.clone(), s.active().path.clone())
         };
-        observed(on_sync, || self.fs.fsync(&file)).map_err(|e| {
+        let synced = observed(on_sync, || self.fs.fsync(&file));
+        self.sync_failed.store(synced.is_err(), Ordering::Release);
+        synced.map_err(|e| {
             self.dirty.store(true, Ordering::Release);
             storage("fdatasync", &path, e)
         })

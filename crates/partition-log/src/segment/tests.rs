@@ -863,7 +863,7 @@ fn a_blocking_append_is_durable_when_asked_and_readable_at_once_either_way() {
 /// then keeps only what was acknowledged.
 #[test]
 fn a_blocking_append_whose_sync_fails_changes_nothing() {
-    use crate::fs::sim::{CrashMode, Fault, FsOp, SimFs};
+    use crate::fs::sim::{Fault, FsOp, SimFs};
     let t = tp(0);
     let fs = SimFs::new();
     let log = SegmentLog::builder("/d").open_with_fs(fs.clone()).unwrap();
@@ -884,16 +884,57 @@ fn a_blocking_append_whose_sync_fails_changes_nothing() {
         1
     );
     assert_eq!(log.append_blocking(&t, 1, 1, b"next", true).unwrap(), 1);
-    let after = fs.restart(CrashMode::DropBoth);
     drop(log);
+    assert_eq!(data_after_power_cut(&fs, &t), [&b"kept"[..], &b"next"[..]]);
+}
+
+/// The data of every batch of `t` in the log at `/d` after a power cut that drops what was
+/// not synced.
+fn data_after_power_cut(fs: &crate::fs::sim::SimFs, t: &TopicPartition) -> Vec<Vec<u8>> {
+    let after = fs.restart(crate::fs::sim::CrashMode::DropBoth);
     let log = SegmentLog::builder("/d").open_with_fs(after).unwrap();
-    let read = log.read_batches_blocking(&t, 0, usize::MAX).unwrap();
-    let data: Vec<&[u8]> = read
-        .batches
+    let read = log.read_batches_blocking(t, 0, usize::MAX).unwrap();
+    read.batches
         .iter()
-        .map(|b| &b.encoded().unwrap()[..])
-        .collect();
-    assert_eq!(data, [&b"kept"[..], &b"next"[..]]);
+        .map(|b| b.encoded().unwrap().to_vec())
+        .collect()
+}
+
+/// Under a flush interval, a periodic sync that fails makes the partition refuse appends,
+/// async and blocking alike, until a sync succeeds (each append retries it); what was
+/// acknowledged before the failure is kept, and appends are taken again after.
+#[tokio::test]
+async fn after_a_failed_periodic_sync_appends_are_refused_until_a_sync_succeeds() {
+    use crate::fs::sim::{Fault, FsOp, SimFs};
+    let t = tp(0);
+    let fs = SimFs::new();
+    let log = SegmentLog::builder("/d")
+        .flush_interval_ms(Some(1 << 40))
+        .open_with_fs(fs.clone())
+        .unwrap();
+    log.create_topic_blocking("t", 1).unwrap();
+    assert_eq!(log.append_blocking(&t, 1, 1, b"a", false).unwrap(), 0);
+    fs.set_failing(FsOp::Fsync, Fault::Eio);
+    assert!(log.sync().is_err());
+    let refused = |e: LogError| {
+        let shown = e.to_string();
+        assert!(
+            matches!(e, LogError::Storage { .. })
+                && shown.contains("periodic fdatasync")
+                && shown.contains("refuses appends"),
+            "{shown}"
+        );
+    };
+    refused(log.append_blocking(&t, 1, 1, b"b", false).unwrap_err());
+    let records = vec![NewRecord::new(&b"v"[..])];
+    let batch = Box::new(|_| Bytes::from(&b"c"[..]));
+    refused(log.append_encoded(&t, records, batch).await.unwrap_err());
+    assert_eq!(log.bounds_blocking(&t).unwrap(), (0, 1), "nothing appended");
+    fs.clear_faults();
+    assert_eq!(log.append_blocking(&t, 1, 1, b"d", false).unwrap(), 1);
+    log.sync().unwrap();
+    drop(log);
+    assert_eq!(data_after_power_cut(&fs, &t), [&b"a"[..], &b"d"[..]]);
 }
 
 /// `roll_blocking` closes an active segment that holds a batch (what a compaction of it
