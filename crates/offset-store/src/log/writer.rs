@@ -181,9 +181,9 @@ impl<F: Fs> Writer<F> {
     }
 
     /// The writer thread's loop: one batch after another until the queue closes, then the
-    /// end of any compaction (the segment log syncs what is unsynced when it is dropped). The thread holds the writer's state only while it
-    /// works, never while it waits, so that a caller may write a batch itself meanwhile
-    /// ([`write_inline`]).
+    /// end of any compaction (the segment log syncs what is unsynced when it is dropped).
+    /// The thread holds the writer's state only while it works, never while it waits, so
+    /// that a caller may write a batch itself meanwhile ([`write_inline`]).
     pub(crate) fn run(writer: &Mutex<Self>, shared: &Shared) {
         let _abandon = AbandonOnExit(&shared.queue);
         // A panic while the state was held is a bug; the log itself is recovered at the next
@@ -475,8 +475,8 @@ fn encode(
 /// the writer thread and back (two wake-ups across threads) that a lone committer would
 /// otherwise wait for; a write costs one `write(2)` into the page cache, with no sync, so it
 /// may run on an async worker. Compactions stay on the thread, which is woken when one is
-/// due; periodic syncs are the segment log's. Hands `request` back, untouched, when the writer is busy (the
-/// caller queues it: under load, writes are batched as before).
+/// due; periodic syncs are the segment log's. Hands `request` back, untouched, when the
+/// writer is busy (the caller queues it: under load, writes are batched as before).
 ///
 /// Order is kept: a write goes inline only when none is queued, and a batch is appended and
 /// published under the writer's state, so the log and the view agree on every write's place.
