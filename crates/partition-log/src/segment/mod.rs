@@ -1162,4 +1162,6 @@ mod crash_tests;
 #[cfg(test)]
 mod hostile_tests;
 #[cfg(test)]
+mod review_tests;
+#[cfg(test)]
 mod tests;
