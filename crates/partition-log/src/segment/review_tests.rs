@@ -210,3 +210,102 @@ fn delete_records_racing_a_merge_deletes_only_below_its_offset() {
         "DeleteRecords(1) keeps offsets 1 and up"
     );
 }
+
+/// A deleted topic's entry stays in `log-start-offset-checkpoint` (mod.rs `delete_topic`
+/// rewrites the topics file only; the checkpoint is rewritten, from the live partitions, only
+/// when some log start moves), and `Partition::open` applies it to a new topic of the same
+/// name: at the next restart the new partition's log start jumps to the old one's and the
+/// segments below it are deleted. Here the old `t` had `DeleteRecords(2)`; the new `t`'s
+/// offsets 0 and 1, acknowledged, are gone after a restart.
+#[test]
+#[ignore = "bug: a recreated topic inherits the deleted topic's log start at restart and loses its first records"]
+fn a_recreated_topic_keeps_its_records_across_a_restart() {
+    let fs = SimFs::new();
+    let open = |fs: &SimFs| {
+        SegmentLog::builder(DIR)
+            .segment_bytes(1024)
+            .open_with_fs(fs.clone())
+            .unwrap()
+    };
+    let t = TopicPartition::new("t", 0);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let append = |log: &SegmentLog<SimFs>| {
+        log.append_blocking(&t, 1, 1, b"record", true).unwrap();
+        assert!(log.roll_blocking(&t).unwrap());
+    };
+    {
+        let log = open(&fs);
+        rt.block_on(async {
+            log.create_topic("t", 1).await.unwrap();
+            for _ in 0..3 {
+                append(&log);
+            }
+            assert_eq!(log.delete_records(&t, 2).await.unwrap(), 2);
+            log.delete_topic("t").await.unwrap();
+            log.create_topic("t", 1).await.unwrap();
+            for _ in 0..3 {
+                append(&log);
+            }
+            assert_eq!(log.bounds(&t).await.unwrap(), (0, 3));
+        });
+    }
+    let log = open(&fs);
+    assert_eq!(
+        log.bounds_blocking(&t).unwrap(),
+        (0, 3),
+        "the new topic's records 0 and 1 were never deleted"
+    );
+}
+
+/// Likewise a deleted topic's entry stays in `cleaner-offset-checkpoint` (mod.rs
+/// `delete_topic` drops it from memory only; the file is rewritten at the next
+/// `mark_cleaned`), and at the next open a new topic of the same name, never compacted,
+/// gets compaction's leniency below the old offset (partition.rs `open` and
+/// `recover_segment`: gaps accepted below `cleaned`): a lost segment file is accepted
+/// silently instead of refused as damage.
+#[test]
+#[ignore = "bug: a recreated topic inherits the deleted topic's cleaner checkpoint: a missing segment is accepted"]
+fn a_recreated_topic_is_not_taken_for_a_compacted_one() {
+    let fs = SimFs::new();
+    let open = |fs: &SimFs| {
+        SegmentLog::builder(DIR)
+            .segment_bytes(1024)
+            .open_with_fs(fs.clone())
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    {
+        let log = open(&fs).unwrap();
+        rt.block_on(async {
+            log.create_topic("c", 1).await.unwrap();
+            for key in ["a", "b", "c", "d"] {
+                try_put_as(&log, "", &[(key, "v")], 1).await.unwrap();
+                assert!(log.roll_blocking(&tp()).unwrap());
+            }
+            let policy = CompactionPolicy {
+                min_cleanable_dirty_ratio: 0.0,
+                ..CompactionPolicy::at(10)
+            };
+            let done = log.compact_blocking(&tp(), &policy, &TextRecords).unwrap();
+            assert_eq!(done.cleaned_up_to, 4);
+            log.delete_topic("c").await.unwrap();
+            log.create_topic("c", 1).await.unwrap();
+            for key in ["a", "b", "c", "d"] {
+                try_put_as(&log, "", &[(key, "v")], 1).await.unwrap();
+                assert!(log.roll_blocking(&tp()).unwrap());
+            }
+        });
+    }
+    // The new, never compacted partition loses a closed segment.
+    let lost = PathBuf::from(DIR).join("c-0").join(files::segment_name(1));
+    fs.remove_file(&lost).unwrap();
+    let reopened = open(&fs);
+    assert!(
+        reopened.is_err(),
+        "a gap in a never-compacted partition is damage, but it opened with bounds {:?}",
+        reopened.map(|l| l.bounds_blocking(&tp()).unwrap())
+    );
+}
