@@ -309,3 +309,40 @@ fn a_recreated_topic_is_not_taken_for_a_compacted_one() {
         reopened.map(|l| l.bounds_blocking(&tp()).unwrap())
     );
 }
+
+/// The scanner's own definition of a torn tail (frame.rs `Step::Bad`: "the frame is cut
+/// short by the end of the file, or only zeros follow") and the module docs ("a frame cut
+/// short ... (or followed by zeros only) is a torn write") are not what `Scanner::next`
+/// checks for a frame whose length field is intact but whose body is not (frame.rs: a CRC
+/// mismatch is at the tail only if the frame ends exactly at the end of the file). A write
+/// torn by a power cut on a file system that extended the file before its data reached the
+/// disk (the last frames' bytes partly zeros, zeros after) is refused as damage, and the
+/// log does not open until someone cuts the file by hand.
+#[test]
+#[ignore = "bug: a tail frame with an intact length, a torn body and only zeros after it is refused as damage"]
+fn a_torn_frame_followed_by_zeros_only_is_a_torn_tail() {
+    let first = frame::encode(0, &[1], b"acknowledged").unwrap();
+    let torn = frame::encode(1, &[1], &[7u8; 200]).unwrap();
+    let mut bytes = first.clone();
+    // The torn frame: its first 64 bytes written, the rest of it and of the next frame
+    // (a file extended for both) zeros.
+    bytes.extend_from_slice(&torn[..64]);
+    bytes.resize(first.len() + 2 * torn.len(), 0);
+    let fs = SimFs::new();
+    fs.put_file("/seg", bytes.clone());
+    let file = fs.open(Path::new("/seg")).unwrap();
+    let reader = files::FileReader {
+        fs: &fs,
+        file: &file,
+        position: 0,
+        len: bytes.len() as u64,
+    };
+    let mut scanner = frame::Scanner::new(reader, bytes.len() as u64);
+    assert!(matches!(scanner.next().unwrap(), frame::Step::Frame(_)));
+    match scanner.next().unwrap() {
+        frame::Step::Bad { at_tail, reason } => {
+            assert!(at_tail, "only zeros follow the torn frame, yet: {reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
