@@ -386,3 +386,39 @@ async fn a_damaged_length_before_much_data_is_refused() {
         reopened.map(|l| l.bounds_blocking(&t).unwrap())
     );
 }
+
+/// `delete_topic` whose directory sync fails (files.rs `write_atomically`: the new topics
+/// file is renamed into place, then `fsync_dir` fails) reports the deletion failed and keeps
+/// the topic in memory, so appends to it go on and are acknowledged; but the topics file
+/// without it is already in place, and the next open finds no such topic: every record of
+/// it, those acknowledged after the failed deletion included, is gone. (`create_topic`,
+/// the checkpoints' rewrites and `create_partitions` share the shape: a step reported failed
+/// that takes effect at the next restart.)
+#[test]
+#[ignore = "bug: a delete_topic reported failed (fsync_dir EIO) takes effect at restart: acknowledged appends lost"]
+fn a_failed_topic_deletion_changes_nothing() {
+    let fs = SimFs::new();
+    let t = TopicPartition::new("t", 0);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    {
+        let log = SegmentLog::builder(DIR).open_with_fs(fs.clone()).unwrap();
+        rt.block_on(async {
+            log.create_topic("t", 1).await.unwrap();
+            log.append_blocking(&t, 1, 1, b"before", true).unwrap();
+            fs.fail_nth(FsOp::FsyncDir, 1, Fault::Eio);
+            let failed = log.delete_topic("t").await;
+            assert!(failed.is_err(), "the deletion reports its failure");
+            // The topic is still there: an append to it is acknowledged.
+            log.append_blocking(&t, 1, 1, b"after", true).unwrap();
+            assert_eq!(log.bounds(&t).await.unwrap(), (0, 2));
+        });
+    }
+    let log = SegmentLog::builder(DIR).open_with_fs(fs.clone()).unwrap();
+    assert_eq!(
+        log.bounds_blocking(&t).map_err(|e| e.to_string()),
+        Ok((0, 2)),
+        "the topic whose deletion failed, with its acknowledged records"
+    );
+}
