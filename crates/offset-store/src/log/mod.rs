@@ -70,9 +70,12 @@ const MAX_WRITE: usize = MAX_BODY / 4;
 /// A batch lands or fails as a whole: if the write or the sync fails, the segment log cuts it
 /// back, memory is untouched, and every caller of the batch gets an
 /// [`Io`](StorageErrorKind::Io) error naming the file and the step. If even the cut fails,
-/// the partition refuses every later append (each first retries the cut) until it succeeds,
-/// and a reopen cuts the tail off as torn. (A batch larger than 256 MiB is appended as
-/// several, each holding whole writes and answering its own.)
+/// the partition refuses every later append (each first retries the cut) until it succeeds;
+/// should the store stop before then, the batch is still whole in the file, and the next
+/// open finds it and keeps it: a write reported failed may then be there (as in Kafka, whose
+/// recovery keeps every whole batch its log holds; a retried commit writes the same). (A
+/// batch larger than 256 MiB is appended as several, each holding whole writes and
+/// answering its own.)
 ///
 /// Under a flush interval there is no sync to wait for, so a write that finds the writer
 /// idle (nothing queued, no batch or sync under way, no [`hold_writes`](Self::hold_writes))

@@ -20,5 +20,4 @@ mod lock;
 mod log_crash;
 mod log_import;
 mod log_store;
-mod review45;
 mod round_trip;

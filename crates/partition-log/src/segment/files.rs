@@ -43,8 +43,36 @@ pub(crate) fn sync_dir<F: Fs>(fs: &F, dir: &Path) -> Result<(), LogError> {
 }
 
 /// Replaces `path` with `bytes` atomically: a reader (or a restart after a crash) finds the
-/// old content or the new, never a mix.
+/// old content or the new, never a mix. A failure changes nothing: if the directory's sync
+/// fails once the new file is renamed into place (the rename may still reach the disk), the
+/// old content is put back the same way, or the file removed if there was none; only if
+/// that fails too may a restart find the new content, and the error says so.
 pub(crate) fn write_atomically<F: Fs>(fs: &F, path: &Path, bytes: &[u8]) -> Result<(), LogError> {
+    let old = fs.read(path).map_err(|e| storage("read", path, e))?;
+    replace(fs, path, bytes)?;
+    let Err(e) = sync_dir(fs, parent(path)) else {
+        return Ok(());
+    };
+    let restored = match &old {
+        Some(old) => replace(fs, path, old),
+        None => fs.remove_file(path).map_err(|e| storage("remove", path, e)),
+    }
+    .and_then(|()| sync_dir(fs, parent(path)));
+    match (restored, e) {
+        (Err(again), LogError::Storage { message, source }) => Err(LogError::Storage {
+            message: format!(
+                "{message}; putting the previous content back failed too ({again}): after a \
+                 restart `{}` may hold the new content",
+                path.display()
+            ),
+            source,
+        }),
+        (_, e) => Err(e),
+    }
+}
+
+/// Writes `bytes` to `<path>.tmp`, syncs it and renames it over `path`.
+fn replace<F: Fs>(fs: &F, path: &Path, bytes: &[u8]) -> Result<(), LogError> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
@@ -55,8 +83,7 @@ pub(crate) fn write_atomically<F: Fs>(fs: &F, path: &Path, bytes: &[u8]) -> Resu
     };
     write().map_err(|e| storage("write", &tmp, e))?;
     fs.rename(&tmp, path)
-        .map_err(|e| storage("rename into place", path, e))?;
-    sync_dir(fs, parent(path))
+        .map_err(|e| storage("rename into place", path, e))
 }
 
 /// Takes the owner lock of `dir`: an `flock` held as long as the returned lock lives, so

@@ -83,7 +83,11 @@
 //! per append, the appends written while a sync runs are synced together by the next one
 //! (group commit: one `fdatasync` for the group, which lands or fails as a whole). A failed
 //! write or sync is cut back from the segment, and each append it covered reports a
-//! [`LogError::Storage`] naming the file and step: nothing visible changes.
+//! [`LogError::Storage`] naming the file and step: nothing visible changes. (An append
+//! whose frame a roll synced meanwhile is durable, and succeeds.) If the cut itself fails,
+//! the partition refuses appends (each retries the cut) until it succeeds; a log reopened
+//! before that finds the batch whole and keeps it, as Kafka's recovery keeps every whole
+//! batch: an append reported failed may then be there.
 //!
 //! A partition whose only writer is a thread of its own that batches its writes itself (the
 //! group store's `__consumer_offsets`) appends with [`SegmentLog::append_blocking`]: one
@@ -437,8 +441,9 @@ impl<F: Fs> Inner<F> {
     }
 
     /// Rewrites the checkpoint with `p`'s start at `start` (every other partition's as it is),
-    /// then drops `p`'s first `n` segments. The caller holds the checkpoint lock.
-    fn move_start(&self, p: &Partition<F>, n: usize, start: i64) -> Result<(), LogError> {
+    /// then drops `p`'s segments wholly below it; returns how many. The caller holds the
+    /// checkpoint lock.
+    fn move_start(&self, p: &Partition<F>, start: i64) -> Result<usize, LogError> {
         let mut starts: BTreeMap<TopicPartition, i64> = self
             .all_partitions()
             .iter()
@@ -451,7 +456,7 @@ impl<F: Fs> Inner<F> {
             &path,
             files::encode_checkpoint(&starts).as_bytes(),
         )?;
-        p.remove_segments(n, start)
+        p.remove_segments(start)
     }
 
     /// Kafka's `DeleteRecords`: moves `tp`'s log start up to `offset` (durably, through the
@@ -462,12 +467,12 @@ impl<F: Fs> Inner<F> {
             .checkpoint
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let n = p.segments_below(offset)?;
+        p.check_in_range(offset)?;
         let start = p.bounds().0;
         if offset <= start {
             return Ok(start);
         }
-        self.move_start(&p, n, offset)?;
+        let n = self.move_start(&p, offset)?;
         info!(partition = %tp, segments = n, log_start = offset, "records deleted");
         self.signal();
         Ok(offset)
@@ -489,13 +494,13 @@ impl<F: Fs> Inner<F> {
             return Ok(0);
         }
         let start = p.start_after(n);
-        {
+        let n = {
             let _one = self
                 .checkpoint
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            self.move_start(p, n, start)?;
-        }
+            self.move_start(p, start)?
+        };
         info!(partition = %p.tp, segments = n, log_start = start, "retention deleted segments");
         self.signal();
         Ok(n)
@@ -521,6 +526,37 @@ impl<F: Fs> Inner<F> {
         let path = self.dir.join(files::CLEANER_CHECKPOINT);
         files::write_atomically(&*self.fs, &path, files::encode_checkpoint(&next).as_bytes())?;
         *cleaned = next;
+        Ok(())
+    }
+
+    /// Removes `name`'s partitions from the log-start and cleaner checkpoints, durably, if
+    /// they are there: a deleted topic of that name leaves them (the files are rewritten
+    /// from the live partitions only when a log start moves or a pass ends), and a new topic
+    /// must start at offset 0, never compacted. Called before a topic is created.
+    fn forget_checkpoints(&self, name: &str) -> Result<(), LogError> {
+        let forget = |path: &Path| -> Result<(), LogError> {
+            let mut entries = files::read_checkpoint(&*self.fs, path)?;
+            let before = entries.len();
+            entries.retain(|tp, _| tp.topic() != name);
+            if entries.len() == before {
+                return Ok(());
+            }
+            files::write_atomically(
+                &*self.fs,
+                path,
+                files::encode_checkpoint(&entries).as_bytes(),
+            )
+        };
+        {
+            let _one = self
+                .checkpoint
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            forget(&self.dir.join(files::CHECKPOINT))?;
+        }
+        let mut cleaned = self.cleaned.lock().unwrap_or_else(PoisonError::into_inner);
+        forget(&self.dir.join(files::CLEANER_CHECKPOINT))?;
+        cleaned.retain(|tp, _| tp.topic() != name);
         Ok(())
     }
 
@@ -735,6 +771,7 @@ impl<F: Fs> SegmentLog<F> {
             check_new_topic(name, partitions, topics.keys().map(|t| &**t))?;
         }
         let id = new_topic_id(name)?;
+        inner.forget_checkpoints(name)?;
         let entry = TopicEntry {
             name: name.to_string(),
             id,
@@ -791,6 +828,14 @@ impl<F: Fs> SegmentLog<F> {
         data: &[u8],
         durable: bool,
     ) -> Result<i64, LogError> {
+        // Each record takes 8 bytes of the frame: a count no frame can hold is refused
+        // before its timestamps are allocated.
+        if u64::from(count) * 8 > u64::from(frame::MAX_FRAME) {
+            return Err(LogError::InvalidArgument {
+                what: "batch",
+                reason: format!("{count} records exceed the largest stored batch"),
+            });
+        }
         let timestamps = vec![timestamp; count as usize];
         let count = batch_count(tp, &timestamps)?;
         let partition = self.inner.partition(tp)?;

@@ -72,14 +72,30 @@ pub(crate) struct State<F: Fs> {
     pub(crate) end: i64,
     /// The end of the frames written; above `end` while their group sync runs.
     pub(crate) written_end: i64,
-    /// Failed group syncs so far: an appender written in an earlier epoch was cut back.
+    /// Failed group syncs so far (cuts back of what was not durable): an appender written in
+    /// an earlier epoch may have been cut back.
     pub(crate) failures: u64,
     /// The last failed sync's error, told to the appenders it cut back.
     pub(crate) last_failure: String,
+    /// The durable end when the last cut back ran: it removed every frame at or past it.
+    pub(crate) last_cut_end: i64,
     pub(crate) segments: Vec<Segment<F>>,
 }
 
 impl<F: Fs> State<F> {
+    /// What became of a frame written in failure epoch `epoch` and ending at `end`:
+    /// `Some(true)` durable, `Some(false)` cut back, `None` still to be synced. A cut back
+    /// removes every frame at or past the durable end of its moment, which only grows: the
+    /// first cut after the frame was written removed it unless it was durable by then. Only
+    /// the last cut's end is kept, so after more than one the frame counts as cut (its
+    /// appender hears an error: a retry may duplicate it, never lose it).
+    fn frame_fate(&self, end: i64, epoch: u64) -> Option<bool> {
+        if self.failures == epoch {
+            return (self.end >= end).then_some(true);
+        }
+        Some(self.failures == epoch + 1 && self.last_cut_end >= end)
+    }
+
     fn active(&self) -> &Segment<F> {
         // Never empty: built with one segment, and the active one is never removed.
         &self.segments[self.segments.len() - 1]
@@ -178,6 +194,9 @@ pub(crate) struct Partition<F: Fs> {
     /// (flush-interval mode) The last periodic sync failed: appends are refused until a sync
     /// succeeds (each append retries it first).
     sync_failed: AtomicBool,
+    /// (flush-interval mode) Syncs are one at a time, so that a sync that finds nothing
+    /// dirty returns only once the sync that took the flag has ended.
+    flusher: std::sync::Mutex<()>,
     /// When the active segment was opened (or the log, for the one recovered at open), in
     /// ms on the log's clock: its age for `segment.ms`.
     pub(super) active_since: std::sync::atomic::AtomicI64,
@@ -230,6 +249,7 @@ impl<F: Fs> Partition<F> {
                 written_end: 0,
                 failures: 0,
                 last_failure: String::new(),
+                last_cut_end: 0,
                 segments: vec![segment],
             },
         ))
@@ -245,6 +265,7 @@ impl<F: Fs> Partition<F> {
             state: RwLock::new(state),
             dirty: AtomicBool::new(false),
             sync_failed: AtomicBool::new(false),
+            flusher: std::sync::Mutex::new(()),
             active_since: std::sync::atomic::AtomicI64::new(0),
             cleaner: std::sync::Mutex::new(0),
             #[cfg(test)]
@@ -372,6 +393,7 @@ impl<F: Fs> Partition<F> {
                 written_end: end,
                 failures: 0,
                 last_failure: String::new(),
+                last_cut_end: 0,
                 segments,
             },
         );
@@ -515,17 +537,19 @@ impl<F: Fs> Partition<F> {
         let _one = self.syncer.lock().await;
         let (file, path, target) = {
             let s = self.read();
-            if s.end >= my_end {
-                return Ok(()); // another appender's sync covered this frame
-            }
-            if s.failures != epoch {
-                return Err(LogError::Storage {
-                    message: format!(
-                        "the batch was cut back: the sync of its group failed ({})",
-                        s.last_failure
-                    ),
-                    source: None,
-                });
+            match s.frame_fate(my_end, epoch) {
+                // Another sync (an appender's, or a roll's) covered this frame.
+                Some(true) => return Ok(()),
+                Some(false) => {
+                    return Err(LogError::Storage {
+                        message: format!(
+                            "the batch was cut back: the sync of its group failed ({})",
+                            s.last_failure
+                        ),
+                        source: None,
+                    })
+                }
+                None => {}
             }
             (
                 s.active().file.clone(),
@@ -565,8 +589,13 @@ impl<F: Fs> Partition<F> {
             }
             Err(e) => {
                 // The appenders of the group learn that their frames were cut back; a cut
-                // that fails is retried before the next append.
+                // that fails is retried before the next append. A roll that ran meanwhile
+                // synced the segment it closed: a frame it covered is durable, kept, and
+                // its append succeeded.
                 let _ = self.cut_back_unsynced(&mut self.lock_writer(), &e);
+                if self.read().frame_fate(my_end, epoch) == Some(true) {
+                    return Ok(());
+                }
                 Err(e)
             }
         }
@@ -630,6 +659,7 @@ impl<F: Fs> Partition<F> {
         s.failures += 1;
         s.last_failure = cause.to_string();
         let end = s.end;
+        s.last_cut_end = end;
         s.written_end = end;
         let last = s.segments.len() - 1;
         let active = &mut s.segments[last];
@@ -716,6 +746,7 @@ impl<F: Fs> Partition<F> {
     /// makes it refuse appends until a sync succeeds (Kafka takes a log directory whose
     /// flush failed offline).
     pub(crate) fn sync_if_dirty(&self, on_sync: Option<&SyncObserver>) -> Result<(), LogError> {
+        let _one = self.flusher.lock().unwrap_or_else(PoisonError::into_inner);
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
@@ -906,26 +937,29 @@ impl<F: Fs> Partition<F> {
             .max(s.log_start)
     }
 
-    /// How many leading segments hold only offsets below `offset` (never the active one),
-    /// or the out-of-range error if `offset` is negative or past the end.
-    pub(crate) fn segments_below(&self, offset: i64) -> Result<usize, LogError> {
+    /// Whether `offset` is a valid new log start: at most the high watermark (Kafka's
+    /// `OFFSET_OUT_OF_RANGE` otherwise).
+    pub(crate) fn check_in_range(&self, offset: i64) -> Result<(), LogError> {
         let s = self.read();
         if offset < 0 || offset > s.end {
             return Err(s.out_of_range(&self.tp, offset));
         }
-        Ok(s.segments
-            .windows(2)
-            .take_while(|pair| pair[1].base_offset <= offset)
-            .count())
+        Ok(())
     }
 
-    /// Drops the first `n` segments from the index and moves the log start to `start` (the
-    /// checkpoint already says so), then deletes their files.
-    pub(crate) fn remove_segments(&self, n: usize, start: i64) -> Result<(), LogError> {
+    /// Moves the log start to `start` (the checkpoint already says so), drops the closed
+    /// segments wholly below it from the index, then deletes their files; returns how many.
+    /// Which segments is decided here, under the state lock, not by the caller: a
+    /// compaction pass may have merged segments since the caller looked.
+    pub(crate) fn remove_segments(&self, start: i64) -> Result<usize, LogError> {
         let removed: Vec<Segment<F>> = {
             let mut s = self.write();
-            let n = n.min(s.segments.len() - 1);
             s.log_start = s.log_start.max(start);
+            let n = s
+                .segments
+                .windows(2)
+                .take_while(|pair| pair[1].base_offset <= start)
+                .count();
             s.segments.drain(..n).collect()
         };
         for seg in &removed {
@@ -936,7 +970,7 @@ impl<F: Fs> Partition<F> {
         if !removed.is_empty() {
             files::sync_dir(&*self.fs, &self.dir)?;
         }
-        Ok(())
+        Ok(removed.len())
     }
 }
 

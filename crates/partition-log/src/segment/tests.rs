@@ -937,6 +937,25 @@ async fn after_a_failed_periodic_sync_appends_are_refused_until_a_sync_succeeds(
     assert_eq!(data_after_power_cut(&fs, &t), [&b"a"[..], &b"d"[..]]);
 }
 
+/// A blocking append of more records than any frame can hold is refused before anything is
+/// allocated for them (a `u32::MAX` count would be 32 GiB of timestamps), and changes nothing.
+#[test]
+fn a_blocking_append_of_too_many_records_is_refused() {
+    let t = tp(0);
+    let log = SegmentLog::builder("/d")
+        .open_with_fs(crate::fs::sim::SimFs::new())
+        .unwrap();
+    log.create_topic_blocking("t", 1).unwrap();
+    let err = log
+        .append_blocking(&t, u32::MAX, 1, b"x", true)
+        .unwrap_err();
+    assert!(
+        matches!(err, LogError::InvalidArgument { .. }) && err.to_string().contains("records"),
+        "{err}"
+    );
+    assert_eq!(log.bounds_blocking(&t).unwrap(), (0, 0));
+}
+
 /// `roll_blocking` closes an active segment that holds a batch (what a compaction of it
 /// needs), and does nothing to an empty one.
 #[test]
