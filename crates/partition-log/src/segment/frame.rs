@@ -1,7 +1,7 @@
 //! The frame around each stored batch: what recovery checks, whatever bytes the appender
 //! encoded (see the module docs of [`segment`](super) for the layout).
 
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
 
 use coordinator_core::LogError;
 
@@ -229,30 +229,103 @@ pub(crate) enum Step {
     End,
     /// Not a valid frame. `at_tail`: nothing valid can follow it (the frame is cut short by
     /// the end of the file, or only zeros follow), so it is a torn write, not a damaged
-    /// frame with data after it.
+    /// frame with data after it. A length that runs past the end of the file is not at the
+    /// tail when a whole frame lies behind it (see `Scanner::frames_behind`).
     Bad { reason: String, at_tail: bool },
 }
 
-/// The longest rest of a file searched for whole frames after a length that runs past its
-/// end (see `Scanner::whole_frames_in_rest`).
-const MAX_TAIL_SCAN: usize = 256 << 20;
+/// How far after a length field that runs past the end of the file a damaged length's
+/// frame and the whole frame after it can reach: each is at most [`MAX_FRAME`] after its
+/// own length field.
+const REACH: u64 = 2 * (4 + MAX_FRAME as u64);
 
-/// Whether `bytes` start with a whole frame whose checksum matches.
-fn whole_frame_at(bytes: &[u8]) -> bool {
-    let Some(len) = bytes
-        .get(..4)
-        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    else {
-        return false;
-    };
-    if !(FIXED..=MAX_FRAME).contains(&len) {
-        return false;
+/// The most places behind a damaged length where its frame's checksum may match that are
+/// followed up at once. Each is a 32-bit checksum matching by chance, so a torn write has
+/// more than one with a negligible probability; more than this many is taken for damage
+/// (refused), which bounds the search's time.
+const MAX_CANDIDATES: usize = 64;
+
+/// CRC-32C's table for a byte at a time (the reflected Castagnoli polynomial), for the
+/// search that needs the checksum at every length (`Scanner::frames_behind`).
+const CRC_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut r = i as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            r = if r & 1 == 1 {
+                (r >> 1) ^ 0x82F6_3B78
+            } else {
+                r >> 1
+            };
+            bit += 1;
+        }
+        table[i] = r;
+        i += 1;
     }
-    let Some(frame) = bytes.get(4..4 + len as usize) else {
-        return false;
-    };
-    let stored = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
-    crc32c::crc32c(&frame[4..]) == stored
+    table
+};
+
+/// The CRC-32C register (the complement of the checksum: `!0` before any byte) after `byte`.
+fn crc_byte(register: u32, byte: u8) -> u32 {
+    CRC_TABLE[usize::from((register as u8) ^ byte)] ^ (register >> 8)
+}
+
+/// A place behind a damaged length where its frame's checksum matches: the frame ends
+/// there if a whole frame follows.
+struct Candidate {
+    /// Where the whole frame must start, from the byte after the damaged length field.
+    at: u64,
+    /// That frame's length field and CRC, as far as read.
+    head: [u8; 8],
+    /// The CRC-32C of that frame's body, as far as read.
+    crc: u32,
+}
+
+/// What a [`Candidate`] is, as far as read.
+enum Found {
+    /// Not known yet: the frame after it is not read whole.
+    More,
+    /// A whole frame follows it: the damaged length's frame ends there.
+    Whole,
+    /// No whole frame follows it.
+    Not,
+}
+
+impl Candidate {
+    /// Takes the bytes of `chunk`, which starts at `from` (in the same terms as
+    /// [`at`](Candidate::at)), of the `rest` bytes there are.
+    fn feed(&mut self, from: u64, chunk: &[u8], rest: u64) -> Found {
+        let to = from + chunk.len() as u64;
+        let head_end = self.at + 8;
+        // Positions within both `from..to` and the header: indices into `chunk`, and below
+        // 8 from `at`.
+        for p in self.at.max(from)..head_end.min(to) {
+            self.head[(p - self.at) as usize] = chunk[(p - from) as usize];
+        }
+        if to < head_end {
+            return Found::More;
+        }
+        let [l0, l1, l2, l3, c0, c1, c2, c3] = self.head;
+        let len = u32::from_be_bytes([l0, l1, l2, l3]);
+        let end = self.at + 4 + u64::from(len);
+        if !(FIXED..=MAX_FRAME).contains(&len) || end > rest {
+            return Found::Not;
+        }
+        let (lo, hi) = (head_end.max(from), end.min(to));
+        if lo < hi {
+            self.crc =
+                crc32c::crc32c_append(self.crc, &chunk[(lo - from) as usize..(hi - from) as usize]);
+        }
+        if to < end {
+            Found::More
+        } else if self.crc == u32::from_be_bytes([c0, c1, c2, c3]) {
+            Found::Whole
+        } else {
+            Found::Not
+        }
+    }
 }
 
 /// Reads a segment file frame by frame, checking each CRC.
@@ -280,8 +353,9 @@ impl<R: Read> Scanner<R> {
     }
 
     /// The frame at the current position; after a `Frame`, the position moves past it.
+    /// After a `Bad`, the scanner is done (it may have read past the frame).
     pub(crate) fn next(&mut self) -> io::Result<Step> {
-        let left = self.file_len - self.pos;
+        let left = self.file_len.saturating_sub(self.pos);
         if left == 0 {
             return Ok(Step::End);
         }
@@ -295,134 +369,191 @@ impl<R: Read> Scanner<R> {
         self.reader.read_exact(&mut len)?;
         let len = u32::from_be_bytes(len);
         if !(FIXED..=MAX_FRAME).contains(&len) {
-            let at_tail = self.rest_is_zero(len)?;
+            let at_tail = len == 0 && self.rest_is_zero(left - 4)?;
             return Ok(Step::Bad {
                 reason: format!("an impossible frame length {len}"),
                 at_tail,
             });
         }
+        let claimed = u64::from(len) + 4;
         if u64::from(len) > left - 4 {
             // A torn write, unless the length itself is damaged: then the frame's checksum
             // matches at its true length and a whole frame follows it.
-            let hidden = self.whole_frames_in_rest(left - 4)?;
-            let reason = if hidden {
-                format!(
-                    "a damaged length ({} bytes claimed, {left} left) before whole frames",
-                    u64::from(len) + 4
-                )
-            } else {
-                format!(
-                    "a frame of {} bytes cut short by the end of the file ({left} bytes left)",
-                    u64::from(len) + 4
-                )
-            };
-            return Ok(Step::Bad {
-                reason,
-                at_tail: !hidden,
+            return Ok(match self.frames_behind(left - 4)? {
+                Some(found) => Step::Bad {
+                    reason: format!(
+                        "a damaged length ({claimed} bytes claimed, {left} left): {found}"
+                    ),
+                    at_tail: false,
+                },
+                None => Step::Bad {
+                    reason: format!(
+                        "a frame of {claimed} bytes cut short by the end of the file ({left} bytes left)"
+                    ),
+                    at_tail: true,
+                },
             });
         }
         self.buf.resize(len as usize, 0);
         self.reader.read_exact(&mut self.buf)?;
-        let at_tail = self.pos + 4 + u64::from(len) == self.file_len;
-        let (crc, body) = self.buf.split_at(4);
-        let stored = u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]);
+        match self.check(len) {
+            Ok(head) => {
+                self.pos += head.len();
+                Ok(Step::Frame(head))
+            }
+            Err(reason) => {
+                // At the tail if nothing but zeros follows (a file extended, its last
+                // writes torn); damage if anything else does.
+                let after = left - claimed;
+                let at_tail = self.rest_is_zero(after)?;
+                let reason = if at_tail && after > 0 {
+                    format!("{reason}, then {after} zero bytes to the end of the file")
+                } else {
+                    reason
+                };
+                Ok(Step::Bad { reason, at_tail })
+            }
+        }
+    }
+
+    /// The frame of `len` bytes after its length field in `buf`: its head, or why it is
+    /// not a valid frame.
+    fn check(&self, len: u32) -> Result<Head, String> {
+        let Some((crc, body)) = self.buf.split_first_chunk::<4>() else {
+            return Err(format!("a frame of {len} bytes, below its header"));
+        };
+        let stored = u32::from_be_bytes(*crc);
         let actual = crc32c::crc32c(body);
         if stored != actual {
-            return Ok(Step::Bad {
-                reason: format!("a CRC-32C mismatch (stored {stored:08x}, computed {actual:08x})"),
-                at_tail,
-            });
+            return Err(format!(
+                "a CRC-32C mismatch (stored {stored:08x}, computed {actual:08x})"
+            ));
         }
         // body: version, base offset, count, max timestamp, [last delta, delete horizon],
         // per-record entries, data.
-        let version = body[0];
-        if version != VERSION && version != VERSION_SPARSE {
-            return Ok(Step::Bad {
-                reason: format!("an unknown frame version {version}"),
-                at_tail,
-            });
-        }
-        let word = |at: usize| {
-            let mut b = [0; 8];
-            b.copy_from_slice(&body[at..at + 8]);
-            i64::from_be_bytes(b)
+        let Some((&version, rest)) = body.split_first() else {
+            return Err(format!("a frame of {len} bytes, below its header"));
         };
-        let base_offset = word(1);
-        let count = u32::from_be_bytes([body[9], body[10], body[11], body[12]]);
-        let max_timestamp = word(13);
+        if version != VERSION && version != VERSION_SPARSE {
+            return Err(format!("an unknown frame version {version}"));
+        }
+        let Some((fields, rest)) = rest.split_first_chunk::<20>() else {
+            return Err(format!("a frame of {len} bytes, below its header"));
+        };
+        let [b0, b1, b2, b3, b4, b5, b6, b7, n0, n1, n2, n3, t0, t1, t2, t3, t4, t5, t6, t7] =
+            *fields;
+        let base_offset = i64::from_be_bytes([b0, b1, b2, b3, b4, b5, b6, b7]);
+        let count = u32::from_be_bytes([n0, n1, n2, n3]);
+        let max_timestamp = i64::from_be_bytes([t0, t1, t2, t3, t4, t5, t6, t7]);
         let mut head = Head::dense(base_offset, count, max_timestamp, len.saturating_add(4));
         if version == VERSION_SPARSE {
-            if len < FIXED_V1 {
-                return Ok(Step::Bad {
-                    reason: format!("a version 1 frame of {len} bytes, below its header"),
-                    at_tail,
-                });
-            }
+            let Some(delta) = rest.first_chunk::<4>().filter(|_| len >= FIXED_V1) else {
+                return Err(format!(
+                    "a version 1 frame of {len} bytes, below its header"
+                ));
+            };
             head.version = VERSION_SPARSE;
-            head.last_delta = u32::from_be_bytes([body[21], body[22], body[23], body[24]]);
+            head.last_delta = u32::from_be_bytes(*delta);
         }
         let fits = u64::from(head.len) >= head.data_start();
         if count == 0 || !fits || count - 1 > head.last_delta {
-            return Ok(Step::Bad {
-                reason: format!("a record count {count} that does not fit its {len} bytes"),
-                at_tail,
-            });
+            return Err(format!(
+                "a record count {count} that does not fit its {len} bytes"
+            ));
         }
-        self.pos += head.len();
-        Ok(Step::Frame(head))
+        Ok(head)
     }
 
-    /// Whether every byte after the length field just read is zero (a file extended but not
-    /// written, as a power loss can leave it). Reads the rest of the file.
-    /// After a length that runs past the end of the file: whether the `rest` bytes after it
-    /// hold a frame whose checksum matches at some shorter length, followed by a whole
-    /// frame. A write torn by a power cut leaves a prefix of one frame and nothing after it;
-    /// a damaged length (a bit flipped in it) leaves the frame's checksum matching at its
-    /// true length and the next frame whole, which is damage before the tail, not a torn
-    /// tail. The checksum is computed once over the rest, byte by byte, so the search is
-    /// linear; a rest longer than [`MAX_TAIL_SCAN`] is taken as torn (no frame is that
-    /// large in practice, and reading it whole would cost as much memory).
-    fn whole_frames_in_rest(&mut self, rest: u64) -> io::Result<bool> {
-        let Ok(rest) = usize::try_from(rest) else {
-            return Ok(false);
-        };
-        if rest > MAX_TAIL_SCAN {
-            return Ok(false);
-        }
-        let mut bytes = vec![0; rest];
-        self.reader.read_exact(&mut bytes)?;
-        let Some(stored) = bytes
-            .get(..4)
-            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-        else {
-            return Ok(false);
-        };
-        let mut crc = 0;
-        for end in 4..rest {
-            crc = crc32c::crc32c_append(crc, &bytes[end..=end]);
-            // The frame would be `end + 1` bytes after its length field.
-            let len = end + 1;
-            if len >= FIXED as usize && crc == stored && whole_frame_at(&bytes[len..]) {
-                return Ok(true);
+    /// Whether the next `n` bytes are all zeros (a file extended but not written, as a power
+    /// loss can leave it). Reads them a buffer at a time, up to the first byte that is not.
+    fn rest_is_zero(&mut self, mut n: u64) -> io::Result<bool> {
+        while n > 0 {
+            let chunk = self.reader.fill_buf()?;
+            if chunk.is_empty() {
+                break;
             }
-        }
-        Ok(false)
-    }
-
-    fn rest_is_zero(&mut self, len: u32) -> io::Result<bool> {
-        if len != 0 {
-            return Ok(false);
-        }
-        let mut chunk = [0u8; 8192];
-        loop {
-            let n = self.reader.read(&mut chunk)?;
-            if n == 0 {
-                return Ok(true);
-            }
-            if chunk[..n].iter().any(|b| *b != 0) {
+            let take = chunk.len().min(usize::try_from(n).unwrap_or(usize::MAX));
+            if chunk[..take].iter().any(|b| *b != 0) {
                 return Ok(false);
             }
+            self.reader.consume(take);
+            n -= take as u64;
         }
+        Ok(true)
+    }
+
+    /// After a length field that runs past the end of the file: whether the `rest` bytes
+    /// after it hold a frame whose checksum matches at some shorter length, followed by a
+    /// whole frame; if so, what was found. A write torn by a power cut leaves a prefix of
+    /// one frame and nothing after it; a damaged length (a bit flipped in it) leaves the
+    /// frame's checksum matching at its true length and the next frame whole, which is
+    /// damage before the tail, not a torn tail.
+    ///
+    /// Both frames are at most [`MAX_FRAME`] long, so only the first [`REACH`] bytes of the
+    /// rest are searched, a buffer at a time (memory does not grow with the rest). The
+    /// checksum is kept byte by byte over the rest, so the search is linear; each place it
+    /// matches is followed up with the frame after it as the bytes come.
+    fn frames_behind(&mut self, rest: u64) -> io::Result<Option<String>> {
+        // The true frame's length `end` (after its length field) is at least FIXED, at most
+        // MAX_FRAME, and leaves room for a whole frame after it.
+        let last_end = u64::from(MAX_FRAME).min(rest.saturating_sub(4 + u64::from(FIXED)));
+        if last_end < u64::from(FIXED) {
+            return Ok(None);
+        }
+        let mut stored = [0; 4];
+        self.reader.read_exact(&mut stored)?;
+        // The register's value when the checksum of the bytes so far is the stored one.
+        let target = !u32::from_be_bytes(stored);
+        let limit = rest.min(REACH);
+        let mut register = !0u32;
+        let mut pos = 4u64;
+        let mut pending: Vec<Candidate> = Vec::new();
+        while pos < limit && (pos < last_end || !pending.is_empty()) {
+            let chunk = self.reader.fill_buf()?;
+            let n = chunk
+                .len()
+                .min(usize::try_from(limit - pos).unwrap_or(usize::MAX));
+            if n == 0 {
+                break;
+            }
+            let chunk = &chunk[..n];
+            // The checksum at each length ending in this chunk: a byte at `pos + i`
+            // makes the frame `pos + i + 1` long.
+            let own = usize::try_from(last_end.saturating_sub(pos)).map_or(n, |m| m.min(n));
+            for (end, byte) in (pos + 1..).zip(&chunk[..own]) {
+                register = crc_byte(register, *byte);
+                if register == target && end >= u64::from(FIXED) {
+                    if pending.len() == MAX_CANDIDATES {
+                        return Ok(Some(format!(
+                            "its checksum matches at more than {MAX_CANDIDATES} lengths"
+                        )));
+                    }
+                    pending.push(Candidate {
+                        at: end,
+                        head: [0; 8],
+                        crc: 0,
+                    });
+                }
+            }
+            let mut whole = None;
+            pending.retain_mut(|c| match c.feed(pos, chunk, rest) {
+                Found::More => true,
+                Found::Whole => {
+                    whole = whole.or(Some(c.at));
+                    false
+                }
+                Found::Not => false,
+            });
+            if let Some(end) = whole {
+                return Ok(Some(format!(
+                    "its checksum matches at {} bytes, and a whole frame follows",
+                    end + 4
+                )));
+            }
+            self.reader.consume(n);
+            pos += n as u64;
+        }
+        Ok(None)
     }
 }
 
@@ -554,5 +685,128 @@ mod tests {
         assert_eq!(scan(&zeros), ["frame 0 1", "bad at 40 tail=true"]);
         zeros.push(1);
         assert_eq!(scan(&zeros), ["frame 0 1", "bad at 40 tail=false"]);
+        // A frame whose length is intact but whose body is not (a torn write of a file
+        // extended first, or a flipped bit): a torn tail at the end of the file or with only
+        // zeros after it, damage with anything else after it.
+        let mut torn = frame.clone();
+        torn.extend_from_slice(&frame);
+        let last = torn.len() - 1;
+        torn[last] ^= 0x01;
+        assert_eq!(scan(&torn), ["frame 0 1", "bad at 40 tail=true"]);
+        torn.extend_from_slice(&[0; 5000]);
+        assert_eq!(scan(&torn), ["frame 0 1", "bad at 40 tail=true"]);
+        for at in [80, 81, 2000, torn.len() - 1] {
+            let mut then = torn.clone();
+            then[at] = 0x80;
+            assert_eq!(
+                scan(&then),
+                ["frame 0 1", "bad at 40 tail=false"],
+                "at {at}"
+            );
+        }
+        torn.extend_from_slice(&frame);
+        assert_eq!(scan(&torn), ["frame 0 1", "bad at 40 tail=false"]);
+    }
+
+    #[test]
+    fn the_byte_at_a_time_checksum_is_crc32c() {
+        let bytes: Vec<u8> = (0..1000u32).map(|i| (i * 7919 % 251) as u8).collect();
+        for n in [0, 1, 3, 4, 100, 1000] {
+            let register = bytes[..n].iter().fold(!0, |r, b| crc_byte(r, *b));
+            assert_eq!(!register, crc32c::crc32c(&bytes[..n]), "{n} bytes");
+        }
+    }
+
+    /// A damaged length is told from a torn write wherever the scanner's reads cut the
+    /// bytes behind it: the frame's true end, or the next frame's length field and CRC,
+    /// across the boundary of two buffers (the reader's buffer holds 1 MiB).
+    #[test]
+    fn a_damaged_length_is_found_across_read_buffers() {
+        let next = encode(1, &[1], b"next").unwrap();
+        for data in (1 << 20) - 49..=(1 << 20) - 33 {
+            let first = encode(0, &[1], &vec![3u8; data]).unwrap();
+            let mut bytes = first.clone();
+            bytes.extend_from_slice(&next);
+            // 4 MiB more than the file holds.
+            bytes[1] ^= 0x40;
+            assert_eq!(scan(&bytes), ["bad at 0 tail=false"], "{data} bytes");
+            // The same length before a frame cut short: a torn write, for all it shows.
+            let cut = &bytes[..bytes.len() - 1];
+            assert_eq!(scan(cut), ["bad at 0 tail=true"], "{data} bytes, cut");
+        }
+    }
+
+    /// The four bytes that take the CRC-32C register from `register` to `want`.
+    fn forge(register: u32, want: u32) -> [u8; 4] {
+        let mut index = [0u8; 4];
+        let mut w = want;
+        for k in (0..4).rev() {
+            let i = (0..=255u8)
+                .find(|i| CRC_TABLE[usize::from(*i)] >> 24 == w >> 24)
+                .unwrap();
+            index[k] = i;
+            w = (w ^ CRC_TABLE[usize::from(i)]) << 8;
+        }
+        let mut r = register;
+        index.map(|i| {
+            let byte = (r as u8) ^ i;
+            r = crc_byte(r, byte);
+            byte
+        })
+    }
+
+    #[test]
+    fn too_many_places_where_a_damaged_length_may_end_are_refused() {
+        // A length past the end of the file, then a checksum that matches at 65 lengths
+        // (forged), each followed by what may be a frame of 4096 bytes (none is: their CRCs
+        // do not match): refused, not followed up all at once.
+        let stored = 0x1234_5678u32;
+        let mut bytes = (MAX_FRAME - 1).to_be_bytes().to_vec();
+        bytes.extend_from_slice(&stored.to_be_bytes());
+        bytes.extend_from_slice(&[9; 21]);
+        let mut register = bytes[8..].iter().fold(!0, |r, b| crc_byte(r, *b));
+        let mut ends = 0;
+        while ends < MAX_CANDIDATES + 1 {
+            let forged = forge(register, !stored);
+            bytes.extend_from_slice(&forged);
+            ends += 1;
+            let head = [4096u32.to_be_bytes(), [1, 2, 3, 4]].concat();
+            bytes.extend_from_slice(&head);
+            register = forged
+                .iter()
+                .chain(&head)
+                .fold(register, |r, b| crc_byte(r, *b));
+        }
+        bytes.extend_from_slice(&[0; 8000]);
+        assert_eq!(scan(&bytes), ["bad at 0 tail=false"]);
+        assert!(bad_reason(&bytes).contains("matches at more than 64 lengths"));
+        // One fewer, none of them followed by a whole frame: a torn write.
+        let fewer = 8 + 21 + 12 * MAX_CANDIDATES;
+        let mut bytes = [&bytes[..fewer], &[0; 8000]].concat();
+        assert_eq!(scan(&bytes), ["bad at 0 tail=true"]);
+        // And a whole frame after one of them: damage.
+        bytes.truncate(8 + 21 + 12 * 10 - 8);
+        bytes.extend_from_slice(&encode(5, &[1], b"whole").unwrap());
+        assert_eq!(scan(&bytes), ["bad at 0 tail=false"]);
+        let reason = bad_reason(&bytes);
+        assert!(
+            reason.contains(&format!("matches at {} bytes", 8 + 21 + 12 * 9 + 4)),
+            "{reason}"
+        );
+    }
+
+    fn bad_reason(bytes: &[u8]) -> String {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(bytes).unwrap();
+        use std::io::Seek;
+        f.rewind().unwrap();
+        let mut s = Scanner::new(f, bytes.len() as u64);
+        loop {
+            match s.next().unwrap() {
+                Step::Frame(_) => {}
+                Step::End => panic!("no damage"),
+                Step::Bad { reason, .. } => return reason,
+            }
+        }
     }
 }
