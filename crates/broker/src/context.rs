@@ -248,7 +248,7 @@ impl Context {
         if let Some(n) = self.log.partition_count(topic) {
             return Ok(Some(n));
         }
-        if !(self.config.auto_create_topics && allow_create) {
+        if !(self.config.auto_create_topics && allow_create) || is_internal_topic(topic) {
             return Ok(None);
         }
         match self
@@ -269,6 +269,22 @@ impl Context {
         }
         Ok(self.log.partition_count(topic))
     }
+}
+
+/// Kafka's internal topics (`Topic.INTERNAL_TOPICS`, and the KRaft metadata log). This
+/// broker keeps what they hold in its stores, not as topics: a client can neither create one
+/// (CreateTopics answers INVALID_REQUEST, auto-creation does not happen) nor append to one
+/// (Produce answers INVALID_TOPIC_EXCEPTION, as Kafka's `ReplicaManager` does).
+pub(crate) const INTERNAL_TOPICS: [&str; 4] = [
+    "__consumer_offsets",
+    "__transaction_state",
+    "__share_group_state",
+    "__cluster_metadata",
+];
+
+/// Whether `name` is one of [`INTERNAL_TOPICS`].
+pub(crate) fn is_internal_topic(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
 }
 
 /// A topic id derived from its name: FNV-1a over 128 bits, never zero.

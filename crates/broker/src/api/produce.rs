@@ -79,6 +79,13 @@ async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceRespo
             answered.push(name);
             continue;
         }
+        if crate::context::is_internal_topic(&name) {
+            // Kafka's `ReplicaManager.appendToLocalLog`: "Cannot append to internal topic".
+            debug!(topic = %name, "produce to an internal topic refused");
+            responses.extend(refuse_all(vec![topic], codes::INVALID_TOPIC_EXCEPTION));
+            answered.push(name);
+            continue;
+        }
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let txn = request.transactional_id.as_ref().map(|t| t.0.as_str());

@@ -75,6 +75,14 @@ struct NewTopic {
 async fn check_new_topic(context: &Context, topic: &CreatableTopic) -> Result<NewTopic, Refused> {
     let name = topic.name.0.as_str();
     validate_topic_name(name).map_err(|e| refused_by_log(&e))?;
+    if crate::context::is_internal_topic(name) {
+        // Kafka refuses `__cluster_metadata` so; it creates the others itself on first use,
+        // which this broker never needs (it keeps their state in its stores).
+        return Err(Refused::new(
+            codes::INVALID_REQUEST,
+            format!("Creation of internal topic {name} is prohibited."),
+        ));
+    }
     if context.log.partition_count(name).is_some() {
         return Err(Refused::new(
             codes::TOPIC_ALREADY_EXISTS,

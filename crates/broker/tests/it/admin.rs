@@ -183,6 +183,54 @@ async fn create_topics_refuses_invalid_names_with_invalid_topic_exception() {
     );
 }
 
+/// Kafka's internal topics are this broker's stores, not topics: CreateTopics refuses them
+/// (INVALID_REQUEST, as Kafka refuses `__cluster_metadata`), Metadata does not auto-create
+/// them, and Produce answers INVALID_TOPIC_EXCEPTION (Kafka's "Cannot append to internal
+/// topic"), while an ordinary topic in the same requests is served.
+#[tokio::test]
+async fn internal_topics_cannot_be_created_auto_created_or_written() {
+    let mut config = common::config();
+    config.auto_create_topics = true;
+    let broker = TestBroker::with(config).await;
+    let mut c = broker.client().await;
+    let internal = [
+        "__consumer_offsets",
+        "__transaction_state",
+        "__share_group_state",
+        "__cluster_metadata",
+    ];
+    let mut topics: Vec<_> = internal.iter().map(|n| new_topic(n, 1, 1)).collect();
+    topics.push(new_topic("ordinary", 1, 1));
+    let r = c.call(&create(topics), 7).await;
+    assert_eq!(create_codes(&r), [42, 42, 42, 42, 0]);
+    assert!(r.topics[0]
+        .error_message
+        .as_ref()
+        .is_some_and(|m| m.contains("Creation of internal topic __consumer_offsets")));
+    for name in internal {
+        assert_eq!(
+            partitions(&mut c, name).await,
+            None,
+            "{name}: not auto-created"
+        );
+        let (code, _) = produce(
+            &mut c,
+            name,
+            0,
+            batch(&[record(0, 1)], kafka_protocol::records::Compression::None),
+            9,
+        )
+        .await;
+        assert_eq!(code, 17, "{name}");
+    }
+    assert_eq!(partitions(&mut c, "ordinary").await, Some(1));
+    assert_eq!(
+        partitions(&mut c, "auto").await,
+        Some(1),
+        "auto-creation is on"
+    );
+}
+
 #[tokio::test]
 async fn create_topics_refuses_replication_factors_other_than_one() {
     let broker = TestBroker::start().await;

@@ -1207,6 +1207,6 @@ mod crash_tests;
 #[cfg(test)]
 mod hostile_tests;
 #[cfg(test)]
-mod review_tests;
+mod regression_tests;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-//! Review 45: failing tests for bugs found in the segment log (each `#[ignore]`d with the
-//! bug in one line; run one with `--ignored`).
+//! Regression tests for bugs a review of the engine found (2026-12-07): syncs racing the
+//! flush thread, a failed sync racing a roll, DeleteRecords racing a merge of segments, a
+//! recreated topic and the checkpoints of the one deleted before it, a failed metadata write.
+//! Each was seen failing before its fix.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as chan;
