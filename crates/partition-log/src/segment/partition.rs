@@ -77,8 +77,9 @@ pub(crate) struct State<F: Fs> {
     pub(crate) failures: u64,
     /// The last failed sync's error, told to the appenders it cut back.
     pub(crate) last_failure: String,
-    /// The durable end when the last cut back ran: it removed every frame at or past it.
-    pub(crate) last_cut_end: i64,
+    /// The last cuts back, at most [`CUTS_KEPT`]: the failure count each made, and the
+    /// durable end when it ran (it removed every frame at or past it).
+    pub(crate) cuts: std::collections::VecDeque<(u64, i64)>,
     pub(crate) segments: Vec<Segment<F>>,
 }
 
@@ -86,14 +87,17 @@ impl<F: Fs> State<F> {
     /// What became of a frame written in failure epoch `epoch` and ending at `end`:
     /// `Some(true)` durable, `Some(false)` cut back, `None` still to be synced. A cut back
     /// removes every frame at or past the durable end of its moment, which only grows: the
-    /// first cut after the frame was written removed it unless it was durable by then. Only
-    /// the last cut's end is kept, so after more than one the frame counts as cut (its
-    /// appender hears an error: a retry may duplicate it, never lose it).
+    /// first cut after the frame was written (the one that made failure `epoch + 1`) removed
+    /// it unless it was durable by then; a later cut may have let another frame take its
+    /// offsets, so the durable end alone does not say. A cut older than the last
+    /// [`CUTS_KEPT`] counts as having removed it (its appender hears an error: a retry may
+    /// duplicate it, never lose it).
     fn frame_fate(&self, end: i64, epoch: u64) -> Option<bool> {
         if self.failures == epoch {
             return (self.end >= end).then_some(true);
         }
-        Some(self.failures == epoch + 1 && self.last_cut_end >= end)
+        let first = self.cuts.iter().find(|(n, _)| *n == epoch + 1);
+        Some(first.is_some_and(|(_, cut_end)| *cut_end >= end))
     }
 
     fn active(&self) -> &Segment<F> {
@@ -175,6 +179,10 @@ fn amend(e: LogError, note: &str) -> LogError {
     }
 }
 
+/// How many cuts back a partition remembers, for appenders still waiting to learn whether
+/// theirs was cut ([`State::frame_fate`]).
+const CUTS_KEPT: usize = 16;
+
 /// One partition.
 #[derive(Debug)]
 pub(crate) struct Partition<F: Fs> {
@@ -249,7 +257,7 @@ impl<F: Fs> Partition<F> {
                 written_end: 0,
                 failures: 0,
                 last_failure: String::new(),
-                last_cut_end: 0,
+                cuts: std::collections::VecDeque::new(),
                 segments: vec![segment],
             },
         ))
@@ -393,7 +401,7 @@ impl<F: Fs> Partition<F> {
                 written_end: end,
                 failures: 0,
                 last_failure: String::new(),
-                last_cut_end: 0,
+                cuts: std::collections::VecDeque::new(),
                 segments,
             },
         );
@@ -659,7 +667,11 @@ impl<F: Fs> Partition<F> {
         s.failures += 1;
         s.last_failure = cause.to_string();
         let end = s.end;
-        s.last_cut_end = end;
+        let n = s.failures;
+        if s.cuts.len() == CUTS_KEPT {
+            s.cuts.pop_front();
+        }
+        s.cuts.push_back((n, end));
         s.written_end = end;
         let last = s.segments.len() - 1;
         let active = &mut s.segments[last];
@@ -1103,4 +1115,43 @@ pub(super) fn recover_segment<F: Fs>(
         size,
         entries,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::fs::sim::SimFs;
+
+    fn state(end: i64, failures: u64, cuts: &[(u64, i64)]) -> State<SimFs> {
+        State {
+            log_start: 0,
+            end,
+            written_end: end,
+            failures,
+            last_failure: String::new(),
+            cuts: cuts.iter().copied().collect(),
+            segments: Vec::new(),
+        }
+    }
+
+    /// A frame's fate is read from the first cut after it was written, not from the durable
+    /// end: a frame cut back whose offsets another frame then took is not acknowledged (a
+    /// race a review found by reasoning: the end alone said "durable").
+    #[test]
+    fn a_frames_fate_is_the_first_cut_after_it() {
+        // Written in epoch 0, ending at 6; no cut since: durable once the end reaches it.
+        assert_eq!(state(5, 0, &[]).frame_fate(6, 0), None);
+        assert_eq!(state(6, 0, &[]).frame_fate(6, 0), Some(true));
+        // Cut at 5 (the frame with it), then another frame took offset 5 and was synced.
+        assert_eq!(state(6, 1, &[(1, 5)]).frame_fate(6, 0), Some(false));
+        // Durable (end 6) before the cut at 6 of later frames: kept.
+        assert_eq!(state(9, 1, &[(1, 6)]).frame_fate(6, 0), Some(true));
+        // Two cuts since: the first decides.
+        assert_eq!(state(9, 2, &[(1, 6), (2, 8)]).frame_fate(6, 0), Some(true));
+        assert_eq!(state(9, 2, &[(1, 5), (2, 8)]).frame_fate(6, 0), Some(false));
+        // The first cut forgotten: counted as cut (an error, never a lost acknowledgement).
+        assert_eq!(state(9, 20, &[(20, 8)]).frame_fate(6, 0), Some(false));
+    }
 }
