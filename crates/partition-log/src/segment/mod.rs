@@ -1201,6 +1201,8 @@ impl Rng {
 }
 
 #[cfg(test)]
+mod cleaner_review_tests;
+#[cfg(test)]
 mod compaction_tests;
 #[cfg(test)]
 mod crash_tests;

@@ -1,0 +1,228 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! A review of the log cleaner against Apache Kafka 4's `Cleaner` and
+//! `CleanedTransactionMetadata` (`storage/src/main/java/org/apache/kafka/storage/internals/log/`):
+//! each test runs the same inputs on the segment log and the memory log, and is ignored while
+//! the difference it shows stands.
+
+use std::path::Path;
+
+use coordinator_core::ManualClock;
+
+use super::*;
+use crate::testing::compaction::{batches, compact, contents, fill, put, put_as, row, topic};
+use crate::MemoryLog;
+
+/// A log with 1 KiB segments on the test's clock, topic `c` of one partition.
+async fn segment_log(dir: &Path) -> SegmentLog {
+    let log = SegmentLog::builder(dir)
+        .clock(Arc::new(ManualClock::new()))
+        .segment_bytes(1024)
+        .open()
+        .unwrap();
+    topic(&log).await;
+    log
+}
+
+fn memory_log() -> MemoryLog {
+    let log = MemoryLog::with_clock(Arc::new(ManualClock::new()));
+    log.create_topic("c", 1).unwrap();
+    log
+}
+
+fn policy(now: i64) -> CompactionPolicy {
+    CompactionPolicy {
+        delete_retention_ms: 1000,
+        min_cleanable_dirty_ratio: 0.0,
+        ..CompactionPolicy::at(now)
+    }
+}
+
+/// A committed transaction's record `a=v1`, then a tombstone of `a` outside it; the
+/// transaction's commit marker lands above the first pass's stable offset (another producer's
+/// transaction is open). The first pass keeps the transactional batch whole and does not map
+/// it; the later passes only map their dirty part, so `a=v1` is never compared with the
+/// tombstone again, and once the tombstone's horizon passes, `a` is back with its old value.
+async fn committed_transaction_decided_later(log: &dyn PartitionLog) {
+    topic(log).await;
+    put_as(log, "#T 7", &[("a", "v1")], 1).await; // 0: committed, below
+    put(log, &[("a", "-")], 1).await; // 1: a deleted
+    fill(log, 8).await;
+    let open = put_as(log, "#T 9", &[("z", "open")], 1).await; // still open at pass 1
+    put_as(log, "#M 7 commit", &[("m", "m")], 1).await;
+    fill(log, 8).await;
+    // Pass 1: the last stable offset is producer 9's open transaction.
+    compact(
+        log,
+        &CompactionPolicy {
+            stable_offset: open,
+            ..policy(100)
+        },
+    )
+    .await;
+    put_as(log, "#M 9 commit", &[("m", "m")], 1).await;
+    fill(log, 8).await;
+    compact(log, &policy(200)).await; // producer 7's transaction is decided now
+    fill(log, 8).await;
+    compact(log, &policy(1100)).await; // the tombstone's horizon (100 + 1000) passed
+    fill(log, 8).await;
+    compact(log, &policy(1200)).await;
+    let rows = contents(log).await;
+    assert!(
+        !rows.iter().any(|r| r.1 == "a"),
+        "a was deleted at offset 1 and its tombstone has expired: {rows:?}"
+    );
+    assert!(!rows.contains(&row(0, "a", "v1")), "{rows:?}");
+}
+
+/// Kafka treats every transactional batch below the first uncleanable offset (itself at most
+/// the last stable offset) that is not in an aborted transaction as committed: it learns the
+/// aborted ones from the transaction index of the whole log, markers beyond the cleaned range
+/// included (`Cleaner.buildOffsetMap` and `Cleaner.cleanSegments` call
+/// `log.collectAbortedTransactions`, which reads the later segments' indexes until complete;
+/// `CleanedTransactionMetadata.onBatchRead` returns false for a committed batch, whose keys
+/// `buildOffsetMapForSegment` then maps). So Kafka's first pass maps `a` at 0 then at 1 and
+/// removes `a=v1` (`Cleaner.shouldRetainRecord`: `record.offset() >= foundOffset` fails); the
+/// tombstone removed later leaves nothing of `a`. Here `Cleaning::decide` keeps a batch
+/// whose marker it has not read "whole" and `Cleaning::map` skips it, so `a=v1` outlives the
+/// tombstone: a deleted key comes back.
+#[tokio::test]
+#[ignore = "bug: a committed transaction whose marker is above the pass is never compacted against the keys the pass mapped: its old value outlives a later tombstone (deleted key resurrected)"]
+async fn a_transaction_decided_after_the_pass_does_not_resurrect_a_deleted_key_segment_log() {
+    let dir = tempfile::tempdir().unwrap();
+    committed_transaction_decided_later(&segment_log(dir.path()).await).await;
+}
+
+/// The same as
+/// [`a_transaction_decided_after_the_pass_does_not_resurrect_a_deleted_key_segment_log`], on
+/// the memory log.
+#[tokio::test]
+#[ignore = "bug: a committed transaction whose marker is above the pass is never compacted against the keys the pass mapped: its old value outlives a later tombstone (deleted key resurrected)"]
+async fn a_transaction_decided_after_the_pass_does_not_resurrect_a_deleted_key_memory_log() {
+    committed_transaction_decided_later(&memory_log()).await;
+}
+
+/// An aborted transaction below the stable offset whose abort marker lies above the pass's
+/// range.
+async fn aborted_transaction_decided_later(log: &dyn PartitionLog) {
+    topic(log).await;
+    put_as(log, "#T 7", &[("a", "aborted")], 1).await; // 0
+    fill(log, 8).await;
+    let open = put_as(log, "#T 9", &[("z", "open")], 1).await;
+    put_as(log, "#M 7 abort", &[("m", "m")], 1).await;
+    fill(log, 8).await;
+    compact(
+        log,
+        &CompactionPolicy {
+            stable_offset: open,
+            ..policy(100)
+        },
+    )
+    .await;
+    let rows = contents(log).await;
+    assert!(
+        !rows.iter().any(|r| r.2 == "aborted"),
+        "the aborted record is below the stable offset: {rows:?}"
+    );
+}
+
+/// Kafka removes an aborted transaction's batches in the first pass that cleans them, its
+/// abort marker wherever it is: `Cleaner.cleanSegments` collects the aborted transactions
+/// with `log.collectAbortedTransactions(startOffset, upperBoundOffset)`, which reads the
+/// transaction indexes of the later segments too (`UnifiedLog.collectAbortedTransactions`),
+/// and `CleanedTransactionMetadata.onBatchRead` then returns true (discard). Here
+/// `Cleaning::learn` only reads the markers within the compactable batches, so the aborted
+/// record stays until a later pass reaches its marker.
+#[tokio::test]
+#[ignore = "bug: an aborted transaction's records stay while its abort marker is above the pass's range (Kafka learns it from the transaction index)"]
+async fn aborted_records_go_even_if_their_marker_is_above_the_pass_segment_log() {
+    let dir = tempfile::tempdir().unwrap();
+    aborted_transaction_decided_later(&segment_log(dir.path()).await).await;
+}
+
+/// The same as [`aborted_records_go_even_if_their_marker_is_above_the_pass_segment_log`], on
+/// the memory log.
+#[tokio::test]
+#[ignore = "bug: an aborted transaction's records stay while its abort marker is above the pass's range (Kafka learns it from the transaction index)"]
+async fn aborted_records_go_even_if_their_marker_is_above_the_pass_memory_log() {
+    aborted_transaction_decided_later(&memory_log()).await;
+}
+
+/// A record without a key (key `_` in the test format), then enough to compact it.
+async fn keyless_record(log: &dyn PartitionLog) {
+    topic(log).await;
+    put(log, &[("_", "no-key"), ("a", "1")], 1).await; // 0, 1
+    fill(log, 8).await;
+    compact(log, &policy(100)).await;
+    let rows = contents(log).await;
+    assert!(rows.contains(&row(1, "a", "1")), "{rows:?}");
+    assert!(
+        !rows.contains(&row(0, "_", "no-key")),
+        "Kafka's cleaner drops a record without a key: {rows:?}"
+    );
+}
+
+/// Kafka's `Cleaner.shouldRetainRecord` returns false for a record without a key at or below
+/// the offset map's latest offset (`stats.invalidMessage(); return false;`): the cleaner
+/// removes it. `KeyedRecord::key`'s docs say such a record "is always kept (Kafka refuses
+/// them on a compacted topic; one written before the topic was compacted stays)", and
+/// `Cleaning::records` keeps it; it is not listed among the deliberate differences.
+#[tokio::test]
+#[ignore = "bug: a record without a key is kept forever; Kafka's Cleaner.shouldRetainRecord drops it"]
+async fn a_record_without_a_key_is_removed_as_kafka_does_segment_log() {
+    let dir = tempfile::tempdir().unwrap();
+    keyless_record(&segment_log(dir.path()).await).await;
+}
+
+/// The same as [`a_record_without_a_key_is_removed_as_kafka_does_segment_log`], on the
+/// memory log.
+#[tokio::test]
+#[ignore = "bug: a record without a key is kept forever; Kafka's Cleaner.shouldRetainRecord drops it"]
+async fn a_record_without_a_key_is_removed_as_kafka_does_memory_log() {
+    keyless_record(&memory_log()).await;
+}
+
+/// An aborted transaction whose producer writes nothing more here, cleaned at 100 and again
+/// at 1100 (`delete.retention.ms` 1000).
+async fn abort_marker_after_its_records(log: &dyn PartitionLog) {
+    topic(log).await;
+    put_as(log, "#T 7", &[("a", "aborted")], 1).await; // 0
+    let abort = put_as(log, "#M 7 abort", &[("m", "m")], 1).await; // 1
+    fill(log, 8).await;
+    compact(log, &policy(100)).await;
+    assert!(!contents(log).await.iter().any(|r| r.2 == "aborted"));
+    fill(log, 8).await;
+    compact(log, &policy(1100)).await;
+    let stored = batches(log).await;
+    assert!(
+        stored.contains(&(abort, "#M 7 abort".into())),
+        "Kafka sets the marker's horizon at the second pass (1100 + 1000): {stored:?}"
+    );
+}
+
+/// Kafka keeps a marker without a horizon in the pass that removes its transaction's
+/// batches: `CleanedTransactionMetadata.onControlBatchRead` answers "cannot discard" for an
+/// ABORT whose batches it observed in this pass (`lastObservedBatchOffset.isPresent()`) and
+/// for a COMMIT whose batches it traversed (`ongoingCommittedTxns.remove`), and
+/// `MemoryRecords.filterTo` sets a control batch's delete horizon only when the filter says
+/// it can be discarded (`Cleaner.cleanInto`: `BatchRetentionResult(..., canDiscardBatch &&
+/// batch.isControlBatch())`). Its horizon is set by the next pass, so the marker outlives
+/// its records by `delete.retention.ms` after that pass. Here `Cleaning::removed` counts the
+/// batches dropped in the same pass and `Cleaning::decide` gives the marker its horizon at
+/// once: it goes one pass earlier (at 1100 here, where Kafka keeps it until 2100). The
+/// producer is taken as no longer active, so Kafka's `isBatchLastRecordOfProducer` (a
+/// documented difference) plays no part.
+#[tokio::test]
+#[ignore = "minor: a marker's delete horizon is set by the pass that removes its transaction's records; Kafka sets it at the next pass"]
+async fn a_marker_gets_its_horizon_at_the_pass_after_its_records_went_segment_log() {
+    let dir = tempfile::tempdir().unwrap();
+    abort_marker_after_its_records(&segment_log(dir.path()).await).await;
+}
+
+/// The same as
+/// [`a_marker_gets_its_horizon_at_the_pass_after_its_records_went_segment_log`], on the
+/// memory log.
+#[tokio::test]
+#[ignore = "minor: a marker's delete horizon is set by the pass that removes its transaction's records; Kafka sets it at the next pass"]
+async fn a_marker_gets_its_horizon_at_the_pass_after_its_records_went_memory_log() {
+    abort_marker_after_its_records(&memory_log()).await;
+}
