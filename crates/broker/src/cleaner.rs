@@ -241,3 +241,7 @@ async fn stable_offset(
     let (_, high_watermark) = context.log.bounds(tp).await?;
     Ok(state.last_stable_offset(high_watermark))
 }
+
+#[cfg(test)]
+#[path = "cleaner_review_tests.rs"]
+mod review_tests;
