@@ -226,3 +226,64 @@ async fn a_marker_gets_its_horizon_at_the_pass_after_its_records_went_segment_lo
 async fn a_marker_gets_its_horizon_at_the_pass_after_its_records_went_memory_log() {
     abort_marker_after_its_records(&memory_log()).await;
 }
+
+/// Kafka moves the cleaner checkpoint only once a pass has cleaned and swapped in every
+/// group: `LogCleaner.CleanerThread.cleanLog` starts with `endOffset =
+/// cleanable.firstDirtyOffset()`, sets it to the pass's end only once `cleaner.clean`
+/// returned, and calls `cleanerManager.doneCleaning(topicPartition, dir, endOffset)` (which
+/// writes `cleaner-offset-checkpoint`) in `finally`: a pass that fails (an `IOException`
+/// also takes the log directory offline) or a crash leaves the checkpoint where it was, and
+/// the next pass cleans the same dirty part again. Here
+/// `Partition::compact` (`segment/clean.rs`) calls `mark(cleaned_up_to)`, which writes the
+/// checkpoint durably, before any group is rewritten; an error or a crash after it leaves
+/// the checkpoint past segments that were never compacted, and the reopened log
+/// (`Partition::open` sets the pass's first dirty offset from the checkpoint) treats them as
+/// clean for good.
+///
+/// Here the pass's `.cleaned` file cannot be created (`ENOSPC`); `a=v1` and its tombstone
+/// were both in the dirty part it never compacted. No later pass maps `a` again (each maps
+/// its own dirty part only), so the tombstone expires and goes while `a=v1` stays.
+#[tokio::test]
+#[ignore = "bug: the cleaner checkpoint is written before the pass rewrites anything; a pass that fails or crashes, then a restart, skips that dirty part for good (deleted key resurrected once its tombstone expires)"]
+async fn a_failed_pass_then_a_restart_does_not_resurrect_a_deleted_key() {
+    use crate::fs::sim::{Fault, FsOp, SimFs};
+    let fs = SimFs::new();
+    let open = |fs: SimFs| {
+        SegmentLog::builder("/data/log")
+            .clock(Arc::new(ManualClock::new()))
+            .segment_bytes(1024)
+            .open_with_fs(fs)
+            .unwrap()
+    };
+    let log = open(fs.clone());
+    topic(&log).await;
+    put(&log, &[("a", "v1")], 1).await; // 0
+    put(&log, &[("a", "-")], 1).await; // 1: a deleted
+    fill(&log, 8).await;
+    // The first file created by the pass is the checkpoint's temporary file, the second the
+    // group's `.cleaned` file.
+    fs.fail_nth(FsOp::CreateTemp, 2, Fault::Enospc);
+    let failed = log
+        .compact(
+            &crate::testing::compaction::tp(),
+            &policy(100),
+            Arc::new(crate::testing::compaction::TextRecords),
+        )
+        .await;
+    assert!(failed.is_err(), "the rewrite failed: {failed:?}");
+    assert!(
+        contents(&log).await.contains(&row(0, "a", "v1")),
+        "nothing compacted"
+    );
+    drop(log);
+    let log = open(fs.clone());
+    fill(&log, 8).await;
+    compact(&log, &policy(200)).await; // the tombstone's horizon: 1200
+    fill(&log, 8).await;
+    compact(&log, &policy(1200)).await;
+    let rows = contents(&log).await;
+    assert!(
+        !rows.iter().any(|r| r.1 == "a"),
+        "a was deleted at offset 1 and its tombstone has expired: {rows:?}"
+    );
+}
