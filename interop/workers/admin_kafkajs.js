@@ -73,7 +73,8 @@ async function main () {
   // Records, offsets and their deletion.
   const producer = kafka.producer()
   await producer.connect()
-  await producer.send({ topic: main, messages: Array.from({ length: 10 }, (_, i) => ({ partition: 0, value: `v${i}` })) })
+  // Keyed: the topic is compacted now, and a compacted topic refuses records without a key.
+  await producer.send({ topic: main, messages: Array.from({ length: 10 }, (_, i) => ({ partition: 0, key: `k${i}`, value: `v${i}` })) })
   await producer.disconnect()
   const offsets = async () => (await admin.fetchTopicOffsets(main)).filter(o => o.partition === 0).map(o => [o.low, o.high])[0]
   out.offsets = await outcome(offsets)

@@ -97,7 +97,9 @@ def main():
     # A record in a new partition, and a group's commit of it: the deletion must remove both.
     prod = Producer({"bootstrap.servers": bootstrap})
     delivered = []
-    prod.produce(main_t, value=b"x", partition=4, on_delivery=lambda err, m: delivered.append(err is None and m.offset()))
+    # Keyed: the topic is compacted, and a compacted topic refuses records without a key.
+    prod.produce(main_t, key=b"k", value=b"x", partition=4,
+                 on_delivery=lambda err, m: delivered.append(err is None and m.offset()))
     prod.flush(TIMEOUT)
     out["produced_to_new_partition"] = delivered
     group = p + "-group"

@@ -102,7 +102,7 @@ func main() {
 	} else {
 		last := int64(-1)
 		for i := 0; i < 10; i++ {
-			_, offset, err := producer.SendMessage(&sarama.ProducerMessage{Topic: main, Partition: 0, Value: sarama.StringEncoder(fmt.Sprintf("v%d", i))})
+			_, offset, err := producer.SendMessage(&sarama.ProducerMessage{Topic: main, Partition: 0, Key: sarama.StringEncoder(fmt.Sprintf("k%d", i)), Value: sarama.StringEncoder(fmt.Sprintf("v%d", i))})
 			if err != nil {
 				out["produce"] = errText(err)
 				break

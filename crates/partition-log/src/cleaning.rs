@@ -7,8 +7,8 @@
 //!
 //! A pass learns the transactions of every compactable batch ([`Cleaning::learn`]), maps the
 //! keys of the dirty ones ([`Cleaning::map`]), then decides each compactable batch in offset
-//! order ([`Cleaning::decide`]): a record is kept unless a later record has its key or it is
-//! a tombstone past its delete horizon; a kept tombstone's batch gets its horizon (`now +
+//! order ([`Cleaning::decide`]): a record is kept unless a later record has its key, it is
+//! a tombstone past its delete horizon, or it has no key; a kept tombstone's batch gets its horizon (`now +
 //! delete.retention.ms`) at the first pass that keeps it. An aborted transaction's records
 //! go, a committed one's take part as plain records, one undecided within the compactable
 //! batches is kept whole; a marker goes once no record of its transaction is left and its
@@ -35,9 +35,14 @@ pub fn due(policy: &CompactionPolicy, total: u64, dirty: u64, oldest_dirty: Opti
     ratio > policy.min_cleanable_dirty_ratio || overdue
 }
 
-/// Whether a batch whose newest record is at `max_timestamp` is old enough to compact.
+/// Whether a batch whose newest record is at `max_timestamp` is old enough to compact. With
+/// no lag (`min.compaction.lag.ms` 0) every batch is, whatever its timestamps: a record
+/// stamped ahead of the clock does not hold compaction back (Kafka's
+/// `LogCleanerManager.cleanableOffsets` looks at timestamps only for a lag above 0).
 pub fn lag_passed(policy: &CompactionPolicy, max_timestamp: Option<i64>) -> bool {
-    max_timestamp.is_none_or(|t| policy.now_ms.saturating_sub(t) >= policy.min_compaction_lag_ms)
+    policy.min_compaction_lag_ms <= 0
+        || max_timestamp
+            .is_none_or(|t| policy.now_ms.saturating_sub(t) >= policy.min_compaction_lag_ms)
 }
 
 /// A stored batch, as a pass decides it.
@@ -246,7 +251,10 @@ impl<'a> Cleaning<'a> {
                     .is_some_and(|latest| *latest > r.offset)
             });
             let expired = r.tombstone && batch.delete_horizon.is_some_and(|h| now >= h);
-            if !superseded && !expired {
+            // A record without a key goes (Kafka's `Cleaner.shouldRetainRecord`; a compacted
+            // topic refuses them at produce, so only one written before it was compacted can
+            // be here).
+            if r.key.is_some() && !superseded && !expired {
                 kept.insert(r.offset);
                 kept_tombstone |= r.tombstone;
             }

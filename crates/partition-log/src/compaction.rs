@@ -18,8 +18,9 @@ pub use crate::cleaning::{due, lag_passed, Cleaning, Outcome, Rewrite, Stored};
 pub struct KeyedRecord {
     /// The record's offset.
     pub offset: i64,
-    /// The record's key; a record without one is always kept (Kafka refuses them on a
-    /// compacted topic; one written before the topic was compacted stays).
+    /// The record's key; a record without one is removed by a pass, as Kafka's cleaner
+    /// removes it (a compacted topic refuses them at produce; one written before the topic
+    /// was compacted goes at its first pass).
     pub key: Option<Bytes>,
     /// A record without a value: a tombstone, which deletes its key once
     /// `delete.retention.ms` has passed.

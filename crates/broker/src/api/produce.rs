@@ -246,6 +246,16 @@ async fn append(
             }
         }),
     };
+    let checked = checked.and_then(|batches| {
+        if batches.iter().any(|b| b.keyless) && call.context.topic_configs.compacts(topic) {
+            // Kafka's `LogValidator.validateKey`.
+            Err(Refused::Corrupt(format!(
+                "Compacted topic cannot accept message without key in topic partition {tp}."
+            )))
+        } else {
+            Ok(batches)
+        }
+    });
     let batches = match checked {
         Ok(batches) => batches,
         Err(Refused::TooLarge(reason)) => {

@@ -61,6 +61,8 @@ pub(super) struct CheckedBatch {
     pub(super) bytes: Bytes,
     pub(super) header: BatchHeader,
     pub(super) timestamps: Vec<i64>,
+    /// Whether a record of the batch has no key (refused on a compacted topic).
+    pub(super) keyless: bool,
 }
 
 fn i32_at(b: &[u8], at: usize) -> i32 {
@@ -152,10 +154,12 @@ pub(super) fn check_batches(
             )));
         }
         let timestamps = set.records.iter().map(|r| r.timestamp).collect();
+        let keyless = set.records.iter().any(|r| r.key.is_none());
         batches.push(CheckedBatch {
             bytes,
             header,
             timestamps,
+            keyless,
         });
         pos += 12 + length;
     }

@@ -321,6 +321,15 @@ impl TopicConfigs {
         })
     }
 
+    /// Whether `topic`'s `cleanup.policy` (its own, else the default) includes `compact`.
+    pub(crate) fn compacts(&self, topic: &str) -> bool {
+        let policy = self.get(topic).get("cleanup.policy").map_or_else(
+            || find("cleanup.policy").map_or_else(String::new, |s| s.default.to_string()),
+            |v| v.to_string(),
+        );
+        policy.split(',').any(|p| p.trim() == "compact")
+    }
+
     /// The configs set on `topic`.
     pub(crate) fn get(&self, topic: &str) -> Overrides {
         self.lock().get(topic).cloned().unwrap_or_default()

@@ -119,6 +119,42 @@ async fn a_compacted_topic_keeps_the_latest_value_of_each_key_and_survives_a_res
     broker.stop().await.unwrap();
 }
 
+/// A compacted topic refuses a batch holding a record without a key, whole (Kafka's
+/// `LogValidator.validateKey`: "Compacted topic cannot accept message without key"; the
+/// cleaner would remove such a record), and takes the same batch keyed; a topic that is not
+/// compacted takes it.
+#[tokio::test]
+async fn a_compacted_topic_refuses_records_without_a_key() {
+    let broker = TestBroker::with(broker_config(None)).await;
+    let mut c = broker.client().await;
+    create_compacted(&mut c, "keyed").await;
+    create_with(&mut c, "plain", &[]).await;
+    let mut keyless = record(1, 1);
+    keyless.key = None;
+    let mixed = batch(&[record(0, 1), keyless], Compression::None);
+    for version in [3, 9] {
+        let r = c
+            .call(&produce_request("keyed", 0, mixed.clone(), -1), version)
+            .await;
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, 2, "v{version}: CORRUPT_MESSAGE");
+        if version >= 8 {
+            assert!(p
+                .error_message
+                .as_ref()
+                .is_some_and(|m| m.contains("without key")));
+        }
+    }
+    assert!(
+        fetch_all(&mut c, "keyed").await.is_empty(),
+        "nothing appended"
+    );
+    let keyed = batch(&[record(0, 1), record(1, 1)], Compression::None);
+    assert_eq!(produce(&mut c, "keyed", 0, keyed, 9).await, (0, 0));
+    assert_eq!(produce(&mut c, "plain", 0, mixed, 9).await, (0, 0));
+    broker.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_compacted_topic_in_memory_keeps_the_latest_value_of_each_key() {
     latest_values(broker_config(None)).await;

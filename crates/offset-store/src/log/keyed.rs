@@ -28,10 +28,12 @@
 //! | transaction record | `t`, transactional id | no |
 //! | transaction tombstone | the same | yes |
 //!
-//! A deletion of all of a group's offsets has no key (it deletes several): it is always kept,
-//! and so is every commit it deletes whose key has no later record. The store writes one
-//! offset deletion per partition instead, and never writes one (an old directory's are
-//! applied at its import, which writes the state, not the history).
+//! A deletion of all of a group's offsets has no key of its own (it deletes several): the
+//! cleaner is given one no other record has (`#` and its offset), so that it is always kept,
+//! and so is every commit it deletes whose key has no later record (the cleaner removes
+//! records without a key, as Kafka's does). The store writes one offset deletion per
+//! partition instead, and never writes one (an old directory's are applied at its import,
+//! which writes the state, not the history).
 
 use coordinator_core::{Bytes, TopicPartition};
 use partition_log::compaction::{BatchKind, KeyedRecord, RecordFormat, RetainedBatch};
@@ -159,7 +161,11 @@ impl RecordFormat for GroupRecords {
                 .map(|(offset, r)| {
                     let (key, tombstone) = match key(r) {
                         Some((k, t)) => (Some(Bytes::from(k)), t),
-                        None => (None, false),
+                        None => {
+                            let mut k = vec![b'#'];
+                            k.extend_from_slice(&offset.to_le_bytes());
+                            (Some(Bytes::from(k)), false)
+                        }
                     };
                     KeyedRecord {
                         offset: *offset,
@@ -262,10 +268,18 @@ mod tests {
             "a deletion names the commit's key"
         );
         assert!(keys[2].tombstone);
-        assert_eq!(keys[3].key, None, "a group's whole deletion has no key");
+        // Records without a key of their own get one no other record has: kept by the
+        // cleaner, which removes keyless records.
+        let own = |i: usize| {
+            let mut k = vec![b'#'];
+            k.extend_from_slice(&(i as i64).to_le_bytes());
+            Some(Bytes::from(k))
+        };
+        assert_eq!(keys[3].key, own(3), "a group's whole deletion");
+        assert!(!keys[3].tombstone);
         assert_eq!(keys[4].key, keys[5].key);
         assert!(!keys[4].tombstone && keys[5].tombstone);
-        assert_eq!((keys[6].key.clone(), keys[7].key.clone()), (None, None));
+        assert_eq!((keys[6].key.clone(), keys[7].key.clone()), (own(6), own(7)));
         assert_eq!(keys[8].key, keys[9].key);
         assert!(keys[9].tombstone);
         assert_ne!(

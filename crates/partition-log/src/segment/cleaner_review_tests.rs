@@ -167,7 +167,6 @@ async fn keyless_record(log: &dyn PartitionLog) {
 /// them on a compacted topic; one written before the topic was compacted stays)", and
 /// `Cleaning::records` keeps it; it is not listed among the deliberate differences.
 #[tokio::test]
-#[ignore = "bug: a record without a key is kept forever; Kafka's Cleaner.shouldRetainRecord drops it"]
 async fn a_record_without_a_key_is_removed_as_kafka_does_segment_log() {
     let dir = tempfile::tempdir().unwrap();
     keyless_record(&segment_log(dir.path()).await).await;
@@ -176,7 +175,6 @@ async fn a_record_without_a_key_is_removed_as_kafka_does_segment_log() {
 /// The same as [`a_record_without_a_key_is_removed_as_kafka_does_segment_log`], on the
 /// memory log.
 #[tokio::test]
-#[ignore = "bug: a record without a key is kept forever; Kafka's Cleaner.shouldRetainRecord drops it"]
 async fn a_record_without_a_key_is_removed_as_kafka_does_memory_log() {
     keyless_record(&memory_log()).await;
 }
@@ -244,7 +242,6 @@ async fn a_marker_gets_its_horizon_at_the_pass_after_its_records_went_memory_log
 /// were both in the dirty part it never compacted. No later pass maps `a` again (each maps
 /// its own dirty part only), so the tombstone expires and goes while `a=v1` stays.
 #[tokio::test]
-#[ignore = "bug: the cleaner checkpoint is written before the pass rewrites anything; a pass that fails or crashes, then a restart, skips that dirty part for good (deleted key resurrected once its tombstone expires)"]
 async fn a_failed_pass_then_a_restart_does_not_resurrect_a_deleted_key() {
     use crate::fs::sim::{Fault, FsOp, SimFs};
     let fs = SimFs::new();
@@ -316,7 +313,6 @@ async fn a_future_timestamp(log: &dyn PartitionLog) {
 /// clock reaches that timestamp: a producer with a clock far ahead stops the partition's
 /// compaction, tombstones and old values included.
 #[tokio::test]
-#[ignore = "bug: at min.compaction.lag.ms 0 a record stamped in the future stops compaction at its segment until the clock reaches it (Kafka applies no lag at 0)"]
 async fn a_future_timestamp_does_not_stop_compaction_at_lag_0_segment_log() {
     let dir = tempfile::tempdir().unwrap();
     a_future_timestamp(&segment_log(dir.path()).await).await;
@@ -325,7 +321,6 @@ async fn a_future_timestamp_does_not_stop_compaction_at_lag_0_segment_log() {
 /// The same as [`a_future_timestamp_does_not_stop_compaction_at_lag_0_segment_log`], on the
 /// memory log.
 #[tokio::test]
-#[ignore = "bug: at min.compaction.lag.ms 0 a record stamped in the future stops compaction at its batch until the clock reaches it (Kafka applies no lag at 0)"]
 async fn a_future_timestamp_does_not_stop_compaction_at_lag_0_memory_log() {
     a_future_timestamp(&memory_log()).await;
 }

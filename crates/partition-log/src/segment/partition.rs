@@ -288,8 +288,8 @@ impl<F: Fs> Partition<F> {
     /// other damage naming file and position, and removes segments wholly below the
     /// checkpointed log start (a crash between the checkpoint and the deletion).
     ///
-    /// `cleaned` is where compaction left the partition compacted (the cleaner checkpoint):
-    /// below it, offsets may have gaps; above it, they must run on.
+    /// `cleaned` is how far compaction may have rewritten the partition (the cleaner
+    /// checkpoint): below it, offsets may have gaps; above it, they must run on.
     pub(crate) fn open(
         fs: Arc<F>,
         tp: TopicPartition,
@@ -405,10 +405,11 @@ impl<F: Fs> Partition<F> {
                 segments,
             },
         );
-        *partition
-            .cleaner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = cleaned;
+        // The cleaner's progress starts at 0, not at the checkpoint: the checkpoint is written
+        // before a pass swaps its segments in (it bounds the gaps recovery accepts), so it
+        // cannot say that the pass ended; a pass that failed or was cut by a crash would
+        // otherwise leave its dirty records unmapped for good. The first pass after an open
+        // reads the compactable segments whole.
         Ok(partition)
     }
 
