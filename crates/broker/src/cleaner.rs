@@ -6,15 +6,24 @@
 //!
 //! The log keeps the batches producers sent without reading them; [`KafkaBatches`] reads
 //! them for the pass: a record's key and whether it is a tombstone, and a batch rewritten
-//! without some records (the same compression, producer fields and timestamps).
+//! without some records. A rewritten batch keeps each kept record byte for byte (its
+//! headers all, two of one key included) and, as Kafka's `MemoryRecords.filterTo` /
+//! `buildRetainedRecordsInto`, the original batch's base offset, last offset, producer id,
+//! epoch and base sequence (`NO_SEQUENCE` stays -1), transactional and control flags,
+//! partition leader epoch and compression codec ([`crate::stored_batch`]). A batch that does
+//! not read (a bad CRC, a malformed record, more than `max_decompressed_batch_bytes`
+//! decompressed) takes no part: it is kept as it is.
 //!
 //! Transactions as Kafka's cleaner treats them: an aborted transaction's records are
 //! removed, a committed one's take part, a marker goes once its transaction has no record
 //! left and its delete horizon has passed. Differences from Kafka, kept on purpose for now
 //! (the broker README lists them):
-//! - a rewritten batch starts at its first kept record and ends at its last (Kafka keeps the
-//!   original batch's base and last offsets, for the producer's last sequence); a batch
-//!   left empty is dropped (Kafka keeps an empty batch where the producer state needs it);
+//! - a batch left empty is dropped (Kafka keeps an empty batch where the producer state
+//!   needs it);
+//! - a rewritten batch keeps its base timestamp, so each kept record's bytes stay as stored
+//!   (Kafka re-appends the kept records: its base timestamp becomes the first kept record's,
+//!   or the delete horizon, which Kafka writes into the batch and the log here keeps beside
+//!   it); every record's offset and timestamp read the same either way;
 //! - segments are rewritten one to one, never merged; one left empty stays as an empty file;
 //! - the in-memory and PostgreSQL logs have no segments: every batch below the last stable
 //!   offset is compactable once past `min.compaction.lag.ms`.
@@ -25,22 +34,36 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use coordinator_core::{Clock, LogError, TopicPartition};
-use kafka_protocol::records::{RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions};
 use partition_log::compaction::{
     BatchKind, Compaction, CompactionPolicy, KeyedRecord, RecordFormat, RetainedBatch,
 };
 use tokio::task::JoinHandle;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::api::topic_configs;
 use crate::context::{Context, WallClock};
 use crate::producers::{read_marker, BatchHeader};
+use crate::stored_batch::StoredBatch;
 
-/// Kafka's v2 record batches, as compaction reads them.
-#[derive(Debug, Default)]
-pub(crate) struct KafkaBatches;
+/// Kafka's v2 record batches, as compaction reads them: in place, each record's bytes as
+/// stored ([`StoredBatch`]), a compressed batch's records decompressing to at most
+/// `max_decompressed` bytes (the broker's `max_decompressed_batch_bytes`, Produce's bound).
+#[derive(Debug)]
+pub(crate) struct KafkaBatches {
+    max_decompressed: usize,
+}
+
+impl KafkaBatches {
+    /// Reads batches whose records decompress to at most `max_decompressed` bytes.
+    pub(crate) fn new(max_decompressed: usize) -> Self {
+        KafkaBatches { max_decompressed }
+    }
+
+    fn read<'a>(&self, encoded: &'a [u8]) -> Result<StoredBatch<'a>, String> {
+        StoredBatch::read(encoded, self.max_decompressed)
+    }
+}
 
 impl RecordFormat for KafkaBatches {
     fn kind(&self, encoded: &[u8]) -> BatchKind {
@@ -65,14 +88,18 @@ impl RecordFormat for KafkaBatches {
     }
 
     fn keys(&self, encoded: &[u8], _base_offset: i64) -> Option<Vec<KeyedRecord>> {
-        let set = RecordBatchDecoder::decode(&mut Bytes::copy_from_slice(encoded)).ok()?;
+        let batch = self
+            .read(encoded)
+            .map_err(|reason| debug!(%reason, "a batch the cleaner cannot read: kept as it is"))
+            .ok()?;
         Some(
-            set.records
-                .into_iter()
+            batch
+                .records()
+                .iter()
                 .map(|r| KeyedRecord {
                     offset: r.offset,
-                    tombstone: r.value.is_none(),
-                    key: r.key.map(|k| Arc::from(&k[..])),
+                    tombstone: r.tombstone,
+                    key: batch.key(r).map(Arc::from),
                 })
                 .collect(),
         )
@@ -84,24 +111,14 @@ impl RecordFormat for KafkaBatches {
         _base_offset: i64,
         keep: &dyn Fn(i64) -> bool,
     ) -> Result<RetainedBatch, String> {
-        let mut set = RecordBatchDecoder::decode(&mut Bytes::copy_from_slice(encoded))
-            .map_err(|e| format!("cannot decode the batch: {e}"))?;
-        set.records.retain(|r| keep(r.offset));
-        let (Some(first), Some(last)) = (set.records.first(), set.records.last()) else {
-            return Err("no record kept".into());
-        };
-        let (base_offset, last_offset) = (first.offset, last.offset);
-        let mut buf = BytesMut::with_capacity(encoded.len());
-        let options = RecordEncodeOptions {
-            version: 2,
-            compression: set.compression,
-        };
-        RecordBatchEncoder::encode(&mut buf, &set.records, &options)
-            .map_err(|e| format!("cannot encode the batch: {e}"))?;
+        let batch = self
+            .read(encoded)
+            .map_err(|e| format!("cannot read the batch: {e}"))?;
+        let rewritten = batch.retain(keep)?;
         Ok(RetainedBatch {
-            encoded: Arc::from(&buf[..]),
-            base_offset,
-            last_offset,
+            encoded: Arc::from(rewritten.encoded),
+            base_offset: rewritten.base_offset,
+            last_offset: rewritten.last_offset,
         })
     }
 }
@@ -112,7 +129,9 @@ pub(crate) struct Cleaner(JoinHandle<()>);
 impl Cleaner {
     pub(crate) fn spawn(context: Arc<Context>, interval: Duration) -> Cleaner {
         Cleaner(tokio::spawn(async move {
-            let format: Arc<dyn RecordFormat> = Arc::new(KafkaBatches);
+            let format: Arc<dyn RecordFormat> = Arc::new(KafkaBatches::new(
+                context.config.max_decompressed_batch_bytes,
+            ));
             let mut ticks = tokio::time::interval(interval);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -243,5 +262,5 @@ async fn stable_offset(
 }
 
 #[cfg(test)]
-#[path = "cleaner_review_tests.rs"]
-mod review_tests;
+#[path = "cleaner_tests.rs"]
+mod tests;

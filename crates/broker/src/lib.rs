@@ -90,6 +90,7 @@ mod server;
 mod share;
 mod shutdown;
 mod store;
+mod stored_batch;
 pub mod testing;
 mod tls;
 mod txn_markers;

@@ -29,7 +29,7 @@ fn read_bounded(reader: impl Read, limit: usize) -> Result<Bytes> {
 }
 
 /// The records of one batch, decompressed, at most `limit` bytes.
-pub(super) fn inflate(buf: &mut Bytes, compression: Compression, limit: usize) -> Result<Bytes> {
+pub(crate) fn inflate(buf: &mut Bytes, compression: Compression, limit: usize) -> Result<Bytes> {
     let input = buf.copy_to_bytes(buf.remaining());
     match compression {
         Compression::None => Ok(input),

@@ -26,7 +26,7 @@ const MIN_BATCH_LENGTH: usize = HEADER_LEN - 12;
 /// The most records one batch may announce. Far above what producers send (they cap a
 /// batch by bytes, 16 KiB to 1 MiB by default); it bounds what a hostile count can make the
 /// decoder allocate up front.
-pub(super) const MAX_RECORDS_PER_BATCH: i32 = 1 << 20;
+pub(crate) const MAX_RECORDS_PER_BATCH: i32 = 1 << 20;
 
 /// How many decompressed bytes one Produce request may still inflate to, and the most one
 /// batch may.
