@@ -16,7 +16,7 @@ use partition_log::MemoryLog;
 
 use super::KafkaBatches;
 use crate::producers::BatchHeader;
-use crate::stored_batch::{crc32c, StoredBatch};
+use crate::stored_batch::StoredBatch;
 
 /// The broker's default `max_decompressed_batch_bytes`.
 const LIMIT: usize = 16 << 20;
@@ -466,13 +466,4 @@ fn a_batch_that_does_not_read_takes_no_part() {
     assert!(small.keys(&bomb, 0).is_none());
     assert!(small.retain(&bomb, 0, &|o| o == 1).is_err());
     assert!(batches().retain(&bomb, 0, &|o| o == 1).is_ok());
-}
-
-/// The CRC-32C the rewrite writes is the `crc32c` crate's.
-#[test]
-fn the_checksum_is_crc32c() {
-    let data: Vec<u8> = (0..4099u32).map(|i| (i * 31 % 251) as u8).collect();
-    for n in [0, 1, 7, 8, 9, 15, 16, 17, 100, 4099] {
-        assert_eq!(crc32c(&data[..n]), crc32c::crc32c(&data[..n]), "{n} bytes");
-    }
 }

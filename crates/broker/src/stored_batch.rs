@@ -189,7 +189,7 @@ impl<'a> StoredBatch<'a> {
             return Err(format!("magic {magic}: only v2 batches are read"));
         }
         let crc = u32::from_be_bytes(array(encoded, 17)?);
-        let actual = crc32c(encoded.get(CRC_FROM..).unwrap_or_default());
+        let actual = crc32c::crc32c(encoded.get(CRC_FROM..).unwrap_or_default());
         if crc != actual {
             return Err(format!(
                 "a CRC of {crc:#010x}, the bytes' is {actual:#010x}"
@@ -385,7 +385,7 @@ impl<'a> StoredBatch<'a> {
         put(&mut out, 8, &length.to_be_bytes())?;
         put(&mut out, 35, &max_timestamp.to_be_bytes())?;
         put(&mut out, 57, &count.to_be_bytes())?;
-        let crc = crc32c(out.get(CRC_FROM..).unwrap_or_default());
+        let crc = crc32c::crc32c(out.get(CRC_FROM..).unwrap_or_default());
         put(&mut out, 17, &crc.to_be_bytes())?;
         Ok(Rewritten {
             encoded: out,
@@ -400,59 +400,4 @@ fn put(out: &mut [u8], at: usize, value: &[u8]) -> Result<(), String> {
         .ok_or_else(|| format!("no field at byte {at}"))?
         .copy_from_slice(value);
     Ok(())
-}
-
-/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum of Kafka's v2
-/// batches, sliced by 8 bytes (the `crc32c` crate is only a dev-dependency of this crate).
-pub(crate) fn crc32c(data: &[u8]) -> u32 {
-    let t = &CRC_TABLES;
-    let mut crc = !0u32;
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let lo = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) ^ crc;
-        let hi = u32::from_le_bytes([c[4], c[5], c[6], c[7]]);
-        crc = t[7][(lo & 0xff) as usize]
-            ^ t[6][((lo >> 8) & 0xff) as usize]
-            ^ t[5][((lo >> 16) & 0xff) as usize]
-            ^ t[4][(lo >> 24) as usize]
-            ^ t[3][(hi & 0xff) as usize]
-            ^ t[2][((hi >> 8) & 0xff) as usize]
-            ^ t[1][((hi >> 16) & 0xff) as usize]
-            ^ t[0][(hi >> 24) as usize];
-    }
-    for &b in chunks.remainder() {
-        crc = t[0][((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
-    }
-    !crc
-}
-
-static CRC_TABLES: [[u32; 256]; 8] = crc_tables();
-
-const fn crc_tables() -> [[u32; 256]; 8] {
-    let mut t = [[0u32; 256]; 8];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                (c >> 1) ^ 0x82F6_3B78
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        t[0][i] = c;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 256 {
-        let mut s = 1;
-        while s < 8 {
-            t[s][i] = (t[s - 1][i] >> 8) ^ t[0][(t[s - 1][i] & 0xff) as usize];
-            s += 1;
-        }
-        i += 1;
-    }
-    t
 }

@@ -72,7 +72,8 @@ impl Batch {
             .chain(self.stamps.iter().copied())
     }
 
-    /// The offset of the first record.
+    /// The batch's base offset: its first record's, or below it once compaction removed records
+    /// from its start (the batch keeps its base, as Kafka's cleaner keeps it).
     pub fn base_offset(&self) -> i64 {
         self.base_offset
     }
