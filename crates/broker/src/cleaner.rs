@@ -24,7 +24,9 @@
 //!   (Kafka re-appends the kept records: its base timestamp becomes the first kept record's,
 //!   or the delete horizon, which Kafka writes into the batch and the log here keeps beside
 //!   it); every record's offset and timestamp read the same either way;
-//! - segments are rewritten one to one, never merged; one left empty stays as an empty file;
+//! - consecutive segments are merged as Kafka's `groupSegmentsBySize` merges them; the
+//!   swap that commits a merge names the range it replaces (see partition-log's
+//!   `segment/clean.rs` for how its recovery differs from Kafka's);
 //! - the in-memory and PostgreSQL logs have no segments: every batch below the last stable
 //!   offset is compactable once past `min.compaction.lag.ms`.
 //!
