@@ -10,8 +10,8 @@
 //! order ([`Cleaning::decide`]): a record is kept unless a later record has its key, it is
 //! a tombstone past its delete horizon, or it has no key; a kept tombstone's batch gets its horizon (`now +
 //! delete.retention.ms`) at the first pass that keeps it. An aborted transaction's records
-//! go, a committed one's take part as plain records, one undecided within the compactable
-//! batches is kept whole; a marker goes once no record of its transaction is left and its
+//! go, a committed one's take part as plain records (its marker may lie after the
+//! compactable batches: [`Cleaning::learn_after`] finds it); a marker goes once no record of its transaction is left and its
 //! own delete horizon (set by the first pass that finds it alone) has passed. Offsets never
 //! change.
 
@@ -98,6 +98,10 @@ pub struct Cleaning<'a> {
     fate: HashMap<i64, (i64, bool)>,
     /// Each marker (by offset): how many batches of its transaction are still stored.
     left: HashMap<i64, usize>,
+    /// The markers whose transaction's last batches this pass removed: each gets its delete
+    /// horizon at the next pass, as Kafka's (`CleanedTransactionMetadata.onControlBatchRead`
+    /// keeps the marker, without a horizon, in the pass that removes its records).
+    emptied: HashSet<i64>,
     /// Each producer's transactional batches not yet decided by a marker.
     open: HashMap<i64, Vec<i64>>,
 }
@@ -122,6 +126,7 @@ impl<'a> Cleaning<'a> {
             key_bytes: 0,
             fate: HashMap::new(),
             left: HashMap::new(),
+            emptied: HashSet::new(),
             open: HashMap::new(),
         }
     }
@@ -144,6 +149,35 @@ impl<'a> Cleaning<'a> {
                 }
             }
             BatchKind::Plain | BatchKind::Unknown => {}
+        }
+    }
+
+    /// Whether a transactional batch learnt so far waits for a marker the compactable batches
+    /// do not hold.
+    pub fn undecided(&self) -> bool {
+        !self.open.is_empty()
+    }
+
+    /// Learns, from a batch after the compactable ones, the marker of a transaction the
+    /// compactable batches leave undecided: called in offset order on the batches that
+    /// follow them, up to the high watermark, while [`undecided`](Self::undecided). Every
+    /// transactional batch below the stable offset has its marker somewhere in the log;
+    /// Kafka's cleaner learns it from its transaction index, which covers the whole log
+    /// (`Cleaner.buildOffsetMap` / `cleanSegments`, `collectAbortedTransactions`). Only the
+    /// markers of producers waiting count: a transaction begun after the compactable batches
+    /// is not the pass's.
+    pub fn learn_after(&mut self, base_offset: i64, data: &[u8]) {
+        if let BatchKind::Marker {
+            producer_id,
+            commit,
+        } = self.format.kind(data)
+        {
+            if let Some(batches) = self.open.remove(&producer_id) {
+                self.left.insert(base_offset, batches.len());
+                for b in batches {
+                    self.fate.insert(b, (base_offset, commit));
+                }
+            }
         }
     }
 
@@ -196,8 +230,11 @@ impl<'a> Cleaning<'a> {
                 }
             },
             BatchKind::Marker { .. } => {
-                if self.left.get(&batch.base_offset) != Some(&0) {
-                    return Outcome::Same; // records of its transaction are left
+                if self.left.get(&batch.base_offset) != Some(&0)
+                    || self.emptied.contains(&batch.base_offset)
+                {
+                    // Records of its transaction are left, or went in this pass.
+                    return Outcome::Same;
                 }
                 match batch.delete_horizon {
                     Some(h) if self.policy.now_ms >= h => Outcome::Dropped,
@@ -224,6 +261,9 @@ impl<'a> Cleaning<'a> {
     fn removed(&mut self, marker: i64) {
         if let Some(n) = self.left.get_mut(&marker) {
             *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.emptied.insert(marker);
+            }
         }
     }
 

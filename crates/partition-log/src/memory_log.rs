@@ -676,6 +676,28 @@ impl MemoryLog {
                 pass.learn(b.base_offset, data);
             }
         }
+        if pass.undecided() {
+            // The markers of transactions the compactable batches leave open, from the
+            // batches after them (up to the high watermark).
+            let last = batches.last().map_or(i64::MIN, |b| b.last_offset());
+            self.with_partition(tp, |log| {
+                let end = log.visible_end();
+                let after = log
+                    .batches
+                    .range(log.first_batch_from(last.saturating_add(1))..)
+                    .skip_while(|b| b.base_offset <= last)
+                    .take_while(|b| b.last_offset() < end);
+                for b in after {
+                    if !pass.undecided() {
+                        break;
+                    }
+                    if let Some(data) = &b.encoded {
+                        pass.learn_after(b.base_offset, data);
+                    }
+                }
+                Ok(())
+            })?;
+        }
         let mut mapped = dirty;
         for b in &batches[dirty..] {
             if let Some(data) = &b.encoded {

@@ -1009,6 +1009,20 @@ impl PartitionLog for PostgresLog {
         if dirty == 0 || !due(policy, total, dirty, oldest_dirty) {
             return Ok(nothing);
         }
+        if pass.undecided() {
+            // The markers of transactions the compactable batches leave open, from the
+            // batches after them, up to the high watermark.
+            let mut sweep = Sweep::new(topic, partition, high_watermark);
+            sweep.after = upper.saturating_sub(1);
+            'after: while let Some(page) = sweep.next(&client, &op).await? {
+                for b in &page {
+                    if !pass.undecided() {
+                        break 'after;
+                    }
+                    pass.learn_after(b.base_offset, &b.encoded);
+                }
+            }
+        }
 
         // Sweep 2: the latest offset of each key of the dirty batches, up to the bound.
         let mut mapped_to = upper;

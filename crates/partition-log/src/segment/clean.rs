@@ -168,6 +168,20 @@ impl<F: Fs> Partition<F> {
                 pass.learn(e.head.base_offset, &frame[e.head.data_start() as usize..]);
             }
         }
+        if pass.undecided() {
+            // The markers of transactions the compactable segments leave open, from the
+            // batches after them, up to the high watermark.
+            let last = compactable.last().map_or(i64::MIN, |c| c.next_base - 1);
+            'after: for segment in self.segments_after(last) {
+                for e in &segment.entries {
+                    if !pass.undecided() {
+                        break 'after;
+                    }
+                    let frame = segment.frame(&*self.fs, e)?;
+                    pass.learn_after(e.head.base_offset, &frame[e.head.data_start() as usize..]);
+                }
+            }
+        }
         let mut mapped = dirty;
         for segment in &compactable[dirty..] {
             for e in &segment.entries {
@@ -216,6 +230,36 @@ impl<F: Fs> Partition<F> {
         }
         *first_dirty = cleaned_up_to;
         Ok(done)
+    }
+
+    /// The segments holding batches after offset `last`, the active one included, each with
+    /// only those batches and only up to the high watermark (a batch past it may still be
+    /// cut back), as they are now.
+    fn segments_after(&self, last: i64) -> Vec<Closed<F>> {
+        let s = self.read();
+        let end = s.end;
+        let mut out = Vec::new();
+        for (i, seg) in s.segments.iter().enumerate() {
+            let next_base = s.segments.get(i + 1).map_or(end, |n| n.base_offset);
+            if next_base <= last.saturating_add(1) {
+                continue;
+            }
+            let entries: Vec<Entry> = seg
+                .entries
+                .iter()
+                .filter(|e| e.head.base_offset > last && e.head.last_offset() < end)
+                .cloned()
+                .collect();
+            out.push(Closed {
+                base_offset: seg.base_offset,
+                next_base,
+                path: seg.path.clone(),
+                file: seg.file.clone(),
+                size: seg.size,
+                entries,
+            });
+        }
+        out
     }
 
     /// The log start and the closed segments, as they are now.

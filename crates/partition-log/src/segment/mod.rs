@@ -1201,13 +1201,13 @@ impl Rng {
 }
 
 #[cfg(test)]
-mod cleaner_review_tests;
-#[cfg(test)]
 mod compaction_tests;
 #[cfg(test)]
 mod crash_tests;
 #[cfg(test)]
 mod hostile_tests;
+#[cfg(test)]
+mod kafka_cleaner_tests;
 #[cfg(test)]
 mod regression_tests;
 #[cfg(test)]

@@ -301,24 +301,37 @@ pub async fn compaction_drops_aborted_records_and_lone_markers(log: &dyn Partiti
         "undecided: kept whole"
     );
 
-    // `c` written again outside a transaction: the committed record goes, then its marker
-    // (once its horizon, set by the pass that finds it alone, has passed), and the abort
-    // marker after its own horizon.
+    // `c` written again outside a transaction: the committed record goes. A marker gets its
+    // horizon at the first pass that finds it alone, not at the pass that removed its
+    // transaction's records (Kafka's `CleanedTransactionMetadata.onControlBatchRead`), and
+    // goes once that horizon has passed: the abort marker (alone since the pass at 100) gets
+    // its horizon now (1100 + 1000), the commit marker (alone from this pass) at the next.
     put(log, &[("c", "p2")], 1).await;
     fill(log, 8).await;
     compact(log, &policy(1100)).await;
     let stored = batches(log).await;
     assert!(!contents(log).await.iter().any(|r| r.2 == "t2"));
     assert!(
-        !stored.iter().any(|b| b.0 == abort),
-        "the abort marker's horizon passed"
+        stored.iter().any(|b| b.0 == abort),
+        "the abort marker's horizon runs: {stored:?}"
     );
     assert!(
         stored.iter().any(|b| b.0 == commit),
-        "the commit marker's horizon runs"
+        "the commit marker has no horizon yet"
     );
     fill(log, 8).await;
     compact(log, &policy(2100)).await;
+    let stored = batches(log).await;
+    assert!(
+        !stored.iter().any(|b| b.0 == abort),
+        "the abort marker's horizon passed: {stored:?}"
+    );
+    assert!(
+        stored.iter().any(|b| b.0 == commit),
+        "the commit marker's horizon runs: {stored:?}"
+    );
+    fill(log, 8).await;
+    compact(log, &policy(3100)).await;
     let stored = batches(log).await;
     assert!(!stored.iter().any(|b| b.0 == commit), "{stored:?}");
     assert!(stored.contains(&(open, "#T 9".into())));
