@@ -1284,4 +1284,116 @@ mod tests {
             "a failed append wakes nobody"
         );
     }
+
+    /// A [`TextRecords`](crate::testing::compaction::TextRecords) format that runs `hook`
+    /// at its first `keys` call: inside a pass's key map, after its snapshot and before its
+    /// swap, with no lock of the log held.
+    struct Hooked {
+        hook: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    }
+
+    impl fmt::Debug for Hooked {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("Hooked")
+        }
+    }
+
+    impl crate::compaction::RecordFormat for Hooked {
+        fn kind(&self, encoded: &[u8]) -> crate::compaction::BatchKind {
+            crate::testing::compaction::TextRecords.kind(encoded)
+        }
+
+        fn keys(
+            &self,
+            encoded: &[u8],
+            base_offset: i64,
+        ) -> Option<Vec<crate::compaction::KeyedRecord>> {
+            let hook = self.hook.lock().unwrap().take();
+            if let Some(hook) = hook {
+                hook();
+            }
+            crate::testing::compaction::TextRecords.keys(encoded, base_offset)
+        }
+
+        fn retain(
+            &self,
+            encoded: &[u8],
+            base_offset: i64,
+            keep: &dyn Fn(i64) -> bool,
+        ) -> Result<crate::compaction::RetainedBatch, String> {
+            crate::testing::compaction::TextRecords.retain(encoded, base_offset, keep)
+        }
+    }
+
+    /// Appends one text batch of `(key, value)` records at timestamp 1 to `c`-0.
+    fn put_text(log: &MemoryLog, records: &[(&str, &str)]) -> i64 {
+        let owned: Vec<(String, String)> = records
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let new = records
+            .iter()
+            .map(|_| NewRecord::new(&b"x"[..]).timestamp(1))
+            .collect();
+        log.append_encoded(&TopicPartition::new("c", 0), new, move |base| {
+            let text: String = owned
+                .iter()
+                .zip(base..)
+                .map(|((k, v), o)| format!("{o} {k} {v}\n"))
+                .collect();
+            Bytes::from(text.into_bytes())
+        })
+        .unwrap()
+    }
+
+    /// The offsets `c`-0 holds from its log start.
+    fn held_offsets(log: &MemoryLog) -> Vec<i64> {
+        let read = log
+            .read_batches(&TopicPartition::new("c", 0), 0, 1 << 20)
+            .unwrap();
+        read.batches
+            .iter()
+            .flat_map(|b| crate::testing::compaction::parse(b.encoded().unwrap()))
+            .map(|(o, _, _)| o)
+            .collect()
+    }
+
+    /// Cause: memory_log.rs:778 (`log.cleaned = log.cleaned.max(cleaned_up_to)`) writes the
+    /// pass's cleaned offset into whatever partition bears the name at swap time; the pass
+    /// took its snapshot (memory_log.rs:647) of a topic deleted and recreated meanwhile. The
+    /// new topic starts "cleaned up to 4" while empty, so its first records count as clean:
+    /// never mapped as dirty, its superseded records are never removed (a pass finds nothing
+    /// dirty below 4).
+    #[test]
+    #[ignore = "bug: a compaction pass straddling topic deletion+recreation leaves its cleaned offset on the new topic"]
+    fn a_pass_straddling_topic_recreation_leaves_the_new_topic_uncleaned() {
+        let log = Arc::new(MemoryLog::with_clock(Arc::new(ManualClock::new())));
+        let c = TopicPartition::new("c", 0);
+        log.create_topic("c", 1).unwrap();
+        for v in ["v0", "v1", "v2", "v3"] {
+            put_text(&log, &[("k", v)]);
+        }
+        let other = log.clone();
+        let format = Hooked {
+            hook: std::sync::Mutex::new(Some(Box::new(move || {
+                other.delete_topic("c").unwrap();
+                other.create_topic("c", 1).unwrap();
+                put_text(&other, &[("a", "new0")]);
+                put_text(&other, &[("a", "new1")]);
+            }))),
+        };
+        let policy = CompactionPolicy {
+            min_cleanable_dirty_ratio: 0.0,
+            ..CompactionPolicy::at(10)
+        };
+        log.compact(&c, &policy, &format).unwrap();
+        assert_eq!(held_offsets(&log), [0, 1], "the new topic's records are untouched");
+
+        // A pass over the new topic alone: offset 0 is superseded by offset 1.
+        let done = log
+            .compact(&c, &policy, &crate::testing::compaction::TextRecords)
+            .unwrap();
+        assert_eq!(done.cleaned_up_to, 2, "{done:?}");
+        assert_eq!(held_offsets(&log), [1]);
+    }
 }
