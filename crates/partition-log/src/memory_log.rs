@@ -108,6 +108,24 @@ struct Partition {
 }
 
 impl Partition {
+    /// Moves the log start up to `offset` and drops the batches wholly below it.
+    fn advance(&mut self, tp: &TopicPartition, offset: i64) -> Result<i64, LogError> {
+        if offset > self.visible_end() {
+            return Err(self.out_of_range(tp, offset));
+        }
+        if offset > self.log_start {
+            self.log_start = offset;
+            while self
+                .batches
+                .front()
+                .is_some_and(|b| b.last_offset() < offset)
+            {
+                self.batches.pop_front();
+            }
+        }
+        Ok(self.log_start)
+    }
+
     fn visible_end(&self) -> i64 {
         self.pinned_high_watermark.unwrap_or(self.log_end)
     }
@@ -572,22 +590,7 @@ impl MemoryLog {
     /// Errors: `UNKNOWN_TOPIC_OR_PARTITION`; `OFFSET_OUT_OF_RANGE` if `offset` is above the
     /// visible end (Kafka refuses to delete records consumers cannot have read).
     pub fn advance_log_start(&self, tp: &TopicPartition, offset: i64) -> Result<i64, LogError> {
-        self.with_partition_mut(tp, |log| {
-            if offset > log.visible_end() {
-                return Err(log.out_of_range(tp, offset));
-            }
-            if offset > log.log_start {
-                log.log_start = offset;
-                while log
-                    .batches
-                    .front()
-                    .is_some_and(|b| b.last_offset() < offset)
-                {
-                    log.batches.pop_front();
-                }
-            }
-            Ok(log.log_start)
-        })
+        self.with_partition_mut(tp, |log| log.advance(tp, offset))
     }
 
     /// Applies Kafka's two retention rules to `tp` at the log clock's time, with a batch in
@@ -602,7 +605,14 @@ impl MemoryLog {
         retention_bytes: i64,
     ) -> Result<i64, LogError> {
         let now = i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX);
-        let (start, target) = self.with_partition(tp, |log| {
+        // Decided and applied under one lock: a compaction pass's swap, or the topic deleted
+        // and created again, cannot come between the two.
+        let (before, after) = {
+            let mut topics = self.write();
+            let log = topics
+                .get_mut(tp.topic())
+                .and_then(|parts| parts.get_mut(tp.partition() as usize))
+                .ok_or_else(|| unknown(tp))?;
             let end = log.visible_end();
             let kept = || log.batches.iter().filter(|b| b.last_offset() < end);
             let mut target = log.log_start;
@@ -623,12 +633,13 @@ impl MemoryLog {
                     target = target.max(b.last_offset() + 1);
                 }
             }
-            Ok((log.log_start, target))
-        })?;
-        if target <= start {
-            return Ok(start);
+            let before = log.log_start;
+            (before, log.advance(tp, target)?)
+        };
+        if after > before {
+            self.appended.send_modify(|n| *n = n.wrapping_add(1));
         }
-        self.advance_log_start(tp, target)
+        Ok(after)
     }
 
     /// One compaction pass over `tp` (Kafka's log cleaner; see
@@ -644,6 +655,8 @@ impl MemoryLog {
         policy: &CompactionPolicy,
         format: &dyn RecordFormat,
     ) -> Result<Compaction, LogError> {
+        // The topic the pass reads: one deleted and created again meanwhile is another.
+        let id = self.topic_id(tp.topic()).ok_or_else(|| unknown(tp))?;
         let (log_start, cleaned, batches) = self.with_partition(tp, |log| {
             let upper = log.visible_end().min(policy.stable_offset);
             let batches: Vec<Arc<Batch>> = log
@@ -763,21 +776,28 @@ impl MemoryLog {
             done.segments += 1;
             changes.insert(Arc::as_ptr(b), change);
         }
-        self.with_partition_mut(tp, |log| {
-            if !changes.is_empty() {
-                // Retention may have removed some of them meanwhile: those stay removed.
-                log.batches = log
-                    .batches
-                    .drain(..)
-                    .filter_map(|b| match changes.get(&Arc::as_ptr(&b)) {
-                        None => Some(b),
-                        Some(change) => change.clone(),
-                    })
-                    .collect();
-            }
-            log.cleaned = log.cleaned.max(cleaned_up_to);
-            Ok(())
-        })?;
+        let mut topics = self.write();
+        let Some(log) = topics
+            .get_mut(tp.topic())
+            .filter(|t| t.id == id)
+            .and_then(|t| t.get_mut(tp.partition() as usize))
+        else {
+            // The topic was deleted during the pass (and perhaps created again): nothing of
+            // the pass is its.
+            return Ok(nothing);
+        };
+        if !changes.is_empty() {
+            // Retention may have removed some of them meanwhile: those stay removed.
+            log.batches = log
+                .batches
+                .drain(..)
+                .filter_map(|b| match changes.get(&Arc::as_ptr(&b)) {
+                    None => Some(b),
+                    Some(change) => change.clone(),
+                })
+                .collect();
+        }
+        log.cleaned = log.cleaned.max(cleaned_up_to);
         Ok(done)
     }
 
@@ -1358,14 +1378,11 @@ mod tests {
             .collect()
     }
 
-    /// Cause: memory_log.rs:778 (`log.cleaned = log.cleaned.max(cleaned_up_to)`) writes the
-    /// pass's cleaned offset into whatever partition bears the name at swap time; the pass
-    /// took its snapshot (memory_log.rs:647) of a topic deleted and recreated meanwhile. The
-    /// new topic starts "cleaned up to 4" while empty, so its first records count as clean:
-    /// never mapped as dirty, its superseded records are never removed (a pass finds nothing
-    /// dirty below 4).
+    /// A pass whose topic is deleted and created again before its swap leaves nothing on the
+    /// new topic: it is matched by the topic's id. (Found in review, seen failing: the pass's
+    /// cleaned offset went to whatever partition bore the name, so the new topic started
+    /// "cleaned up to 4" while empty, and its superseded records were never removed.)
     #[test]
-    #[ignore = "bug: a compaction pass straddling topic deletion+recreation leaves its cleaned offset on the new topic"]
     fn a_pass_straddling_topic_recreation_leaves_the_new_topic_uncleaned() {
         let log = Arc::new(MemoryLog::with_clock(Arc::new(ManualClock::new())));
         let c = TopicPartition::new("c", 0);
@@ -1387,7 +1404,11 @@ mod tests {
             ..CompactionPolicy::at(10)
         };
         log.compact(&c, &policy, &format).unwrap();
-        assert_eq!(held_offsets(&log), [0, 1], "the new topic's records are untouched");
+        assert_eq!(
+            held_offsets(&log),
+            [0, 1],
+            "the new topic's records are untouched"
+        );
 
         // A pass over the new topic alone: offset 0 is superseded by offset 1.
         let done = log

@@ -968,10 +968,13 @@ impl PartitionLog for PostgresLog {
             return Ok(Compaction::default());
         };
         let mut client = self.client(&op).await?;
+        // The topic's id names the topic the pass reads: one deleted and created again under
+        // the same name during the pass is another, and none of the pass's writes are its.
         let bounds = client
             .prepare_cached(
-                "SELECT log_start, high_watermark, cleaned_offset FROM partitions \
-                 WHERE topic = $1 AND partition = $2",
+                "SELECT p.log_start, p.high_watermark, p.cleaned_offset, t.topic_id \
+                 FROM partitions p JOIN topics t ON t.name = p.topic \
+                 WHERE p.topic = $1 AND p.partition = $2",
             )
             .await
             .map_err(db(&op))?;
@@ -983,6 +986,7 @@ impl PartitionLog for PostgresLog {
         let log_start: i64 = row.try_get(0).map_err(db(&op))?;
         let high_watermark: i64 = row.try_get(1).map_err(db(&op))?;
         let cleaned: i64 = row.try_get(2).map_err(db(&op))?;
+        let topic_id: Vec<u8> = row.try_get(3).map_err(db(&op))?;
         let nothing = Compaction::up_to(cleaned);
         let dirty_start = cleaned.max(log_start);
         let mut pass = Cleaning::new(policy, &*format);
@@ -1067,6 +1071,20 @@ impl PartitionLog for PostgresLog {
                     .await
                     .map_err(storage)?;
             }
+            // Still the topic the pass read (held until the page commits: a deletion waits).
+            let same = tx
+                .prepare_cached("SELECT 1 FROM topics WHERE name = $1 AND topic_id = $2 FOR SHARE")
+                .await
+                .map_err(db(&op))?;
+            if tx
+                .query_opt(&same, &[&topic, &topic_id])
+                .await
+                .map_err(db(&op))?
+                .is_none()
+            {
+                info!(partition = %tp, "the topic was deleted during a compaction pass: stopped");
+                return Ok(done);
+            }
             let delete = tx
                 .prepare_cached(
                     "DELETE FROM batches WHERE topic = $1 AND partition = $2 \
@@ -1133,13 +1151,14 @@ impl PartitionLog for PostgresLog {
         }
         let mark = client
             .prepare_cached(
-                "UPDATE partitions SET cleaned_offset = GREATEST(cleaned_offset, $3) \
-                 WHERE topic = $1 AND partition = $2",
+                "UPDATE partitions p SET cleaned_offset = GREATEST(p.cleaned_offset, $3) \
+                 FROM topics t WHERE p.topic = $1 AND p.partition = $2 \
+                 AND t.name = p.topic AND t.topic_id = $4",
             )
             .await
             .map_err(db(&op))?;
         client
-            .execute(&mark, &[&topic, &partition, &mapped_to])
+            .execute(&mark, &[&topic, &partition, &mapped_to, &topic_id])
             .await
             .map_err(db(&op))?;
         if done.segments > 0 {
