@@ -1071,13 +1071,18 @@ impl PartitionLog for PostgresLog {
                     .await
                     .map_err(storage)?;
             }
-            // Still the topic the pass read (held until the page commits: a deletion waits).
+            // Still the topic the pass read, and its partition row held until the page
+            // commits: a deletion, an append or retention (which decides under the row's
+            // lock) waits for the page rather than deciding from sizes it changes.
             let same = tx
-                .prepare_cached("SELECT 1 FROM topics WHERE name = $1 AND topic_id = $2 FOR SHARE")
+                .prepare_cached(
+                    "SELECT 1 FROM partitions p JOIN topics t ON t.name = p.topic \
+                     WHERE p.topic = $1 AND p.partition = $2 AND t.topic_id = $3 FOR SHARE",
+                )
                 .await
                 .map_err(db(&op))?;
             if tx
-                .query_opt(&same, &[&topic, &topic_id])
+                .query_opt(&same, &[&topic, &partition, &topic_id])
                 .await
                 .map_err(db(&op))?
                 .is_none()
