@@ -156,6 +156,9 @@ impl Drop for Cleaner {
 /// The compaction rules of `topic` at `now_ms`, or `None` if its `cleanup.policy` does not
 /// compact.
 fn policy(context: &Context, topic: &str, now_ms: i64) -> Option<CompactionPolicy> {
+    if !context.topic_configs.compacts(topic) {
+        return None;
+    }
     let overrides = context.topic_configs.get(topic);
     let value = |name: &str| {
         overrides
@@ -163,11 +166,6 @@ fn policy(context: &Context, topic: &str, now_ms: i64) -> Option<CompactionPolic
             .map(|v| v.to_string())
             .or_else(|| topic_configs::find(name).map(|s| s.default.to_string()))
     };
-    let compacts =
-        value("cleanup.policy").is_some_and(|p| p.split(',').any(|p| p.trim() == "compact"));
-    if !compacts {
-        return None;
-    }
     let number = |name: &str, default: i64| {
         value(name)
             .and_then(|v| v.parse::<i64>().ok())

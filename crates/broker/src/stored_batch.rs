@@ -32,10 +32,8 @@ use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
 use kafka_protocol::records::Compression;
 
 use crate::api::inflate::inflate;
-use crate::api::records::MAX_RECORDS_PER_BATCH;
+use crate::api::records::{HEADER_LEN, MAX_RECORDS_PER_BATCH};
 
-/// The bytes of a batch header, up to the first record.
-const HEADER_LEN: usize = 61;
 /// Where the CRC-32C's coverage starts (the attributes).
 const CRC_FROM: usize = 21;
 const COMPRESSION_MASK: i16 = 0x07;

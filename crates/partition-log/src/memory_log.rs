@@ -698,7 +698,6 @@ impl MemoryLog {
                 let after = log
                     .batches
                     .range(log.first_batch_from(last.saturating_add(1))..)
-                    .skip_while(|b| b.base_offset <= last)
                     .take_while(|b| b.last_offset() < end);
                 for b in after {
                     if !pass.undecided() {

@@ -20,7 +20,8 @@ use kafka_protocol::records::{
     NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 
-const HEADER_LEN: usize = 61;
+/// The bytes of a v2 batch header, up to the first record.
+pub(crate) const HEADER_LEN: usize = 61;
 /// The smallest legal batch length field: the header after the length field.
 const MIN_BATCH_LENGTH: usize = HEADER_LEN - 12;
 /// The most records one batch may announce. Far above what producers send (they cap a
